@@ -1,0 +1,1 @@
+"""volthub: a self-hostable developer platform for live streaming."""

@@ -1,0 +1,5 @@
+import sys
+
+from volthub.cli import main
+
+sys.exit(main())

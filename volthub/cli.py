@@ -1,0 +1,222 @@
+"""`volthub serve | migrate | users` — the operator's entry points."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
+
+from .config import ConfigError, Settings, load_settings
+
+log = logging.getLogger("volthub")
+# Later features add their own sub-commands here: name -> (configure parser, run).
+COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+
+
+def command(name: str, configure: Callable[[argparse.ArgumentParser], None]) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        COMMANDS[name] = (configure, run)
+        return run
+
+    return register
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
+    parser.add_argument("--database", metavar="URL", help="database URL (overrides [database] url)")
+
+
+def settings_from(args: argparse.Namespace, **server: Any) -> Settings:
+    overrides: dict[str, dict[str, Any]] = {}
+    if getattr(args, "database", None):
+        overrides["database"] = {"url": args.database}
+    server = {key: value for key, value in server.items() if value is not None}
+    if server:
+        overrides["server"] = server
+    return load_settings(args.config, overrides=overrides)
+
+
+# --- serve -------------------------------------------------------------------------------
+
+
+def _configure_serve(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--host", help="address to bind (default [server] host)")
+    parser.add_argument("--port", type=int, help="port to bind (default [server] port)")
+
+
+@command("serve", _configure_serve)
+def serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args, host=args.host, port=args.port)
+    trio.run(_serve, settings)
+    return 0
+
+
+async def _serve(settings: Settings) -> None:
+    from hypercorn.config import Config as HypercornConfig
+    from hypercorn.trio import serve as hypercorn_serve
+
+    from .http.app import create_app
+
+    config = HypercornConfig()
+    config.bind = [f"{_bracket(settings.server.host)}:{settings.server.port}"]
+    config.graceful_timeout = settings.server.graceful_timeout_seconds
+    config.accesslog = None
+    config.keep_alive_timeout = 75
+    app = create_app(settings)
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_wait_for_signal, stop)
+        log.info("volthub listening on %s", config.bind[0])
+        # Hypercorn stops accepting, lets in-flight requests finish (graceful_timeout), then
+        # runs the app's after_serving, which cancels the background services' nursery.
+        await hypercorn_serve(app, config, shutdown_trigger=stop.wait)
+        nursery.cancel_scope.cancel()
+
+
+async def _wait_for_signal(stop: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            stop.set()
+            return
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+# --- migrate -----------------------------------------------------------------------------
+
+
+@command("migrate", _common)
+def migrate_command(args: argparse.Namespace) -> int:
+    from .persistence import migrate
+
+    settings = settings_from(args)
+
+    async def run() -> list[str]:
+        database = await _open(settings)
+        try:
+            return await migrate(database)
+        finally:
+            await database.close()
+
+    applied = trio.run(run)
+    print("\n".join(f"applied {name}" for name in applied) or "database is up to date")
+    return 0
+
+
+async def _open(settings: Settings) -> Any:
+    from .persistence import open_database
+
+    database = open_database(settings.database.url, settings.database.pool_size)
+    await database.open()
+    return database
+
+
+# --- users -------------------------------------------------------------------------------
+
+
+def _configure_users(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    create = sub.add_parser("create", help="create a first-party account")
+    _common(create)
+    create.add_argument("username")
+    create.add_argument("--password", help="read from stdin when omitted")
+    create.add_argument("--display-name")
+    listing = sub.add_parser("list", help="list accounts")
+    _common(listing)
+    listing.add_argument("--limit", type=int, default=100)
+
+
+@command("users", _configure_users)
+def users_command(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    return trio.run(_users_create if args.action == "create" else _users_list, settings, args)
+
+
+async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from .http.blueprints.accounts import RegisterBody
+    from .hub.accounts import Accounts, UsernameTaken
+    from .hub.bus import InProcessBus
+    from .hub.clock import SystemClock
+    from .hub.events import EventPublisher
+    from .hub.passwords import Passwords
+    from .persistence import migrate
+
+    password = args.password if args.password is not None else sys.stdin.readline().rstrip("\n")
+    try:  # the same rules as the register route
+        body = RegisterBody.model_validate(
+            {"username": args.username, "password": password, "displayName": args.display_name}
+        )
+    except ValidationError as exc:
+        print(f"error: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}", file=sys.stderr)
+        return 2
+    database = await _open(settings)
+    try:
+        await migrate(database)
+        publisher = EventPublisher(database, InProcessBus(), SystemClock())
+        passwords = Passwords(settings.auth.argon2_time_cost, settings.auth.argon2_memory_kib)
+        user = await Accounts(database, publisher, passwords).register(body.username, body.password, body.displayName)
+    except UsernameTaken:
+        print(f"error: username {args.username!r} is taken", file=sys.stderr)
+        return 1
+    finally:
+        await database.close()
+    print(f"{user.id}\t{user.username}")
+    return 0
+
+
+async def _users_list(settings: Settings, args: argparse.Namespace) -> int:
+    from .persistence import users as repo
+
+    database = await _open(settings)
+    try:
+        found = await database.read(lambda tx: repo.list_users(tx, args.limit))
+    finally:
+        await database.close()
+    for user in found:
+        print(f"{user.id}\t{user.username}\t{user.display_name}")
+    return 0
+
+
+# --- entry point ---------------------------------------------------------------------------
+
+
+def _load_plugins() -> None:
+    """Sub-commands defined by feature modules register themselves on import."""
+    import importlib
+
+    for module in ("volthub.loadtest.cli",):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _load_plugins()
+    parser = argparse.ArgumentParser(prog="volthub", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (configure, _) in COMMANDS.items():
+        configure(sub.add_parser(name, help=(COMMANDS[name][1].__doc__ or "").strip() or None))
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command][1](args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Access, declared once per route and enforced in one place.
+
+    @access.public                 anyone, no token needed
+    @access.token()                any valid token (first-party, or OAuth with no scope needed)
+    @access.token("user:write")    first-party, or an OAuth token holding that scope
+    @access.first_party            first-party tokens only; OAuth tokens get 403
+
+A route without a declaration is refused (fail closed), and a test walks every route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from quart import Quart, g, request
+
+from .errors import ApiError
+from .runtime import runtime
+from .tokens import ACCESS, Claims, TokenError
+
+F = TypeVar("F", bound=Callable[..., Any])
+ATTRIBUTE = "__volthub_access__"
+FIRST_PARTY = "first_party"
+OAUTH = "oauth"
+
+
+@dataclass(frozen=True)
+class Access:
+    kind: str  # "public" | "token" | "first_party"
+    scope: str | None = None
+
+
+@dataclass(frozen=True)
+class Principal:
+    user_id: str
+    kind: str  # FIRST_PARTY or OAUTH
+    scopes: frozenset[str] = frozenset()
+    client_id: str | None = None
+    grant_id: str | None = None
+
+    @property
+    def is_first_party(self) -> bool:
+        return self.kind == FIRST_PARTY
+
+    def allows(self, scope: str) -> bool:
+        return self.is_first_party or scope in self.scopes
+
+
+# Resolves an OAuth access token's grant to its effective scopes; None when revoked.
+GrantLookup = Callable[[Claims], Awaitable[frozenset[str] | None]]
+
+
+def _declare(fn: F, declaration: Access) -> F:
+    setattr(fn, ATTRIBUTE, declaration)
+    return fn
+
+
+def public(fn: F) -> F:
+    return _declare(fn, Access("public"))
+
+
+def first_party(fn: F) -> F:
+    return _declare(fn, Access("first_party"))
+
+
+def token(scope: str | None = None) -> Callable[[F], F]:
+    return lambda fn: _declare(fn, Access("token", scope))
+
+
+JSON_ONLY = ("application/json",)
+
+
+def accepts(*mimetypes: str) -> Callable[[F], F]:
+    """Let a route take other body types than JSON (the token endpoint, the consent form)."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, "__volthub_accepts__", mimetypes)
+        return fn
+
+    return mark
+
+
+def accepted_body_types(view: Callable[..., Any] | None) -> tuple[str, ...]:
+    return getattr(view, "__volthub_accepts__", JSON_ONLY)
+
+
+def declaration_of(view: Callable[..., Any]) -> Access | None:
+    return getattr(view, ATTRIBUTE, None)
+
+
+def unauthorized(code: str, message: str) -> ApiError:
+    challenge = f'Bearer realm="volthub", error="{code}"' if code == "invalid_token" else 'Bearer realm="volthub"'
+    return ApiError(401, code, message, headers={"WWW-Authenticate": challenge})
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise unauthorized("invalid_token", "Authorization header must be 'Bearer <token>'")
+    return value.strip()
+
+
+async def authenticate(raw_token: str) -> Principal:
+    """Verify a token (also used by the Events API connections)."""
+    rt = runtime()
+    assert rt.tokens is not None
+    try:
+        claims = rt.tokens.verify(raw_token)
+    except TokenError as exc:
+        text = "token has expired" if exc.reason == "expired" else "token is not valid"
+        raise unauthorized("invalid_token", text) from None
+    if claims.kind != ACCESS:
+        return Principal(claims.user_id, FIRST_PARTY)
+    lookup: GrantLookup | None = rt.services.get("grant_lookup")
+    scopes = await lookup(claims) if lookup is not None else None
+    if scopes is None:
+        raise unauthorized("invalid_token", "token has been revoked")
+    return Principal(claims.user_id, OAUTH, scopes, claims.client_id, claims.grant_id)
+
+
+def principal() -> Principal:
+    """The caller of a route declared `token` or `first_party`."""
+    found = g.get("principal")
+    if found is None:
+        raise unauthorized("missing_token", "this route needs an Authorization: Bearer token")
+    return found
+
+
+def optional_principal() -> Principal | None:
+    return g.get("principal")
+
+
+async def enforce(view: Callable[..., Any] | None) -> None:
+    if view is None:  # routing failed; Quart answers 404/405 itself
+        return
+    declaration = declaration_of(view)
+    if declaration is None:
+        raise ApiError(403, "forbidden", "this route has no access declaration")
+    header = request.headers.get("Authorization")
+    if declaration.kind == "public":
+        await _optional_authentication(header)
+        return
+    raw = bearer_token(header)
+    if raw is None:
+        raise unauthorized("missing_token", "this route needs an Authorization: Bearer token")
+    caller = await authenticate(raw)
+    g.principal = caller
+    if declaration.kind == "first_party" and not caller.is_first_party:
+        raise ApiError(403, "first_party_only", "this route does not accept third-party OAuth tokens")
+    if declaration.scope and not caller.allows(declaration.scope):
+        raise ApiError(
+            403,
+            "insufficient_scope",
+            f"this route needs the {declaration.scope} scope",
+            {"requiredScope": declaration.scope},
+            headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{declaration.scope}"'},
+        )
+
+
+async def _optional_authentication(header: str | None) -> None:
+    """Public routes ignore a bad token, but know who a good one belongs to."""
+    try:
+        raw = bearer_token(header)
+        g.principal = await authenticate(raw) if raw else None
+    except ApiError:
+        g.principal = None
+
+
+def install(app: Quart) -> None:
+    @app.before_request
+    async def _enforce_access() -> None:
+        endpoint = request.endpoint
+        await enforce(app.view_functions.get(endpoint) if endpoint else None)
+
+    @app.before_websocket
+    async def _enforce_websocket_access() -> None:
+        from quart import websocket
+
+        endpoint = websocket.endpoint
+        view = app.view_functions.get(endpoint) if endpoint else None
+        if view is not None and declaration_of(view) is None:
+            raise ApiError(403, "forbidden", "this route has no access declaration")

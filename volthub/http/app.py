@@ -1,0 +1,188 @@
+"""The Quart-Trio app factory.
+
+    hypercorn --worker-class trio "volthub.http.app:create_app()"
+
+The app's lifespan owns everything long-lived: the database, and one supervised nursery
+(under a cancel scope we own, DESIGN §7) that holds the background services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import trio
+from pydantic_core import to_jsonable_python
+from quart import Quart, request
+from quart.json.provider import DefaultJSONProvider
+from quart_schema import QuartSchema, hide
+from quart_trio import QuartTrio
+from quart_trio.wrappers.request import TrioRequest
+
+from volthub.config import Settings, load_settings
+from volthub.hub.accounts import Accounts
+from volthub.hub.bus import InProcessBus
+from volthub.hub.clock import Clock, SystemClock, to_ms
+from volthub.hub.events import EventPublisher
+from volthub.hub.passwords import Passwords
+from volthub.persistence import migrate, open_database
+from volthub.persistence import secrets as secret_store
+
+from . import access
+from .blueprints import BLUEPRINTS
+from .errors import ApiError, install_error_handlers
+from .openapi import VolthubOpenAPIProvider
+from .runtime import Runtime
+from .tokens import TokenService
+
+# A service is started in the app's supervised nursery and runs until shutdown.
+Service = Callable[[Runtime, trio.Nursery], Awaitable[None]]
+# Started in order at start-up: each feature adds its own (webhook workers, hub, ...).
+STARTUP_HOOKS: list[Callable[[Runtime], Awaitable[None]]] = []
+SERVICES: list[Service] = []
+
+class OrjsonProvider(DefaultJSONProvider):
+    """orjson: fast, and strict (rejects NaN, Infinity and invalid UTF-8)."""
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        return orjson.dumps(obj, default=to_jsonable_python, option=orjson.OPT_NON_STR_KEYS).decode()
+
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        return orjson.loads(s)
+
+
+class ApiRequest(TrioRequest):
+    def on_json_loading_failed(self, error: Exception | None) -> Any:
+        raise ApiError(400, "invalid_json", "request body is not valid JSON")
+
+
+def create_app(
+    settings: Settings | None = None, *, clock: Clock | None = None, config_file: str | None = None
+) -> Quart:
+    settings = settings or load_settings(config_file)
+    app = QuartTrio("volthub", static_folder=None)
+    app.request_class = ApiRequest
+    app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes
+    app.config["BODY_TIMEOUT"] = 30
+    QuartSchema(
+        app,
+        openapi_path="/api/openapi.json",
+        swagger_ui_path=None,
+        redoc_ui_path=None,
+        scalar_ui_path=None,
+        info={"title": "volthub developer API", "version": _version()},
+        security_schemes={"bearer": {"type": "http", "scheme": "bearer", "bearer_format": "JWT"}},
+        openapi_provider_class=VolthubOpenAPIProvider,
+    )
+    app.json = OrjsonProvider(app)
+    app.extensions["volthub"] = Runtime(settings=settings, clock=clock or SystemClock(), bus=InProcessBus())
+
+    install_error_handlers(app)
+    app.before_request(_require_json_body)
+    access.install(app)
+    for blueprint in BLUEPRINTS:
+        app.register_blueprint(blueprint)
+    _declare_openapi_route(app)
+
+    @app.before_serving
+    async def _startup() -> None:
+        await _start(app)
+
+    @app.after_serving
+    async def _shutdown() -> None:
+        await _stop(app)
+
+    return app
+
+
+def _declare_openapi_route(app: Quart) -> None:
+    """quart-schema registers a bound method; wrap it so it can carry a declaration."""
+    serve_document = app.view_functions["openapi"]
+
+    async def openapi_document() -> Any:
+        return await serve_document()
+
+    app.view_functions["openapi"] = hide(access.public(openapi_document))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("volthub")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+async def _require_json_body() -> None:
+    """Bodies are JSON unless a route opts into forms (the token endpoint, consent page)."""
+    if request.method not in ("POST", "PUT", "PATCH") or not _has_body():
+        return
+    view = _view(request.endpoint) if request.endpoint else None
+    accepted = access.accepted_body_types(view)
+    mimetype = request.mimetype
+    if mimetype in accepted or (mimetype.endswith("+json") and "application/json" in accepted):
+        return
+    raise ApiError(
+        415,
+        "unsupported_media_type",
+        f"request body must be {' or '.join(accepted)}",
+        {"contentType": request.headers.get("Content-Type")},
+    )
+
+
+def _view(endpoint: str) -> Any:
+    from quart import current_app
+
+    return current_app.view_functions.get(endpoint)
+
+
+def _has_body() -> bool:
+    length = request.content_length
+    return bool(length) or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+
+
+async def _start(app: Quart) -> None:
+    rt: Runtime = app.extensions["volthub"]
+    database = open_database(rt.settings.database.url, rt.settings.database.pool_size)
+    await database.open()
+    await migrate(database)
+    rt.database = database
+    secret = rt.settings.auth.token_secret or await database.write(
+        secret_store.get_or_create("token_secret", to_ms(rt.clock.now()))
+    )
+    rt.tokens = TokenService(secret, rt.clock, rt.settings.auth.session_ttl_seconds)
+    rt.publisher = EventPublisher(database, rt.bus, rt.clock)
+    passwords = Passwords(rt.settings.auth.argon2_time_cost, rt.settings.auth.argon2_memory_kib)
+    rt.services["accounts"] = Accounts(database, rt.publisher, passwords)
+    for hook in STARTUP_HOOKS:
+        await hook(rt)
+    await app.nursery.start(_supervise, rt)
+
+
+async def _supervise(rt: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Own the background services: cancelled in after_serving, never left running."""
+    done = trio.Event()
+    rt.services["_stopped"] = done
+    try:
+        with trio.CancelScope() as scope:
+            rt.services["_scope"] = scope
+            async with trio.open_nursery() as nursery:
+                rt.services["_nursery"] = nursery
+                for service in SERVICES:
+                    nursery.start_soon(service, rt, nursery)
+                task_status.started()
+                await trio.sleep_forever()
+    finally:
+        done.set()
+
+
+async def _stop(app: Quart) -> None:
+    rt: Runtime = app.extensions["volthub"]
+    scope: trio.CancelScope | None = rt.services.get("_scope")
+    if scope is not None:
+        scope.cancel()
+        await rt.services["_stopped"].wait()
+    if rt.database is not None:
+        await rt.database.close()

@@ -1,0 +1,57 @@
+"""The OpenAPI document: quart-schema's, plus each route's access declaration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quart_schema.openapi import OpenAPIProvider
+from werkzeug.routing import Rule
+
+from .access import declaration_of
+
+_ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+
+
+class VolthubOpenAPIProvider(OpenAPIProvider):
+    def schema(self) -> dict[str, Any]:
+        document = super().schema()
+        document["components"]["schemas"]["ErrorBody"] = {
+            "type": "object",
+            "required": ["error", "message"],
+            "properties": {
+                "error": {"type": "string", "description": "snake_case error code"},
+                "message": {"type": "string"},
+                "details": {"type": "object"},
+            },
+        }
+        return document
+
+    def build_paths(self, rule: Rule) -> tuple[dict, dict]:
+        paths, components = super().build_paths(rule)
+        declaration = declaration_of(self._app.view_functions[rule.endpoint])
+        for operations in paths.values():
+            for operation in operations.values():
+                _describe_access(operation, declaration)
+        return paths, components
+
+
+def _describe_access(operation: dict[str, Any], declaration: Any) -> None:
+    responses = operation.setdefault("responses", {})
+    responses.setdefault("400", _error("Invalid input"))
+    if declaration is None or declaration.kind == "public":
+        operation["security"] = []
+        operation["x-access"] = "public"
+        return
+    operation["security"] = [{"bearer": []}]
+    responses.setdefault("401", _error("Missing, invalid, expired or revoked token"))
+    responses.setdefault("403", _error("Token not allowed here or missing scope"))
+    if declaration.kind == "first_party":
+        operation["x-access"] = "first-party"
+    else:
+        operation["x-access"] = "token"
+        if declaration.scope:
+            operation["x-required-scope"] = declaration.scope
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ERROR_REF}}}

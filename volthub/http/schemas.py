@@ -1,0 +1,47 @@
+"""Shared request/response models. One validator style: pydantic models via quart-schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Body(BaseModel):
+    """Request bodies: strict types (no "1" for 1), unknown fields ignored (DESIGN §6)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class Query(BaseModel):
+    """Query strings arrive as text, so numbers are parsed, not strictly typed."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(Model):
+    error: str
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class PageQuery(Query):
+    limit: int = Field(20, ge=1, le=100)
+    cursor: str | None = Field(None, max_length=512)
+
+
+class UserOut(Model):
+    id: str
+    username: str
+    displayName: str
+    avatarUrl: str | None
+    bio: str
+    createdAt: str
+
+
+class StatusOut(Model):
+    status: str

@@ -1,0 +1,30 @@
+"""Password hashing with argon2id, off the Trio thread (a hash costs tens of milliseconds)."""
+
+from __future__ import annotations
+
+import trio
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+
+class Passwords:
+    def __init__(self, time_cost: int, memory_kib: int, parallel_hashes: int = 2) -> None:
+        self._hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_kib, parallelism=1)
+        # Bounds memory: each hash in flight holds memory_kib.
+        self._limiter = trio.CapacityLimiter(parallel_hashes)
+        self._dummy = self._hasher.hash("volthub-timing-equaliser")
+
+    async def hash(self, password: str) -> str:
+        return await trio.to_thread.run_sync(self._hasher.hash, password, limiter=self._limiter)
+
+    async def verify(self, password_hash: str | None, password: str) -> bool:
+        """False for a wrong password; an unknown user costs the same time as a known one."""
+        target = password_hash or self._dummy
+
+        def check() -> bool:
+            try:
+                return self._hasher.verify(target, password) and password_hash is not None
+            except (VerificationError, InvalidHashError):
+                return False
+
+        return await trio.to_thread.run_sync(check, limiter=self._limiter)

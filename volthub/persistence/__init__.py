@@ -1,0 +1,30 @@
+"""Persistence: one Store interface (`Database` + repositories), SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .database import Database, IntegrityError, Row, Tx
+from .migrate import migrate, migrate_sync
+
+
+def open_database(url: str, pool_size: int = 8) -> Database:
+    """Build (not yet open) the backend a database URL names.
+
+    `sqlite:///relative/path.db`, `sqlite:////absolute/path.db`, `postgresql://user@host/db`.
+    """
+    if url.startswith("sqlite:///"):
+        from .sqlite import SQLiteDatabase
+
+        path = url[len("sqlite:///") :]
+        if not path:
+            raise ValueError("sqlite URL needs a file path: sqlite:///var/volthub.db")
+        return SQLiteDatabase(url, Path(path), pool_size)
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresDatabase
+
+        return PostgresDatabase(url, pool_size)
+    raise ValueError(f"unsupported database URL {url!r}: use sqlite:/// or postgresql://")
+
+
+__all__ = ["Database", "IntegrityError", "Row", "Tx", "migrate", "migrate_sync", "open_database"]

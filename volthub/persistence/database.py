@@ -1,0 +1,90 @@
+"""The Store interface shared by both backends.
+
+Repositories are plain synchronous functions over a `Tx` and are written once in portable
+SQL (qmark `?` placeholders); a backend runs them in a worker thread inside a transaction,
+so the Trio thread never blocks on the database and a change is either whole or absent.
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Row = dict[str, Any]
+Params = Sequence[Any]
+
+
+class IntegrityError(Exception):
+    """A uniqueness or foreign-key constraint refused the write."""
+
+
+class Tx(ABC):
+    """One open transaction. Only ever used from the worker thread that runs it."""
+
+    dialect: str
+
+    @abstractmethod
+    def execute(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement; return its rows (empty for statements without a result)."""
+
+    @abstractmethod
+    def execute_many(self, sql: str, rows: Sequence[Params]) -> None: ...
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        rows = self.execute(sql, params)
+        return rows[0] if rows else None
+
+    def scalar(self, sql: str, params: Params = ()) -> Any:
+        row = self.one(sql, params)
+        return None if row is None else next(iter(row.values()))
+
+    def savepoint(self) -> "Savepoint":
+        """Lets a repository try an insert and recover from a constraint error."""
+        return Savepoint(self)
+
+
+class Savepoint:
+    _names = itertools.count(1)
+
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
+        self._name = f"sp_{next(Savepoint._names)}"
+
+    def __enter__(self) -> None:
+        self._tx.execute(f"SAVEPOINT {self._name}")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        if exc_type is None:
+            self._tx.execute(f"RELEASE SAVEPOINT {self._name}")
+        else:
+            self._tx.execute(f"ROLLBACK TO SAVEPOINT {self._name}")
+            self._tx.execute(f"RELEASE SAVEPOINT {self._name}")
+        return False
+
+
+class Database(ABC):
+    """A connection pool for one backend, driven from Trio."""
+
+    dialect: str
+    url: str
+
+    @abstractmethod
+    async def read(self, fn: Callable[[Tx], T]) -> T:
+        """Run `fn` in a read transaction on a worker thread."""
+
+    @abstractmethod
+    async def write(self, fn: Callable[[Tx], T]) -> T:
+        """Run `fn` in a write transaction; it is committed before this returns."""
+
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    def run_sync(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
+        """The same transaction, on the calling thread: for the CLI and migrations only."""

@@ -1,0 +1,78 @@
+"""Versioned SQL migrations: `NNNN_name.sql`, or `NNNN_name.<dialect>.sql` where the
+backends must differ. Applied in order, each in its own transaction, exactly once."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+from .database import Database, Tx
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+?)(?:\.(sqlite|postgresql))?\.sql$")
+# Serialises concurrent `migrate` runs of several processes on one PostgreSQL database.
+_PG_LOCK_KEY = 0x766F6C74
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def available(dialect: str) -> list[Migration]:
+    chosen: dict[int, tuple[bool, Migration]] = {}
+    for entry in resources.files("volthub.persistence.migrations").iterdir():
+        match = _NAME.match(entry.name)
+        if not match or match.group(3) not in (None, dialect):
+            continue
+        specific = match.group(3) is not None
+        migration = Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8"))
+        if migration.version not in chosen or specific:
+            chosen[migration.version] = (specific, migration)
+    return [chosen[v][1] for v in sorted(chosen)]
+
+
+def statements(sql: str) -> list[str]:
+    """Split a script on `;` at line ends; our migrations hold no procedural bodies."""
+    without_comments = "\n".join(
+        line for line in sql.splitlines() if not line.lstrip().startswith("--")
+    )
+    return [s.strip() for s in re.split(r";\s*(?:\n|$)", without_comments) if s.strip()]
+
+
+def _ensure_table(tx: Tx) -> set[int]:
+    if tx.dialect == "postgresql":
+        tx.execute("SELECT pg_advisory_xact_lock(?)", (_PG_LOCK_KEY,))
+    tx.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)"
+    )
+    return {row["version"] for row in tx.execute("SELECT version FROM schema_migrations")}
+
+
+def _apply_pending(tx: Tx) -> list[str]:
+    done = _ensure_table(tx)
+    applied = []
+    for migration in available(tx.dialect):
+        if migration.version in done:
+            continue
+        for statement in statements(migration.sql):
+            tx.execute(statement)
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+            (migration.version, migration.name, int(time.time() * 1000)),
+        )
+        applied.append(f"{migration.version:04d}_{migration.name}")
+    return applied
+
+
+async def migrate(database: Database) -> list[str]:
+    """Apply what is pending in one transaction: a failed migration leaves no trace."""
+    return await database.write(_apply_pending)
+
+
+def migrate_sync(database: Database) -> list[str]:
+    return database.run_sync(_apply_pending)

@@ -1,0 +1,189 @@
+"""Users (each user's id is also their channel id) and follows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .database import IntegrityError, Row, Tx
+from .pagination import decode_cursor, encode_cursor
+
+_USER_COLUMNS = "id, username, display_name, avatar_url, bio, created_at, updated_at"
+
+
+class UsernameTaken(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class User:
+    id: str
+    username: str
+    display_name: str
+    avatar_url: str | None
+    bio: str
+    created_at: int
+    updated_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> "User":
+        return cls(
+            id=row["id"],
+            username=row["username"],
+            display_name=row["display_name"],
+            avatar_url=row["avatar_url"],
+            bio=row["bio"],
+            created_at=int(row["created_at"]),
+            updated_at=int(row["updated_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Any]
+    next_cursor: str | None
+
+
+def create_user(
+    tx: Tx, *, user_id: str, username: str, display_name: str, password_hash: str, now_ms: int
+) -> User:
+    try:
+        with tx.savepoint():
+            tx.execute(
+                "INSERT INTO users (id, username, username_lower, display_name, password_hash,"
+                " avatar_url, bio, created_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, '', ?, ?)",
+                (user_id, username, username.lower(), display_name, password_hash, now_ms, now_ms),
+            )
+    except IntegrityError:
+        raise UsernameTaken(username) from None
+    return User(user_id, username, display_name, None, "", now_ms, now_ms)
+
+
+def get_by_id(tx: Tx, user_id: str) -> User | None:
+    row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (user_id,))
+    return User.from_row(row) if row else None
+
+
+def get_by_username(tx: Tx, username: str) -> User | None:
+    """Exact, case-sensitive lookup (spec §4.4: usernames are case-sensitive on profiles)."""
+    row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE username = ?", (username,))
+    return User.from_row(row) if row else None
+
+
+def get_by_username_insensitive(tx: Tx, username: str) -> User | None:
+    row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE username_lower = ?", (username.lower(),))
+    return User.from_row(row) if row else None
+
+
+def get_many_by_username_insensitive(tx: Tx, usernames: list[str]) -> dict[str, User]:
+    """Keyed by lower-cased username; used to resolve @mentions in one query."""
+    lowered = sorted({name.lower() for name in usernames})
+    if not lowered:
+        return {}
+    marks = ", ".join("?" for _ in lowered)
+    rows = tx.execute(f"SELECT {_USER_COLUMNS} FROM users WHERE username_lower IN ({marks})", lowered)
+    return {row["username"].lower(): User.from_row(row) for row in rows}
+
+
+def password_hash_for_login(tx: Tx, username: str) -> tuple[User, str] | None:
+    row = tx.one(
+        f"SELECT {_USER_COLUMNS}, password_hash FROM users WHERE username_lower = ?",
+        (username.lower(),),
+    )
+    return (User.from_row(row), row["password_hash"]) if row else None
+
+
+def set_password_hash(tx: Tx, user_id: str, password_hash: str) -> None:
+    tx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
+
+
+def update_profile(tx: Tx, user_id: str, changes: dict[str, Any], now_ms: int) -> User | None:
+    columns = {"displayName": "display_name", "avatarUrl": "avatar_url", "bio": "bio"}
+    sets = [f"{columns[key]} = ?" for key in changes]
+    if sets:
+        tx.execute(
+            f"UPDATE users SET {', '.join(sets)}, updated_at = ? WHERE id = ?",
+            (*changes.values(), now_ms, user_id),
+        )
+    return get_by_id(tx, user_id)
+
+
+def list_users(tx: Tx, limit: int = 100) -> list[User]:
+    rows = tx.execute(f"SELECT {_USER_COLUMNS} FROM users ORDER BY created_at, id LIMIT ?", (limit,))
+    return [User.from_row(row) for row in rows]
+
+
+def search(tx: Tx, term: str, limit: int) -> list[User]:
+    """Prefix matches first, then substring matches; case-insensitive."""
+    needle = term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    rows = tx.execute(
+        f"SELECT {_USER_COLUMNS}, CASE WHEN username_lower LIKE ? ESCAPE '\\' THEN 0 ELSE 1 END AS rank"
+        " FROM users WHERE username_lower LIKE ? ESCAPE '\\' OR lower(display_name) LIKE ? ESCAPE '\\'"
+        " ORDER BY rank, username_lower LIMIT ?",
+        (needle + "%", "%" + needle + "%", "%" + needle + "%", limit),
+    )
+    return [User.from_row(row) for row in rows]
+
+
+def follow(tx: Tx, follower_id: str, followed_id: str, now_ms: int) -> tuple[bool, int]:
+    """Returns (created, followed_at); following twice keeps the first time."""
+    existing = tx.scalar(
+        "SELECT followed_at FROM follows WHERE follower_id = ? AND followed_id = ?",
+        (follower_id, followed_id),
+    )
+    if existing is not None:
+        return False, int(existing)
+    tx.execute(
+        "INSERT INTO follows (follower_id, followed_id, followed_at) VALUES (?, ?, ?)",
+        (follower_id, followed_id, now_ms),
+    )
+    return True, now_ms
+
+
+def unfollow(tx: Tx, follower_id: str, followed_id: str) -> bool:
+    rows = tx.execute(
+        "DELETE FROM follows WHERE follower_id = ? AND followed_id = ? RETURNING follower_id",
+        (follower_id, followed_id),
+    )
+    return bool(rows)
+
+
+def follow_time(tx: Tx, follower_id: str, followed_id: str) -> int | None:
+    value = tx.scalar(
+        "SELECT followed_at FROM follows WHERE follower_id = ? AND followed_id = ?",
+        (follower_id, followed_id),
+    )
+    return None if value is None else int(value)
+
+
+def _follow_page(tx: Tx, *, mine: str, other: str, user_id: str, limit: int, cursor: str | None) -> Page:
+    """Newest first. `mine` is the column holding user_id, `other` the listed users."""
+    params: list[Any] = [user_id]
+    after = ""
+    if cursor:
+        at, other_id = decode_cursor(cursor, 2)
+        after = f" AND (f.followed_at < ? OR (f.followed_at = ? AND f.{other} < ?))"
+        params += [at, at, other_id]
+    rows = tx.execute(
+        f"SELECT u.id, u.username, u.display_name, u.avatar_url, u.bio, u.created_at, u.updated_at,"
+        f" f.followed_at FROM follows f JOIN users u ON u.id = f.{other}"
+        f" WHERE f.{mine} = ?{after} ORDER BY f.followed_at DESC, f.{other} DESC LIMIT ?",
+        (*params, limit + 1),
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [(User.from_row(row), int(row["followed_at"])) for row in rows]
+    next_cursor = encode_cursor(int(rows[-1]["followed_at"]), rows[-1]["id"]) if more else None
+    return Page(items, next_cursor)
+
+
+def followers(tx: Tx, user_id: str, limit: int, cursor: str | None) -> Page:
+    return _follow_page(tx, mine="followed_id", other="follower_id", user_id=user_id, limit=limit, cursor=cursor)
+
+
+def following(tx: Tx, user_id: str, limit: int, cursor: str | None) -> Page:
+    return _follow_page(tx, mine="follower_id", other="followed_id", user_id=user_id, limit=limit, cursor=cursor)
+
+
+def count_followers(tx: Tx, user_id: str) -> int:
+    return int(tx.scalar("SELECT COUNT(*) AS n FROM follows WHERE followed_id = ?", (user_id,)))
