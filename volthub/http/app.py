@@ -53,8 +53,17 @@ class OrjsonProvider(DefaultJSONProvider):
 
 
 class ApiRequest(TrioRequest):
-    def on_json_loading_failed(self, error: Exception | None) -> Any:
-        raise ApiError(400, "invalid_json", "request body is not valid JSON")
+    async def get_json(self, force: bool = False, silent: bool = False, cache: bool = True) -> Any:
+        """Parse the raw bytes with orjson: invalid UTF-8 or JSON is a 400, never a 500."""
+        if not (force or self.is_json):
+            return None
+        raw = await self.get_data(cache=cache, as_text=False)
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            if silent:
+                return None
+            raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
 
 
 def create_app(
@@ -117,7 +126,8 @@ def _version() -> str:
 
 async def _require_json_body() -> None:
     """Bodies are JSON unless a route opts into forms (the token endpoint, consent page)."""
-    if request.method not in ("POST", "PUT", "PATCH") or not _has_body():
+    declared = request.headers.get("Content-Type")
+    if request.method not in ("POST", "PUT", "PATCH") or not (declared or _has_body()):
         return
     view = _view(request.endpoint) if request.endpoint else None
     accepted = access.accepted_body_types(view)

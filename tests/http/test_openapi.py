@@ -1,0 +1,44 @@
+"""The OpenAPI document describes every registered route, with its access."""
+
+import re
+
+from volthub.http.access import declaration_of
+
+SKIP_ENDPOINTS = {"openapi"}
+
+
+def _openapi_path(rule: str) -> str:
+    return re.sub(r"<(?:[a-z_]+:)?([a-zA-Z_]+)>", r"{\1}", rule)
+
+
+async def test_every_route_is_documented(app, client):
+    document = await (await client.get("/api/openapi.json")).get_json()
+    assert document["openapi"].startswith("3.1")
+    missing = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint in SKIP_ENDPOINTS or rule.websocket:
+            continue
+        path = _openapi_path(rule.rule)
+        operations = document["paths"].get(path, {})
+        for method in rule.methods - {"HEAD", "OPTIONS"}:
+            if method.lower() not in operations:
+                missing.append(f"{method} {rule.rule}")
+    assert missing == []
+
+
+async def test_every_route_has_an_access_declaration(app):
+    undeclared = [
+        rule.rule for rule in app.url_map.iter_rules() if declaration_of(app.view_functions[rule.endpoint]) is None
+    ]
+    assert undeclared == []
+
+
+async def test_documented_access_matches_declarations(app, client):
+    document = await (await client.get("/api/openapi.json")).get_json()
+    put_me = document["paths"]["/api/users/me"]["put"]
+    assert put_me["x-access"] == "token" and put_me["x-required-scope"] == "user:write"
+    assert put_me["security"] == [{"bearer": []}]
+    register = document["paths"]["/api/auth/register"]["post"]
+    assert register["x-access"] == "public" and register["security"] == []
+    assert "requestBody" in register and "201" in register["responses"]
+    assert "ErrorBody" in document["components"]["schemas"]
