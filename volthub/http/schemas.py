@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+
+def _trimmed_non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value.strip()
+
+
+# A person's display name: 1–50 characters, surrounding space trimmed, never blank.
+DisplayName = Annotated[str, Field(min_length=1, max_length=50), AfterValidator(_trimmed_non_blank)]
 
 
 class Body(BaseModel):

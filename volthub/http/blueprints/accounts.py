@@ -13,7 +13,7 @@ from volthub.hub.clock import iso8601
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model, UserOut
+from volthub.http.schemas import Body, DisplayName, Model, UserOut
 from volthub.http.users_view import user_out
 
 blueprint = Blueprint("accounts", __name__, url_prefix="/api/auth")
@@ -26,7 +26,7 @@ RESERVED = frozenset({"me", "search", "follow", "admin", "api", "system", "volth
 class RegisterBody(Body):
     username: str = Field(min_length=3, max_length=25, pattern=r"^[A-Za-z0-9_]+$")
     password: str = Field(min_length=8, max_length=128)
-    displayName: str | None = Field(None, min_length=1, max_length=50)
+    displayName: DisplayName | None = None
 
     @field_validator("username")
     @classmethod
@@ -34,13 +34,6 @@ class RegisterBody(Body):
         if value.lower() in RESERVED:
             raise ValueError("this username is reserved")
         return value
-
-    @field_validator("displayName")
-    @classmethod
-    def _not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("displayName must not be blank")
-        return value.strip() if value is not None else None
 
 
 class LoginBody(Body):

@@ -12,7 +12,7 @@ from volthub.http import access
 from volthub.http.errors import ApiError, not_found
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model, PageQuery, Query, UserOut
+from volthub.http.schemas import Body, DisplayName, Model, PageQuery, Query, UserOut
 from volthub.http.users_view import user_out
 from volthub.persistence import users as repo
 from volthub.persistence.pagination import InvalidCursor
@@ -22,16 +22,9 @@ blueprint = Blueprint("users", __name__, url_prefix="/api/users")
 
 
 class ProfileBody(Body):
-    displayName: str | None = Field(None, min_length=1, max_length=50)
+    displayName: DisplayName | None = None
     bio: str | None = Field(None, max_length=300)
     avatarUrl: str | None = Field(None, max_length=2048)
-
-    @field_validator("displayName")
-    @classmethod
-    def _not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("displayName must not be blank")
-        return value.strip() if value is not None else None
 
     @field_validator("avatarUrl")
     @classmethod
