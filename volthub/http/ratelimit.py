@@ -1,0 +1,240 @@
+"""Rate limits (spec §8, DESIGN §4-5). Routes name their budget once:
+
+    @limited("chat_send")
+
+Categories: chat_send, moderation, token, app_create, subscriptions, roles_write,
+interactive. The global per-IP budget applies to every route.
+
+Enforcement (`install(app)`, once, in create_app):
+- first of all before_request hooks (so before authentication, and a garbage token cannot
+  dodge it): the global budget, per client IP;
+- after access enforcement (so the caller is known): the route's category budget, keyed by
+  `budget_key` below;
+- after_request: X-RateLimit-Limit / -Remaining / -Reset on every response, errors
+  included, reporting the tightest budget that applied (the refusing one on a 429).
+A refusal is 429 `{error: "rate_limit_exceeded", message, retry_after}` + `Retry-After`.
+
+Header meanings under GCRA (a burst of Limit, then Limit per window, evenly):
+X-RateLimit-Limit = the budget per window; -Remaining = requests that would pass right
+now; -Reset = Unix second by which Remaining is back at Limit; Retry-After (on a 429) =
+whole seconds (>= 1) until the next request passes, which is sooner than Reset.
+A refused request is not counted, so retrying early does not push the wait back.
+
+Other users of the budgets (the Events API counts new Engine.IO sessions, which bypass
+Quart): `runtime().services[SERVICE]` is a `RateLimits` (absent when disabled);
+`.per_ip.hit(("ip", client_ip(...)), now_ns)` and `too_many_requests(decision, "global")`.
+
+The arithmetic is `ratelimit_core.Gcra` (sans-IO). Counts live in this process's memory:
+with several processes, each enforces its own share (a client may get up to N times each
+budget from N processes). `[ratelimit] enabled = false` installs nothing at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+from urllib.parse import unquote_plus
+
+from quart import Quart, Response, current_app, g, request
+
+from volthub.config import RateLimitSettings
+
+from . import access
+from .errors import ApiError
+from .ratelimit_core import Decision, Gcra, Rate, tightest, to_ns
+from .runtime import runtime
+
+F = TypeVar("F", bound=Callable[..., Any])
+ATTRIBUTE = "__volthub_rate_category__"
+CATEGORIES = ("chat_send", "moderation", "token", "app_create", "subscriptions", "roles_write", "interactive")
+# category -> (settings field, window in seconds)
+BUDGETS: dict[str, tuple[str, int]] = {
+    "chat_send": ("chat_send_per_minute", 60),
+    "moderation": ("moderation_per_minute", 60),
+    "token": ("token_per_minute", 60),
+    "app_create": ("app_create_per_hour", 3600),
+    "subscriptions": ("subscriptions_per_minute", 60),
+    "roles_write": ("roles_write_per_minute", 60),
+    "interactive": ("interactive_per_minute", 60),
+}
+SERVICE = "ratelimit"
+# Client-chosen strings end up in keys: cap them so keys stay small.
+_MAX_CLIENT_ID = 128
+
+
+def limited(category: str) -> Callable[[F], F]:
+    if category not in CATEGORIES:
+        raise ValueError(f"unknown rate-limit category {category!r}")
+
+    def mark(fn: F) -> F:
+        setattr(fn, ATTRIBUTE, category)
+        return fn
+
+    return mark
+
+
+def category_of(view: Callable[..., Any] | None) -> str | None:
+    return getattr(view, ATTRIBUTE, None)
+
+
+# --- who is counted (pure) -------------------------------------------------------------------
+
+
+def client_ip(peer: str | None, forwarded_for: str | None, trust_forwarded_for: bool) -> str:
+    """The address a client is counted under.
+
+    The socket peer, unless a trusted proxy is configured: then the LAST X-Forwarded-For
+    entry, the one our proxy appended (earlier entries are whatever the client sent).
+    IPv6 clients are counted per /64, since one host commonly holds a whole /64.
+    """
+    candidate = peer
+    if trust_forwarded_for and forwarded_for:
+        candidate = forwarded_for.rsplit(",", 1)[-1].strip() or peer
+    try:
+        address = ipaddress.ip_address((candidate or "").strip())
+    except ValueError:
+        return candidate or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+def budget_key(category: str, caller: access.Principal | None, ip: str, client_id: str | None = None) -> Hashable:
+    """Whose budget a request of `category` spends (spec §8, DESIGN §5).
+
+    token:          (client_id, IP) — there is no bearer token; client_id may be None.
+    app_create:     the user.
+    subscriptions:  the client: an OAuth app as a whole, else the first-party user.
+    other writes:   the access token identity: OAuth (app, user), "per app and
+                    streamer"; first-party the user.
+    Without a caller (a public route, no token) every category falls back to the IP.
+    """
+    if category == "token":
+        return ("token", (client_id or "")[:_MAX_CLIENT_ID] or None, ip)
+    if caller is None:
+        return (category, "ip", ip)
+    if category == "app_create" or caller.is_first_party:
+        return (category, "user", caller.user_id)
+    if category == "subscriptions":
+        return (category, "app", caller.client_id)
+    return (category, "grant", caller.client_id, caller.user_id)
+
+
+def basic_client_id(authorization: str | None) -> str | None:
+    """client_id from `client_secret_basic` (RFC 6749 §2.3.1: form-encoded, then base64)."""
+    if not authorization:
+        return None
+    scheme, _, encoded = authorization.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    name, separator, _ = decoded.partition(":")
+    return (unquote_plus(name) or None) if separator else None
+
+
+# --- the process's budgets --------------------------------------------------------------------
+
+
+class RateLimits:
+    """One GCRA per budget: the global per-IP one and one per category."""
+
+    def __init__(self, settings: RateLimitSettings) -> None:
+        self.settings = settings
+        self.per_ip = Gcra(Rate.per(settings.global_per_ip_per_minute, 60))
+        self.budgets = {
+            category: Gcra(Rate.per(getattr(settings, field), window))
+            for category, (field, window) in BUDGETS.items()
+        }
+
+
+def install(app: Quart) -> None:
+    """Register the hooks. Call once, after `access.install(app)`."""
+    rt = app.extensions["volthub"]
+    settings: RateLimitSettings = rt.settings.ratelimit
+    if not settings.enabled:
+        return
+    rt.services[SERVICE] = RateLimits(settings)
+    # The per-IP check must precede every other hook (access, body-type checks), so that
+    # no request — unauthenticated, malformed, or for a missing route — goes uncounted.
+    # Quart has no public "register first"; its hook list is a plain list we prepend to.
+    app.before_request_funcs.setdefault(None, []).insert(0, _check_client_ip)
+    app.before_request(_check_category)  # after access.install: the caller is known
+    app.after_request(_add_headers)
+
+
+async def _check_client_ip() -> None:
+    limits = _limits()
+    peer = (request.scope.get("client") or (None,))[0]
+    g.ratelimit_ip = client_ip(peer, request.headers.get("X-Forwarded-For"), limits.settings.trust_forwarded_for)
+    g.ratelimit_decisions = []
+    _spend(limits.per_ip, ("ip", g.ratelimit_ip), "global")
+
+
+async def _check_category() -> None:
+    endpoint = request.endpoint
+    category = category_of(current_app.view_functions.get(endpoint) if endpoint else None)
+    if category is None:
+        return
+    client_id = await _token_client_id() if category == "token" else None
+    key = budget_key(category, access.optional_principal(), g.ratelimit_ip, client_id)
+    _spend(_limits().budgets[category], key, category)
+
+
+def _spend(limiter: Gcra, key: Hashable, name: str) -> None:
+    decision = limiter.hit(key, to_ns(runtime().clock.now()))
+    g.ratelimit_decisions.append(decision)
+    if not decision.allowed:
+        raise too_many_requests(decision, name)
+
+
+def too_many_requests(decision: Decision, name: str) -> ApiError:
+    seconds = decision.retry_after
+    window = "hour" if BUDGETS.get(name, ("", 60))[1] == 3600 else "minute"
+    return ApiError(
+        429,
+        "rate_limit_exceeded",
+        f"rate limit exceeded ({name}: {decision.limit} per {window}); retry in {seconds} s",
+        headers={"Retry-After": str(seconds)},
+        extra={"retry_after": seconds},
+    )
+
+
+async def _add_headers(response: Response) -> Response:
+    decisions: list[Decision] = g.get("ratelimit_decisions") or []
+    if decisions:
+        shown = tightest(decisions)
+        response.headers["X-RateLimit-Limit"] = str(shown.limit)
+        response.headers["X-RateLimit-Remaining"] = str(shown.remaining)
+        response.headers["X-RateLimit-Reset"] = str(shown.reset)
+    return response
+
+
+async def _token_client_id() -> str | None:
+    """client_id for the token endpoint: Basic auth, else the form or JSON body.
+
+    Reading the body here is safe: Quart caches it (and the parsed form) for the view.
+    An unreadable body yields None, and the request is counted per IP alone.
+    """
+    found = basic_client_id(request.headers.get("Authorization"))
+    if found:
+        return found
+    if request.mimetype == "application/x-www-form-urlencoded":
+        value = (await request.form).get("client_id")
+    elif request.is_json:
+        body = await request.get_json(silent=True)
+        value = body.get("client_id") if isinstance(body, dict) else None
+    else:
+        value = None
+    return value if isinstance(value, str) and value else None
+
+
+def _limits() -> RateLimits:
+    return runtime().services[SERVICE]
