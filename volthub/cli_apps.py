@@ -1,0 +1,122 @@
+"""`volthub apps list | review | grant | revoke` — the operator's controls over developer apps.
+
+- `review CLIENT_ID [--unset]` sets the reviewed badge shown on the consent screen.
+- `grant CLIENT_ID SCOPE...` lets the app request sensitive scopes (while
+  `[oauth] sensitive_scopes_need_review`); existing connections whose user consented to the
+  scope get it back at their next token refresh.
+- `revoke CLIENT_ID SCOPE...` withdraws such a grant; every connection of the app loses the
+  scope at once (running servers see it within `[oauth] grant_cache_seconds`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import trio
+
+from .cli import _common, _open, command, settings_from
+from .config import Settings
+from .http.oauth.scopes import ALIASES, SCOPE_NAMES, SENSITIVE_SCOPES
+from .persistence import Tx, migrate
+from .persistence import apps as apps_repo
+from .persistence import oauth as oauth_repo
+from .persistence import users as users_repo
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    listing = sub.add_parser("list", help="list apps with owner, flags and sensitive-scope grants")
+    _common(listing)
+    review = sub.add_parser("review", help="mark an app reviewed (shown on the consent screen)")
+    _common(review)
+    review.add_argument("client_id", metavar="CLIENT_ID")
+    review.add_argument("--unset", action="store_true", help="remove the reviewed mark")
+    for name, text in (("grant", "let an app request sensitive scopes"), ("revoke", "withdraw sensitive-scope grants")):
+        action = sub.add_parser(name, help=text)
+        _common(action)
+        action.add_argument("client_id", metavar="CLIENT_ID")
+        action.add_argument("scopes", metavar="SCOPE", nargs="+")
+
+
+@command("apps", _configure)
+def apps_command(args: argparse.Namespace) -> int:
+    """Developer apps: list, review, grant or revoke sensitive scopes."""
+    settings = settings_from(args)
+    if args.action in ("grant", "revoke"):
+        problem = _scope_problem(args.scopes)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
+    return trio.run(_run, settings, args)
+
+
+def _scope_problem(scopes: list[str]) -> str | None:
+    for scope in scopes:
+        if scope in ALIASES:
+            return f"{scope} is a legacy alias; name the real scope ({ALIASES[scope] or 'none'})"
+        if scope not in SCOPE_NAMES:
+            return f"unknown scope {scope!r}"
+        if scope not in SENSITIVE_SCOPES:
+            return f"{scope} is not sensitive: every app may request it without a grant"
+    return None
+
+
+async def _run(settings: Settings, args: argparse.Namespace) -> int:
+    database = await _open(settings)
+    try:
+        await migrate(database)
+        return await database.write(lambda tx: _ACTIONS[args.action](tx, args))
+    finally:
+        await database.close()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _app_or_error(tx: Tx, client_id: str) -> apps_repo.App | None:
+    app = apps_repo.get_app(tx, client_id)
+    if app is None:
+        print(f"error: no app with client id {client_id!r}", file=sys.stderr)
+    return app
+
+
+def _list(tx: Tx, args: argparse.Namespace) -> int:
+    for app in apps_repo.list_apps(tx):
+        owner = users_repo.get_by_id(tx, app.owner_id)
+        grants = ",".join(sorted(oauth_repo.app_scope_grants(tx, app.client_id))) or "-"
+        flags = ",".join(f for f, on in (("reviewed", app.reviewed), ("public", app.is_public), ("bot", app.bot_app)) if on) or "-"
+        print(f"{app.client_id}\t{app.name}\t{owner.username if owner else app.owner_id}\t{flags}\t{grants}")
+    return 0
+
+
+def _review(tx: Tx, args: argparse.Namespace) -> int:
+    if _app_or_error(tx, args.client_id) is None:
+        return 1
+    apps_repo.set_reviewed(tx, args.client_id, not args.unset, _now_ms())
+    print(f"{args.client_id}\t{'not reviewed' if args.unset else 'reviewed'}")
+    return 0
+
+
+def _grant(tx: Tx, args: argparse.Namespace) -> int:
+    if _app_or_error(tx, args.client_id) is None:
+        return 1
+    for scope in args.scopes:
+        created = oauth_repo.grant_app_scope(tx, args.client_id, scope, _now_ms())
+        print(f"{args.client_id}\t{scope}\t{'granted' if created else 'already granted'}")
+    return 0
+
+
+def _revoke(tx: Tx, args: argparse.Namespace) -> int:
+    if _app_or_error(tx, args.client_id) is None:
+        return 1
+    for scope in args.scopes:
+        removed, narrowed = oauth_repo.revoke_app_scope(tx, args.client_id, scope, _now_ms())
+        state = f"revoked; removed from {narrowed} connection(s)" if removed else "was not granted"
+        print(f"{args.client_id}\t{scope}\t{state}")
+    return 0
+
+
+_ACTIONS = {"list": _list, "review": _review, "grant": _grant, "revoke": _revoke}

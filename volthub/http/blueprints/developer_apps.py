@@ -1,0 +1,303 @@
+"""Developer apps (spec §4.13, DESIGN §4): OAuth clients, managed by their owner.
+
+First-party tokens only. An app owned by someone else is a 404, as if it did not exist.
+The client secret is shown only in the create and rotate-secret responses; it is stored as
+a SHA-256 digest. An app created with `"public": true` has no secret (a browser or native
+app that cannot keep one): it authenticates at the token endpoint by `client_id` alone and
+must use PKCE. Redirect URIs are matched exactly (volthub.http.oauth.redirects).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field, field_validator
+from quart import Blueprint, Response
+from quart_schema import tag, validate_request, validate_response
+
+from volthub.hub.clock import iso8601, to_ms
+from volthub.hub.oauth import CLIENT_SECRET_PREFIX, digest, new_secret
+from volthub.http import access
+from volthub.http.blueprints.oauth import oauth_service, plausible_client_id
+from volthub.http.errors import ApiError, not_found
+from volthub.http.oauth.redirects import InvalidRedirectURI, validate_registered_uri
+from volthub.http.oauth.scopes import SCOPES
+from volthub.http.ratelimit import limited
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, Model
+from volthub.persistence import Tx
+from volthub.persistence import apps as repo
+from volthub.persistence import oauth as oauth_repo
+from volthub.persistence.apps import App
+
+blueprint = Blueprint("developer_apps", __name__, url_prefix="/api/developer/apps")
+
+MAX_REDIRECT_URIS = 10
+
+
+def _redirect_uri(value: str) -> str:
+    try:
+        return validate_registered_uri(value)
+    except InvalidRedirectURI as exc:
+        raise ValueError(exc.message) from None
+
+
+RedirectUri = Annotated[str, AfterValidator(_redirect_uri)]
+
+
+def _name(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ValueError("name must not be blank")
+    return value.strip() if value is not None else None
+
+
+def _logo(value: str | None) -> str | None:
+    """https only: the consent page shows nothing else, and http would leak who consents."""
+    if not value:
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        raise ValueError("logoUrl must be an https:// URL") from None
+    if parts.scheme != "https" or not parts.hostname or any(c.isspace() for c in value):
+        raise ValueError("logoUrl must be an https:// URL")
+    return value
+
+
+def _unique(uris: list[str] | None) -> list[str] | None:
+    if uris is not None and len(set(uris)) != len(uris):
+        raise ValueError("redirectUris must not repeat a URI")
+    return uris
+
+
+class _AppChecks(Body):
+    """Checks shared by the create and patch bodies."""
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _check_name(cls, value: str | None) -> str | None:
+        return _name(value)
+
+    @field_validator("logoUrl", check_fields=False)
+    @classmethod
+    def _check_logo(cls, value: str | None) -> str | None:
+        return _logo(value)
+
+    @field_validator("redirectUris", check_fields=False)
+    @classmethod
+    def _check_uris(cls, value: list[str] | None) -> list[str] | None:
+        return _unique(value)
+
+
+class AppCreateBody(_AppChecks):
+    name: str = Field(min_length=1, max_length=50)
+    redirectUris: list[RedirectUri] = Field(default_factory=list, max_length=MAX_REDIRECT_URIS)
+    description: str = Field("", max_length=500)
+    logoUrl: str | None = Field(None, max_length=2048)
+    botApp: bool = False
+    public: bool = Field(False, description="true: a public client with no secret; it must use PKCE")
+
+
+class AppPatchBody(_AppChecks):
+    name: str | None = Field(None, min_length=1, max_length=50)
+    redirectUris: list[RedirectUri] | None = Field(None, max_length=MAX_REDIRECT_URIS)
+    description: str | None = Field(None, max_length=500)
+    logoUrl: str | None = Field(None, max_length=2048, description="null removes the logo")
+    botApp: bool | None = None
+
+
+class AppOut(Model):
+    clientId: str
+    name: str
+    description: str
+    logoUrl: str | None
+    redirectUris: list[str]
+    botApp: bool
+    public: bool
+    reviewed: bool = Field(description="set by an operator (`volthub apps review`); shown on the consent screen")
+    createdAt: str
+    updatedAt: str
+
+
+class AppWithSecretOut(AppOut):
+    clientSecret: str | None = Field(description="shown only now; null for a public client")
+
+
+class AppList(Model):
+    items: list[AppOut]
+
+
+class ScopeGrantOut(Model):
+    name: str
+    category: str
+    description: str
+    sensitive: bool
+    granted: bool = Field(description="whether the app may request it now")
+    grantedAt: str | None = Field(description="when an operator granted this sensitive scope")
+
+
+class AppScopes(Model):
+    reviewRequired: bool = Field(description="[oauth] sensitive_scopes_need_review")
+    scopes: list[ScopeGrantOut]
+
+
+def app_out(app: App) -> AppOut:
+    return AppOut(
+        clientId=app.client_id,
+        name=app.name,
+        description=app.description,
+        logoUrl=app.logo_url,
+        redirectUris=app.redirect_uris,
+        botApp=app.bot_app,
+        public=app.is_public,
+        reviewed=app.reviewed,
+        createdAt=iso8601(app.created_at),
+        updatedAt=iso8601(app.updated_at),
+    )
+
+
+def _with_secret(app: App, secret: str | None) -> AppWithSecretOut:
+    return AppWithSecretOut(**app_out(app).model_dump(), clientSecret=secret)
+
+
+async def _owned_app(client_id: str) -> App:
+    owner = access.principal().user_id
+    app = await runtime().db.read(lambda tx: repo.get_app(tx, client_id)) if plausible_client_id(client_id) else None
+    if app is None or app.owner_id != owner:
+        raise not_found("app", clientId=client_id)
+    return app
+
+
+def _now_ms() -> int:
+    return to_ms(runtime().clock.now())
+
+
+@blueprint.get("")
+@access.first_party
+@tag(["Developer apps"])
+@validate_response(AppList)
+async def list_apps() -> AppList:
+    """The caller's apps, oldest first."""
+    owner = access.principal().user_id
+    found = await runtime().db.read(lambda tx: repo.apps_of_owner(tx, owner))
+    return AppList(items=[app_out(app) for app in found])
+
+
+@blueprint.post("")
+@access.first_party
+@limited("app_create")
+@tag(["Developer apps"])
+@validate_request(AppCreateBody)
+@validate_response(AppWithSecretOut, 201)
+async def create_app(data: AppCreateBody) -> tuple[AppWithSecretOut, int]:
+    """Create an app. The response holds `clientSecret`, shown only here and on rotation.
+
+    Redirect URIs: https, http on a loopback host, or a reverse-DNS app scheme; no
+    fragments or wildcards; matched exactly. An app without one can be created but cannot
+    be authorised until one is added. `public: true` creates a client without a secret,
+    which must use PKCE. At most 5 apps per hour per user.
+    """
+    secret = None if data.public else new_secret(CLIENT_SECRET_PREFIX)
+    owner = access.principal().user_id
+    now = _now_ms()
+
+    def create(tx: Tx) -> App:
+        return repo.create_app(
+            tx, client_id=str(uuid.uuid4()), owner_id=owner, name=data.name, description=data.description,
+            logo_url=data.logoUrl, redirect_uris=list(data.redirectUris),
+            client_secret_hash=digest(secret) if secret else None, bot_app=data.botApp, now_ms=now,
+        )
+
+    app = await runtime().db.write(create)
+    return _with_secret(app, secret), 201
+
+
+@blueprint.get("/<client_id>")
+@access.first_party
+@tag(["Developer apps"])
+@validate_response(AppOut)
+async def get_app(client_id: str) -> AppOut:
+    """One of the caller's apps (never its secret)."""
+    return app_out(await _owned_app(client_id))
+
+
+@blueprint.patch("/<client_id>")
+@access.first_party
+@tag(["Developer apps"])
+@validate_request(AppPatchBody)
+@validate_response(AppOut)
+async def update_app(client_id: str, data: AppPatchBody) -> AppOut:
+    """Change name, description, logo, redirect URIs or the bot flag; omitted fields stay.
+    Whether an app is public is fixed at creation."""
+    await _owned_app(client_id)
+    sent = data.model_dump(exclude_unset=True)
+    for field in ("name", "redirectUris", "botApp"):
+        if field in sent and sent[field] is None:
+            raise ApiError(400, "validation_error", f"{field} cannot be null", {"field": field})
+    columns = {"name": "name", "description": "description", "logoUrl": "logo_url",
+               "redirectUris": "redirect_uris", "botApp": "bot_app"}
+    changes: dict[str, Any] = {columns[key]: value for key, value in sent.items()}
+    if "description" in changes and changes["description"] is None:
+        changes["description"] = ""
+    now = _now_ms()
+    app = await runtime().db.write(lambda tx: repo.update_app(tx, client_id, changes, now))
+    if app is None:
+        raise not_found("app", clientId=client_id)
+    return app_out(app)
+
+
+@blueprint.delete("/<client_id>")
+@access.first_party
+@tag(["Developer apps"])
+async def delete_app(client_id: str) -> Response:
+    """Delete the app. Every user's grant to it is revoked first (their tokens stop working,
+    `user.authorization.revoke` is published); its webhooks go with it."""
+    await _owned_app(client_id)
+    await oauth_service().delete_app(client_id)
+    return Response("", status=204)
+
+
+@blueprint.post("/<client_id>/rotate-secret")
+@access.first_party
+@tag(["Developer apps"])
+@validate_response(AppWithSecretOut)
+async def rotate_secret(client_id: str) -> AppWithSecretOut:
+    """Replace the client secret; the old one stops working at once. Issued tokens are kept.
+    A public app has no secret: 400 `public_client`."""
+    app = await _owned_app(client_id)
+    if app.is_public:
+        raise ApiError(400, "public_client", "this app is a public client: it has no secret to rotate")
+    secret = new_secret(CLIENT_SECRET_PREFIX)
+    now = _now_ms()
+
+    def rotate(tx: Tx) -> App | None:
+        repo.set_secret_hash(tx, client_id, digest(secret), now)
+        return repo.get_app(tx, client_id)
+
+    rotated = await runtime().db.write(rotate)
+    if rotated is None:
+        raise not_found("app", clientId=client_id)
+    return _with_secret(rotated, secret)
+
+
+@blueprint.get("/<client_id>/scopes")
+@access.first_party
+@tag(["Developer apps"])
+@validate_response(AppScopes)
+async def app_scopes(client_id: str) -> AppScopes:
+    """Which scopes the app may request. Sensitive scopes need an operator's grant
+    (`volthub apps grant CLIENT_ID SCOPE`) while `[oauth] sensitive_scopes_need_review`."""
+    app = await _owned_app(client_id)
+    grants = await runtime().db.read(lambda tx: oauth_repo.app_scope_grants(tx, app.client_id))
+    allowed = oauth_service().allowed({s.name for s in SCOPES}, grants)
+    items = [
+        ScopeGrantOut(
+            name=s.name, category=s.category, description=s.description, sensitive=s.sensitive,
+            granted=s.name in allowed,
+            grantedAt=iso8601(grants[s.name]) if s.sensitive and s.name in grants else None,
+        )
+        for s in SCOPES
+    ]
+    return AppScopes(reviewRequired=runtime().settings.oauth.sensitive_scopes_need_review, scopes=items)
