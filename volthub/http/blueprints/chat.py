@@ -1,0 +1,350 @@
+"""Chat for integrations (spec §2.1–2.3, §4.1): send, moderate, chat modes.
+
+Every state change goes to the channel's actor (volthub/hub/actors.py), which checks the
+rules, stores the change and publishes its events before it answers. This module also
+wires the actor registry into the app: `run_chat_hub` is one of the app's SERVICES and
+`chat_hub()` is how any route (the sandbox, interactive features) reaches it, e.g.
+`await chat_hub().post_card(channel_id, "sticker-send", {...})`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import trio
+from pydantic import Field, field_validator, model_serializer, model_validator
+from quart import Blueprint, Response
+from quart_schema import tag, validate_request, validate_response
+
+from volthub.hub import chat as rules
+from volthub.hub.actors import (
+    ActorRegistry,
+    ChannelBusy,
+    ChannelUnavailable,
+    ChatRefused,
+    ModerationRequest,
+    OutgoingMessage,
+    ReplyRef,
+    UnknownChannel,
+)
+from volthub.hub.chat import Effect, ModerationAction
+from volthub.hub.clock import iso8601
+from volthub.http import access
+from volthub.http.errors import ApiError, error_response
+from volthub.http.params import uuid_param
+from volthub.http.ratelimit import limited
+from volthub.http.runtime import Runtime, runtime
+from volthub.http.schemas import Body, Model
+from volthub.persistence import chat as repo
+from volthub.persistence.chat import ChatSettings
+
+blueprint = Blueprint("chat", __name__, url_prefix="/api/integrations/oauth/chat")
+
+# --- the hub service -------------------------------------------------------------------------
+
+
+def hub_for(rt: Runtime) -> ActorRegistry:
+    """The process's actor registry, made on first use (after start-up opened the store)."""
+    registry = rt.services.get("chat")
+    if registry is None:
+        registry = ActorRegistry(
+            rt.db,
+            rt.events,
+            rt.clock,
+            inbox_size=rt.settings.chat.inbox_size,
+            idle_seconds=rt.settings.chat.actor_idle_seconds,
+        )
+        rt.services["chat"] = registry
+    return registry
+
+
+def chat_hub() -> ActorRegistry:
+    return hub_for(runtime())
+
+
+async def run_chat_hub(rt: Runtime, nursery: trio.Nursery) -> None:
+    """App service: the registry's nursery holds every channel actor until shutdown."""
+    await hub_for(rt).run()
+
+
+@blueprint.app_errorhandler(ChatRefused)
+async def _refused(error: ChatRefused) -> Response:
+    refusal = error.refusal
+    return error_response(ApiError(refusal.status, refusal.code, refusal.message, refusal.details))
+
+
+@blueprint.app_errorhandler(ChannelBusy)
+async def _busy(error: ChannelBusy) -> Response:
+    message = "this channel has too many chat commands queued; retry in a moment"
+    return error_response(ApiError(503, "channel_busy", message, headers={"Retry-After": "1"}))
+
+
+@blueprint.app_errorhandler(ChannelUnavailable)
+async def _unavailable(error: ChannelUnavailable) -> Response:
+    return error_response(ApiError(503, "service_unavailable", "chat is shutting down", headers={"Retry-After": "5"}))
+
+
+@blueprint.app_errorhandler(UnknownChannel)
+async def _unknown_channel(error: UnknownChannel) -> Response:
+    return error_response(ApiError(404, "not_found", "channel not found", {"channelId": str(error)}))
+
+
+# --- shapes ----------------------------------------------------------------------------------
+
+
+class OmitNone(Model):
+    """Optional members are left out rather than sent as null (spec §2.6: "present when")."""
+
+    # No return annotation on purpose: with one, pydantic documents the annotation instead
+    # of the model's fields in the OpenAPI document.
+    @model_serializer(mode="wrap")
+    def _omit_none(self, handler: Any):  # type: ignore[no-untyped-def]
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class ReplyToIn(Body):
+    messageId: str = Field(min_length=1, max_length=64, description="Id of a message in this channel.")
+    username: str = Field(
+        min_length=1, max_length=50, description="The original author; the stored username is sent on."
+    )
+    snippet: str | None = Field(None, max_length=rules.SNIPPET_MAX, description="Preview, at most 100 characters.")
+    message: str | None = Field(
+        None, max_length=rules.SNIPPET_MAX, description="Accepted as another name of snippet (DESIGN §5)."
+    )
+
+    @field_validator("snippet", "message")
+    @classmethod
+    def _snippet(cls, value: str | None) -> str | None:
+        return None if value is None else rules.check_snippet(value)
+
+    @model_validator(mode="after")
+    def _needs_snippet(self) -> "ReplyToIn":
+        if self.snippet is None and self.message is None:
+            raise ValueError("replyTo needs snippet (or its alias message)")
+        return self
+
+    def ref(self) -> ReplyRef:
+        snippet = self.snippet if self.snippet is not None else self.message
+        return ReplyRef(self.messageId, self.username, snippet or "")
+
+
+class SendBody(Body):
+    message: str = Field(
+        min_length=1, max_length=rules.MESSAGE_MAX, description="1–500 Unicode code points, not blank."
+    )
+    sendAsBot: bool = Field(False, description="Post as the channel's connected bot (none can be connected yet).")
+    effect: Effect | None = None
+    effectColor: str | None = Field(
+        None, pattern=r"^#[0-9a-fA-F]{6}$", description="#rrggbb; returned lower-case. Used by glow."
+    )
+    replyTo: ReplyToIn | None = None
+
+    @field_validator("message")
+    @classmethod
+    def _message(cls, value: str) -> str:
+        return rules.check_message(value)
+
+    @field_validator("effectColor")
+    @classmethod
+    def _color(cls, value: str | None) -> str | None:
+        return None if value is None else rules.normalize_color(value)
+
+
+class SendOut(Model):
+    success: bool
+    messageId: str
+
+
+class SettingsOut(Model):
+    slowMode: bool
+    slowModeSeconds: int
+    followersOnly: bool
+    subscribersOnly: bool
+    emoteOnly: bool
+
+    @classmethod
+    def of(cls, settings: ChatSettings) -> "SettingsOut":
+        return cls(**settings.as_api())
+
+
+class SettingsPatch(Body):
+    """Partial: omitted fields stay as they are; null is refused."""
+
+    slowMode: bool = Field(None, description="true alone keeps the stored duration, or 30 s when none.")
+    slowModeSeconds: int = Field(
+        None, ge=0, le=rules.SLOW_MODE_MAX_SECONDS, description="0–3600; 0 turns slow mode off, n > 0 on."
+    )
+    followersOnly: bool = Field(None)
+    subscribersOnly: bool = Field(None)
+    emoteOnly: bool = Field(None)
+
+
+class ModerateBody(Body):
+    action: ModerationAction
+    userId: str | None = Field(None, description="Target user id (timeout, ban, unban); or give username.")
+    username: str | None = Field(None, min_length=1, max_length=25, description="Target username, any case.")
+    durationSeconds: int | None = Field(None, ge=1, le=rules.TIMEOUT_MAX_SECONDS, description="timeout only.")
+    messageId: str | None = Field(None, min_length=1, max_length=64, description="delete only.")
+    reason: str | None = Field(None, max_length=rules.REASON_MAX)
+
+    @field_validator("userId")
+    @classmethod
+    def _uuid(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            parsed = uuid.UUID(value)
+        except ValueError:
+            raise ValueError("userId must be a UUID") from None
+        if str(parsed) != value.lower():
+            raise ValueError("userId must be a UUID")
+        return str(parsed)
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str | None) -> str | None:
+        return None if value is None else rules.check_reason(value)
+
+    @model_validator(mode="after")
+    def _complete(self) -> "ModerateBody":
+        if self.action == "delete":
+            if self.messageId is None:
+                raise ValueError("delete needs messageId")
+        elif self.userId is None and self.username is None:
+            raise ValueError(f"{self.action} needs userId or username")
+        if self.action == "timeout" and self.durationSeconds is None:
+            raise ValueError("timeout needs durationSeconds (1–1209600)")
+        return self
+
+    def request(self) -> ModerationRequest:
+        return ModerationRequest(
+            action=self.action,
+            user_id=self.userId,
+            username=self.username,
+            duration_seconds=self.durationSeconds,
+            message_id=self.messageId,
+            reason=self.reason,
+        )
+
+
+class PersonOut(Model):
+    userId: str
+    username: str
+    displayName: str
+
+
+class ModerateOut(Model):
+    success: bool
+    action: str
+    changed: bool = Field(description="false when there was nothing to undo (not banned, already deleted).")
+    user: PersonOut | None
+    endsAt: str | None = Field(description="End of a timeout (ISO 8601); null otherwise.")
+    messageId: str | None
+
+
+# --- routes ----------------------------------------------------------------------------------
+
+
+def _channel_for_token(channel_id: str) -> str:
+    """OAuth tokens act on their owner's channel only (spec §1); first-party tokens anywhere."""
+    channel_id = uuid_param(channel_id, "channelId")
+    caller = access.principal()
+    if not caller.is_first_party and channel_id != caller.user_id:
+        raise ApiError(
+            403,
+            "channel_not_owned",
+            "an OAuth token acts only in its owner's channel",
+            {"channelId": channel_id},
+        )
+    return channel_id
+
+
+@blueprint.post("/channels/<channel_id>/messages")
+@access.token("chat:write")
+@limited("chat_send")
+@tag(["Chat"])
+@validate_request(SendBody)
+@validate_response(SendOut, 200)
+async def send_message(channel_id: str, data: SendBody) -> SendOut:
+    """Post a chat message (spec §2.1) as the token's user.
+
+    An OAuth token posts only in its owner's channel; a first-party token in any channel.
+    Refusals are 403s with their own codes: `banned`, `timed_out` (details.remainingSeconds),
+    `slow_mode` (details.waitSeconds), `followers_only`, `subscribers_only`, `emote_only`,
+    `channel_not_owned`, `bot_not_connected`. The broadcaster and the channel's moderators
+    are exempt from chat modes. In emote-only mode every word must be an emote code
+    `:name:` or an emoji. `replyTo.messageId` must be a message of this channel (400
+    `invalid_reply_to`). 503 `channel_busy` when the channel's queue is full.
+    """
+    channel = _channel_for_token(channel_id)
+    outgoing = OutgoingMessage(
+        text=data.message,
+        effect=data.effect,
+        effect_color=data.effectColor,
+        reply_to=data.replyTo.ref() if data.replyTo else None,
+        as_bot=data.sendAsBot,
+    )
+    message_id = await chat_hub().send_message(channel, access.principal().user_id, outgoing)
+    return SendOut(success=True, messageId=message_id)
+
+
+@blueprint.post("/channels/<channel_id>/moderate")
+@access.token("chat:moderate")
+@limited("moderation")
+@tag(["Chat"])
+@validate_request(ModerateBody)
+@validate_response(ModerateOut, 200)
+async def moderate(channel_id: str, data: ModerateBody) -> ModerateOut:
+    """Time out, ban, unban, or delete a message.
+
+    Body: `{action, userId | username, durationSeconds (timeout: 1–1209600), messageId
+    (delete), reason?}`. Only the broadcaster and the channel's moderators may moderate
+    (403 `not_moderator`); an OAuth token only in its owner's channel. Nobody moderates the
+    broadcaster (403 `cannot_moderate_broadcaster`); only the broadcaster moderates a
+    moderator (403 `cannot_moderate_moderator`); banning yourself is 400
+    `cannot_moderate_self`. A ban or timeout replaces the user's previous one and
+    publishes `channel.ban`; lifting one publishes `channel.unban`. A timeout ends by
+    itself (no event). A deleted message leaves the history; no event is published.
+    Unban of someone not banned, and deleting a deleted message, succeed with
+    `changed: false`.
+    """
+    channel = _channel_for_token(channel_id)
+    result = await chat_hub().moderate(channel, access.principal().user_id, data.request())
+    return ModerateOut(
+        success=True,
+        action=result.action,
+        changed=result.changed,
+        user=PersonOut(**result.user) if result.user else None,
+        endsAt=iso8601(result.ends_at) if result.ends_at is not None else None,
+        messageId=result.message_id,
+    )
+
+
+@blueprint.get("/settings")
+@access.token("stream:read")
+@tag(["Chat"])
+@validate_response(SettingsOut, 200)
+async def get_settings() -> SettingsOut:
+    """The chat modes of the token owner's channel (spec §2.3); fresh: false, 0, false, false, false."""
+    channel = access.principal().user_id
+    settings, _ = await runtime().db.read(lambda tx: repo.get_settings(tx, channel))
+    return SettingsOut.of(settings)
+
+
+@blueprint.patch("/settings")
+@access.token("stream:write")
+@tag(["Chat"])
+@validate_request(SettingsPatch)
+@validate_response(SettingsOut, 200)
+async def patch_settings(data: SettingsPatch) -> SettingsOut:
+    """Change chat modes of the token owner's channel; omitted fields stay.
+
+    Slow mode is on exactly when slowModeSeconds > 0: `slowModeSeconds: n` alone sets it
+    (0 turns it off), `slowMode: true` alone keeps the stored duration or uses 30 s,
+    `slowMode: false` sets the duration to 0; a contradicting pair (true with 0, false
+    with n > 0) is 400 `invalid_settings`.
+    """
+    patch = data.model_dump(exclude_unset=True)
+    settings = await chat_hub().update_settings(access.principal().user_id, patch)
+    return SettingsOut.of(settings)

@@ -1,0 +1,229 @@
+"""Chat send throughput, end to end: a real server on loopback, real HTTP clients.
+
+    python -m volthub.loadtest.chat_bench --database sqlite:///var/bench.db --seconds 20 --concurrency 32
+    python -m volthub.loadtest.chat_bench --database postgresql://postgres@127.0.0.1:5432/bench \
+        --seconds 20 --concurrency 32 --channels 1
+
+Starts `volthub serve` as a child process (rate limits off when the build has that switch,
+cheap password hashing so registering the senders is quick), registers `--concurrency`
+senders and `--channels` channels, then lets every sender post as fast as it can for
+`--seconds`: sender i posts in channel i mod channels. `--channels 0` (default) gives each
+sender its own channel; `--channels 1` puts everyone in one channel (one actor, the
+contended case). Reports accepted sends per second and latency percentiles.
+
+The client runs on the same machine as the server and takes CPU from it; the figures are
+a floor for what the server does with its own cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import orjson
+import trio
+
+PASSWORD = "bench password 123"
+
+
+@dataclass
+class Results:
+    latencies: list[float] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    elapsed: float = 0.0
+
+    @property
+    def accepted(self) -> int:
+        return self.statuses[200]
+
+    def percentile(self, fraction: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "seconds": round(self.elapsed, 2),
+            "accepted": self.accepted,
+            "sends_per_second": round(self.accepted / self.elapsed, 1) if self.elapsed else 0.0,
+            "statuses": dict(self.statuses),
+            "latency_ms": {
+                "mean": round(statistics.fmean(self.latencies) * 1000, 2) if self.latencies else None,
+                "p50": round(self.percentile(0.50) * 1000, 2),
+                "p95": round(self.percentile(0.95) * 1000, 2),
+                "p99": round(self.percentile(0.99) * 1000, 2),
+            },
+        }
+
+
+def _ratelimit_switch_exists() -> bool:
+    from volthub.config import Settings
+
+    section = Settings.model_fields.get("ratelimit")
+    return section is not None and "enabled" in section.annotation.model_fields  # type: ignore[union-attr]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`volthub serve` in a child process, logging to a file."""
+
+    def __init__(self, database: str, port: int, workdir: Path) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        env = {
+            **os.environ,
+            "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
+            "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024",
+        }
+        if _ratelimit_switch_exists():
+            env["VOLTHUB_RATELIMIT__ENABLED"] = "false"
+        self.log_path = workdir / "server.log"
+        self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port), "--database", database],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=workdir,
+        )
+
+    async def wait_ready(self, timeout: float = 60) -> None:
+        async with httpx.AsyncClient(base_url=self.url, timeout=2) as client:
+            with trio.fail_after(timeout):
+                while True:
+                    if self.process.poll() is not None:
+                        raise RuntimeError(f"server exited: {self.log_path.read_text(errors='replace')[-2000:]}")
+                    try:
+                        if (await client.get("/healthz")).status_code == 200:
+                            return
+                    except httpx.HTTPError:
+                        pass
+                    await trio.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self._log.close()
+
+
+async def _register(client: httpx.AsyncClient, prefix: str) -> tuple[str, str]:
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    response = await client.post("/api/auth/register", json={"username": name, "password": PASSWORD})
+    response.raise_for_status()
+    body = response.json()
+    return body["user"]["id"], body["token"]
+
+
+async def _sender(
+    client: httpx.AsyncClient, token: str, channel_id: str, stop_at: float, results: Results, number: int
+) -> None:
+    path = f"/api/integrations/oauth/chat/channels/{channel_id}/messages"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    sequence = 0
+    while time.perf_counter() < stop_at:
+        sequence += 1
+        body = orjson.dumps({"message": f"load {number}.{sequence} hello @nobody"})
+        started = time.perf_counter()
+        try:
+            response = await client.post(path, content=body, headers=headers)
+            status = response.status_code
+        except httpx.HTTPError:
+            status = 0
+        results.latencies.append(time.perf_counter() - started)
+        results.statuses[status] += 1
+
+
+async def run_bench(url: str, seconds: float, concurrency: int, channels: int) -> Results:
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+        senders = [await _register(client, "sender") for _ in range(concurrency)]
+        if channels <= 0:
+            channel_ids = [user_id for user_id, _ in senders]
+        else:
+            channel_ids = [(await _register(client, "channel"))[0] for _ in range(channels)]
+        targets = [channel_ids[i % len(channel_ids)] for i in range(concurrency)]
+        # Warm up: start every channel's actor and open every connection before timing.
+        async with trio.open_nursery() as nursery:
+            for (_, token), channel_id in zip(senders, targets):
+                nursery.start_soon(_sender, client, token, channel_id, time.perf_counter(), Results(), -1)
+        results = Results()
+        started = time.perf_counter()
+        stop_at = started + seconds
+        async with trio.open_nursery() as nursery:
+            for number, ((_, token), channel_id) in enumerate(zip(senders, targets)):
+                nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number)
+        results.elapsed = time.perf_counter() - started
+        return results
+
+
+async def _main(args: argparse.Namespace) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="volthub-bench-") as tmp:
+        workdir = Path(tmp)
+        database = args.database or f"sqlite:///{workdir / 'bench.db'}"
+        server = Server(database, args.port or _free_port(), workdir)
+        try:
+            await server.wait_ready()
+            results = await run_bench(server.url, args.seconds, args.concurrency, args.channels)
+        finally:
+            server.stop()
+    backend = "postgresql" if database.startswith("postgres") else "sqlite"
+    return {
+        "backend": backend,
+        "concurrency": args.concurrency,
+        "channels": args.channels or args.concurrency,
+        "ratelimit_disabled": _ratelimit_switch_exists(),
+        **results.summary(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m volthub.loadtest.chat_bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", help="database URL (default: a throw-away SQLite file)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured duration (default 10)")
+    parser.add_argument("--concurrency", type=int, default=16, help="concurrent senders (default 16)")
+    parser.add_argument(
+        "--channels", type=int, default=0, help="channels to post in; 0 = one per sender (default), 1 = all in one"
+    )
+    parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    args = parser.parse_args(argv)
+    if args.concurrency < 1 or args.seconds <= 0:
+        parser.error("--concurrency must be >= 1 and --seconds > 0")
+    report = trio.run(_main, args)
+    if args.json:
+        print(orjson.dumps(report).decode())
+    else:
+        latency = report["latency_ms"]
+        print(
+            f"{report['backend']}: {report['sends_per_second']} sends/s accepted "
+            f"({report['accepted']} in {report['seconds']} s, {report['concurrency']} senders, "
+            f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "  # type: ignore[index]
+            f"p99 {latency['p99']}; statuses {report['statuses']}"  # type: ignore[index]
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
