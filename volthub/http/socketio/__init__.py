@@ -5,6 +5,10 @@
 - :mod:`.socketio` — Socket.IO packets; ``encode_event_frame`` for encode-once fan-out.
 - :mod:`.session` — per-connection state machines; ``SocketIOSession`` is what an
   adapter holds per client.
+- :mod:`.binary` — opt-in binary packets (``BinarySocketIOSession``, conformance mode only).
+
+The I/O lives apart: :mod:`.server` is the Trio/ASGI adapter (not imported here), and
+:mod:`.conformance` serves the official test-suites' reference apps on it.
 """
 
 from .engineio import (

@@ -629,7 +629,10 @@ class SocketIOSession(EngineIOSession):
     def _on_message(self, data: str | bytes, now: float) -> list[Event]:
         if not isinstance(data, str):
             raise SocketIOProtocolError("binary messages are not supported")
-        packet = sio_decode(data)
+        return self._on_packet(sio_decode(data))
+
+    def _on_packet(self, packet: SioPacket) -> list[Event]:
+        """Apply one decoded Socket.IO packet (a binary one arrives here reassembled)."""
         namespace = packet.namespace
         kind = packet.type
         if kind is SioType.CONNECT:
@@ -643,9 +646,9 @@ class SocketIOSession(EngineIOSession):
                 return []
             # The protocol requires a CONNECT to a namespace before anything else in it.
             raise SocketIOProtocolError(f"{kind.name} for a namespace that is not connected")
-        if kind is SioType.EVENT:
+        if kind is SioType.EVENT or kind is SioType.BINARY_EVENT:
             return [EventReceived(namespace, packet.data[0], packet.data[1:], packet.ack_id)]
-        if kind is SioType.ACK:
+        if kind is SioType.ACK or kind is SioType.BINARY_ACK:
             key = (namespace, packet.ack_id)
             if key not in self._awaited_acks:
                 return []  # not asked for, or already answered: ignore, as the reference does

@@ -1,0 +1,117 @@
+"""Channel-points rewards over REST (spec §4.11, §2.8).
+
+Listing is public: `items` (the channel's custom rewards) and `items/with-built-in` (the
+built-in rewards first, then the custom ones). The spec does not show how rewards are
+made; a channel's owner creates them with a first-party token (the streamer's dashboard).
+The Events API's `channel:getRewards` returns the same list in the socket shape.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from quart import Blueprint
+from quart_schema import tag, validate_request, validate_response
+
+from volthub.hub.channel_points import ChannelPoints, TooManyRewards, rest_shape
+from volthub.http import access
+from volthub.http.errors import ApiError, not_found
+from volthub.http.params import uuid_param
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, Model
+from volthub.persistence import users as users_repo
+from volthub.persistence.channel_points import MAX_REWARDS_PER_CHANNEL
+
+blueprint = Blueprint("channel_points", __name__, url_prefix="/api/channel-points")
+
+
+class RewardOut(Model):
+    id: str
+    name: str
+    cost: int
+    description: str
+    iconUrl: str | None
+    enabled: bool
+    builtInType: str | None = Field(description="null for a custom reward; e.g. first")
+    requiresModeratorApproval: bool
+    maxPerStream: int | None
+    maxPerUserPerStream: int | None
+
+
+class RewardList(Model):
+    items: list[RewardOut]
+
+
+class RewardBody(Body):
+    name: str = Field(min_length=1, max_length=45)
+    cost: int = Field(ge=1, le=10_000_000)
+    description: str | None = Field(None, max_length=200)
+    iconUrl: str | None = Field(None, max_length=2048)
+    enabled: bool = True
+    requiresModeratorApproval: bool = False
+    maxPerStream: int | None = Field(None, ge=1, le=1_000_000)
+    maxPerUserPerStream: int | None = Field(None, ge=1, le=1_000_000)
+
+    @field_validator("name")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("name must not be blank")
+        return value.strip()
+
+    @field_validator("iconUrl")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        if value and not value.startswith("https://"):
+            raise ValueError("iconUrl must be an https:// URL")
+        return value or None
+
+
+def _service() -> ChannelPoints:
+    return runtime().services["channel_points"]
+
+
+async def _existing_channel(channel_id: str) -> str:
+    channel_id = uuid_param(channel_id, "channelId")
+    if await runtime().db.read(lambda tx: users_repo.get_by_id(tx, channel_id)) is None:
+        raise not_found("channel", channelId=channel_id)
+    return channel_id
+
+
+@blueprint.get("/<channel_id>/items")
+@access.public
+@tag(["Channel points"])
+@validate_response(RewardList)
+async def items(channel_id: str) -> RewardList:
+    """The channel's custom rewards, oldest first."""
+    found = await _service().rewards(await _existing_channel(channel_id), built_in=False)
+    return RewardList(items=[RewardOut(**rest_shape(reward)) for reward in found])
+
+
+@blueprint.get("/<channel_id>/items/with-built-in")
+@access.public
+@tag(["Channel points"])
+@validate_response(RewardList)
+async def items_with_built_in(channel_id: str) -> RewardList:
+    """The built-in rewards (builtInType set), then the channel's custom rewards."""
+    found = await _service().rewards(await _existing_channel(channel_id), built_in=True)
+    return RewardList(items=[RewardOut(**rest_shape(reward)) for reward in found])
+
+
+@blueprint.post("/<channel_id>/items")
+@access.first_party
+@tag(["Channel points"])
+@validate_request(RewardBody)
+@validate_response(RewardOut, 201)
+async def create_item(channel_id: str, data: RewardBody) -> tuple[RewardOut, int]:
+    """Create a custom reward in your own channel (first-party token; 403 elsewhere).
+
+    At most 100 rewards per channel (409 `too_many_rewards`)."""
+    channel_id = uuid_param(channel_id, "channelId")
+    if channel_id != access.principal().user_id:
+        raise ApiError(403, "channel_not_owned", "rewards are created in your own channel only",
+                       {"channelId": channel_id})
+    try:
+        reward = await _service().create(channel_id, data.model_dump())
+    except TooManyRewards:
+        raise ApiError(409, "too_many_rewards", f"a channel has at most {MAX_REWARDS_PER_CHANNEL} rewards") from None
+    return RewardOut(**rest_shape(reward)), 201

@@ -1,0 +1,195 @@
+"""Events API over HTTP (spec §4.14, §6.1): the SSE stream and the event catalogue."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import trio
+from pydantic import Field
+from quart import Blueprint, Response, request
+from quart_schema import tag, validate_querystring, validate_response
+
+from volthub.config import EventsSettings
+from volthub.hub import catalogue
+from volthub.hub.fanout import Fanout
+from volthub.http import access, sse
+from volthub.http.errors import ApiError
+from volthub.http.events_api import SSE_WIRE, SLOW_CONSUMER, sse_encode
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Model, Query
+from volthub.persistence import users as users_repo
+from volthub.persistence.users import User
+
+blueprint = Blueprint("events", __name__, url_prefix="/api/events")
+
+# Longest `events` filter accepted; the catalogue has about 30 names.
+MAX_FILTER_NAMES = 64
+
+
+class StreamQuery(Query):
+    events: str | None = Field(
+        None, max_length=4096, description="comma-separated Events API names; only these are sent"
+    )
+
+
+class PayloadFieldOut(Model):
+    name: str
+    type: str
+    description: str
+    optional: bool
+
+
+class TransportsOut(Model):
+    eventsApi: bool
+    webhooks: bool
+
+
+class EventTypeOut(Model):
+    name: str
+    group: str
+    description: str
+    transports: TransportsOut
+    emitted: bool = Field(description="false: listed by the spec, never sent (hype train)")
+    public: bool = Field(description="sent to anonymous subscribers of the channel too")
+    aliasOf: str | None
+    webhookScope: str | None
+    fields: list[PayloadFieldOut]
+
+
+class EventTypesOut(Model):
+    groups: list[str]
+    types: list[EventTypeOut]
+
+
+class SseSubscriber:
+    """One SSE stream, as the fan-out sees it: a bounded queue of encoded events."""
+
+    wire = SSE_WIRE
+
+    def __init__(self, queue_size: int) -> None:
+        self.send, self.receive = trio.open_memory_channel[bytes](queue_size)
+        self.reason: str | None = None
+
+    def deliver(self, frame: bytes) -> bool:
+        try:
+            self.send.send_nowait(frame)
+        except trio.WouldBlock:
+            return False
+        except trio.ClosedResourceError:
+            pass  # the stream is ending; its finally removes this subscriber
+        return True
+
+    def overflow(self, reason: str) -> None:
+        self.reason = reason
+        self.send.close()  # the stream sends what it holds, then the reason, then ends
+
+
+@blueprint.get("/types")
+@access.public
+@tag(["Events"])
+@validate_response(EventTypesOut)
+async def event_types() -> EventTypesOut:
+    """Every event name of the Events API and of webhooks, with its group, its transports,
+    whether anything emits it (the hype-train events never fire, spec §6.1), whether
+    anonymous Events API subscribers get it, and its payload fields."""
+    return EventTypesOut.model_validate(catalogue.document())
+
+
+@blueprint.get("/stream")
+@access.token()
+@tag(["Events"])
+@validate_querystring(StreamQuery)
+async def stream(query_args: StreamQuery) -> Response:
+    """Server-sent events of the token owner's channel (any valid token; no scope needed).
+
+    Send `Accept: text/event-stream`. The stream opens with `event: connected`
+    (`{channelUsername, channelId}`), then one event per platform event: `event: <name>`,
+    `id: <event id>`, `data: <envelope {event, data, timestamp}>`. `events=a,b` keeps only
+    those names (unknown names: 400 `unknown_event`); `connected` is sent whatever the
+    filter. Comment lines (`: keep-alive`) flow while idle.
+
+    Resume: reconnect with `Last-Event-ID` to get the events after that id from a bounded
+    in-memory buffer of the channel's recent events (`[events] resume_buffer_size`), with
+    nothing lost or repeated. When the id is no longer in the buffer, the stream first
+    sends `event: missed` (`{lastEventId, message}`: older events may be lost), then every
+    event the buffer still holds, oldest first.
+
+    A client that reads too slowly to keep up (`[events] queue_size` events waiting) gets
+    `event: error` (`{code: "SLOW_CONSUMER", message}`) and the stream ends.
+    """
+    names = _event_filter(query_args.events)
+    user = await _token_owner()
+    rt = runtime()
+    last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
+    body = _event_stream(rt.services["fanout"], rt.settings.events, user, names, last_id)
+    response = Response(body, status=200, content_type="text/event-stream; charset=utf-8")
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
+    response.timeout = None  # endless: Quart's RESPONSE_TIMEOUT must not cut it (DESIGN §7)
+    return response
+
+
+def _event_filter(raw: str | None) -> frozenset[str] | None:
+    if raw is None:
+        return None
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    if not names:
+        return None
+    if len(names) > MAX_FILTER_NAMES:
+        raise ApiError(400, "validation_error", f"events: at most {MAX_FILTER_NAMES} names", {"field": "events"})
+    unknown = catalogue.unknown_events_api_names(names)
+    if unknown:
+        raise ApiError(
+            400,
+            "unknown_event",
+            f"events: not Events API event names: {', '.join(unknown)}",
+            {"field": "events", "unknown": unknown},
+        )
+    return frozenset(names)
+
+
+async def _token_owner() -> User:
+    user_id = access.principal().user_id
+    user = await runtime().db.read(lambda tx: users_repo.get_by_id(tx, user_id))
+    if user is None:
+        raise access.unauthorized("invalid_token", "the token's user no longer exists")
+    return user
+
+
+async def _event_stream(
+    fanout: Fanout, settings: EventsSettings, user: User, names: frozenset[str] | None, last_id: str | None
+) -> AsyncIterator[bytes]:
+    subscriber = SseSubscriber(settings.queue_size)
+    # Subscribe and read the resume buffer in one synchronous step (no await between):
+    # every event is then either in `resume.events` or delivered live, exactly once.
+    subscription = fanout.subscribe(subscriber, user.id, owner=True, names=names, user_id=user.id, viewer=False)
+    resume = fanout.since(user.id, last_id)
+    try:
+        yield sse.encode(_json({"channelUsername": user.username, "channelId": user.id}), event="connected")
+        if not resume.found:
+            yield sse.encode(_json({
+                "lastEventId": last_id,
+                "message": "that event is no longer in the resume buffer; older events may be lost",
+            }), event="missed")
+        for event in resume.events:
+            if subscription.wants(event):
+                yield sse_encode(event)
+        while True:
+            frame: bytes | None = None
+            with trio.move_on_after(settings.sse_keepalive_seconds):
+                try:
+                    frame = await subscriber.receive.receive()
+                except trio.EndOfChannel:
+                    break
+            # Never yield inside the cancel scope: the consumer runs between yields.
+            yield sse.KEEP_ALIVE if frame is None else frame
+        if subscriber.reason is not None:
+            yield sse.encode(_json({"code": SLOW_CONSUMER, "message": subscriber.reason}), event="error")
+    finally:
+        fanout.remove(subscriber)
+
+
+def _json(value: Any) -> bytes:
+    return orjson.dumps(value)

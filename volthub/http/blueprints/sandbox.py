@@ -1,0 +1,235 @@
+"""The test-event sandbox (spec §2.4, §6.3).
+
+A test event travels the same fan-out as real events (Socket.IO and SSE, with an event id
+in the resume buffer), carries ``isTest: true`` in its data, and is never stored: no
+database write, no webhook outbox row, no money, subscription or analytics change. It goes
+to the channel owner's connections only (see volthub.hub.fanout).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+from quart import Blueprint
+from quart_schema import tag, validate_request, validate_response
+
+from volthub.hub.clock import iso8601, to_ms
+from volthub.http import access
+from volthub.http.errors import ApiError
+from volthub.http.params import uuid_param
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, Model
+from volthub.persistence import users as users_repo
+
+blueprint = Blueprint("sandbox", __name__, url_prefix="/api/integrations/oauth/test")
+
+MAX_MESSAGE = 500
+MAX_AMOUNT = 1_000_000
+TIERS = ("tier1", "tier2", "tier3")
+
+EventType = Literal["subscription", "gift_subscription", "follow", "volt_tip", "raid", "chat_message"]
+
+
+class TestEventBody(Body):
+    eventType: EventType
+    channelId: str = Field(max_length=64, description="must be the token owner's id (their channel)")
+    tier: str | None = Field(None, max_length=16, description="tier1, tier2 or tier3 (subscriptions)")
+    amount: float | None = Field(
+        None, description="months (subscription), Volts (gift_subscription, volt_tip), viewers (raid)"
+    )
+    message: str | None = Field(None, max_length=4096, description=f"at most {MAX_MESSAGE} characters")
+    quantity: int | None = Field(None, description="gifted subscriptions, 1-100")
+
+
+class TestEventOut(Model):
+    eventId: str
+    event: str
+    eventType: str
+    channelId: str
+    timestamp: str
+    data: dict[str, Any]
+
+
+class TestEventTypeOut(Model):
+    eventType: str
+    event: str
+    description: str
+    fields: dict[str, str]
+
+
+class TestEventTypesOut(Model):
+    types: list[TestEventTypeOut]
+
+
+@dataclass(frozen=True)
+class _Kind:
+    event: str
+    description: str
+    fields: dict[str, str]
+    build: Callable[["TestEventBody", "_Context"], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Context:
+    who: dict[str, str]  # the synthetic user acting: userId, username, displayName
+    at: str  # ISO 8601 time of the event
+    channel_username: str
+
+
+def _tier(body: TestEventBody) -> str:
+    tier = body.tier if body.tier is not None else "tier1"
+    if tier not in TIERS:
+        raise _invalid("tier", "must be tier1, tier2 or tier3")
+    return tier
+
+
+def _amount(body: TestEventBody, default: int) -> int:
+    amount = body.amount if body.amount is not None else default
+    if amount != int(amount) or not 0 < amount <= MAX_AMOUNT:
+        raise _invalid("amount", f"must be a positive whole number up to {MAX_AMOUNT}")
+    return int(amount)
+
+
+def _message(body: TestEventBody, default: str | None) -> str | None:
+    message = body.message if body.message is not None else default
+    if message is not None and len(message) > MAX_MESSAGE:
+        raise _invalid("message", f"must be at most {MAX_MESSAGE} characters")
+    return message
+
+
+def _quantity(body: TestEventBody) -> int:
+    quantity = body.quantity if body.quantity is not None else 1
+    if not 1 <= quantity <= 100:
+        raise _invalid("quantity", "must be between 1 and 100")
+    return quantity
+
+
+def _invalid(field: str, message: str) -> ApiError:
+    return ApiError(
+        400, "validation_error", f"{field}: {message}",
+        {"fields": [{"field": field, "message": message, "type": "value_error"}]},
+    )
+
+
+def _subscription(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
+    return {**ctx.who, "tier": _tier(body), "isGift": False, "months": _amount(body, 1),
+            "message": _message(body, None), "subscribedAt": ctx.at}
+
+
+def _gift(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
+    data: dict[str, Any] = {**ctx.who, "tier": _tier(body), "quantity": _quantity(body), "isAnonymous": False,
+                            "giftedAt": ctx.at}
+    if body.amount is not None:
+        data["amount"] = _amount(body, 1)
+    return data
+
+
+def _follow(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
+    return {**ctx.who, "followedAt": ctx.at}
+
+
+def _volts(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
+    return {**ctx.who, "amount": _amount(body, 100), "message": _message(body, None), "sentAt": ctx.at}
+
+
+def _raid(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
+    return {
+        "direction": "incoming",
+        "fromChannelId": ctx.who["userId"], "fromUsername": ctx.who["username"],
+        "fromDisplayName": ctx.who["displayName"],
+        "toChannelId": body.channelId, "toUsername": ctx.channel_username,
+        "viewers": _amount(body, 10), "raidedAt": ctx.at,
+    }
+
+
+def _chat(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
+    text = _message(body, "This is a test message from the sandbox.") or ""
+    if not text.strip():
+        raise _invalid("message", "must not be blank")
+    return {
+        "messageId": str(uuid.uuid4()), "channelId": body.channelId,
+        **ctx.who, "message": text, "badges": [], "isMod": False, "isVip": False, "isSubscriber": False,
+        "timestamp": ctx.at,
+    }
+
+
+KINDS: dict[str, _Kind] = {
+    "subscription": _Kind("channel.subscribe", "A new subscription.",
+                          {"tier": "tier1-tier3 (default tier1)", "amount": "months (default 1)",
+                           "message": "optional, at most 500 characters"}, _subscription),
+    "gift_subscription": _Kind("channel.subscription.gift", "Gifted subscriptions.",
+                               {"tier": "tier1-tier3 (default tier1)", "quantity": "1-100 (default 1)",
+                                "amount": "optional Volts paid"}, _gift),
+    "follow": _Kind("channel.follow", "A new follower.", {}, _follow),
+    "volt_tip": _Kind("channel.volts", "Volts sent to the channel.",
+                      {"amount": "Volts (default 100)", "message": "optional, at most 500 characters"}, _volts),
+    "raid": _Kind("channel.raid", "An incoming raid.", {"amount": "viewers (default 10)"}, _raid),
+    "chat_message": _Kind("chat.message", "A chat message.",
+                          {"message": "at most 500 characters (default: a sample text)"}, _chat),
+}
+
+
+def _test_user() -> dict[str, str]:
+    """A made-up viewer: a fresh id and a recognisable test name."""
+    number = random.randint(1000, 9999)
+    return {"userId": str(uuid.uuid4()), "username": f"test_user_{number}", "displayName": f"RegisteredUser{number}"}
+
+
+@blueprint.post("/events")
+@access.token()
+@tag(["Sandbox"])
+@validate_request(TestEventBody)
+@validate_response(TestEventOut)
+async def send_test_event(data: TestEventBody) -> TestEventOut:
+    """Send a synthetic event to your own channel's Events API connections (spec §2.4).
+
+    Any valid token. `channelId` must be the token owner's id (403 `channel_not_owned`
+    otherwise). The six types map to channel.subscribe, channel.subscription.gift,
+    channel.follow, channel.volts, channel.raid and chat.message; the payload carries
+    `isTest: true`. Nothing is stored and no webhook fires.
+    """
+    channel_id = uuid_param(data.channelId, "channelId")
+    if channel_id != access.principal().user_id:
+        raise ApiError(403, "channel_not_owned", "test events go to your own channel only",
+                       {"channelId": channel_id})
+    rt = runtime()
+    channel = await rt.db.read(lambda tx: users_repo.get_by_id(tx, channel_id))
+    if channel is None:
+        raise access.unauthorized("invalid_token", "the token's user no longer exists")
+    kind = KINDS[data.eventType]
+    at = iso8601(to_ms(rt.clock.now()))
+    context = _Context(_test_user(), at, channel.username)
+    payload = kind.build(data.model_copy(update={"channelId": channel_id}), context)
+    event = rt.events.publish_ephemeral(channel_id, kind.event, {**payload, "isTest": True})
+    return TestEventOut(eventId=event.id, event=event.name, eventType=data.eventType, channelId=channel_id,
+                        timestamp=event.timestamp, data=event.data)
+
+
+def _types() -> TestEventTypesOut:
+    return TestEventTypesOut(types=[
+        TestEventTypeOut(eventType=name, event=kind.event, description=kind.description, fields=kind.fields)
+        for name, kind in KINDS.items()
+    ])
+
+
+@blueprint.post("/events/types")
+@access.token()
+@tag(["Sandbox"])
+@validate_response(TestEventTypesOut)
+async def test_event_types() -> TestEventTypesOut:
+    """The test event types, the event each sends, and the fields each uses (spec §4.1)."""
+    return _types()
+
+
+@blueprint.get("/events/types")
+@access.token()
+@tag(["Sandbox"])
+@validate_response(TestEventTypesOut)
+async def test_event_types_get() -> TestEventTypesOut:
+    """The same list as the POST form."""
+    return _types()
