@@ -1,0 +1,117 @@
+"""Notifications (spec §4.11): the caller's own, newest first; read state per notification."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+from quart import Blueprint
+from quart_schema import tag, validate_querystring, validate_response
+
+from volthub.http import access
+from volthub.http.errors import ApiError, not_found
+from volthub.http.params import uuid_param
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Model, PageQuery
+from volthub.hub.clock import iso8601, to_ms
+from volthub.persistence import notifications as repo
+from volthub.persistence.pagination import InvalidCursor
+
+blueprint = Blueprint("notifications", __name__, url_prefix="/api/notifications")
+
+
+class NotificationQuery(PageQuery):
+    unread: bool = Field(False, description="only unread notifications")
+
+
+class NotificationOut(Model):
+    id: str
+    type: str = Field(description="e.g. webhook.disabled")
+    title: str
+    message: str
+    data: dict[str, Any]
+    read: bool
+    readAt: str | None
+    createdAt: str
+
+
+class NotificationPage(Model):
+    items: list[NotificationOut]
+    nextCursor: str | None
+
+
+class CountOut(Model):
+    count: int
+
+
+class ReadAllOut(Model):
+    updated: int
+
+
+def notification_out(item: repo.Notification) -> NotificationOut:
+    return NotificationOut(
+        id=item.id,
+        type=item.type,
+        title=item.title,
+        message=item.message,
+        data=item.data,
+        read=item.read_at is not None,
+        readAt=None if item.read_at is None else iso8601(item.read_at),
+        createdAt=iso8601(item.created_at),
+    )
+
+
+def _now_ms() -> int:
+    return to_ms(runtime().clock.now())
+
+
+@blueprint.get("")
+@access.token("notifications:read")
+@tag(["Notifications"])
+@validate_querystring(NotificationQuery)
+@validate_response(NotificationPage)
+async def list_notifications(query_args: NotificationQuery) -> NotificationPage:
+    """The caller's notifications, newest first; cursor pagination (limit ≤ 100),
+    `unread=true` for unread ones only."""
+    me = access.principal().user_id
+    try:
+        page = await runtime().db.read(
+            lambda tx: repo.list_for_user(tx, me, query_args.limit, query_args.cursor, query_args.unread)
+        )
+    except InvalidCursor as exc:
+        raise ApiError(400, "invalid_cursor", str(exc), {"field": "cursor"}) from None
+    return NotificationPage(items=[notification_out(n) for n in page.items], nextCursor=page.next_cursor)
+
+
+@blueprint.get("/unread-count")
+@access.token("notifications:read")
+@tag(["Notifications"])
+@validate_response(CountOut)
+async def unread_count() -> CountOut:
+    """How many of the caller's notifications are unread: `{count}`."""
+    me = access.principal().user_id
+    return CountOut(count=await runtime().db.read(lambda tx: repo.unread_count(tx, me)))
+
+
+@blueprint.post("/<notification_id>/read")
+@access.token("notifications:write")
+@tag(["Notifications"])
+@validate_response(NotificationOut)
+async def mark_read(notification_id: str) -> NotificationOut:
+    """Mark one notification read (idempotent; the first read time stays)."""
+    notification_id = uuid_param(notification_id, "id")
+    me, now = access.principal().user_id, _now_ms()
+    found = await runtime().db.write(lambda tx: repo.mark_read(tx, me, notification_id, now))
+    if found is None:
+        raise not_found("notification", id=notification_id)
+    return notification_out(found)
+
+
+@blueprint.post("/read-all")
+@access.token("notifications:write")
+@tag(["Notifications"])
+@validate_response(ReadAllOut)
+async def mark_all_read() -> ReadAllOut:
+    """Mark every unread notification of the caller read: `{updated}` is how many."""
+    me, now = access.principal().user_id, _now_ms()
+    return ReadAllOut(updated=await runtime().db.write(lambda tx: repo.mark_all_read(tx, me, now)))

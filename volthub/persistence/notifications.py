@@ -1,0 +1,114 @@
+"""User notifications (spec §4.11): newest first, read or unread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .database import Row, Tx
+from .pagination import decode_cursor, encode_cursor
+
+_COLUMNS = "id, user_id, type, title, message, data, read_at, created_at"
+
+
+@dataclass(frozen=True)
+class Notification:
+    id: str
+    user_id: str
+    type: str
+    title: str
+    message: str
+    data: dict[str, Any]
+    read_at: int | None
+    created_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> Notification:
+        return cls(
+            id=row["id"],
+            user_id=row["user_id"],
+            type=row["type"],
+            title=row["title"],
+            message=row["message"],
+            data=orjson.loads(row["data"]),
+            read_at=None if row["read_at"] is None else int(row["read_at"]),
+            created_at=int(row["created_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class NotificationPage:
+    items: list[Notification]
+    next_cursor: str | None
+
+
+def create(
+    tx: Tx,
+    *,
+    notification_id: str,
+    user_id: str,
+    type: str,
+    title: str,
+    message: str,
+    data: dict[str, Any],
+    now_ms: int,
+) -> Notification:
+    tx.execute(
+        "INSERT INTO notifications (id, user_id, type, title, message, data, read_at, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
+        (notification_id, user_id, type, title, message, orjson.dumps(data).decode(), now_ms),
+    )
+    return Notification(notification_id, user_id, type, title, message, dict(data), None, now_ms)
+
+
+def list_for_user(
+    tx: Tx, user_id: str, limit: int, cursor: str | None, unread_only: bool = False
+) -> NotificationPage:
+    params: list[Any] = [user_id]
+    where = "user_id = ?"
+    if unread_only:
+        where += " AND read_at IS NULL"
+    if cursor:
+        at, last_id = decode_cursor(cursor, 2)
+        where += " AND (created_at < ? OR (created_at = ? AND id < ?))"
+        params += [at, at, last_id]
+    rows = tx.execute(
+        f"SELECT {_COLUMNS} FROM notifications WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
+        (*params, limit + 1),
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = encode_cursor(int(rows[-1]["created_at"]), rows[-1]["id"]) if more else None
+    return NotificationPage([Notification.from_row(row) for row in rows], next_cursor)
+
+
+def unread_count(tx: Tx, user_id: str) -> int:
+    return int(
+        tx.scalar(
+            "SELECT COUNT(*) AS n FROM notifications WHERE user_id = ? AND read_at IS NULL",
+            (user_id,),
+        )
+    )
+
+
+def mark_read(tx: Tx, user_id: str, notification_id: str, now_ms: int) -> Notification | None:
+    """Mark one read (idempotent: the first read time is kept); None if it is not theirs."""
+    tx.execute(
+        "UPDATE notifications SET read_at = ? WHERE id = ? AND user_id = ? AND read_at IS NULL",
+        (now_ms, notification_id, user_id),
+    )
+    row = tx.one(
+        f"SELECT {_COLUMNS} FROM notifications WHERE id = ? AND user_id = ?",
+        (notification_id, user_id),
+    )
+    return Notification.from_row(row) if row else None
+
+
+def mark_all_read(tx: Tx, user_id: str, now_ms: int) -> int:
+    rows = tx.execute(
+        "UPDATE notifications SET read_at = ? WHERE user_id = ? AND read_at IS NULL RETURNING id",
+        (now_ms, user_id),
+    )
+    return len(rows)
