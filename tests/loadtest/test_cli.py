@@ -1,0 +1,62 @@
+"""`volthub loadtest` options: documented, validated before anything starts."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from volthub import cli
+from volthub.loadtest.cli import configure
+
+
+def parser() -> argparse.ArgumentParser:
+    built = argparse.ArgumentParser(prog="volthub loadtest")
+    configure(built)
+    return built
+
+
+def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["loadtest", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for action in parser()._actions:
+        for option in action.option_strings:
+            assert option in text, option
+        if action.option_strings and action.dest != "help":
+            assert action.help and len(action.help) > 15, f"{action.dest} needs a real help text"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--url", "http://10.1.2.3:8080"], "--allow-remote"),
+        (["--url", "http://example.com"], "--allow-remote"),
+        (["--spawn", "--clients", "20001", "--max-clients", "20000"], "--max-clients"),
+        (["--spawn", "--clients", "50", "--sse", "60", "--max-clients", "100"], "over --max-clients"),
+        (["--spawn", "--clients", "0"], "nothing to do"),
+        (["--spawn", "--duration", "7200"], "--duration"),
+        (["--url", "http://127.0.0.1:1", "--target", "volthub,node"], "need --spawn"),
+        (["--url", "http://127.0.0.1:1", "--profile", "p.txt"], "--profile needs"),
+        (["--spawn", "--target", "node", "--sse", "5"], "volthub only"),
+        (["--spawn", "--server-pid", "1"], "--server-pid is for --url"),
+    ],
+)
+def test_refused_before_anything_starts(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["loadtest", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--spawn", "--url", "http://127.0.0.1:1"], [], ["--spawn", "--target", "nginx"],
+                                  ["--spawn", "--rate", "-1"], ["--spawn", "--channels", "0"]])
+def test_usage_errors(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["loadtest", *argv])
+    assert exit_info.value.code == 2
+
+
+def test_targets_parse_as_a_list() -> None:
+    args = parser().parse_args(["--spawn", "--target", "volthub, node,volthub"])
+    assert args.target == ["volthub", "node"]
+    assert parser().parse_args(["--spawn"]).target == ["volthub"]

@@ -1,0 +1,65 @@
+"""End to end: a few clients for a few seconds against real servers started by the harness."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from volthub import cli
+from volthub.loadtest.servers import bench_dir
+
+pytestmark = pytest.mark.slow
+
+
+def run(tmp_path: Path, *argv: str) -> list[dict[str, Any]]:
+    out = tmp_path / "result.json"
+    code = cli.main(["loadtest", "--spawn", "--clients", "20", "--channels", "2", "--rate", "10", "--duration", "2",
+                     "--drain", "5", "--quiet", "--workdir", str(tmp_path), "--json", str(out), *argv])
+    assert code == 0
+    return orjson.loads(out.read_bytes())["runs"]
+
+
+def assert_clean(result: dict[str, Any], clients: int = 20) -> None:
+    assert result["clients"]["connected"] == clients, result["clients"]
+    assert result["clients"]["greeted"] == clients
+    assert result["clients"]["disconnects"] == 0
+    assert result["send"]["accepted"] == 20, result["send"]
+    # 20 messages over 2 channels, 10 clients each: every client hears its channel's 10.
+    assert result["delivery"]["expected"] == 200
+    assert result["delivery"]["ratio"] == 1.0
+    assert result["delivery"]["latency_ms"]["count"] == 200
+    assert result["server"]["cpu_seconds"] is not None and result["server"]["rss_connected_mib"] > 0
+
+
+@pytest.mark.parametrize("ws_client", ["raw", "trio-websocket"])
+def test_python_socketio_reference(tmp_path: Path, ws_client: str) -> None:
+    pytest.importorskip("uvicorn", reason="the bench extra installs the reference server")
+    [result] = run(tmp_path, "--target", "python-socketio", "--ws-client", ws_client)
+    assert_clean(result)
+    assert result["delivery"]["by_name_ratio"] == 1.0
+
+
+def test_node_reference(tmp_path: Path) -> None:
+    if shutil.which("node") is None or not (bench_dir() / "reference_node" / "node_modules" / "socket.io").is_dir():
+        pytest.skip("node or the reference server's node_modules missing (make bench installs them)")
+    [result] = run(tmp_path, "--target", "node")
+    assert_clean(result)
+
+
+def test_volthub_sockets_and_sse(tmp_path: Path) -> None:
+    [result] = run(tmp_path, "--target", "volthub", "--clients", "16", "--sse", "4")
+    assert_clean(result)
+    assert result["clients"]["sse_connected"] == 4
+    assert result["delivery"]["by_name_ratio"] == 1.0
+    assert result["send"]["statuses"] == {"200": 20}
+
+
+def test_volthub_default_path_with_the_spec_namespace(tmp_path: Path) -> None:
+    """`io("ws://host/ws/events")`: Engine.IO at /socket.io, namespace /ws/events."""
+    [result] = run(tmp_path, "--target", "volthub", "--sio-path", "/socket.io", "--namespace", "/ws/events",
+                   "--ws-client", "trio-websocket")
+    assert_clean(result)

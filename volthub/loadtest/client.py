@@ -1,0 +1,371 @@
+"""The simulated clients: Socket.IO over WebSocket, and SSE.
+
+Each client is one Trio task holding one connection. The hot path (a server frame in, a
+latency sample out) is kept short: one read may carry many frames, they share one
+timestamp, only `event` frames are JSON-decoded, and by-name frames are only counted.
+
+Two WebSocket implementations sit behind the same small interface: `raw` (default; the
+framing in protocol.py over a Trio TCP stream, cheap enough for thousands of clients on
+one core) and `trio-websocket` (the library, for cross-checking the raw one).
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+import orjson
+import trio
+
+from . import protocol as p
+from .metrics import Series
+from .targets import Channel
+
+
+@dataclass(eq=False)
+class ClientSlot:
+    index: int
+    channel: int
+    kind: str  # "socketio" or "sse"
+    connect_seconds: float | None = None  # TCP open .. CONNECT acknowledged
+    connected_at: float | None = None  # monotonic seconds
+    received: int = 0  # this run's chat.message deliveries (`event` frames / SSE events)
+    by_name: int = 0  # `chat.message` by-name frames (Socket.IO only)
+    greeted: bool = False  # the server's `connected` message arrived
+    disconnected: bool = False  # lost before the run ended
+    error: str | None = None
+
+
+@dataclass(eq=False)
+class RunState:
+    """Shared by every task of one run (one Trio thread, so no locks)."""
+
+    run_tag: str
+    start: float  # monotonic seconds; series are indexed from here
+    closing: bool = False
+    measuring: bool = False  # only deliveries inside the send phase (and drain) count
+    latencies: array[float] = field(default_factory=lambda: array("d"))
+    seen: set[int] = field(default_factory=set)  # sequence numbers some client received
+    disconnect_reasons: dict[str, int] = field(default_factory=dict)
+    connect_errors: dict[str, int] = field(default_factory=dict)
+    deliveries: Series = field(init=False)
+    sends: Series = field(init=False)
+    connects: Series = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deliveries = Series(self.start)
+        self.sends = Series(self.start)
+        self.connects = Series(self.start)
+
+    def delivered(self, slot: ClientSlot, now_ns: int, text: str) -> None:
+        parsed = p.parse_message(text, self.run_tag)
+        if parsed is None or not self.measuring:
+            return
+        slot.received += 1
+        self.seen.add(parsed[0])
+        self.latencies.append((now_ns - parsed[1]) / 1e9)
+        self.deliveries.add(now_ns / 1e9)
+
+    def lost(self, slot: ClientSlot, reason: str) -> None:
+        if self.closing or slot.disconnected:
+            return
+        slot.disconnected = True
+        self.disconnect_reasons[reason] = self.disconnect_reasons.get(reason, 0) + 1
+
+    def failed(self, slot: ClientSlot, reason: str) -> None:
+        slot.error = reason
+        self.connect_errors[reason] = self.connect_errors.get(reason, 0) + 1
+
+
+@dataclass(frozen=True)
+class SocketOptions:
+    host: str
+    port: int
+    path: str = "/ws/events"
+    namespace: str = "/"
+    implementation: str = "raw"  # or "trio-websocket"
+    connect_timeout: float = 30.0
+
+
+# --- transports ----------------------------------------------------------------------------------
+
+
+class Transport(Protocol):
+    async def receive(self) -> list[str]: ...  # text messages; [] means closed
+    async def send(self, text: str) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class RawWebSocket:
+    """Minimal RFC 6455 client over a Trio TCP stream (text messages only)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.parser = p.FrameParser()
+        self.pending: list[str] = []
+
+    @classmethod
+    async def connect(cls, host: str, port: int, target: str) -> "RawWebSocket":
+        stream = await trio.open_tcp_stream(host, port)
+        try:
+            key = p.new_key()
+            await stream.send_all(p.upgrade_request(host, port, target, key))
+            buffer = bytearray()
+            while (head := p.parse_upgrade_response(buffer, key)) is None:
+                chunk = await stream.receive_some(16384)
+                if not chunk:
+                    raise p.WebSocketError("connection closed during the upgrade")
+                buffer += chunk
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        socket = cls(stream)
+        if len(buffer) > head:  # the server may have sent frames right behind its 101
+            socket.pending = await socket._texts(socket.parser.feed(buffer[head:]))
+        return socket
+
+    async def receive(self) -> list[str]:
+        if self.pending:
+            texts, self.pending = self.pending, []
+            return texts
+        while True:
+            try:
+                chunk = await self.stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return []
+            if not chunk:
+                return []
+            texts = await self._texts(self.parser.feed(chunk))
+            if texts:  # a read may hold only part of a frame, or only control frames
+                return texts
+
+    async def _texts(self, frames: list[tuple[int, bytes]]) -> list[str]:
+        texts: list[str] = []
+        for opcode, payload in frames:
+            if opcode == p.OP_TEXT:
+                texts.append(payload.decode("utf-8"))
+            elif opcode == p.OP_PING:
+                await self.stream.send_all(p.encode_frame(p.OP_PONG, payload))
+            elif opcode == p.OP_CLOSE:
+                raise p.WebSocketError("closed by server")
+        return texts
+
+    async def send(self, text: str) -> None:
+        await self.stream.send_all(p.encode_frame(p.OP_TEXT, text.encode()))
+
+    async def aclose(self) -> None:
+        with trio.move_on_after(1) as scope:
+            scope.shield = True
+            try:
+                await self.stream.send_all(p.encode_frame(p.OP_CLOSE, b"\x03\xe8"))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+        await trio.aclose_forcefully(self.stream)
+
+
+class LibraryWebSocket:
+    """The same interface over trio-websocket."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    async def receive(self) -> list[str]:
+        from trio_websocket import ConnectionClosed
+
+        try:
+            message = await self.connection.get_message()
+        except ConnectionClosed:
+            return []
+        return [message if isinstance(message, str) else message.decode()]
+
+    async def send(self, text: str) -> None:
+        await self.connection.send_message(text)
+
+    async def aclose(self) -> None:
+        with trio.move_on_after(1) as scope:
+            scope.shield = True
+            await self.connection.aclose()
+
+
+async def open_transport(options: SocketOptions, target: str, nursery: trio.Nursery) -> Transport:
+    if options.implementation == "raw":
+        return await RawWebSocket.connect(options.host, options.port, target)
+    from trio_websocket import connect_websocket
+
+    # The library's reader task lives in `nursery`, which the client owns for its lifetime.
+    connection = await connect_websocket(nursery, options.host, options.port, target, use_ssl=False)
+    return LibraryWebSocket(connection)
+
+
+# --- Socket.IO client ------------------------------------------------------------------------------
+
+
+async def socketio_client(
+    slot: ClientSlot,
+    channel: Channel,
+    options: SocketOptions,
+    state: RunState,
+    connect_gate: trio.Semaphore,
+) -> None:
+    """Connect (holding `connect_gate` until the CONNECT is acknowledged), then listen
+    until cancelled. Failures are recorded on the slot, never raised: one bad client
+    must not end the run."""
+    ns = options.namespace
+    event_prefix = p.event_prefix(ns, "event")
+    by_name_prefix = p.event_prefix(ns, "chat.message")
+    greeting_prefix = p.event_prefix(ns, "connected")
+    array_start = len(event_prefix) - len('["event",')  # where the JSON array begins
+    async with trio.open_nursery() as nursery:  # trio-websocket's reader lives here
+        transport: Transport | None = None
+        try:
+            started = time.monotonic()
+            with trio.fail_after(options.connect_timeout):
+                try:
+                    transport = await open_transport(options, p.engineio_target(options.path), nursery)
+                    texts = await _handshake(transport, ns, channel.token)
+                finally:
+                    connect_gate.release()
+            now = time.monotonic()
+            slot.connect_seconds, slot.connected_at = now - started, now
+            state.connects.add(now)
+            while True:
+                if not texts:
+                    texts = await transport.receive()
+                if not texts:
+                    state.lost(slot, "closed by server")
+                    return
+                now_ns = time.monotonic_ns()
+                for text in texts:
+                    if text.startswith(event_prefix):
+                        envelope = orjson.loads(text[array_start:])[1]
+                        try:
+                            message = envelope["data"]["message"]
+                        except (KeyError, TypeError):
+                            continue
+                        state.delivered(slot, now_ns, message)
+                    elif text.startswith(by_name_prefix):
+                        if state.measuring:
+                            slot.by_name += 1
+                    elif text == p.EIO_PING:
+                        await transport.send(p.EIO_PONG)
+                    elif text.startswith(greeting_prefix):
+                        slot.greeted = True
+                    elif text.startswith(("41", p.EIO_CLOSE)):
+                        state.lost(slot, "disconnected by server")
+                        return
+                texts = []
+        except trio.TooSlowError:
+            if slot.connected_at is None:
+                state.failed(slot, "connect timeout")
+            else:
+                state.lost(slot, "timeout")
+        except (OSError, p.WebSocketError, p.ProtocolError, trio.BrokenResourceError, ConnectionError) as exc:
+            reason = _reason(exc)
+            if slot.connected_at is None:
+                state.failed(slot, reason)
+            else:
+                state.lost(slot, reason)
+        except Exception as exc:  # noqa: BLE001 - e.g. trio-websocket's handshake errors
+            if slot.connected_at is None:
+                state.failed(slot, _reason(exc))
+            else:
+                state.lost(slot, _reason(exc))
+        finally:
+            if transport is not None:
+                await transport.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def _handshake(transport: Transport, namespace: str, token: str) -> list[str]:
+    """Open packet, CONNECT with the token, and wait for the server's CONNECT answer.
+
+    Returns every other message that arrived meanwhile, for the caller to handle: servers
+    may send the greeting just before their CONNECT answer (python-socketio does) or in
+    the same read just behind it."""
+    texts = await transport.receive()
+    if not texts:
+        raise p.WebSocketError("closed before the open packet")
+    p.parse_open(texts[0])
+    await transport.send(p.connect_packet(namespace, {"token": token}))
+    backlog, kept = texts[1:], []
+    while True:
+        for position, text in enumerate(backlog):
+            if text == p.EIO_PING:
+                await transport.send(p.EIO_PONG)
+                continue
+            packet = p.parse_socketio(text) if text.startswith(("40", "44")) else None
+            if packet is None or packet.namespace != namespace:
+                kept.append(text)
+            elif packet.type == p.SIO_CONNECT:
+                return kept + backlog[position + 1 :]
+            else:
+                raise p.ProtocolError(f"connect refused: {packet.data}")
+        backlog = await transport.receive()
+        if not backlog:
+            raise p.WebSocketError("closed before CONNECT was answered")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:120]
+
+
+# --- SSE client ---------------------------------------------------------------------------------------
+
+
+async def sse_client(
+    slot: ClientSlot,
+    channel: Channel,
+    base_url: str,
+    http: httpx.AsyncClient,
+    state: RunState,
+    connect_gate: trio.Semaphore,
+    connect_timeout: float = 30.0,
+) -> None:
+    """GET /api/events/stream with the channel owner's token; `connected` first, then one
+    SSE event per platform event whose data is the envelope."""
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            connect_gate.release()
+
+    started = time.monotonic()
+    try:
+        headers = {"Authorization": f"Bearer {channel.token}", "Accept": "text/event-stream"}
+        with trio.fail_after(connect_timeout) as deadline:
+            async with http.stream("GET", f"{base_url}/api/events/stream", headers=headers) as response:
+                if response.status_code != 200:
+                    raise p.ProtocolError(f"HTTP {response.status_code}")
+                parser = p.SseParser()
+                async for chunk in response.aiter_raw():
+                    now_ns = time.monotonic_ns()
+                    for event in parser.feed(chunk):
+                        if event.event == "chat.message":
+                            try:
+                                message = orjson.loads(event.data)["data"]["message"]
+                            except (orjson.JSONDecodeError, KeyError, TypeError):
+                                continue
+                            state.delivered(slot, now_ns, message)
+                        elif event.event == "connected" and slot.connected_at is None:
+                            now = now_ns / 1e9
+                            slot.greeted = True
+                            slot.connect_seconds, slot.connected_at = now - started, now
+                            state.connects.add(now)
+                            deadline.deadline = float("inf")  # connected: no more deadline
+                            release()
+                state.lost(slot, "stream ended")
+    except trio.TooSlowError:
+        state.failed(slot, "connect timeout")
+    except (httpx.HTTPError, OSError, p.ProtocolError) as exc:
+        if slot.connected_at is None:
+            state.failed(slot, _reason(exc))
+        else:
+            state.lost(slot, _reason(exc))
+    finally:
+        release()

@@ -1,0 +1,201 @@
+"""What a run counts: latency samples and percentiles, per-second series, /proc readings.
+
+Everything here is plain data and arithmetic so it is tested without a server; the only
+I/O is reading /proc files, which are read whole and parsed by small pure functions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9))
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending sequence (q in 0..100); NaN when empty.
+
+    Nearest rank never invents a value between two samples, so p100 is the max and a
+    p99.9 of a thousand samples is the largest one, as a reader of the table expects."""
+    if not ordered:
+        return math.nan
+    if not 0 <= q <= 100:
+        raise ValueError("q must be within 0..100")
+    # round() first: 99.9 / 100 * 1000 is 999.0000000000001 in binary floating point.
+    rank = max(1, math.ceil(round(q / 100 * len(ordered), 9)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class LatencySummary:
+    count: int
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    max: float
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> "LatencySummary":
+        ordered = sorted(samples)
+        mean = math.fsum(ordered) / len(ordered) if ordered else math.nan
+        return cls(
+            count=len(ordered),
+            mean=mean,
+            p50=percentile(ordered, 50),
+            p90=percentile(ordered, 90),
+            p99=percentile(ordered, 99),
+            p999=percentile(ordered, 99.9),
+            max=ordered[-1] if ordered else math.nan,
+        )
+
+    def as_ms(self) -> dict[str, float | int | None]:
+        def ms(value: float) -> float | None:
+            return None if math.isnan(value) else round(value * 1000, 3)
+
+        return {"count": self.count, "mean": ms(self.mean), "p50": ms(self.p50), "p90": ms(self.p90),
+                "p99": ms(self.p99), "p99.9": ms(self.p999), "max": ms(self.max)}
+
+
+def log_histogram(samples: Sequence[float], per_decade: int = 20, low: float = 1e-5) -> list[tuple[float, int]]:
+    """(upper edge in seconds, count) buckets spaced evenly on a log scale: a compact
+    latency distribution for the JSON report and the plot (samples below `low` fall in
+    the first bucket)."""
+    counts: dict[int, int] = {}
+    for value in samples:
+        index = 0 if value <= low else math.ceil(math.log10(value / low) * per_decade)
+        counts[index] = counts.get(index, 0) + 1
+    return [(low * 10 ** (index / per_decade), counts[index]) for index in sorted(counts)]
+
+
+class Series:
+    """Counts per whole second since a start time (deliveries/s, sends/s, ...)."""
+
+    __slots__ = ("start", "buckets")
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.buckets: array[int] = array("q")
+
+    def add(self, now: float, amount: int = 1) -> None:
+        index = int(now - self.start)
+        if index < 0:
+            return
+        buckets = self.buckets
+        if index >= len(buckets):
+            buckets.extend([0] * (index + 1 - len(buckets)))
+        buckets[index] += amount
+
+    def values(self, length: int | None = None) -> list[int]:
+        values = list(self.buckets)
+        if length is not None:
+            values = (values + [0] * length)[:length]
+        return values
+
+
+# --- /proc --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    at: float  # generator clock (trio.current_time / monotonic)
+    cpu_seconds: float  # user + system of the process, all threads
+    rss_bytes: int
+
+
+def parse_proc_stat(text: str) -> float:
+    """utime + stime in seconds from /proc/<pid>/stat (the command may contain spaces)."""
+    fields = text[text.rindex(")") + 2 :].split()
+    # After "(comm) ": state is fields[0], so utime (field 14) is fields[11], stime fields[12].
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def parse_proc_statm(text: str) -> int:
+    """Resident set size in bytes from /proc/<pid>/statm."""
+    return int(text.split()[1]) * PAGE_SIZE
+
+
+def read_proc(pid: int, now: float) -> ProcSample | None:
+    """One reading of a process, or None when it has gone away."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        statm = Path(f"/proc/{pid}/statm").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return ProcSample(now, parse_proc_stat(stat), parse_proc_statm(statm))
+
+
+def parse_proc_stat_busy(text: str) -> float:
+    """CPU seconds processes took on the whole machine (all cores) from /proc/stat's
+    `cpu` line: user, nice, system and steal. Interrupt and softirq time is left out: the
+    kernel's loopback networking for our own traffic lands there, not on any process."""
+    line = text.split("\n", 1)[0].split()
+    if not line or line[0] != "cpu":
+        raise ValueError("no aggregate cpu line in /proc/stat")
+    values = [int(value) for value in line[1:9]]  # user nice system idle iowait irq softirq steal
+    user, nice, system, _idle, _iowait, _irq, _softirq, steal = values
+    return (user + nice + system + steal) / CLOCK_TICKS
+
+
+def machine_busy_seconds() -> float | None:
+    """So a report can tell how much CPU other processes took while it measured."""
+    try:
+        return parse_proc_stat_busy(Path("/proc/stat").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def self_cpu_seconds() -> float:
+    """CPU time of the generator itself (so a report shows when it was the bottleneck)."""
+    times = os.times()
+    return times.user + times.system
+
+
+@dataclass
+class ProcTrace:
+    """Readings of the server process taken through a run."""
+
+    samples: list[ProcSample] = field(default_factory=list)
+
+    def add(self, sample: ProcSample | None) -> None:
+        if sample is not None:
+            self.samples.append(sample)
+
+    def at_or_before(self, moment: float) -> ProcSample | None:
+        chosen = None
+        for sample in self.samples:
+            if sample.at <= moment:
+                chosen = sample
+        return chosen
+
+    def peak_rss(self) -> int:
+        return max((sample.rss_bytes for sample in self.samples), default=0)
+
+    def cpu_percent_series(self, start: float, length: int) -> list[float]:
+        """Server CPU % per second since `start` (100 = one core), from the readings."""
+        out = [0.0] * length
+        for before, after in zip(self.samples, self.samples[1:]):
+            span = after.at - before.at
+            if span <= 0:
+                continue
+            index = int(after.at - start)
+            if 0 <= index < length:
+                out[index] = max(out[index], 100.0 * (after.cpu_seconds - before.cpu_seconds) / span)
+        return out
+
+    def rss_series(self, start: float, length: int) -> list[int]:
+        out = [0] * length
+        for sample in self.samples:
+            index = int(sample.at - start)
+            if 0 <= index < length:
+                out[index] = sample.rss_bytes
+        for index in range(1, length):  # carry the last reading over gaps
+            out[index] = out[index] or out[index - 1]
+        return out
