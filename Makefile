@@ -22,11 +22,35 @@ serve: $(VENV)/.installed
 	$(VENV)/bin/volthub serve --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.installed-test
+	@# The official socket.io-client for tests/http/test_events_api.py (needs Node.js + npm).
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed
+# `make bench`: volthub, python-socketio (uvicorn) and Node socket.io under the same load,
+# one after another; prints a table per server, the three side by side, and volthub's
+# ratios. Scale it with BENCH_ARGS (see `volthub loadtest --help`), e.g.
+#   make bench BENCH_ARGS="--clients 5000 --channels 10 --rate 20 --duration 60"
+BENCH_ARGS ?= --clients 2000 --channels 10 --rate 8 --duration 20
+BENCH_OUT ?= bench-results
+NODE_REF := bench/reference_node
+# On two or more cores the servers get core 0 and the generator core 1, so neither
+# measures the other's work.
+PIN_GENERATOR := $(shell [ "$$(nproc 2>/dev/null || echo 1)" -ge 2 ] && command -v taskset >/dev/null && echo "taskset -c 1")
+PIN_SERVER := $(if $(PIN_GENERATOR),--server-cpus 0,)
+
+$(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml
 	$(PIP) install --quiet -e '.[bench]'
-	$(VENV)/bin/volthub loadtest --help >/dev/null
+	touch $@
+
+$(NODE_REF)/node_modules/.installed: $(NODE_REF)/package.json $(NODE_REF)/package-lock.json
+	@command -v npm >/dev/null || { echo "make bench needs node and npm (e.g. apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix $(NODE_REF) --no-audit --no-fund --loglevel=error
+	touch $@
+
+bench: $(VENV)/.installed-bench $(NODE_REF)/node_modules/.installed
+	mkdir -p $(BENCH_OUT)
+	$(PIN_GENERATOR) $(VENV)/bin/volthub loadtest --spawn --target volthub,python-socketio,node $(PIN_SERVER) \
+		--workdir $(BENCH_OUT)/servers --json $(BENCH_OUT)/bench.json --plot $(BENCH_OUT)/bench.png $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) var .pytest_cache
+	rm -rf $(VENV) var .pytest_cache $(BENCH_OUT) $(NODE_REF)/node_modules

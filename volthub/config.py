@@ -29,6 +29,8 @@ class ServerSettings(Section):
     max_body_bytes: int = Field(65536, ge=1024, le=64 * 1024 * 1024)
     graceful_timeout_seconds: float = Field(10.0, ge=0, le=600)
     public_url: str = ""
+    listen_backlog: int = Field(2048, ge=16, le=65535)
+    gc_gen0_threshold: int = Field(100_000, ge=0, le=10_000_000)
 
 
 class DatabaseSettings(Section):
@@ -53,10 +55,114 @@ class AuthSettings(Section):
     argon2_memory_kib: int = Field(65536, ge=1024, le=4 * 1024 * 1024)
 
 
+class WebhookSettings(Section):
+    # Delivery workers per process (each holds at most one attempt in flight).
+    workers: int = Field(4, ge=1, le=256)
+    # Gaps in seconds: the first attempt runs retry_delays[0] after the event, each later
+    # one that long after the preceding attempt failed; one attempt per entry.
+    retry_delays: list[float] = Field([0, 60, 300, 1800, 7200], min_length=1, max_length=50)
+    # Consecutive failed attempts (over all deliveries of a webhook) that disable it.
+    disable_after_failures: int = Field(5, ge=1, le=1000)
+    # One attempt (resolve, connect, TLS, request, response) gets this long.
+    timeout_seconds: float = Field(10.0, gt=0, le=300)
+    # Loopback, private, link-local and other non-public targets are refused unless true.
+    allow_private_targets: bool = False
+    # A PEM file of extra CA certificates trusted for deliveries (besides the system's).
+    ca_file: str = ""
+    # Upper bound on how long idle workers wait before looking for due deliveries that
+    # another process wrote; events of this process wake them at once.
+    poll_seconds: float = Field(5.0, gt=0, le=86400)
+    # Finished deliveries (and their attempts) older than this are deleted; 0 keeps them.
+    log_retention_days: int = Field(30, ge=0, le=3650)
+
+    @field_validator("retry_delays")
+    @classmethod
+    def _non_negative(cls, delays: list[float]) -> list[float]:
+        if any(not 0 <= delay <= 7 * 86400 for delay in delays):
+            raise ValueError("each delay must be between 0 and 604800 seconds")
+        return delays
+
+
+class RateLimitSettings(Section):
+    # Off means off: nothing is counted and no X-RateLimit-* headers are sent (an operator
+    # turns this off when a proxy in front enforces its own limits, or for benchmarks).
+    enabled: bool = True
+    # Honour X-Forwarded-For (its last entry, written by the one proxy in front) as the
+    # client address. Only behind a trusted proxy: clients can send the header themselves.
+    trust_forwarded_for: bool = False
+    global_per_ip_per_minute: int = Field(600, ge=1, le=1_000_000)
+    chat_send_per_minute: int = Field(30, ge=1, le=1_000_000)
+    moderation_per_minute: int = Field(60, ge=1, le=1_000_000)
+    token_per_minute: int = Field(10, ge=1, le=1_000_000)
+    app_create_per_hour: int = Field(5, ge=1, le=1_000_000)
+    subscriptions_per_minute: int = Field(120, ge=1, le=1_000_000)
+    roles_write_per_minute: int = Field(30, ge=1, le=1_000_000)
+    interactive_per_minute: int = Field(60, ge=1, le=1_000_000)
+
+
+class ChatHubSettings(Section):
+    # Commands a channel's actor may have queued; past that, chat writes get 503 channel_busy.
+    inbox_size: int = Field(256, ge=1, le=100_000)
+    # A channel actor with nothing to do for this long stops; its state reloads from the store.
+    actor_idle_seconds: float = Field(300.0, gt=0, le=86_400)
+
+
+class EventsSettings(Section):
+    """The Events API: Socket.IO (Engine.IO v4) and SSE connections, and their fan-out."""
+
+    # Frames (Socket.IO) or events (SSE) one connection may have waiting to be written;
+    # a connection whose queue is full is disconnected with a reason, never waited on.
+    queue_size: int = Field(1000, ge=8, le=1_000_000)
+    # An SSE stream idle this long gets a comment line, so proxies keep it open.
+    sse_keepalive_seconds: float = Field(15.0, gt=0, le=3600)
+    # Recent events kept per channel for SSE Last-Event-ID resume (in memory, per process).
+    resume_buffer_size: int = Field(500, ge=0, le=100_000)
+    # Channels whose resume buffer is kept; the least recently active are dropped beyond it.
+    resume_channels: int = Field(10_000, ge=1, le=10_000_000)
+    # Engine.IO heartbeat: the server pings every interval; no pong within the timeout closes.
+    ping_interval_ms: int = Field(25_000, ge=50, le=3_600_000)
+    ping_timeout_ms: int = Field(20_000, ge=50, le=3_600_000)
+    # Largest polling POST body or WebSocket message accepted; larger closes the connection.
+    max_payload: int = Field(100_000, ge=1024, le=16 * 1024 * 1024)
+    # A connection that has not joined a namespace this long after opening is closed.
+    connect_timeout_ms: int = Field(45_000, ge=100, le=3_600_000)
+    # A WebSocket probing an upgrade that does not complete in this long is closed.
+    upgrade_timeout_ms: int = Field(10_000, ge=100, le=3_600_000)
+    # Channels one Socket.IO connection may `subscribe` to besides its own.
+    max_subscriptions: int = Field(20, ge=0, le=10_000)
+    # Origins allowed to reach the Engine.IO endpoints from a browser; "*" allows any.
+    cors_origins: list[str] = Field(["*"], max_length=1000)
+
+
+class OAuthSettings(Section):
+    """OAuth 2.0 for third-party apps (spec §4.3, §5; DESIGN §4)."""
+
+    # Lifetime of an OAuth access token (a JWT; stops working at once when its grant is revoked).
+    access_token_ttl_seconds: int = Field(3600, ge=60, le=86400)
+    # A refresh token expires this long after it was issued; each refresh issues a new one.
+    refresh_token_ttl_seconds: int = Field(30 * 86400, ge=3600, le=365 * 86400)
+    # Authorization codes are single use and expire this long after consent (RFC 6749 §4.1.2).
+    code_ttl_seconds: int = Field(600, ge=10, le=600)
+    # Sensitive scopes need an operator's grant per app (`volthub apps grant`).
+    sensitive_scopes_need_review: bool = True
+    # Public clients (no secret) must always use PKCE; true demands it of confidential ones too.
+    require_pkce_for_confidential: bool = False
+    # Accept code_challenge_method=plain (RFC 7636 allows it; S256 is always accepted).
+    allow_plain_pkce: bool = True
+    # How long a process may reuse a grant check for an access token. Revocations in the
+    # same process take effect at once; other processes see them within this time. 0: no cache.
+    grant_cache_seconds: float = Field(2.0, ge=0, le=60)
+
+
 class Settings(Section):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
     auth: AuthSettings = AuthSettings()
+    oauth: OAuthSettings = OAuthSettings()
+    ratelimit: RateLimitSettings = RateLimitSettings()
+    webhooks: WebhookSettings = WebhookSettings()
+    chat: ChatHubSettings = ChatHubSettings()
+    events: EventsSettings = EventsSettings()
 
 
 class ConfigError(Exception):

@@ -129,3 +129,24 @@ async def test_token_signed_with_another_secret_is_refused(client):
     forged = jwt.encode({"typ": "session", "sub": "x", "iss": "volthub", "exp": 4_000_000_000}, "not-the-secret-but-long-enough-for-hs256-keys", algorithm="HS256")
     response = await client.get("/api/users/me", headers={"Authorization": f"Bearer {forged}"})
     assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "request_args",
+    [
+        ("POST", "/api/auth/login", {"json": {"username": "nul\u0000name", "password": "whatever1"}}),
+        ("POST", "/api/auth/register", {"json": {"username": "okname", "password": "pass\u0000word"}}),
+        ("GET", "/api/users/search?q=a%00b", {}),
+        ("GET", "/api/users/na%00me", {}),
+    ],
+)
+async def test_nul_characters_are_refused_on_both_backends(database_url, request_args):
+    from tests.conftest import make_settings
+    from volthub.http.app import create_app
+
+    method, path, kwargs = request_args
+    app = create_app(make_settings(database_url))
+    async with app.test_app():
+        response = await app.test_client().open(path, method=method, **kwargs)
+    assert response.status_code == 400
+    assert (await response.get_json())["error"] == "invalid_request"

@@ -1,6 +1,5 @@
 """Generated JSON bodies against every write route: a 4xx or a 2xx, never a 5xx."""
 
-import uuid
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 

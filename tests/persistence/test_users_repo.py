@@ -2,19 +2,10 @@
 
 import pytest
 
-from volthub.persistence import IntegrityError, migrate, open_database
+from volthub.persistence import IntegrityError, migrate
 from volthub.persistence import users as repo
 from volthub.persistence.pagination import InvalidCursor, decode_cursor, encode_cursor
 from volthub.persistence.users import UsernameTaken
-
-
-@pytest.fixture
-async def db(database_url):
-    database = open_database(database_url, pool_size=4)
-    await database.open()
-    await migrate(database)
-    yield database
-    await database.close()
 
 
 async def _user(db, name, now=1_000):

@@ -26,11 +26,14 @@ from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import Clock, SystemClock, to_ms
 from volthub.hub.events import EventPublisher
 from volthub.hub.passwords import Passwords
+from volthub.hub import webhooks as webhook_delivery
 from volthub.persistence import migrate, open_database
 from volthub.persistence import secrets as secret_store
 
-from . import access
+from . import access, events_api, ratelimit
 from .blueprints import BLUEPRINTS
+from .blueprints import chat as chat_blueprint
+from .blueprints import oauth as oauth_blueprint
 from .errors import ApiError, install_error_handlers
 from .openapi import VolthubOpenAPIProvider
 from .runtime import Runtime
@@ -41,6 +44,13 @@ Service = Callable[[Runtime, trio.Nursery], Awaitable[None]]
 # Started in order at start-up: each feature adds its own (webhook workers, hub, ...).
 STARTUP_HOOKS: list[Callable[[Runtime], Awaitable[None]]] = []
 SERVICES: list[Service] = []
+STARTUP_HOOKS.append(webhook_delivery.install)
+SERVICES.append(webhook_delivery.service)
+SERVICES.append(chat_blueprint.run_chat_hub)  # channel actors (hub/actors.py)
+STARTUP_HOOKS.append(oauth_blueprint.install)  # OAuth (issue 3): service, grant_lookup, CSRF key
+# Events API (issue 5): fan-out, presence and channel points; Engine.IO session drivers.
+STARTUP_HOOKS.append(events_api.install)
+SERVICES.append(events_api.service)
 
 class OrjsonProvider(DefaultJSONProvider):
     """orjson: fast, and strict (rejects NaN, Infinity and invalid UTF-8)."""
@@ -59,11 +69,30 @@ class ApiRequest(TrioRequest):
             return None
         raw = await self.get_data(cache=cache, as_text=False)
         try:
-            return orjson.loads(raw)
+            document = orjson.loads(raw)
         except orjson.JSONDecodeError:
             if silent:
                 return None
             raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
+        # Only an escaped \u0000 can put NUL in a JSON string; walk the document only then.
+        if b"\\u0000" in raw and _holds_nul(document):
+            raise _nul_refused()
+        return document
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+def _nul_refused() -> ApiError:
+    """PostgreSQL text cannot hold NUL; refuse it everywhere so both backends agree."""
+    return ApiError(400, "invalid_request", "text must not contain NUL (U+0000) characters")
 
 
 def create_app(
@@ -88,11 +117,14 @@ def create_app(
     app.extensions["volthub"] = Runtime(settings=settings, clock=clock or SystemClock(), bus=InProcessBus())
 
     install_error_handlers(app)
+    app.before_request(_refuse_nul_in_url)
     app.before_request(_require_json_body)
     access.install(app)
+    ratelimit.install(app)  # after access; puts its per-IP check first of all hooks
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     _declare_openapi_route(app)
+    events_api.mount(app)  # Engine.IO paths (/ws/events, /socket.io) served ahead of Quart
 
     @app.before_serving
     async def _startup() -> None:
@@ -122,6 +154,11 @@ def _version() -> str:
         return version("volthub")
     except PackageNotFoundError:
         return "0.0.0"
+
+
+async def _refuse_nul_in_url() -> None:
+    if "\x00" in request.path or b"%00" in request.query_string.lower():
+        raise _nul_refused()
 
 
 async def _require_json_body() -> None:

@@ -8,6 +8,8 @@ from quart import Quart, Response, jsonify
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
+from volthub.persistence import InvalidData
+
 # Codes for Quart's own HTTP errors, so 404/405/413 look like ours.
 _HTTP_CODES = {
     400: "bad_request",
@@ -98,6 +100,10 @@ def install_error_handlers(app: Quart) -> None:
                 if name.lower() == "allow":
                     response.headers["Allow"] = value
         return response
+
+    @app.errorhandler(InvalidData)
+    async def _invalid_data(error: InvalidData) -> Response:
+        return error_response(ApiError(400, "invalid_value", "a value was refused by the database"))
 
     @app.errorhandler(Exception)
     async def _unexpected(error: Exception) -> Response:

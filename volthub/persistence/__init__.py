@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .database import Database, IntegrityError, Row, Tx
+from .database import Database, IntegrityError, InvalidData, Row, Tx
 from .migrate import migrate, migrate_sync
 
 
@@ -27,4 +27,4 @@ def open_database(url: str, pool_size: int = 8) -> Database:
     raise ValueError(f"unsupported database URL {url!r}: use sqlite:/// or postgresql://")
 
 
-__all__ = ["Database", "IntegrityError", "Row", "Tx", "migrate", "migrate_sync", "open_database"]
+__all__ = ["Database", "IntegrityError", "InvalidData", "Row", "Tx", "migrate", "migrate_sync", "open_database"]

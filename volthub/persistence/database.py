@@ -21,6 +21,10 @@ class IntegrityError(Exception):
     """A uniqueness or foreign-key constraint refused the write."""
 
 
+class InvalidData(Exception):
+    """The backend refused a value (e.g. NUL in PostgreSQL text): bad input, not a fault."""
+
+
 class Tx(ABC):
     """One open transaction. Only ever used from the worker thread that runs it."""
 

@@ -11,7 +11,7 @@ import trio
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from .database import Database, IntegrityError, Params, Row, Tx
+from .database import Database, IntegrityError, InvalidData, Params, Row, Tx
 
 T = TypeVar("T")
 
@@ -36,6 +36,8 @@ class PostgresTx(Tx):
                 cursor = self._connection.execute(sql)
         except psycopg.errors.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
+        except psycopg.DataError as exc:
+            raise InvalidData(str(exc)) from exc
         return cursor.fetchall() if cursor.description else []
 
     def execute_many(self, sql: str, rows: Sequence[Params]) -> None:
