@@ -25,8 +25,8 @@ from volthub.hub.accounts import Accounts
 from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import Clock, SystemClock, to_ms
 from volthub.hub.events import EventPublisher
-from volthub.hub.passwords import Passwords
 from volthub.hub import webhooks as webhook_delivery
+from volthub.hub.passwords import Passwords
 from volthub.persistence import migrate, open_database
 from volthub.persistence import secrets as secret_store
 
@@ -41,16 +41,14 @@ from .tokens import TokenService
 
 # A service is started in the app's supervised nursery and runs until shutdown.
 Service = Callable[[Runtime, trio.Nursery], Awaitable[None]]
-# Started in order at start-up: each feature adds its own (webhook workers, hub, ...).
-STARTUP_HOOKS: list[Callable[[Runtime], Awaitable[None]]] = []
-SERVICES: list[Service] = []
-STARTUP_HOOKS.append(webhook_delivery.install)
-SERVICES.append(webhook_delivery.service)
-SERVICES.append(chat_blueprint.run_chat_hub)  # channel actors (hub/actors.py)
-STARTUP_HOOKS.append(oauth_blueprint.install)  # OAuth (issue 3): service, grant_lookup, CSRF key
-# Events API (issue 5): fan-out, presence and channel points; Engine.IO session drivers.
-STARTUP_HOOKS.append(events_api.install)
-SERVICES.append(events_api.service)
+StartupHook = Callable[[Runtime], Awaitable[None]]
+
+# Each feature's wiring, run in this order once the database is open: the webhook outbox
+# sink; OAuth's grant lookup and CSRF key; the Events API fan-out, presence and rewards.
+STARTUP_HOOKS: list[StartupHook] = [webhook_delivery.install, oauth_blueprint.install, events_api.install]
+# Long-lived tasks: webhook delivery workers, channel actors, Engine.IO session drivers.
+SERVICES: list[Service] = [webhook_delivery.service, chat_blueprint.run_chat_hub, events_api.service]
+
 
 class OrjsonProvider(DefaultJSONProvider):
     """orjson: fast, and strict (rejects NaN, Infinity and invalid UTF-8)."""
