@@ -24,6 +24,7 @@ import pytest
 import trio
 
 from volthub.config import Settings, load_settings
+from volthub.loadtest.servers import free_port
 
 POSTGRES = os.environ.get("VOLTHUB_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 # Cheap hashing keeps hundreds of registrations fast; production uses the defaults.
@@ -163,10 +164,6 @@ def make_user(client: Any) -> Any:
 # --- servers ---------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -546,7 +543,11 @@ async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], cli
     are granted to the app as an operator would (`volthub apps grant`)."""
     import uuid
 
-    from volthub.http.oauth.scopes import SENSITIVE_SCOPES, effective_scopes, format_scope
+    from volthub.http.oauth.scopes import (
+        SENSITIVE_SCOPES,
+        effective_scopes,
+        format_scope,
+    )
     from volthub.persistence import apps as apps_repo
     from volthub.persistence import oauth as oauth_repo
 

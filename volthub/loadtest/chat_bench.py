@@ -33,6 +33,8 @@ import httpx
 import orjson
 import trio
 
+from volthub.loadtest.servers import free_port
+
 PASSWORD = "bench password 123"
 
 
@@ -72,14 +74,6 @@ def _ratelimit_switch_exists() -> bool:
 
     section = Settings.model_fields.get("ratelimit")
     return section is not None and "enabled" in section.annotation.model_fields  # type: ignore[union-attr]
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Server:
@@ -182,7 +176,7 @@ async def _main(args: argparse.Namespace) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="volthub-bench-") as tmp:
         workdir = Path(tmp)
         database = args.database or f"sqlite:///{workdir / 'bench.db'}"
-        server = Server(database, args.port or _free_port(), workdir)
+        server = Server(database, args.port or free_port(), workdir)
         try:
             await server.wait_ready()
             results = await run_bench(server.url, args.seconds, args.concurrency, args.channels)

@@ -36,6 +36,7 @@ from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import SystemClock
 from volthub.hub.events import Emitter, EventPublisher
 from volthub.hub.webhooks import Dispatcher
+from volthub.loadtest.servers import free_port
 from volthub.persistence import Database, Tx, migrate, open_database, users
 from volthub.persistence import webhooks as repo
 
@@ -68,12 +69,6 @@ def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
     leaf.cert_chain_pems[0].write_to_path(str(files[1]))
     leaf.private_key_pem.write_to_path(str(files[2]))
     return files
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _start_receiver(cert: Path, key: Path, port: int) -> subprocess.Popen[bytes]:
@@ -161,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         ca, cert, key = _tls_files(directory)
-        port = _free_port()
+        port = free_port()
         process = _start_receiver(cert, key, port)
         try:
             url = args.database or f"sqlite:///{directory / 'bench.db'}"
