@@ -42,3 +42,19 @@ async def test_documented_access_matches_declarations(app, client):
     assert register["x-access"] == "public" and register["security"] == []
     assert "requestBody" in register and "201" in register["responses"]
     assert "ErrorBody" in document["components"]["schemas"]
+
+
+async def test_rate_limits_are_documented(client):
+    document = await (await client.get("/api/openapi.json")).get_json()
+    follow = document["paths"]["/api/users/follow/{user_id}"]["post"]
+    assert "Retry-After" in follow["responses"]["429"]["headers"]
+    assert "X-RateLimit-Remaining" in follow["responses"]["200"]["headers"]
+
+
+async def test_document_is_valid_openapi_3_1(client):
+    from openapi_spec_validator import validate
+
+    document = await (await client.get("/api/openapi.json")).get_json()
+    validate(document)  # raises with the first problem it finds
+    operation_ids = [op["operationId"] for ops in document["paths"].values() for op in ops.values()]
+    assert len(operation_ids) == len(set(operation_ids))

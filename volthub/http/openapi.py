@@ -30,14 +30,32 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
         paths, components = super().build_paths(rule)
         declaration = declaration_of(self._app.view_functions[rule.endpoint])
         for operations in paths.values():
-            for operation in operations.values():
+            for method, operation in operations.items():
+                # Function names repeat across blueprints (rotate_secret); endpoints do not.
+                operation["operationId"] = f"{method}_{rule.endpoint.replace('.', '_')}"
                 _describe_access(operation, declaration)
         return paths, components
 
 
+_RATE_HEADERS = {
+    "X-RateLimit-Limit": {"description": "requests allowed in the tightest budget that applied", "schema": {"type": "integer"}},
+    "X-RateLimit-Remaining": {"description": "requests that would pass right now", "schema": {"type": "integer"}},
+    "X-RateLimit-Reset": {"description": "Unix time (s) by which that budget is full again", "schema": {"type": "integer"}},
+}
+
+
 def _describe_access(operation: dict[str, Any], declaration: Any) -> None:
     responses = operation.setdefault("responses", {})
+    for response in responses.values():
+        response.setdefault("headers", {}).update(_RATE_HEADERS)
     responses.setdefault("400", _error("Invalid input"))
+    responses.setdefault(
+        "429",
+        {
+            **_error("Rate limited: the body adds retry_after (seconds)"),
+            "headers": {**_RATE_HEADERS, "Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
+        },
+    )
     if declaration is None or declaration.kind == "public":
         operation["security"] = []
         operation["x-access"] = "public"

@@ -17,20 +17,28 @@ def _trimmed_non_blank(value: str) -> str:
 DisplayName = Annotated[str, Field(min_length=1, max_length=50), AfterValidator(_trimmed_non_blank)]
 
 
+def _drop_null_defaults(schema: dict[str, Any]) -> None:
+    """`Field(None)` on a non-nullable type means "may be absent, never null": the field is
+    already optional in the schema, and a null default would contradict its type."""
+    for prop in schema.get("properties", {}).values():
+        if "default" in prop and prop["default"] is None and "anyOf" not in prop:
+            del prop["default"]
+
+
 class Body(BaseModel):
     """Request bodies: strict types (no "1" for 1), unknown fields ignored (DESIGN §6)."""
 
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="ignore", json_schema_extra=_drop_null_defaults)
 
 
 class Query(BaseModel):
     """Query strings arrive as text, so numbers are parsed, not strictly typed."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_drop_null_defaults)
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_drop_null_defaults)
 
 
 class ErrorBody(Model):
