@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test bench clean
+.PHONY: serve test lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,13 +18,29 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(PIP) install --quiet -e '.[test]'
 	touch $@
 
+$(VENV)/.installed-lint: $(VENV)/.installed pyproject.toml
+	$(PIP) install --quiet -e '.[lint]'
+	touch $@
+
 serve: $(VENV)/.installed
 	$(VENV)/bin/volthub serve --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.installed-test
-	@# The official socket.io-client for tests/http/test_events_api.py (needs Node.js + npm).
+	@# The official socket.io-client for tests/http/events/test_socketio.py (needs Node.js + npm).
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Style (ruff lint + format check), types (mypy; strict on volthub/protocol) and the layer
+# contracts of DESIGN §1 (import-linter). `make format` applies ruff's fixes and format.
+lint: $(VENV)/.installed-lint
+	$(VENV)/bin/ruff check volthub tests
+	$(VENV)/bin/ruff format --check volthub tests
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+format: $(VENV)/.installed-lint
+	$(VENV)/bin/ruff check --fix volthub tests
+	$(VENV)/bin/ruff format volthub tests
 
 # `make bench`: volthub, python-socketio (uvicorn) and Node socket.io under the same load,
 # one after another; prints a table per server, the three side by side, and volthub's

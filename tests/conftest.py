@@ -39,7 +39,7 @@ def _postgres_available() -> str | None:
         with psycopg.connect(POSTGRES, connect_timeout=3) as connection:
             connection.execute("SELECT 1")
         return None
-    except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+    except Exception as exc:
         return str(exc)
 
 
@@ -83,8 +83,14 @@ def database_url(request: pytest.FixtureRequest) -> str:
 ROOMY_LIMITS = {
     key: 1_000_000
     for key in (
-        "global_per_ip_per_minute", "chat_send_per_minute", "moderation_per_minute", "token_per_minute",
-        "app_create_per_hour", "subscriptions_per_minute", "roles_write_per_minute", "interactive_per_minute",
+        "global_per_ip_per_minute",
+        "chat_send_per_minute",
+        "moderation_per_minute",
+        "token_per_minute",
+        "app_create_per_hour",
+        "subscriptions_per_minute",
+        "roles_write_per_minute",
+        "interactive_per_minute",
     )
 }
 
@@ -164,8 +170,6 @@ def make_user(client: Any) -> Any:
 # --- servers ---------------------------------------------------------------------------------
 
 
-
-
 @dataclass
 class LiveServer:
     url: str
@@ -186,7 +190,9 @@ async def live_server(settings: Settings, nursery: trio.Nursery) -> AsyncIterato
     config.accesslog = None
     config.graceful_timeout = 1
     stop = trio.Event()
-    binds = await nursery.start(lambda task_status: serve(application, config, shutdown_trigger=stop.wait, task_status=task_status))
+    binds = await nursery.start(
+        lambda task_status: serve(application, config, shutdown_trigger=stop.wait, task_status=task_status)
+    )
     yield LiveServer(binds[0], application)
     stop.set()
 
@@ -202,7 +208,7 @@ class ServerProcess:
         self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30) -> "ServerProcess":
+    def start(self, timeout: float = 30) -> ServerProcess:
         env = {
             **os.environ,
             "VOLTHUB_AUTH__ARGON2_TIME_COST": str(FAST_AUTH["argon2_time_cost"]),
@@ -211,9 +217,22 @@ class ServerProcess:
         }
         log = open(self.tmp_path / f"server-{self.port}.log", "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-             "--database", self.database_url],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.tmp_path,
+            [
+                sys.executable,
+                "-m",
+                "volthub",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--database",
+                self.database_url,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=self.tmp_path,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -270,7 +289,7 @@ class ReceivedDelivery:
 
 class WebhookReceiver:
     """A TLS endpoint (trustme certificate for localhost and 127.0.0.1, on Hypercorn) that
-    verifies every delivery with `volthub.webhooks.verify` against `secret` and answers
+    verifies every delivery with `volthub.protocol.webhooks.verify` against `secret` and answers
     with `respond(delivery) -> (status, headers)` (which may sleep, to hang)."""
 
     def __init__(self, ca_file: Path, port: int, now: Any) -> None:
@@ -306,7 +325,7 @@ class WebhookReceiver:
             more = message.get("more_body", False)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         delivery = ReceivedDelivery(self.now(), headers, body, False, None)
-        from volthub.webhooks import WebhookVerificationError, verify
+        from volthub.protocol.webhooks import WebhookVerificationError, verify
 
         try:
             verify(self.secret or "unset", headers, body, now=delivery.at)
@@ -317,11 +336,13 @@ class WebhookReceiver:
         self._changed.set()
         self._changed = trio.Event()
         status, extra = await _maybe_await(self.respond(delivery))
-        await send({
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(k.encode(), str(v).encode()) for k, v in extra.items()],
-        })
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(k.encode(), str(v).encode()) for k, v in extra.items()],
+            }
+        )
         await send({"type": "http.response.body", "body": b""})
 
 
@@ -368,7 +389,9 @@ async def start_receiver(
 
 
 @pytest.fixture
-async def webhook_receiver(nursery: trio.Nursery, receiver_tls: tuple[Path, Path, Path]) -> AsyncIterator[WebhookReceiver]:
+async def webhook_receiver(
+    nursery: trio.Nursery, receiver_tls: tuple[Path, Path, Path]
+) -> AsyncIterator[WebhookReceiver]:
     receiver, stop = await start_receiver(nursery, receiver_tls)
     yield receiver
     stop.set()
@@ -481,8 +504,14 @@ class ChatEnv:
         now = self.now_ms()
         await self.rt.db.write(
             lambda tx: chat_repo.add_subscription(
-                tx, subscription_id=str(_uuid.uuid4()), channel_id=channel_id, user_id=user_id, tier="tier1",
-                started_at=now, expires_at=now + days * 86_400_000, months=months,
+                tx,
+                subscription_id=str(_uuid.uuid4()),
+                channel_id=channel_id,
+                user_id=user_id,
+                tier="tier1",
+                started_at=now,
+                expires_at=now + days * 86_400_000,
+                months=months,
             )
         )
 
@@ -527,7 +556,9 @@ async def register_live(base_url: str, username: str | None = None) -> Registere
     """Register through a live server's HTTP API."""
     username = username or unique_name()
     async with httpx.AsyncClient(base_url=base_url) as http:
-        response = await http.post("/api/auth/register", json={"username": username, "password": "correct horse battery"})
+        response = await http.post(
+            "/api/auth/register", json={"username": username, "password": "correct horse battery"}
+        )
     assert response.status_code == 201, response.text
     body = response.json()
     return RegisteredUser(body["user"]["id"], body["user"]["username"], body["token"], "correct horse battery")
@@ -543,13 +574,13 @@ async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], cli
     are granted to the app as an operator would (`volthub apps grant`)."""
     import uuid
 
-    from volthub.http.oauth.scopes import (
+    from volthub.persistence import apps as apps_repo
+    from volthub.persistence import oauth as oauth_repo
+    from volthub.protocol.oauth.scopes import (
         SENSITIVE_SCOPES,
         effective_scopes,
         format_scope,
     )
-    from volthub.persistence import apps as apps_repo
-    from volthub.persistence import oauth as oauth_repo
 
     rt = app.extensions["volthub"]
     scope = format_scope(scopes)
@@ -558,13 +589,23 @@ async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], cli
     def create(tx: Any) -> tuple[str, str]:
         cid = client_id or str(uuid.uuid4())
         if client_id is None:
-            apps_repo.create_app(tx, client_id=cid, owner_id=user_id, name="Test app", description="", logo_url=None,
-                                 redirect_uris=["https://app.example/callback"], client_secret_hash="unused",
-                                 bot_app=False, now_ms=1)
+            apps_repo.create_app(
+                tx,
+                client_id=cid,
+                owner_id=user_id,
+                name="Test app",
+                description="",
+                logo_url=None,
+                redirect_uris=["https://app.example/callback"],
+                client_secret_hash="unused",
+                bot_app=False,
+                now_ms=1,
+            )
         for name in held & SENSITIVE_SCOPES:
             oauth_repo.grant_app_scope(tx, cid, name, 1)
-        grant = oauth_repo.create_grant(tx, grant_id=str(uuid.uuid4()), user_id=user_id, client_id=cid,
-                                        consented_scope=scope, held=held, now_ms=1)
+        grant = oauth_repo.create_grant(
+            tx, grant_id=str(uuid.uuid4()), user_id=user_id, client_id=cid, consented_scope=scope, held=held, now_ms=1
+        )
         return cid, grant.id
 
     cid, grant_id = await rt.db.write(create)

@@ -8,8 +8,8 @@ import pytest
 import trio
 
 from volthub.cli import main
-from volthub.persistence import migrate, open_database
 from volthub.persistence import apps as apps_repo
+from volthub.persistence import migrate, open_database
 from volthub.persistence import oauth as oauth_repo
 from volthub.persistence import users as users_repo
 
@@ -33,12 +33,31 @@ def seeded(tmp_path):
     user_id, client_id, grant_id = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
 
     def seed(tx):  # type: ignore[no-untyped-def]
-        users_repo.create_user(tx, user_id=user_id, username="cli_owner", display_name="Owner", password_hash="h", now_ms=1)
-        apps_repo.create_app(tx, client_id=client_id, owner_id=user_id, name="CLI app", description="", logo_url=None,
-                             redirect_uris=[], client_secret_hash="h", bot_app=False, now_ms=1)
+        users_repo.create_user(
+            tx, user_id=user_id, username="cli_owner", display_name="Owner", password_hash="h", now_ms=1
+        )
+        apps_repo.create_app(
+            tx,
+            client_id=client_id,
+            owner_id=user_id,
+            name="CLI app",
+            description="",
+            logo_url=None,
+            redirect_uris=[],
+            client_secret_hash="h",
+            bot_app=False,
+            now_ms=1,
+        )
         oauth_repo.grant_app_scope(tx, client_id, "chat:moderate", 1)
-        oauth_repo.create_grant(tx, grant_id=grant_id, user_id=user_id, client_id=client_id,
-                                consented_scope="chat:read chat:moderate", held={"chat:read", "chat:moderate"}, now_ms=1)
+        oauth_repo.create_grant(
+            tx,
+            grant_id=grant_id,
+            user_id=user_id,
+            client_id=client_id,
+            consented_scope="chat:read chat:moderate",
+            held={"chat:read", "chat:moderate"},
+            now_ms=1,
+        )
 
     _run(url, seed)
     return url, client_id, grant_id
@@ -49,7 +68,11 @@ def test_review_grant_revoke_and_list(seeded, capsys):
     assert main(["apps", "review", client_id, "--database", url]) == 0
     assert _run(url, lambda tx: apps_repo.get_app(tx, client_id)).reviewed is True
     assert main(["apps", "grant", client_id, "stream:key", "payments:write", "--database", url]) == 0
-    assert set(_run(url, lambda tx: oauth_repo.app_scope_grants(tx, client_id))) == {"chat:moderate", "stream:key", "payments:write"}
+    assert set(_run(url, lambda tx: oauth_repo.app_scope_grants(tx, client_id))) == {
+        "chat:moderate",
+        "stream:key",
+        "payments:write",
+    }
 
     assert main(["apps", "revoke", client_id, "chat:moderate", "--database", url]) == 0
     assert "removed from 1 connection" in capsys.readouterr().out

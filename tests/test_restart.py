@@ -12,7 +12,9 @@ pytestmark = pytest.mark.slow
 
 
 def _register(base: str, username: str) -> dict:
-    response = httpx.post(f"{base}/api/auth/register", json={"username": username, "password": "long enough pw"}, timeout=10)
+    response = httpx.post(
+        f"{base}/api/auth/register", json={"username": username, "password": "long enough pw"}, timeout=10
+    )
     assert response.status_code == 201, response.text
     return response.json()
 
@@ -29,7 +31,9 @@ def test_acknowledged_register_and_follow_survive_sigkill(database_url, server_p
     server.process.wait(10)
     restarted = server_process(database_url)
 
-    login = httpx.post(f"{restarted.url}/api/auth/login", json={"username": "KILLFAN", "password": "long enough pw"}, timeout=10)
+    login = httpx.post(
+        f"{restarted.url}/api/auth/login", json={"username": "KILLFAN", "password": "long enough pw"}, timeout=10
+    )
     assert login.status_code == 200 and login.json()["user"]["id"] == fan["user"]["id"]
     # The token issued before the crash still verifies: the signing secret was persisted too.
     status = httpx.get(f"{restarted.url}/api/users/follow-status/{star['user']['id']}", headers=headers, timeout=10)
@@ -45,15 +49,23 @@ def test_sigterm_shuts_down_gracefully(sqlite_url, server_process):
 
 def test_bad_configuration_stops_start_naming_the_key(tmp_path):
     env = {**os.environ, "VOLTHUB_SERVER__PORT": "not-a-port"}
-    result = subprocess.run([sys.executable, "-m", "volthub", "serve"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "volthub", "serve"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert result.returncode == 2
     assert "server.port" in result.stderr
 
 
 def test_cli_migrate_and_users(tmp_path, sqlite_url):
     def run(*args, stdin=None):
-        return subprocess.run([sys.executable, "-m", "volthub", *args, "--database", sqlite_url],
-                              input=stdin, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        return subprocess.run(
+            [sys.executable, "-m", "volthub", *args, "--database", sqlite_url],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
 
     migrated = run("migrate")
     assert migrated.returncode == 0 and "applied 0001_accounts" in migrated.stdout

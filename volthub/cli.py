@@ -12,14 +12,16 @@ from typing import Any
 
 import trio
 
-from .config import ConfigError, Settings, load_settings
+from volthub.config import ConfigError, Settings, load_settings
 
 log = logging.getLogger("volthub")
 # Later features add their own sub-commands here: name -> (configure parser, run).
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
 
-def command(name: str, configure: Callable[[argparse.ArgumentParser], None]) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+def command(
+    name: str, configure: Callable[[argparse.ArgumentParser], None]
+) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
     def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         COMMANDS[name] = (configure, run)
         return run
@@ -62,7 +64,7 @@ async def _serve(settings: Settings) -> None:
     from hypercorn.config import Config as HypercornConfig
     from hypercorn.trio import serve as hypercorn_serve
 
-    from .http.app import create_app
+    from volthub.http.app import create_app
 
     config = HypercornConfig()
     config.bind = [f"{_bracket(settings.server.host)}:{settings.server.port}"]
@@ -111,7 +113,7 @@ def _bracket(host: str) -> str:
 
 @command("migrate", _common)
 def migrate_command(args: argparse.Namespace) -> int:
-    from .persistence import migrate
+    from volthub.persistence import migrate
 
     settings = settings_from(args)
 
@@ -128,7 +130,7 @@ def migrate_command(args: argparse.Namespace) -> int:
 
 
 async def _open(settings: Settings) -> Any:
-    from .persistence import open_database
+    from volthub.persistence import open_database
 
     database = open_database(settings.database.url, settings.database.pool_size)
     await database.open()
@@ -159,13 +161,13 @@ def users_command(args: argparse.Namespace) -> int:
 async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from .http.blueprints.accounts import RegisterBody
-    from .hub.accounts import Accounts, UsernameTaken
-    from .hub.bus import InProcessBus
-    from .hub.clock import SystemClock
-    from .hub.events import EventPublisher
-    from .hub.passwords import Passwords
-    from .persistence import migrate
+    from volthub.http.blueprints.accounts import RegisterBody
+    from volthub.hub.bus import InProcessBus
+    from volthub.hub.clock import SystemClock
+    from volthub.hub.publisher import EventPublisher
+    from volthub.persistence import migrate
+    from volthub.services.accounts import Accounts, UsernameTaken
+    from volthub.services.passwords import Passwords
 
     password = args.password if args.password is not None else sys.stdin.readline().rstrip("\n")
     try:  # the same rules as the register route
@@ -191,7 +193,7 @@ async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _users_list(settings: Settings, args: argparse.Namespace) -> int:
-    from .persistence import users as repo
+    from volthub.persistence import users as repo
 
     database = await _open(settings)
     try:
@@ -210,7 +212,7 @@ def _load_plugins() -> None:
     """Sub-commands defined by feature modules register themselves on import."""
     import importlib
 
-    for module in ("volthub.loadtest.cli", "volthub.http.socketio.conformance", "volthub.cli_apps"):
+    for module in ("volthub.loadtest.cli", "volthub.tools.conformance", "volthub.cli_apps"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -16,13 +16,13 @@ import time
 
 import trio
 
-from .cli import _common, _open, command, settings_from
-from .config import Settings
-from .http.oauth.scopes import ALIASES, SCOPE_NAMES, SENSITIVE_SCOPES
-from .persistence import Tx, migrate
-from .persistence import apps as apps_repo
-from .persistence import oauth as oauth_repo
-from .persistence import users as users_repo
+from volthub.cli import _common, _open, command, settings_from
+from volthub.config import Settings
+from volthub.persistence import Tx, migrate
+from volthub.persistence import apps as apps_repo
+from volthub.persistence import oauth as oauth_repo
+from volthub.persistence import users as users_repo
+from volthub.protocol.oauth.scopes import ALIASES, SCOPE_NAMES, SENSITIVE_SCOPES
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -87,7 +87,10 @@ def _list(tx: Tx, args: argparse.Namespace) -> int:
     for app in apps_repo.list_apps(tx):
         owner = users_repo.get_by_id(tx, app.owner_id)
         grants = ",".join(sorted(oauth_repo.app_scope_grants(tx, app.client_id))) or "-"
-        flags = ",".join(f for f, on in (("reviewed", app.reviewed), ("public", app.is_public), ("bot", app.bot_app)) if on) or "-"
+        flags = (
+            ",".join(f for f, on in (("reviewed", app.reviewed), ("public", app.is_public), ("bot", app.bot_app)) if on)
+            or "-"
+        )
         print(f"{app.client_id}\t{app.name}\t{owner.username if owner else app.owner_id}\t{flags}\t{grants}")
     return 0
 

@@ -29,9 +29,9 @@ from quart import Quart
 
 from tests.conftest import make_settings
 from volthub.http.access import Access, declaration_of
-from volthub.http.oauth.scopes import SCOPE_NAMES, SENSITIVE_SCOPES
-from volthub.http.tokens import TokenService
 from volthub.persistence import oauth as oauth_repo
+from volthub.protocol.oauth.scopes import SCOPE_NAMES, SENSITIVE_SCOPES
+from volthub.services.tokens import TokenService
 
 SECRET = "access-matrix-secret-of-32-bytes-or-more"
 ACCESS_CODES = frozenset({"missing_token", "invalid_token", "insufficient_scope", "first_party_only"})
@@ -111,18 +111,36 @@ async def _caller(live_server: Any, http: httpx.AsyncClient) -> Caller:
         response = await http.post("/api/auth/register", json={"username": name, "password": "correct horse battery"})
         accounts.append(response.json())
     me, other = accounts
-    created = await http.post("/api/developer/apps", json={"name": "Matrix", "redirectUris": ["https://m.example/cb"]},
-                              headers={"Authorization": f"Bearer {other['token']}"})
+    created = await http.post(
+        "/api/developer/apps",
+        json={"name": "Matrix", "redirectUris": ["https://m.example/cb"]},
+        headers={"Authorization": f"Bearer {other['token']}"},
+    )
     client_id = created.json()["clientId"]
     rt = live_server.app.extensions["volthub"]
-    grant = await rt.db.write(lambda tx: oauth_repo.create_grant(
-        tx, grant_id=str(uuid.uuid4()), user_id=me["user"]["id"], client_id=client_id,
-        consented_scope=" ".join(SCOPE_NAMES), held=SCOPE_NAMES, now_ms=1,
-    ))
+    grant = await rt.db.write(
+        lambda tx: oauth_repo.create_grant(
+            tx,
+            grant_id=str(uuid.uuid4()),
+            user_id=me["user"]["id"],
+            client_id=client_id,
+            consented_scope=" ".join(SCOPE_NAMES),
+            held=SCOPE_NAMES,
+            now_ms=1,
+        )
+    )
     for scope in SENSITIVE_SCOPES:  # an app reviewed for everything: the grant holds all 23
         await rt.db.write(lambda tx, s=scope: oauth_repo.grant_app_scope(tx, client_id, s, 1))
-    return Caller(me["user"]["id"], me["user"]["username"], me["token"], other["user"]["id"],
-                  other["user"]["username"], grant.id, client_id, rt.tokens)
+    return Caller(
+        me["user"]["id"],
+        me["user"]["username"],
+        me["token"],
+        other["user"]["id"],
+        other["user"]["username"],
+        grant.id,
+        client_id,
+        rt.tokens,
+    )
 
 
 def _path(rule: str, caller: Caller, *, other_channel: bool = False) -> str:
@@ -151,7 +169,9 @@ def _routes(app: Quart) -> list[tuple[str, str, Access]]:
     return sorted(found, key=lambda item: (item[1], item[0]))
 
 
-async def _call(http: httpx.AsyncClient, method: str, path: str, token: str | None, body: Any = None) -> tuple[int, str | None]:
+async def _call(
+    http: httpx.AsyncClient, method: str, path: str, token: str | None, body: Any = None
+) -> tuple[int, str | None]:
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     kwargs: dict[str, Any] = {"json": body} if body is not None else {}
     async with http.stream(method, path, headers=headers, **kwargs) as response:
@@ -231,7 +251,9 @@ def _example(schema: dict[str, Any], components: dict[str, Any], depth: int = 0)
     kind = schema.get("type")
     if kind == "object" or "properties" in schema:
         props = schema.get("properties", {})
-        return {name: _example(props[name], components, depth + 1) for name in schema.get("required", []) if name in props}
+        return {
+            name: _example(props[name], components, depth + 1) for name in schema.get("required", []) if name in props
+        }
     if kind == "string":
         return "hello"[: max(1, schema.get("maxLength", 5))].ljust(schema.get("minLength", 1), "x")
     if kind in ("integer", "number"):
@@ -258,7 +280,9 @@ async def test_oauth_tokens_act_on_their_owners_channel_only(live_server):
         document = (await http.get("/api/openapi.json")).json()
         checked = []
         for method, rule, declaration in _routes(live_server.app):
-            if not rule.startswith(OWN_CHANNEL_PREFIXES) or not any("channel" in p.lower() for p in _PARAM.findall(rule)):
+            if not rule.startswith(OWN_CHANNEL_PREFIXES) or not any(
+                "channel" in p.lower() for p in _PARAM.findall(rule)
+            ):
                 continue
             token = caller.oauth(declaration.scope or "")
             body = _example_body(document, rule, method)

@@ -4,7 +4,10 @@ from tests.conftest import register
 
 
 async def test_register_login_and_me(client):
-    response = await client.post("/api/auth/register", json={"username": "Streamer_1", "password": "hunter2hunter2", "displayName": " Streamer One "})
+    response = await client.post(
+        "/api/auth/register",
+        json={"username": "Streamer_1", "password": "hunter2hunter2", "displayName": " Streamer One "},
+    )
     assert response.status_code == 201
     body = await response.get_json()
     assert body["user"]["username"] == "Streamer_1" and body["user"]["displayName"] == "Streamer One"
@@ -26,7 +29,10 @@ async def test_username_taken_case_insensitively(client):
 
 async def test_wrong_password_and_unknown_user_look_the_same(client):
     user = await register(client)
-    for body in ({"username": user.username, "password": "wrong password"}, {"username": "nobody_here", "password": "whatever1"}):
+    for body in (
+        {"username": user.username, "password": "wrong password"},
+        {"username": "nobody_here", "password": "whatever1"},
+    ):
         response = await client.post("/api/auth/login", json=body)
         assert response.status_code == 401
         assert await response.get_json() == {"error": "invalid_credentials", "message": "username or password is wrong"}
@@ -56,7 +62,9 @@ async def test_register_validation_names_the_field(client, body, field):
     error = await response.get_json()
     assert error["error"] == "validation_error"
     assert field in [item["field"] for item in error["details"]["fields"]]
-    assert (await client.post("/api/auth/login", json={"username": "fine_name", "password": "long enough"})).status_code == 401
+    assert (
+        await client.post("/api/auth/login", json={"username": "fine_name", "password": "long enough"})
+    ).status_code == 401
 
 
 @pytest.mark.parametrize(
@@ -65,11 +73,19 @@ async def test_register_validation_names_the_field(client, body, field):
         ({"data": "{not json", "headers": {"Content-Type": "application/json"}}, 400, "invalid_json"),
         ({"data": '{"username": NaN}', "headers": {"Content-Type": "application/json"}}, 400, "invalid_json"),
         ({"data": b'{"username": "\xff"}', "headers": {"Content-Type": "application/json"}}, 400, "invalid_json"),
-        ({"data": "username=x", "headers": {"Content-Type": "application/x-www-form-urlencoded"}}, 415, "unsupported_media_type"),
+        (
+            {"data": "username=x", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+            415,
+            "unsupported_media_type",
+        ),
         ({"data": "hello", "headers": {"Content-Type": "text/plain"}}, 415, "unsupported_media_type"),
         ({"json": ["a", "list"]}, 400, "validation_error"),
         ({"json": None}, 400, "validation_error"),
-        ({"data": '{"username": "' + "x" * 70_000 + '"}', "headers": {"Content-Type": "application/json"}}, 413, "payload_too_large"),
+        (
+            {"data": '{"username": "' + "x" * 70_000 + '"}', "headers": {"Content-Type": "application/json"}},
+            413,
+            "payload_too_large",
+        ),
     ],
 )
 async def test_malformed_bodies_get_error_bodies(client, kwargs, status, code):
@@ -126,7 +142,11 @@ async def test_expired_token_is_refused(app, client):
 async def test_token_signed_with_another_secret_is_refused(client):
     import jwt
 
-    forged = jwt.encode({"typ": "session", "sub": "x", "iss": "volthub", "exp": 4_000_000_000}, "not-the-secret-but-long-enough-for-hs256-keys", algorithm="HS256")
+    forged = jwt.encode(
+        {"typ": "session", "sub": "x", "iss": "volthub", "exp": 4_000_000_000},
+        "not-the-secret-but-long-enough-for-hs256-keys",
+        algorithm="HS256",
+    )
     response = await client.get("/api/users/me", headers={"Authorization": f"Bearer {forged}"})
     assert response.status_code == 401
 

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from tests.conftest import register
-from tests.http.oauth_flow import REDIRECT, bearer, create_app, grant_sensitive, oauth_tokens, refresh, token_request
+from tests.http.oauth.flow import REDIRECT, bearer, create_app, grant_sensitive, oauth_tokens, refresh, token_request
 from volthub.http.ratelimit import category_of
 
 
@@ -15,8 +15,13 @@ async def test_create_shows_the_secret_once_and_stores_its_hash(app, client):
     owner = await register(client)
     response = await client.post(
         "/api/developer/apps",
-        json={"name": " My bot ", "redirectUris": [REDIRECT, "http://127.0.0.1:8765/cb", "com.example.app:/cb"],
-              "description": "Posts alerts", "logoUrl": "https://cdn.example/logo.png", "botApp": True},
+        json={
+            "name": " My bot ",
+            "redirectUris": [REDIRECT, "http://127.0.0.1:8765/cb", "com.example.app:/cb"],
+            "description": "Posts alerts",
+            "logoUrl": "https://cdn.example/logo.png",
+            "botApp": True,
+        },
         headers=owner.headers,
     )
     assert response.status_code == 201
@@ -102,7 +107,9 @@ async def test_patch_changes_only_what_is_sent(client):
     owner = await register(client)
     dev = await create_app(client, owner, description="first", logoUrl="https://cdn.example/a.png")
     base = f"/api/developer/apps/{dev.client_id}"
-    response = await client.patch(base, json={"name": "Renamed", "logoUrl": None, "redirectUris": []}, headers=owner.headers)
+    response = await client.patch(
+        base, json={"name": "Renamed", "logoUrl": None, "redirectUris": []}, headers=owner.headers
+    )
     assert response.status_code == 200
     patched = await response.get_json()
     assert patched["name"] == "Renamed" and patched["logoUrl"] is None and patched["redirectUris"] == []
@@ -111,7 +118,9 @@ async def test_patch_changes_only_what_is_sent(client):
         bad = await client.patch(base, json=body, headers=owner.headers)
         assert bad.status_code == 400, body
         error = await bad.get_json()
-        assert field == error["details"].get("field") or field in [f["field"] for f in error["details"].get("fields", [])]
+        assert field == error["details"].get("field") or field in [
+            f["field"] for f in error["details"].get("fields", [])
+        ]
 
 
 async def test_rotating_the_secret_replaces_it(client):
@@ -138,7 +147,13 @@ async def test_scopes_shows_operator_grants_of_sensitive_scopes(app, client):
     by_name = {s["name"]: s for s in before["scopes"]}
     assert by_name["chat:read"]["granted"] is True and by_name["chat:read"]["sensitive"] is False
     sensitive = {n for n, s in by_name.items() if s["sensitive"]}
-    assert sensitive == {"stream:key", "chat:moderate", "channel:roles:write", "channel:interactive:write", "payments:write"}
+    assert sensitive == {
+        "stream:key",
+        "chat:moderate",
+        "channel:roles:write",
+        "channel:interactive:write",
+        "payments:write",
+    }
     assert not any(by_name[n]["granted"] for n in sensitive)
 
     await grant_sensitive(app, dev.client_id, "chat:moderate")
@@ -168,7 +183,11 @@ async def test_deleting_an_app_revokes_its_connections(app, client):
     assert (await client.get("/api/users/me", headers=bearer(tokens["access_token"]))).status_code == 401
     assert (await refresh(client, dev, tokens["refresh_token"])).status_code == 401  # the client is gone
     [event] = [e for e in seen if e.name == "user.authorization.revoke"]
-    assert event.channel_id == user.id and event.data["clientId"] == dev.client_id and event.data["scopes"] == ["chat:read"]
+    assert (
+        event.channel_id == user.id
+        and event.data["clientId"] == dev.client_id
+        and event.data["scopes"] == ["chat:read"]
+    )
 
 
 def test_app_creation_is_tagged_for_its_rate_limit():

@@ -7,17 +7,29 @@ from typing import Any
 
 from tests.conftest import register
 
-REST_FIELDS = {"id", "name", "cost", "description", "iconUrl", "enabled", "builtInType",
-               "requiresModeratorApproval", "maxPerStream", "maxPerUserPerStream"}
+REST_FIELDS = {
+    "id",
+    "name",
+    "cost",
+    "description",
+    "iconUrl",
+    "enabled",
+    "builtInType",
+    "requiresModeratorApproval",
+    "maxPerStream",
+    "maxPerUserPerStream",
+}
 
 
 async def test_create_and_list(client: Any) -> None:
     user = await register(client)
     empty = await client.get(f"/api/channel-points/{user.id}/items")
     assert (empty.status_code, await empty.get_json()) == (200, {"items": []})
-    created = await client.post(f"/api/channel-points/{user.id}/items", headers=user.headers,
-                                json={"name": " Hydrate ", "cost": 500, "maxPerStream": 3,
-                                      "iconUrl": "https://cdn.example/h.png"})
+    created = await client.post(
+        f"/api/channel-points/{user.id}/items",
+        headers=user.headers,
+        json={"name": " Hydrate ", "cost": 500, "maxPerStream": 3, "iconUrl": "https://cdn.example/h.png"},
+    )
     assert created.status_code == 201, await created.get_data(as_text=True)
     reward = await created.get_json()
     assert set(reward) == REST_FIELDS
@@ -31,8 +43,9 @@ async def test_create_and_list(client: Any) -> None:
 
 async def test_only_in_your_own_channel(client: Any) -> None:
     user, other = await register(client), await register(client)
-    response = await client.post(f"/api/channel-points/{other.id}/items", headers=user.headers,
-                                 json={"name": "x", "cost": 1})
+    response = await client.post(
+        f"/api/channel-points/{other.id}/items", headers=user.headers, json={"name": "x", "cost": 1}
+    )
     assert response.status_code == 403
     assert (await client.post(f"/api/channel-points/{user.id}/items", json={"name": "x", "cost": 1})).status_code == 401
 
@@ -44,8 +57,13 @@ async def test_unknown_and_invalid_channels(client: Any) -> None:
 
 async def test_validation(client: Any) -> None:
     user = await register(client)
-    for body in ({"name": "", "cost": 1}, {"name": "x", "cost": 0}, {"name": "x", "cost": "1"},
-                 {"name": "x", "cost": 1, "iconUrl": "http://insecure"}, {"name": "   ", "cost": 1}):
+    for body in (
+        {"name": "", "cost": 1},
+        {"name": "x", "cost": 0},
+        {"name": "x", "cost": "1"},
+        {"name": "x", "cost": 1, "iconUrl": "http://insecure"},
+        {"name": "   ", "cost": 1},
+    ):
         response = await client.post(f"/api/channel-points/{user.id}/items", headers=user.headers, json=body)
         assert response.status_code == 400, body
 
@@ -60,4 +78,9 @@ async def test_event_types_catalogue(client: Any) -> None:
     assert by_name["user.follow"]["transports"] == {"eventsApi": False, "webhooks": True}
     assert by_name["channel.cheer"]["aliasOf"] == "channel.volts"
     assert by_name["chat.message"]["public"] is True and by_name["chat.message"]["webhookScope"] == "chat:read"
-    assert {f["name"] for f in by_name["channel.follow"]["fields"]} >= {"userId", "username", "displayName", "followedAt"}
+    assert {f["name"] for f in by_name["channel.follow"]["fields"]} >= {
+        "userId",
+        "username",
+        "displayName",
+        "followedAt",
+    }

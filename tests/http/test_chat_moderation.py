@@ -20,7 +20,11 @@ async def test_ban_publishes_channel_ban_and_blocks_chat(chat_env):
     assert response.status_code == 200
     body = await response.get_json()
     assert body == {
-        "success": True, "action": "ban", "changed": True, "endsAt": None, "messageId": None,
+        "success": True,
+        "action": "ban",
+        "changed": True,
+        "endsAt": None,
+        "messageId": None,
         "user": {"userId": troll.id, "username": troll.username, "displayName": troll.username},
     }
     [event] = chat_env.named("channel.ban")
@@ -95,40 +99,72 @@ async def test_a_message_of_another_channel_cannot_be_deleted_here(chat_env):
 
 
 async def test_moderators_moderate_viewers_but_not_the_broadcaster_or_other_moderators(chat_env):
-    streamer, mod, other_mod, viewer = (await chat_env.user(), await chat_env.user(), await chat_env.user(), await chat_env.user())
+    streamer, mod, other_mod, viewer = (
+        await chat_env.user(),
+        await chat_env.user(),
+        await chat_env.user(),
+        await chat_env.user(),
+    )
     await chat_env.grant(streamer.id, mod.id, "moderator")
     await chat_env.grant(streamer.id, other_mod.id, "moderator")
     ok = await chat_env.moderate(mod, streamer.id, action="timeout", userId=viewer.id, durationSeconds=60)
     assert ok.status_code == 200
     assert chat_env.named("channel.ban")[0].data["moderator"]["userId"] == mod.id
-    await expect_error(await chat_env.moderate(mod, streamer.id, action="ban", userId=streamer.id), 403, "cannot_moderate_broadcaster")
-    await expect_error(await chat_env.moderate(mod, streamer.id, action="ban", userId=other_mod.id), 403, "cannot_moderate_moderator")
-    await expect_error(await chat_env.moderate(mod, streamer.id, action="ban", userId=mod.id), 400, "cannot_moderate_self")
-    await expect_error(await chat_env.moderate(streamer, streamer.id, action="ban", userId=streamer.id), 400, "cannot_moderate_self")
+    await expect_error(
+        await chat_env.moderate(mod, streamer.id, action="ban", userId=streamer.id), 403, "cannot_moderate_broadcaster"
+    )
+    await expect_error(
+        await chat_env.moderate(mod, streamer.id, action="ban", userId=other_mod.id), 403, "cannot_moderate_moderator"
+    )
+    await expect_error(
+        await chat_env.moderate(mod, streamer.id, action="ban", userId=mod.id), 400, "cannot_moderate_self"
+    )
+    await expect_error(
+        await chat_env.moderate(streamer, streamer.id, action="ban", userId=streamer.id), 400, "cannot_moderate_self"
+    )
     # The broadcaster may moderate a moderator.
-    assert (await chat_env.moderate(streamer, streamer.id, action="timeout", userId=mod.id, durationSeconds=5)).status_code == 200
+    assert (
+        await chat_env.moderate(streamer, streamer.id, action="timeout", userId=mod.id, durationSeconds=5)
+    ).status_code == 200
     # A moderator cannot delete the broadcaster's message, but can delete their own.
     streamer_msg = (await (await chat_env.send(streamer, streamer.id, "from the streamer")).get_json())["messageId"]
     own = (await (await chat_env.send(other_mod, streamer.id, "oops")).get_json())["messageId"]
-    await expect_error(await chat_env.moderate(other_mod, streamer.id, action="delete", messageId=streamer_msg), 403, "cannot_moderate_broadcaster")
+    await expect_error(
+        await chat_env.moderate(other_mod, streamer.id, action="delete", messageId=streamer_msg),
+        403,
+        "cannot_moderate_broadcaster",
+    )
     assert (await chat_env.moderate(other_mod, streamer.id, action="delete", messageId=own)).status_code == 200
 
 
 async def test_viewers_vips_and_expired_moderators_may_not_moderate(chat_env):
-    streamer, viewer, vip, former = (await chat_env.user(), await chat_env.user(), await chat_env.user(), await chat_env.user())
+    streamer, viewer, vip, former = (
+        await chat_env.user(),
+        await chat_env.user(),
+        await chat_env.user(),
+        await chat_env.user(),
+    )
     await chat_env.grant(streamer.id, vip.id, "vip")
     await chat_env.grant(streamer.id, former.id, "moderator", expires_at=chat_env.now_ms() + 1000)
     chat_env.clock.advance(2)
     for who in (viewer, vip, former):
-        await expect_error(await chat_env.moderate(who, streamer.id, action="ban", userId=streamer.id), 403, "not_moderator")
+        await expect_error(
+            await chat_env.moderate(who, streamer.id, action="ban", userId=streamer.id), 403, "not_moderator"
+        )
     assert chat_env.named("channel.ban") == []
 
 
 async def test_unknown_targets_are_404(chat_env):
     streamer = await chat_env.user()
-    await expect_error(await chat_env.moderate(streamer, streamer.id, action="ban", userId=str(uuid.uuid4())), 404, "not_found")
-    await expect_error(await chat_env.moderate(streamer, streamer.id, action="ban", username="no_such_user_9"), 404, "not_found")
-    await expect_error(await chat_env.moderate(streamer, str(uuid.uuid4()), action="ban", username="x"), 404, "not_found")
+    await expect_error(
+        await chat_env.moderate(streamer, streamer.id, action="ban", userId=str(uuid.uuid4())), 404, "not_found"
+    )
+    await expect_error(
+        await chat_env.moderate(streamer, streamer.id, action="ban", username="no_such_user_9"), 404, "not_found"
+    )
+    await expect_error(
+        await chat_env.moderate(streamer, str(uuid.uuid4()), action="ban", username="x"), 404, "not_found"
+    )
 
 
 @pytest.mark.parametrize(
@@ -156,7 +192,9 @@ async def test_invalid_moderation_bodies_are_400(chat_env, body):
 async def test_timeout_bounds_are_accepted(chat_env):
     streamer, viewer = await chat_env.user(), await chat_env.user()
     for seconds in (1, 1_209_600):
-        response = await chat_env.moderate(streamer, streamer.id, action="timeout", userId=viewer.id, durationSeconds=seconds)
+        response = await chat_env.moderate(
+            streamer, streamer.id, action="timeout", userId=viewer.id, durationSeconds=seconds
+        )
         assert response.status_code == 200
     data = chat_env.named("channel.ban")[-1].data
     assert data["durationSeconds"] == 1_209_600

@@ -76,7 +76,12 @@ async def test_history_keeps_card_messages(chat_env):
 
 
 async def test_viewers_list_roles_and_anonymous_count_by_id_or_username(chat_env, presence):
-    streamer, mod, sub, plain = (await chat_env.user(), await chat_env.user(), await chat_env.user(), await chat_env.user())
+    streamer, mod, sub, plain = (
+        await chat_env.user(),
+        await chat_env.user(),
+        await chat_env.user(),
+        await chat_env.user(),
+    )
     await chat_env.grant(streamer.id, mod.id, "moderator")
     await chat_env.subscribe(streamer.id, sub.id, months=3)
     presence.viewers[streamer.id] = ([plain.id, sub.id, mod.id, streamer.id, str(uuid.uuid4())], 7)
@@ -84,7 +89,10 @@ async def test_viewers_list_roles_and_anonymous_count_by_id_or_username(chat_env
         body = await get(chat_env, f"/api/chat/channels/{ref}/viewers")
         assert body["channelId"] == streamer.id and body["channelUsername"] == streamer.username
         assert [(v["userId"], v["roles"]) for v in body["viewers"]] == [
-            (streamer.id, ["broadcaster"]), (mod.id, ["moderator"]), (sub.id, ["subscriber"]), (plain.id, []),
+            (streamer.id, ["broadcaster"]),
+            (mod.id, ["moderator"]),
+            (sub.id, ["subscriber"]),
+            (plain.id, []),
         ]
         assert body["viewers"][0]["username"] == streamer.username and "avatarUrl" in body["viewers"][0]
         assert (body["authenticatedCount"], body["anonymousCount"], body["total"]) == (4, 7, 11)

@@ -10,6 +10,7 @@ import trio.testing
 
 from volthub.http.ratelimit import category_of
 
+
 async def json_of(response):
     return await response.get_json()
 
@@ -143,7 +144,9 @@ async def test_length_rule_over_http_counts_code_points(chat_env):
 
 async def test_send_as_bot_says_no_bot_is_connected(chat_env):
     streamer = await chat_env.user()
-    body = await expect_error(await chat_env.send(streamer, streamer.id, "beep", sendAsBot=True), 403, "bot_not_connected")
+    body = await expect_error(
+        await chat_env.send(streamer, streamer.id, "beep", sendAsBot=True), 403, "bot_not_connected"
+    )
     assert "bot" in body["message"]
     assert (await chat_env.send(streamer, streamer.id, "not a bot", sendAsBot=False)).status_code == 200
 
@@ -158,7 +161,10 @@ async def test_reply_carries_the_original_author_and_snippet(chat_env):
     assert (await chat_env.send(streamer, streamer.id, "answer", replyTo=reply)).status_code == 200
     data = chat_env.named("chat.message")[-1].data
     assert data["replyTo"] == {
-        "messageId": original, "userId": viewer.id, "username": viewer.username, "snippet": "question?",
+        "messageId": original,
+        "userId": viewer.id,
+        "username": viewer.username,
+        "snippet": "question?",
     }
 
 
@@ -292,7 +298,12 @@ async def test_emote_only(chat_env):
 
 
 async def test_slow_mode_is_per_user_with_a_wait(chat_env):
-    streamer, one, two, mod = (await chat_env.user(), await chat_env.user(), await chat_env.user(), await chat_env.user())
+    streamer, one, two, mod = (
+        await chat_env.user(),
+        await chat_env.user(),
+        await chat_env.user(),
+        await chat_env.user(),
+    )
     await chat_env.grant(streamer.id, mod.id, "moderator")
     await chat_env.patch_settings(streamer, slowMode=True, slowModeSeconds=30)
     assert (await chat_env.send(one, streamer.id)).status_code == 200
@@ -382,7 +393,8 @@ async def test_an_oauth_token_posts_only_in_its_owners_channel(chat_env):
     assert body["details"]["channelId"] == other.id
     moderate = await chat_env.client.post(
         f"/api/integrations/oauth/chat/channels/{other.id}/moderate",
-        json={"action": "ban", "userId": other.id}, headers=headers,
+        json={"action": "ban", "userId": other.id},
+        headers=headers,
     )
     await expect_error(moderate, 403, "channel_not_owned")
 
@@ -397,14 +409,19 @@ async def test_oauth_scopes_are_checked_per_route(chat_env):
     assert body["details"]["requiredScope"] == "chat:write"
     moderate = await chat_env.client.post(
         f"/api/integrations/oauth/chat/channels/{streamer.id}/moderate",
-        json={"action": "ban", "username": "someone"}, headers=reader,
+        json={"action": "ban", "username": "someone"},
+        headers=reader,
     )
     await expect_error(moderate, 403, "insufficient_scope")
     assert (await chat_env.client.get("/api/integrations/oauth/chat/settings", headers=reader)).status_code == 200
-    patch = await chat_env.client.patch("/api/integrations/oauth/chat/settings", json={"emoteOnly": True}, headers=reader)
+    patch = await chat_env.client.patch(
+        "/api/integrations/oauth/chat/settings", json={"emoteOnly": True}, headers=reader
+    )
     await expect_error(patch, 403, "insufficient_scope")
     writer = await oauth_headers(chat_env, streamer, ["stream:write"])
-    patch = await chat_env.client.patch("/api/integrations/oauth/chat/settings", json={"emoteOnly": True}, headers=writer)
+    patch = await chat_env.client.patch(
+        "/api/integrations/oauth/chat/settings", json={"emoteOnly": True}, headers=writer
+    )
     assert patch.status_code == 200 and (await patch.get_json())["emoteOnly"] is True
 
 

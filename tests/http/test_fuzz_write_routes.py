@@ -1,13 +1,16 @@
 """Generated JSON bodies against every write route: a 4xx or a 2xx, never a 5xx."""
 
-
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import register
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=600),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=600),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=20), children, max_size=6),
     max_leaves=20,
 )

@@ -14,9 +14,18 @@ from volthub.persistence import notifications as repo
 
 async def add(app: Any, user_id: str, created_at: int, title: str = "t") -> str:
     notification_id = str(uuid.uuid4())
-    await app.extensions["volthub"].db.write(lambda tx: repo.create(
-        tx, notification_id=notification_id, user_id=user_id, type="webhook.disabled", title=title,
-        message="m", data={"n": created_at}, now_ms=created_at))
+    await app.extensions["volthub"].db.write(
+        lambda tx: repo.create(
+            tx,
+            notification_id=notification_id,
+            user_id=user_id,
+            type="webhook.disabled",
+            title=title,
+            message="m",
+            data={"n": created_at},
+            now_ms=created_at,
+        )
+    )
     return notification_id
 
 
@@ -33,7 +42,9 @@ async def test_list_is_newest_first_with_a_cursor(app: Any, client: Any, me: Acc
     assert [n["id"] for n in first["items"]] == ids[::-1][:3]
     assert first["items"][0]["read"] is False and first["items"][0]["readAt"] is None
     assert first["items"][0]["data"] == {"n": 1004}
-    second = await (await client.get(f"/api/notifications?limit=3&cursor={first['nextCursor']}", headers=me.headers)).get_json()
+    second = await (
+        await client.get(f"/api/notifications?limit=3&cursor={first['nextCursor']}", headers=me.headers)
+    ).get_json()
     assert [n["id"] for n in second["items"]] == ids[::-1][3:]
     assert second["nextCursor"] is None
     assert (await client.get("/api/notifications?limit=0", headers=me.headers)).status_code == 400

@@ -16,10 +16,10 @@ from quart import Blueprint, Quart, request
 from trio.testing import MockClock
 
 from tests.conftest import make_settings, register
-from volthub.hub.clock import TrioClock
 from volthub.http import access
 from volthub.http.app import create_app
 from volthub.http.ratelimit import limited
+from volthub.hub.clock import TrioClock
 
 START = 1_700_000_000
 FORM = "application/x-www-form-urlencoded"

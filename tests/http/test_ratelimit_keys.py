@@ -21,7 +21,9 @@ def test_every_category_has_a_budget() -> None:
 
 @pytest.mark.parametrize("category", ["chat_send", "moderation", "roles_write", "interactive"])
 def test_developer_writes_are_per_app_and_streamer(category: str) -> None:
-    keys = {budget_key(category, p, "10.0.0.1") for p in (ALICE_FIRST_PARTY, ALICE_VIA_APP1, ALICE_VIA_APP2, BOB_VIA_APP1)}
+    keys = {
+        budget_key(category, p, "10.0.0.1") for p in (ALICE_FIRST_PARTY, ALICE_VIA_APP1, ALICE_VIA_APP2, BOB_VIA_APP1)
+    }
     assert len(keys) == 4
     # The same token identity from another address spends the same budget.
     assert budget_key(category, ALICE_VIA_APP1, "10.0.0.1") == budget_key(category, ALICE_VIA_APP1, "10.0.0.2")

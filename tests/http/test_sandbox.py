@@ -36,27 +36,36 @@ def published(app: Any) -> list[Any]:
     return events
 
 
-@pytest.mark.parametrize(("event_type", "fields"), [
-    ("subscription", {"tier": "tier2", "amount": 3, "message": "love it"}),
-    ("gift_subscription", {"tier": "tier3", "quantity": 5, "amount": 2500}),
-    ("follow", {}),
-    ("volt_tip", {"amount": 1000, "message": "gg"}),
-    ("raid", {"amount": 77}),
-    ("chat_message", {"message": "hello from the sandbox"}),
-])
+@pytest.mark.parametrize(
+    ("event_type", "fields"),
+    [
+        ("subscription", {"tier": "tier2", "amount": 3, "message": "love it"}),
+        ("gift_subscription", {"tier": "tier3", "quantity": 5, "amount": 2500}),
+        ("follow", {}),
+        ("volt_tip", {"amount": 1000, "message": "gg"}),
+        ("raid", {"amount": 77}),
+        ("chat_message", {"message": "hello from the sandbox"}),
+    ],
+)
 async def test_each_type_is_published_with_is_test_and_nothing_is_stored(
     app: Any, client: Any, published: list[Any], event_type: str, fields: dict[str, Any]
 ) -> None:
     user = await register(client)
     before = await _row_counts(app)
-    response = await client.post(TEST_EVENTS, headers=user.headers,
-                                 json={"eventType": event_type, "channelId": user.id, **fields})
+    response = await client.post(
+        TEST_EVENTS, headers=user.headers, json={"eventType": event_type, "channelId": user.id, **fields}
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     body = await response.get_json()
     assert body["event"] == EXPECTED[event_type] and body["eventType"] == event_type
     assert body["data"]["isTest"] is True
     [event] = [e for e in published if e.is_test]
-    assert (event.id, event.name, event.channel_id, event.data) == (body["eventId"], body["event"], user.id, body["data"])
+    assert (event.id, event.name, event.channel_id, event.data) == (
+        body["eventId"],
+        body["event"],
+        user.id,
+        body["data"],
+    )
     assert await _row_counts(app) == before  # no rows anywhere: no outbox, no money, no analytics
     data = body["data"]
     if event_type == "subscription":
@@ -75,8 +84,9 @@ async def test_each_type_is_published_with_is_test_and_nothing_is_stored(
 
 async def test_defaults(client: Any) -> None:
     user = await register(client)
-    response = await client.post(TEST_EVENTS, headers=user.headers,
-                                 json={"eventType": "gift_subscription", "channelId": user.id})
+    response = await client.post(
+        TEST_EVENTS, headers=user.headers, json={"eventType": "gift_subscription", "channelId": user.id}
+    )
     data = (await response.get_json())["data"]
     assert (data["tier"], data["quantity"]) == ("tier1", 1) and "amount" not in data
 
@@ -90,22 +100,25 @@ async def test_only_the_token_owners_channel(client: Any) -> None:
     assert response.status_code == 400
 
 
-@pytest.mark.parametrize(("fields", "field"), [
-    ({"eventType": "subscription", "tier": "tier4"}, "tier"),
-    ({"eventType": "subscription", "tier": "TIER1"}, "tier"),
-    ({"eventType": "gift_subscription", "quantity": 0}, "quantity"),
-    ({"eventType": "gift_subscription", "quantity": 101}, "quantity"),
-    ({"eventType": "volt_tip", "amount": 0}, "amount"),
-    ({"eventType": "volt_tip", "amount": -5}, "amount"),
-    ({"eventType": "raid", "amount": 1.5}, "amount"),
-    ({"eventType": "volt_tip", "amount": 10_000_000}, "amount"),
-    ({"eventType": "chat_message", "message": "x" * 501}, "message"),
-    ({"eventType": "chat_message", "message": "   "}, "message"),
-    ({"eventType": "volt_tip", "message": "x" * 501}, "message"),
-    ({"eventType": "volt_tip", "amount": "100"}, "amount"),
-    ({"eventType": "hype_train"}, "eventType"),
-    ({"eventType": None}, "eventType"),
-])
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"eventType": "subscription", "tier": "tier4"}, "tier"),
+        ({"eventType": "subscription", "tier": "TIER1"}, "tier"),
+        ({"eventType": "gift_subscription", "quantity": 0}, "quantity"),
+        ({"eventType": "gift_subscription", "quantity": 101}, "quantity"),
+        ({"eventType": "volt_tip", "amount": 0}, "amount"),
+        ({"eventType": "volt_tip", "amount": -5}, "amount"),
+        ({"eventType": "raid", "amount": 1.5}, "amount"),
+        ({"eventType": "volt_tip", "amount": 10_000_000}, "amount"),
+        ({"eventType": "chat_message", "message": "x" * 501}, "message"),
+        ({"eventType": "chat_message", "message": "   "}, "message"),
+        ({"eventType": "volt_tip", "message": "x" * 501}, "message"),
+        ({"eventType": "volt_tip", "amount": "100"}, "amount"),
+        ({"eventType": "hype_train"}, "eventType"),
+        ({"eventType": None}, "eventType"),
+    ],
+)
 async def test_per_type_validation(client: Any, published: list[Any], fields: dict[str, Any], field: str) -> None:
     user = await register(client)
     response = await client.post(TEST_EVENTS, headers=user.headers, json={"channelId": user.id, **fields})
@@ -118,15 +131,21 @@ async def test_per_type_validation(client: Any, published: list[Any], fields: di
 
 async def test_fields_a_type_does_not_use_are_ignored(client: Any) -> None:
     user = await register(client)
-    response = await client.post(TEST_EVENTS, headers=user.headers,
-                                 json={"eventType": "follow", "channelId": user.id, "tier": "tier9", "quantity": 0})
+    response = await client.post(
+        TEST_EVENTS,
+        headers=user.headers,
+        json={"eventType": "follow", "channelId": user.id, "tier": "tier9", "quantity": 0},
+    )
     assert response.status_code == 200
 
 
 async def test_message_of_500_characters_is_fine(client: Any) -> None:
     user = await register(client)
-    response = await client.post(TEST_EVENTS, headers=user.headers,
-                                 json={"eventType": "chat_message", "channelId": user.id, "message": "x" * 500})
+    response = await client.post(
+        TEST_EVENTS,
+        headers=user.headers,
+        json={"eventType": "chat_message", "channelId": user.id, "message": "x" * 500},
+    )
     assert response.status_code == 200
 
 

@@ -25,7 +25,13 @@ async def test_profile_update_partial(client, make_user):
 
 @pytest.mark.parametrize(
     "body",
-    [{"displayName": None}, {"displayName": ""}, {"bio": "b" * 301}, {"avatarUrl": "http://insecure/a.png"}, {"avatarUrl": 5}],
+    [
+        {"displayName": None},
+        {"displayName": ""},
+        {"bio": "b" * 301},
+        {"avatarUrl": "http://insecure/a.png"},
+        {"avatarUrl": 5},
+    ],
 )
 async def test_profile_update_rejects_bad_values(client, make_user, body):
     user = await make_user()
@@ -62,7 +68,12 @@ async def test_follow_flow_and_events(client, make_user, events):
     names = [(e.name, e.channel_id) for e in events]
     assert ("channel.follow", star.id) in names and ("user.follow", fan.id) in names
     follow_event = next(e for e in events if e.name == "channel.follow")
-    assert follow_event.data == {"userId": fan.id, "username": fan.username, "displayName": fan.username, "followedAt": body["followedAt"]}
+    assert follow_event.data == {
+        "userId": fan.id,
+        "username": fan.username,
+        "displayName": fan.username,
+        "followedAt": body["followedAt"],
+    }
 
     events.clear()
     again = await client.post(f"/api/users/follow/{star.id}", headers=fan.headers)

@@ -20,13 +20,15 @@ def rt_of(app: Any) -> Runtime:
 
 @pytest.fixture
 def resolver(app: Any) -> FakeResolver:
-    fake = FakeResolver({
-        "hooks.example.com": [PUBLIC_IP],
-        "internal.example.com": ["10.0.0.7"],
-        "mixed.example.com": [PUBLIC_IP, "192.168.0.10"],
-        "meta.example.com": ["169.254.169.254"],
-        "v6private.example.com": ["fd12:3456::1"],
-    })
+    fake = FakeResolver(
+        {
+            "hooks.example.com": [PUBLIC_IP],
+            "internal.example.com": ["10.0.0.7"],
+            "mixed.example.com": [PUBLIC_IP, "192.168.0.10"],
+            "meta.example.com": ["169.254.169.254"],
+            "v6private.example.com": ["fd12:3456::1"],
+        }
+    )
     rt_of(app).services["webhooks"].deliverer.resolver = fake
     return fake
 
@@ -51,7 +53,9 @@ async def create(client: Any, user: Account, client_id: str, **body: Any) -> Any
     return await client.post(base(client_id), json=body, headers=user.headers)
 
 
-async def test_create_returns_the_secret_once(client: Any, owner: Account, client_id: str, resolver: FakeResolver) -> None:
+async def test_create_returns_the_secret_once(
+    client: Any, owner: Account, client_id: str, resolver: FakeResolver
+) -> None:
     response = await create(client, owner, client_id, events=["channel.follow", "user.follow", "channel.follow"])
     assert response.status_code == 201
     created = await response.get_json()
@@ -66,7 +70,9 @@ async def test_create_returns_the_secret_once(client: Any, owner: Account, clien
     assert listed == {"items": [fetched]}
 
 
-async def test_another_users_app_is_not_found(client: Any, make_user: Any, client_id: str, resolver: FakeResolver) -> None:
+async def test_another_users_app_is_not_found(
+    client: Any, make_user: Any, client_id: str, resolver: FakeResolver
+) -> None:
     stranger = await make_user()
     response = await create(client, stranger, client_id)
     assert response.status_code == 404
@@ -79,7 +85,9 @@ async def test_routes_need_a_token(client: Any, client_id: str) -> None:
     assert (await client.get(base(client_id))).status_code == 401
 
 
-async def test_unknown_event_names_are_listed(client: Any, owner: Account, client_id: str, resolver: FakeResolver) -> None:
+async def test_unknown_event_names_are_listed(
+    client: Any, owner: Account, client_id: str, resolver: FakeResolver
+) -> None:
     response = await create(client, owner, client_id, events=["channel.follow", "channel.hype_train.begin", "nope"])
     assert response.status_code == 400
     body = await response.get_json()
@@ -87,14 +95,19 @@ async def test_unknown_event_names_are_listed(client: Any, owner: Account, clien
     assert body["details"]["unknown"] == ["channel.hype_train.begin", "nope"]
 
 
-@pytest.mark.parametrize("body", [
-    {"url": "https://hooks.example.com/in", "events": []},
-    {"url": "https://hooks.example.com/in"},
-    {"events": ["channel.follow"]},
-    {"url": 5, "events": ["channel.follow"]},
-    {"url": "https://hooks.example.com/in", "events": "channel.follow"},
-])
-async def test_malformed_bodies_are_400(client: Any, owner: Account, client_id: str, resolver: FakeResolver, body: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"url": "https://hooks.example.com/in", "events": []},
+        {"url": "https://hooks.example.com/in"},
+        {"events": ["channel.follow"]},
+        {"url": 5, "events": ["channel.follow"]},
+        {"url": "https://hooks.example.com/in", "events": "channel.follow"},
+    ],
+)
+async def test_malformed_bodies_are_400(
+    client: Any, owner: Account, client_id: str, resolver: FakeResolver, body: dict[str, Any]
+) -> None:
     response = await client.post(base(client_id), json=body, headers=owner.headers)
     assert response.status_code == 400
     assert (await response.get_json())["error"] == "validation_error"
@@ -125,7 +138,9 @@ REFUSED = [
 
 
 @pytest.mark.parametrize("url,code", REFUSED)
-async def test_refused_targets_on_create(client: Any, owner: Account, client_id: str, resolver: FakeResolver, url: str, code: str) -> None:
+async def test_refused_targets_on_create(
+    client: Any, owner: Account, client_id: str, resolver: FakeResolver, url: str, code: str
+) -> None:
     response = await create(client, owner, client_id, url=url)
     assert response.status_code == 400
     body = await response.get_json()
@@ -134,7 +149,9 @@ async def test_refused_targets_on_create(client: Any, owner: Account, client_id:
 
 
 @pytest.mark.parametrize("url,code", [r for r in REFUSED if r[1] == "private_target"][::3])
-async def test_refused_targets_on_patch(client: Any, owner: Account, client_id: str, resolver: FakeResolver, url: str, code: str) -> None:
+async def test_refused_targets_on_patch(
+    client: Any, owner: Account, client_id: str, resolver: FakeResolver, url: str, code: str
+) -> None:
     created = await (await create(client, owner, client_id)).get_json()
     response = await client.patch(f"{base(client_id)}/{created['id']}", json={"url": url}, headers=owner.headers)
     assert response.status_code == 400
@@ -149,7 +166,9 @@ async def test_private_targets_allowed_when_configured(sqlite_url: str) -> None:
     application = create_app(make_settings(sqlite_url, webhooks={"allow_private_targets": True}))
     async with application.test_app():
         client = application.test_client()
-        registered = await client.post("/api/auth/register", json={"username": "opsuser", "password": "correct horse battery"})
+        registered = await client.post(
+            "/api/auth/register", json={"username": "opsuser", "password": "correct horse battery"}
+        )
         body = await registered.get_json()
         user = Account(body["user"]["id"], "opsuser", body["token"], "")
         client_id = await insert_app(rt_of(application).db, user.id)
@@ -159,10 +178,16 @@ async def test_private_targets_allowed_when_configured(sqlite_url: str) -> None:
         assert (await create(client, user, client_id, url="http://10.0.0.1/in")).status_code == 400
 
 
-async def test_patch_changes_fields_and_refuses_null(client: Any, owner: Account, client_id: str, resolver: FakeResolver) -> None:
+async def test_patch_changes_fields_and_refuses_null(
+    client: Any, owner: Account, client_id: str, resolver: FakeResolver
+) -> None:
     created = await (await create(client, owner, client_id)).get_json()
     path = f"{base(client_id)}/{created['id']}"
-    response = await client.patch(path, json={"events": ["channel.cheer", "stream.online"], "url": "https://hooks.example.com/v2"}, headers=owner.headers)
+    response = await client.patch(
+        path,
+        json={"events": ["channel.cheer", "stream.online"], "url": "https://hooks.example.com/v2"},
+        headers=owner.headers,
+    )
     assert response.status_code == 200
     changed = await response.get_json()
     assert changed["events"] == ["channel.cheer", "stream.online"]
@@ -194,7 +219,9 @@ async def test_bad_ids_are_400(client: Any, owner: Account, client_id: str) -> N
     assert missing.status_code == 404
 
 
-async def test_delivery_log_pages_and_redelivery_of_unknown(client: Any, owner: Account, client_id: str, resolver: FakeResolver) -> None:
+async def test_delivery_log_pages_and_redelivery_of_unknown(
+    client: Any, owner: Account, client_id: str, resolver: FakeResolver
+) -> None:
     created = await (await create(client, owner, client_id)).get_json()
     path = f"{base(client_id)}/{created['id']}"
     empty = await (await client.get(f"{path}/deliveries?limit=5", headers=owner.headers)).get_json()
@@ -246,8 +273,12 @@ async def test_every_attempt_rechecks_where_the_name_resolves(
     assert webhook_receiver.received == []
 
 
-async def test_works_with_apps_from_the_developer_apps_route(client: Any, owner: Account, resolver: FakeResolver) -> None:
-    made = await client.post("/api/developer/apps", json={"name": "Hook app", "redirectUris": []}, headers=owner.headers)
+async def test_works_with_apps_from_the_developer_apps_route(
+    client: Any, owner: Account, resolver: FakeResolver
+) -> None:
+    made = await client.post(
+        "/api/developer/apps", json={"name": "Hook app", "redirectUris": []}, headers=owner.headers
+    )
     assert made.status_code == 201, await made.get_data(as_text=True)
     client_id = (await made.get_json())["clientId"]
     assert (await create(client, owner, client_id)).status_code == 201

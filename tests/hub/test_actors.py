@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from volthub.hub.actors import (
+from volthub.hub.actor import (
     ActorRegistry,
     ChannelBusy,
     ChannelUnavailable,
@@ -19,7 +19,7 @@ from volthub.hub.actors import (
 )
 from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import TrioClock
-from volthub.hub.events import EventPublisher
+from volthub.hub.publisher import EventPublisher
 from volthub.persistence import chat as chat_repo
 from volthub.persistence import users as users_repo
 

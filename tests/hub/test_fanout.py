@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from volthub.hub.events import Event
 from volthub.hub.fanout import Fanout
+from volthub.hub.publisher import Event
 
 
 class Sub:

@@ -48,8 +48,16 @@ def test_refused_before_anything_starts(argv: list[str], message: str, capsys: p
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["--spawn", "--url", "http://127.0.0.1:1"], [], ["--spawn", "--target", "nginx"],
-                                  ["--spawn", "--rate", "-1"], ["--spawn", "--channels", "0"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--spawn", "--url", "http://127.0.0.1:1"],
+        [],
+        ["--spawn", "--target", "nginx"],
+        ["--spawn", "--rate", "-1"],
+        ["--spawn", "--channels", "0"],
+    ],
+)
 def test_usage_errors(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["loadtest", *argv])

@@ -25,8 +25,10 @@ def test_nearest_rank_percentiles() -> None:
         m.percentile(values, 101)
 
 
-@given(st.lists(st.floats(min_value=0, max_value=10, allow_nan=False), min_size=1, max_size=200),
-       st.floats(min_value=0, max_value=100))
+@given(
+    st.lists(st.floats(min_value=0, max_value=10, allow_nan=False), min_size=1, max_size=200),
+    st.floats(min_value=0, max_value=100),
+)
 def test_a_percentile_is_always_one_of_the_samples_and_monotonic(samples: list[float], q: float) -> None:
     ordered = sorted(samples)
     value = m.percentile(ordered, q)

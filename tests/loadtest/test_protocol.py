@@ -100,8 +100,10 @@ def test_upgrade_request_and_response() -> None:
     assert request.startswith(b"GET /ws/events/?EIO=4&transport=websocket HTTP/1.1\r\n")
     assert f"Sec-WebSocket-Key: {key}".encode() in request and request.endswith(b"\r\n\r\n")
     assert b"permessage-deflate" not in request
-    head = (f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Accept: {p.accept_for(key)}\r\n\r\n").encode()
+    head = (
+        f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Accept: {p.accept_for(key)}\r\n\r\n"
+    ).encode()
     assert p.parse_upgrade_response(head[:20], key) is None
     assert p.parse_upgrade_response(head + b"\x81\x01x", key) == len(head)
 
@@ -143,7 +145,10 @@ def test_connect_packets() -> None:
     [
         ('40{"sid":"s1"}', p.SioPacket(p.SIO_CONNECT, "/", None, {"sid": "s1"})),
         ('40/ws/events,{"sid":"s1"}', p.SioPacket(p.SIO_CONNECT, "/ws/events", None, {"sid": "s1"})),
-        ('42["event",{"event":"chat.message"}]', p.SioPacket(p.SIO_EVENT, "/", None, ["event", {"event": "chat.message"}])),
+        (
+            '42["event",{"event":"chat.message"}]',
+            p.SioPacket(p.SIO_EVENT, "/", None, ["event", {"event": "chat.message"}]),
+        ),
         ('42/ws/events,7["x",1]', p.SioPacket(p.SIO_EVENT, "/ws/events", 7, ["x", 1])),
         ('44{"message":"invalid token"}', p.SioPacket(p.SIO_CONNECT_ERROR, "/", None, {"message": "invalid token"})),
         ("41", p.SioPacket(p.SIO_DISCONNECT, "/", None, None)),
@@ -168,8 +173,10 @@ def test_event_prefixes_match_what_servers_send() -> None:
 
 def test_sse_parser_across_chunks() -> None:
     parser = p.SseParser()
-    stream = (b": keep-alive\n\nevent: connected\ndata: {\"channelUsername\":\"a\"}\n\n"
-              b"event: chat.message\r\nid: 17\r\ndata: {\"x\":\r\ndata: 1}\r\n\r\ndata: plain\n\n")
+    stream = (
+        b': keep-alive\n\nevent: connected\ndata: {"channelUsername":"a"}\n\n'
+        b'event: chat.message\r\nid: 17\r\ndata: {"x":\r\ndata: 1}\r\n\r\ndata: plain\n\n'
+    )
     events: list[p.SseEvent] = []
     for index in range(0, len(stream), 7):
         events += parser.feed(stream[index : index + 7])

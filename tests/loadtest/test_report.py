@@ -17,16 +17,31 @@ def result(target: str, cpu_per_1000: float | None, growth: float | None = 10.0,
         "clients": {"requested": 2000, "connected": 2000, "connect_failures": 0, "disconnects": 0},
         "connect": {"per_second": 812.5, "latency_ms": {"p50": 30.0, "p99": 80.5}, "server_cpu_ms_per_connect": 0.9},
         "send": {"attempted": 100, "accepted": 100, "per_second": 5.0, "latency_ms": {"p50": 4.0, "p99": 9.0}},
-        "delivery": {"expected": 20000, "received": 20000, "ratio": 1.0, "drops": 0, "clients_with_drops": 0,
-                     "by_name_ratio": 1.0, "per_second": 10000.0,
-                     "latency_ms": {"p50": 3.2, "p90": 7.0, "p99": 15.25, "p99.9": 40.0, "max": 51.0}},
-        "server": {"cpu_percent": 45.0, "cpu_seconds_per_1000_deliveries": cpu_per_1000,
-                   "rss_before_connect_mib": 50.0, "rss_connected_mib": 90.0, "rss_peak_mib": 95.0,
-                   "rss_growth_kib_per_connection": growth},
+        "delivery": {
+            "expected": 20000,
+            "received": 20000,
+            "ratio": 1.0,
+            "drops": 0,
+            "clients_with_drops": 0,
+            "by_name_ratio": 1.0,
+            "per_second": 10000.0,
+            "latency_ms": {"p50": 3.2, "p90": 7.0, "p99": 15.25, "p99.9": 40.0, "max": 51.0},
+        },
+        "server": {
+            "cpu_percent": 45.0,
+            "cpu_seconds_per_1000_deliveries": cpu_per_1000,
+            "rss_before_connect_mib": 50.0,
+            "rss_connected_mib": 90.0,
+            "rss_peak_mib": 95.0,
+            "rss_growth_kib_per_connection": growth,
+        },
         "generator": {"cpu_percent": 50.0},
         "phases": {"send_start": 2.0},
-        "series": {"seconds": [0, 1, 2, 3], "deliveries_per_second": [0, 0, 9000, 11000],
-                   "server_cpu_percent": [10.0, 60.0, 45.0, 40.0]},
+        "series": {
+            "seconds": [0, 1, 2, 3],
+            "deliveries_per_second": [0, 0, 9000, 11000],
+            "server_cpu_percent": [10.0, 60.0, 45.0, 40.0],
+        },
         "latency_histogram": [[0.001, 10], [0.01, 80], [0.1, 10]],
         "notes": [],
     }
@@ -47,8 +62,15 @@ def test_table_has_a_column_per_run_and_every_figure() -> None:
     text = report.table([result("volthub", 0.05), result("node", 0.04)])
     lines = text.splitlines()
     assert lines[0].split() == ["volthub", "node"]
-    for label in ("connects per second", "delivery ratio", "latency p99.9 (ms)", "disconnects",
-                  "server CPU s per 1,000 deliveries", "RSS growth per connection (KiB)", "generator CPU %"):
+    for label in (
+        "connects per second",
+        "delivery ratio",
+        "latency p99.9 (ms)",
+        "disconnects",
+        "server CPU s per 1,000 deliveries",
+        "RSS growth per connection (KiB)",
+        "generator CPU %",
+    ):
         assert any(line.startswith(label) for line in lines), label
     assert "812.5" in text and "15.25" in text and "0.0500" in text and "2,000 / 2,000" in text
     widths = {len(line) for line in lines[2:] if not line.startswith("note")}
@@ -78,11 +100,20 @@ def test_ratios() -> None:
 def test_targets_check() -> None:
     good = report.targets_check([result("volthub", 0.05), result("python-socketio", 0.3), result("node", 0.06)])
     assert all(line.startswith("[met]") for line in good), good
-    bad = report.targets_check([
-        result("volthub", 0.2, 30.0, clients={"disconnects": 3}, connect={"per_second": 300.0},
-               delivery={"ratio": 0.99, "latency_ms": {"p99": 250.0}}),
-        result("python-socketio", 0.3), result("node", 0.1),
-    ])
+    bad = report.targets_check(
+        [
+            result(
+                "volthub",
+                0.2,
+                30.0,
+                clients={"disconnects": 3},
+                connect={"per_second": 300.0},
+                delivery={"ratio": 0.99, "latency_ms": {"p99": 250.0}},
+            ),
+            result("python-socketio", 0.3),
+            result("node", 0.1),
+        ]
+    )
     assert all(line.startswith("[NOT met]") for line in bad), bad
     assert len(bad) == 7
 

@@ -13,8 +13,18 @@ from volthub.loadtest import servers
 def test_volthub_plan_is_a_bench_configuration(tmp_path: Path) -> None:
     plan = servers.plan_server("volthub", tmp_path, cpus="0", port=5555, extra_env={"VOLTHUB_CHAT__INBOX_SIZE": "9"})
     assert plan.argv[:3] == ["taskset", "-c", "0"]
-    assert plan.argv[3:] == [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", "5555",
-                             "--database", f"sqlite:///{tmp_path / 'loadtest.db'}"]
+    assert plan.argv[3:] == [
+        sys.executable,
+        "-m",
+        "volthub",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "5555",
+        "--database",
+        f"sqlite:///{tmp_path / 'loadtest.db'}",
+    ]
     assert plan.env["VOLTHUB_RATELIMIT__ENABLED"] == "false"
     assert plan.env["VOLTHUB_CHAT__INBOX_SIZE"] == "9"
     assert plan.url == "http://127.0.0.1:5555"
@@ -32,20 +42,36 @@ def test_reference_plans(tmp_path: Path) -> None:
 def test_profiler_command() -> None:
     argv = servers.profiler_command(4242, Path("/tmp/p.txt"))
     assert argv[0].endswith("py-spy")
-    assert argv[1:] == ["record", "--pid", "4242", "--rate", "250", "--format", "raw", "--function",
-                        "--output", "/tmp/p.txt", "--nonblocking"]
+    assert argv[1:] == [
+        "record",
+        "--pid",
+        "4242",
+        "--rate",
+        "250",
+        "--format",
+        "raw",
+        "--function",
+        "--output",
+        "/tmp/p.txt",
+        "--nonblocking",
+    ]
 
 
 def test_top_frames_from_collapsed_stacks() -> None:
-    collapsed = "\n".join([
-        "main (volthub/cli.py:10);fan_out (/work/main/volthub/hub/bus.py:20);send_nowait (/x/site-packages/trio/_channel.py:5) 60",
-        "main (volthub/cli.py:10);fan_out (/work/main/volthub/hub/bus.py:20) 30",
-        "main (volthub/cli.py:10);dumps (/usr/lib/python3.11/json/__init__.py:231) 10",
-        "garbage line",
-    ])
+    collapsed = "\n".join(
+        [
+            "main (volthub/cli.py:10);fan_out (/work/main/volthub/hub/bus.py:20);send_nowait (/x/site-packages/trio/_channel.py:5) 60",
+            "main (volthub/cli.py:10);fan_out (/work/main/volthub/hub/bus.py:20) 30",
+            "main (volthub/cli.py:10);dumps (/usr/lib/python3.11/json/__init__.py:231) 10",
+            "garbage line",
+        ]
+    )
     top = servers.top_frames(collapsed, limit=3)
-    assert top["self"] == [("send_nowait (trio/_channel.py)", 60.0), ("fan_out (volthub/hub/bus.py)", 30.0),
-                           ("dumps (json/__init__.py)", 10.0)]
+    assert top["self"] == [
+        ("send_nowait (trio/_channel.py)", 60.0),
+        ("fan_out (volthub/hub/bus.py)", 30.0),
+        ("dumps (json/__init__.py)", 10.0),
+    ]
     assert top["inclusive"][0] == ("fan_out (volthub/hub/bus.py)", 90.0), "the trunk (main) is left out"
     assert top["samples"] == 100
     assert servers.top_frames("") == {"self": [], "inclusive": []}

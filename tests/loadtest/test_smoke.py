@@ -17,8 +17,28 @@ pytestmark = pytest.mark.slow
 
 def run(tmp_path: Path, *argv: str) -> list[dict[str, Any]]:
     out = tmp_path / "result.json"
-    code = cli.main(["loadtest", "--spawn", "--clients", "20", "--channels", "2", "--rate", "10", "--duration", "2",
-                     "--drain", "5", "--quiet", "--workdir", str(tmp_path), "--json", str(out), *argv])
+    code = cli.main(
+        [
+            "loadtest",
+            "--spawn",
+            "--clients",
+            "20",
+            "--channels",
+            "2",
+            "--rate",
+            "10",
+            "--duration",
+            "2",
+            "--drain",
+            "5",
+            "--quiet",
+            "--workdir",
+            str(tmp_path),
+            "--json",
+            str(out),
+            *argv,
+        ]
+    )
     assert code == 0
     return orjson.loads(out.read_bytes())["runs"]
 
@@ -60,6 +80,15 @@ def test_volthub_sockets_and_sse(tmp_path: Path) -> None:
 
 def test_volthub_default_path_with_the_spec_namespace(tmp_path: Path) -> None:
     """`io("ws://host/ws/events")`: Engine.IO at /socket.io, namespace /ws/events."""
-    [result] = run(tmp_path, "--target", "volthub", "--sio-path", "/socket.io", "--namespace", "/ws/events",
-                   "--ws-client", "trio-websocket")
+    [result] = run(
+        tmp_path,
+        "--target",
+        "volthub",
+        "--sio-path",
+        "/socket.io",
+        "--namespace",
+        "/ws/events",
+        "--ws-client",
+        "trio-websocket",
+    )
     assert_clean(result)

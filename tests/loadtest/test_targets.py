@@ -23,9 +23,17 @@ def test_loopback_urls_are_accepted(url: str, expected: tuple[str, int]) -> None
 
 @pytest.mark.parametrize(
     "url",
-    ["http://10.0.0.5:8080", "http://192.168.1.2", "http://172.16.0.1", "http://8.8.8.8",
-     "http://example.com", "http://localhost.example.com", "http://127.0.0.1.nip.io", "http://[::2]:80",
-     "http://0.0.0.0:8080"],
+    [
+        "http://10.0.0.5:8080",
+        "http://192.168.1.2",
+        "http://172.16.0.1",
+        "http://8.8.8.8",
+        "http://example.com",
+        "http://localhost.example.com",
+        "http://127.0.0.1.nip.io",
+        "http://[::2]:80",
+        "http://0.0.0.0:8080",
+    ],
 )
 def test_everything_else_needs_allow_remote(url: str) -> None:
     with pytest.raises(RemoteTargetRefused, match="--allow-remote"):
@@ -47,7 +55,10 @@ def test_is_loopback() -> None:
 def test_publish_requests() -> None:
     channel = Channel(0, "c0ffee00-0000-4000-8000-000000000000", "tok")
     url, body, headers = make_target("volthub", "http://127.0.0.1:8080/").publish(channel, "hi")
-    assert url == "http://127.0.0.1:8080/api/integrations/oauth/chat/channels/c0ffee00-0000-4000-8000-000000000000/messages"
+    assert (
+        url
+        == "http://127.0.0.1:8080/api/integrations/oauth/chat/channels/c0ffee00-0000-4000-8000-000000000000/messages"
+    )
     assert body == {"message": "hi"} and headers == {"Authorization": "Bearer tok"}
     url, body, headers = make_target("node", "http://127.0.0.1:9002").publish(Channel(1, "room", "room"), "hi")
     assert (url, body, headers) == ("http://127.0.0.1:9002/publish", {"channel": "room", "message": "hi"}, {})

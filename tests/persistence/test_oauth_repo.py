@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from volthub.persistence import migrate, open_database
 from volthub.persistence import apps as apps_repo
+from volthub.persistence import migrate, open_database
 from volthub.persistence import oauth as repo
 from volthub.persistence import users as users_repo
 from volthub.persistence.oauth import AuthorizationCode
@@ -26,21 +26,43 @@ async def db(database_url):
 async def _user(db) -> str:
     user_id = str(uuid.uuid4())
     name = f"u{uuid.uuid4().hex[:10]}"
-    await db.write(lambda tx: users_repo.create_user(tx, user_id=user_id, username=name, display_name=name, password_hash="h", now_ms=1))
+    await db.write(
+        lambda tx: users_repo.create_user(
+            tx, user_id=user_id, username=name, display_name=name, password_hash="h", now_ms=1
+        )
+    )
     return user_id
 
 
 async def _app(db, owner: str, secret_hash: str | None = "hash") -> apps_repo.App:
-    return await db.write(lambda tx: apps_repo.create_app(
-        tx, client_id=str(uuid.uuid4()), owner_id=owner, name="App", description="d", logo_url=None,
-        redirect_uris=["https://a.example/cb"], client_secret_hash=secret_hash, bot_app=True, now_ms=10,
-    ))
+    return await db.write(
+        lambda tx: apps_repo.create_app(
+            tx,
+            client_id=str(uuid.uuid4()),
+            owner_id=owner,
+            name="App",
+            description="d",
+            logo_url=None,
+            redirect_uris=["https://a.example/cb"],
+            client_secret_hash=secret_hash,
+            bot_app=True,
+            now_ms=10,
+        )
+    )
 
 
 async def _grant(db, user: str, client_id: str, held: set[str], consented: str = "chat:read") -> repo.Grant:
-    return await db.write(lambda tx: repo.create_grant(
-        tx, grant_id=str(uuid.uuid4()), user_id=user, client_id=client_id, consented_scope=consented, held=held, now_ms=20,
-    ))
+    return await db.write(
+        lambda tx: repo.create_grant(
+            tx,
+            grant_id=str(uuid.uuid4()),
+            user_id=user,
+            client_id=client_id,
+            consented_scope=consented,
+            held=held,
+            now_ms=20,
+        )
+    )
 
 
 async def test_apps_round_trip(db):
@@ -50,10 +72,19 @@ async def test_apps_round_trip(db):
     found = await db.read(lambda tx: apps_repo.get_app(tx, created.client_id))
     assert found == created and found.bot_app is True and found.reviewed is False and not found.is_public
     assert (await db.read(lambda tx: apps_repo.get_app(tx, public.client_id))).is_public
-    assert {a.client_id for a in await db.read(lambda tx: apps_repo.apps_of_owner(tx, owner))} == {created.client_id, public.client_id}
+    assert {a.client_id for a in await db.read(lambda tx: apps_repo.apps_of_owner(tx, owner))} == {
+        created.client_id,
+        public.client_id,
+    }
 
-    updated = await db.write(lambda tx: apps_repo.update_app(tx, created.client_id, {"name": "New", "redirect_uris": [], "bot_app": False}, 30))
-    assert updated.name == "New" and updated.redirect_uris == [] and updated.bot_app is False and updated.updated_at == 30
+    updated = await db.write(
+        lambda tx: apps_repo.update_app(
+            tx, created.client_id, {"name": "New", "redirect_uris": [], "bot_app": False}, 30
+        )
+    )
+    assert (
+        updated.name == "New" and updated.redirect_uris == [] and updated.bot_app is False and updated.updated_at == 30
+    )
     assert await db.write(lambda tx: apps_repo.set_reviewed(tx, created.client_id, True, 40))
     assert (await db.read(lambda tx: apps_repo.get_app(tx, created.client_id))).reviewed is True
     assert not await db.write(lambda tx: apps_repo.set_reviewed(tx, "missing", True, 40))
@@ -93,7 +124,9 @@ async def test_withdrawing_an_operator_grant_narrows_active_grants(db):
 async def test_codes_are_consumed_once(db):
     user = await _user(db)
     app = await _app(db, user)
-    code = AuthorizationCode("h1", app.client_id, user, "https://a.example/cb", True, "chat:read", "c" * 43, "S256", 1, 601)
+    code = AuthorizationCode(
+        "h1", app.client_id, user, "https://a.example/cb", True, "chat:read", "c" * 43, "S256", 1, 601
+    )
     await db.write(lambda tx: repo.insert_code(tx, code))
     assert await db.read(lambda tx: repo.get_code(tx, "h1")) == code
     assert await db.write(lambda tx: repo.consume_code(tx, "h1", 100))

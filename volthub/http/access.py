@@ -10,15 +10,17 @@ A route without a declaration is refused (fail closed), and a test walks every r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from quart import Quart, g, request
 
-from .errors import ApiError
-from .runtime import runtime
-from .tokens import ACCESS, Claims, TokenError
+from volthub.http.errors import ApiError
+from volthub.http.params import uuid_param
+from volthub.http.runtime import runtime
+from volthub.services.tokens import ACCESS, Claims, TokenError
 
 F = TypeVar("F", bound=Callable[..., Any])
 ATTRIBUTE = "__volthub_access__"
@@ -69,6 +71,39 @@ def token(scope: str | None = None) -> Callable[[F], F]:
     return lambda fn: _declare(fn, Access("token", scope))
 
 
+def own_channel(
+    param: str = "channel_id", *, name: str = "channelId", first_party_anywhere: bool = False
+) -> Callable[[F], F]:
+    """Spec §1 for a channel named in the path: it must be the token owner's own.
+
+    The path value `param` (shown to clients as `name`) must be a UUID (400 `invalid_id`) and
+    the caller's user id (403 `channel_not_owned`); the view receives it canonicalised. With
+    `first_party_anywhere`, a first-party token may name any channel (a viewer's own client
+    posting in chat); an OAuth token never may.
+    """
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        async def view(*args: Any, **kwargs: Any) -> Any:
+            kwargs[param] = check_own_channel(kwargs[param], name=name, first_party_anywhere=first_party_anywhere)
+            return await fn(*args, **kwargs)
+
+        return view  # type: ignore[return-value]
+
+    return decorate
+
+
+def check_own_channel(channel_id: str, *, name: str = "channelId", first_party_anywhere: bool = False) -> str:
+    """The check behind :func:`own_channel`, for a channel id that arrives in a body."""
+    channel_id = uuid_param(channel_id, name)
+    caller = principal()
+    if first_party_anywhere and caller.is_first_party:
+        return channel_id
+    if channel_id != caller.user_id:
+        raise ApiError(403, "channel_not_owned", "this token acts only on its owner's own channel", {name: channel_id})
+    return channel_id
+
+
 JSON_ONLY = ("application/json",)
 
 
@@ -76,7 +111,7 @@ def accepts(*mimetypes: str) -> Callable[[F], F]:
     """Let a route take other body types than JSON (the token endpoint, the consent form)."""
 
     def mark(fn: F) -> F:
-        setattr(fn, "__volthub_accepts__", mimetypes)
+        fn.__volthub_accepts__ = mimetypes
         return fn
 
     return mark

@@ -21,23 +21,23 @@ from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioRequest
 
 from volthub.config import Settings, load_settings
-from volthub.hub.accounts import Accounts
+from volthub.http import access, ratelimit
+from volthub.http.blueprints import BLUEPRINTS
+from volthub.http.blueprints import chat as chat_blueprint
+from volthub.http.blueprints import oauth as oauth_blueprint
+from volthub.http.errors import ApiError, install_error_handlers
+from volthub.http.events import socketio as events_api
+from volthub.http.openapi import VolthubOpenAPIProvider
+from volthub.http.runtime import Runtime
 from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import Clock, SystemClock, to_ms
-from volthub.hub.events import EventPublisher
-from volthub.hub import webhooks as webhook_delivery
-from volthub.hub.passwords import Passwords
+from volthub.hub.publisher import EventPublisher
 from volthub.persistence import migrate, open_database
 from volthub.persistence import secrets as secret_store
-
-from . import access, events_api, ratelimit
-from .blueprints import BLUEPRINTS
-from .blueprints import chat as chat_blueprint
-from .blueprints import oauth as oauth_blueprint
-from .errors import ApiError, install_error_handlers
-from .openapi import VolthubOpenAPIProvider
-from .runtime import Runtime
-from .tokens import TokenService
+from volthub.services import webhooks as webhook_delivery
+from volthub.services.accounts import Accounts
+from volthub.services.passwords import Passwords
+from volthub.services.tokens import TokenService
 
 # A service is started in the app's supervised nursery and runs until shutdown.
 Service = Callable[[Runtime, trio.Nursery], Awaitable[None]]

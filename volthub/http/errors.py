@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from quart import Quart, Response, jsonify
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
+from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused, UnknownChannel
 from volthub.persistence import InvalidData
+from volthub.persistence.pagination import InvalidCursor
 
 # Codes for Quart's own HTTP errors, so 404/405/413 look like ours.
 _HTTP_CODES = {
@@ -79,6 +82,35 @@ def _validation_details(exc: RequestSchemaValidationError) -> tuple[str, dict[st
     return message, {"fields": fields}
 
 
+# --- domain errors → HTTP errors ------------------------------------------------------------
+# The one table from what services, actors and repositories raise to what a client sees.
+# Blueprints never register their own handlers: a new domain error gets a row here.
+
+DomainError = Callable[[Any], ApiError]
+
+
+def _refused(error: ChatRefused) -> ApiError:
+    refusal = error.refusal
+    return ApiError(refusal.status, refusal.code, refusal.message, refusal.details)
+
+
+DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
+    InvalidData: lambda _: ApiError(400, "invalid_value", "a value was refused by the database"),
+    InvalidCursor: lambda error: ApiError(400, "invalid_cursor", str(error), {"field": "cursor"}),
+    ChatRefused: _refused,
+    ChannelBusy: lambda _: ApiError(
+        503,
+        "channel_busy",
+        "this channel has too many commands queued; retry in a moment",
+        headers={"Retry-After": "1"},
+    ),
+    ChannelUnavailable: lambda _: ApiError(
+        503, "service_unavailable", "the channel service is shutting down", headers={"Retry-After": "5"}
+    ),
+    UnknownChannel: lambda error: ApiError(404, "not_found", "channel not found", {"channelId": str(error)}),
+}
+
+
 def install_error_handlers(app: Quart) -> None:
     @app.errorhandler(ApiError)
     async def _api_error(error: ApiError) -> Response:
@@ -101,11 +133,17 @@ def install_error_handlers(app: Quart) -> None:
                     response.headers["Allow"] = value
         return response
 
-    @app.errorhandler(InvalidData)
-    async def _invalid_data(error: InvalidData) -> Response:
-        return error_response(ApiError(400, "invalid_value", "a value was refused by the database"))
+    for kind, translate in DOMAIN_ERRORS.items():
+        _install_domain_error(app, kind, translate)
 
     @app.errorhandler(Exception)
     async def _unexpected(error: Exception) -> Response:
         app.logger.exception("unhandled error", exc_info=error)
         return error_response(ApiError(500, "internal_error", "internal server error"))
+
+
+def _install_domain_error(app: Quart, kind: type[Exception], translate: DomainError) -> None:
+    async def handle(error: Exception) -> Response:
+        return error_response(translate(error))
+
+    app.register_error_handler(kind, handle)

@@ -7,7 +7,7 @@ from typing import Any
 from quart_schema.openapi import OpenAPIProvider
 from werkzeug.routing import Rule
 
-from .access import declaration_of
+from volthub.http.access import declaration_of
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 
@@ -38,9 +38,15 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
 
 
 _RATE_HEADERS = {
-    "X-RateLimit-Limit": {"description": "requests allowed in the tightest budget that applied", "schema": {"type": "integer"}},
+    "X-RateLimit-Limit": {
+        "description": "requests allowed in the tightest budget that applied",
+        "schema": {"type": "integer"},
+    },
     "X-RateLimit-Remaining": {"description": "requests that would pass right now", "schema": {"type": "integer"}},
-    "X-RateLimit-Reset": {"description": "Unix time (s) by which that budget is full again", "schema": {"type": "integer"}},
+    "X-RateLimit-Reset": {
+        "description": "Unix time (s) by which that budget is full again",
+        "schema": {"type": "integer"},
+    },
 }
 
 
@@ -53,7 +59,10 @@ def _describe_access(operation: dict[str, Any], declaration: Any) -> None:
         "429",
         {
             **_error("Rate limited: the body adds retry_after (seconds)"),
-            "headers": {**_RATE_HEADERS, "Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
+            "headers": {
+                **_RATE_HEADERS,
+                "Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}},
+            },
         },
     )
     if declaration is None or declaration.kind == "public":

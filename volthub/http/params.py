@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from .errors import ApiError
+from volthub.http.errors import ApiError
 
 
 def uuid_param(value: str, name: str) -> str:

@@ -41,11 +41,10 @@ from urllib.parse import unquote_plus
 from quart import Quart, Response, current_app, g, request
 
 from volthub.config import RateLimitSettings
-
-from . import access
-from .errors import ApiError
-from .ratelimit_core import Decision, Gcra, Rate, tightest, to_ns
-from .runtime import runtime
+from volthub.http import access
+from volthub.http.errors import ApiError
+from volthub.http.runtime import runtime
+from volthub.protocol.ratelimit import Decision, Gcra, Rate, tightest, to_ns
 
 F = TypeVar("F", bound=Callable[..., Any])
 ATTRIBUTE = "__volthub_rate_category__"
@@ -150,8 +149,7 @@ class RateLimits:
         self.settings = settings
         self.per_ip = Gcra(Rate.per(settings.global_per_ip_per_minute, 60))
         self.budgets = {
-            category: Gcra(Rate.per(getattr(settings, field), window))
-            for category, (field, window) in BUDGETS.items()
+            category: Gcra(Rate.per(getattr(settings, field), window)) for category, (field, window) in BUDGETS.items()
         }
 
 

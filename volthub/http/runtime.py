@@ -10,10 +10,9 @@ from quart import current_app
 from volthub.config import Settings
 from volthub.hub.bus import Bus
 from volthub.hub.clock import Clock
-from volthub.hub.events import EventPublisher
+from volthub.hub.publisher import EventPublisher
 from volthub.persistence import Database
-
-from .tokens import TokenService
+from volthub.services.tokens import TokenService
 
 
 @dataclass

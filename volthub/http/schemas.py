@@ -52,6 +52,14 @@ class PageQuery(Query):
     cursor: str | None = Field(None, max_length=512)
 
 
+class PersonOut(Model):
+    """The one shape of a person inside another object (mentions, moderators, winners, roles)."""
+
+    userId: str
+    username: str
+    displayName: str
+
+
 class UserOut(Model):
     id: str
     username: str

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from volthub.http.schemas import UserOut
 from volthub.hub.clock import iso8601
 from volthub.persistence.users import User
-
-from .schemas import UserOut
 
 
 def user_out(user: User) -> UserOut:

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .events import Event
+    from volthub.hub.publisher import Event
 
 Listener = Callable[["Event"], None]
 log = logging.getLogger(__name__)
 
 
 class Bus(Protocol):
-    def publish(self, event: "Event") -> None: ...
+    def publish(self, event: Event) -> None: ...
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Add a listener; returns the function that removes it."""
@@ -28,7 +28,7 @@ class InProcessBus:
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
 
-    def publish(self, event: "Event") -> None:
+    def publish(self, event: Event) -> None:
         for listener in list(self._listeners):
             try:
                 listener(event)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol
 
 import trio
@@ -43,5 +43,5 @@ def to_ms(seconds: float) -> int:
 
 def iso8601(epoch_ms: int) -> str:
     """`2026-11-22T13:07:00.123Z`: millisecond precision, always UTC."""
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"

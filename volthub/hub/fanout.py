@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from . import catalogue
-from .events import Event
+from volthub.hub.publisher import Event
+from volthub.protocol import catalogue
 
 log = logging.getLogger(__name__)
 

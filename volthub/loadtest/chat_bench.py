@@ -91,7 +91,18 @@ class Server:
         self.log_path = workdir / "server.log"
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port), "--database", database],
+            [
+                sys.executable,
+                "-m",
+                "volthub",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--database",
+                database,
+            ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,

@@ -1,8 +1,8 @@
 """`volthub loadtest`: load-test the realtime hub, alone or side by side with references.
 
-    volthub loadtest --spawn --clients 2000 --channels 20 --rate 5 --duration 30
-    volthub loadtest --url http://127.0.0.1:8080 --server-pid 4242 --clients 500 --sse 100
-    volthub loadtest --spawn --target volthub,python-socketio,node --server-cpus 0 --plot bench.png
+volthub loadtest --spawn --clients 2000 --channels 20 --rate 5 --duration 30
+volthub loadtest --url http://127.0.0.1:8080 --server-pid 4242 --clients 500 --sse 100
+volthub loadtest --spawn --target volthub,python-socketio,node --server-cpus 0 --plot bench.png
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import logging
 import resource
 import shlex
 import signal
-import textwrap
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,10 @@ from typing import Any
 import trio
 
 from volthub.cli import command
-
-from . import report
-from .runner import Run, RunConfig
-from .servers import SpawnedServer, make_workdir, plan_server
-from .targets import TARGETS, RemoteTargetRefused, check_url, make_target
+from volthub.loadtest import report
+from volthub.loadtest.runner import Run, RunConfig
+from volthub.loadtest.servers import SpawnedServer, make_workdir, plan_server
+from volthub.loadtest.targets import TARGETS, RemoteTargetRefused, check_url, make_target
 
 MAX_DURATION = 3600.0
 
@@ -99,79 +98,187 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     where = parser.add_argument_group("server under test")
     mode = where.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--spawn", action="store_true",
-                      help="start each target as a child process on a free 127.0.0.1 port (rate limits off, "
-                           "cheap password hashing) and stop it afterwards")
+    mode.add_argument(
+        "--spawn",
+        action="store_true",
+        help="start each target as a child process on a free 127.0.0.1 port (rate limits off, "
+        "cheap password hashing) and stop it afterwards",
+    )
     mode.add_argument("--url", metavar="URL", help="target a running server (http://127.0.0.1:PORT)")
-    where.add_argument("--target", type=_targets, default="volthub", metavar="NAMES",
-                       help=f"comma-separated from {', '.join(TARGETS)}; more than one needs --spawn and "
-                            "prints a side-by-side table and volthub's ratios")
-    where.add_argument("--allow-remote", action="store_true",
-                       help="allow a --url that is not a loopback address (never needed on one machine)")
-    where.add_argument("--server-pid", type=int, metavar="PID",
-                       help="with --url: the server's pid, to read its CPU and RSS from /proc")
-    where.add_argument("--database", metavar="URL",
-                       help="with --spawn: volthub's database (sqlite:///… or postgresql://…); default a fresh "
-                            "SQLite file in the work directory")
-    where.add_argument("--server-cpus", metavar="LIST",
-                       help="with --spawn: pin servers to these CPUs with taskset -c (e.g. 0; run the generator "
-                            "itself under taskset -c 1)")
-    where.add_argument("--server-env", type=_env_pair, action="append", default=[], metavar="KEY=VALUE",
-                       help="with --spawn: extra environment for the server, e.g. VOLTHUB_CHAT__INBOX_SIZE=1024 "
-                            "(repeatable)")
-    where.add_argument("--workdir", metavar="DIR",
-                       help="with --spawn: where server logs and the SQLite file go (default a new temporary "
-                            "directory, printed at the end)")
+    where.add_argument(
+        "--target",
+        type=_targets,
+        default="volthub",
+        metavar="NAMES",
+        help=f"comma-separated from {', '.join(TARGETS)}; more than one needs --spawn and "
+        "prints a side-by-side table and volthub's ratios",
+    )
+    where.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --url that is not a loopback address (never needed on one machine)",
+    )
+    where.add_argument(
+        "--server-pid", type=int, metavar="PID", help="with --url: the server's pid, to read its CPU and RSS from /proc"
+    )
+    where.add_argument(
+        "--database",
+        metavar="URL",
+        help="with --spawn: volthub's database (sqlite:///… or postgresql://…); default a fresh "
+        "SQLite file in the work directory",
+    )
+    where.add_argument(
+        "--server-cpus",
+        metavar="LIST",
+        help="with --spawn: pin servers to these CPUs with taskset -c (e.g. 0; run the generator "
+        "itself under taskset -c 1)",
+    )
+    where.add_argument(
+        "--server-env",
+        type=_env_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --spawn: extra environment for the server, e.g. VOLTHUB_CHAT__INBOX_SIZE=1024 (repeatable)",
+    )
+    where.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="with --spawn: where server logs and the SQLite file go (default a new temporary "
+        "directory, printed at the end)",
+    )
 
     load = parser.add_argument_group("load (every run is bounded by --max-clients and --duration)")
-    load.add_argument("--clients", type=_non_negative(int), default=100, metavar="N",
-                      help="Socket.IO clients over WebSocket")
-    load.add_argument("--sse", type=_non_negative(int), default=0, metavar="N",
-                      help="SSE clients (GET /api/events/stream; volthub only)")
-    load.add_argument("--channels", type=_positive(int), default=10, metavar="C",
-                      help="channels; client i listens to channel i mod C")
-    load.add_argument("--rate", type=_non_negative(float), default=10.0, metavar="R",
-                      help="chat messages per second, all channels together (round-robin)")
-    load.add_argument("--duration", type=_non_negative(float), default=10.0, metavar="S",
-                      help=f"seconds of sending (at most {MAX_DURATION:.0f})")
-    load.add_argument("--max-clients", type=_positive(int), default=10_000, metavar="N",
-                      help="refuse to run more clients (--clients + --sse) than this")
-    load.add_argument("--message-size", type=_non_negative(int), default=64, metavar="CHARS",
-                      help="length of the chat text (at least what the send time needs)")
-    load.add_argument("--send-concurrency", type=_positive(int), default=64, metavar="N",
-                      help="chat sends in flight at most; past it the schedule slips and sends count as late")
+    load.add_argument(
+        "--clients", type=_non_negative(int), default=100, metavar="N", help="Socket.IO clients over WebSocket"
+    )
+    load.add_argument(
+        "--sse",
+        type=_non_negative(int),
+        default=0,
+        metavar="N",
+        help="SSE clients (GET /api/events/stream; volthub only)",
+    )
+    load.add_argument(
+        "--channels", type=_positive(int), default=10, metavar="C", help="channels; client i listens to channel i mod C"
+    )
+    load.add_argument(
+        "--rate",
+        type=_non_negative(float),
+        default=10.0,
+        metavar="R",
+        help="chat messages per second, all channels together (round-robin)",
+    )
+    load.add_argument(
+        "--duration",
+        type=_non_negative(float),
+        default=10.0,
+        metavar="S",
+        help=f"seconds of sending (at most {MAX_DURATION:.0f})",
+    )
+    load.add_argument(
+        "--max-clients",
+        type=_positive(int),
+        default=10_000,
+        metavar="N",
+        help="refuse to run more clients (--clients + --sse) than this",
+    )
+    load.add_argument(
+        "--message-size",
+        type=_non_negative(int),
+        default=64,
+        metavar="CHARS",
+        help="length of the chat text (at least what the send time needs)",
+    )
+    load.add_argument(
+        "--send-concurrency",
+        type=_positive(int),
+        default=64,
+        metavar="N",
+        help="chat sends in flight at most; past it the schedule slips and sends count as late",
+    )
 
     ramp = parser.add_argument_group("ramp and timing")
-    ramp.add_argument("--connect-concurrency", type=_positive(int), default=64, metavar="N",
-                      help="clients connecting at once during the ramp")
-    ramp.add_argument("--connect-rate", type=_non_negative(float), default=0.0, metavar="PER_S",
-                      help="pace new connections to this many per second (0: only --connect-concurrency limits)")
-    ramp.add_argument("--connect-timeout", type=_positive(float), default=30.0, metavar="S",
-                      help="one client's connect (TCP, upgrade, CONNECT answered) must finish within this")
-    ramp.add_argument("--ramp-timeout", type=_positive(float), default=120.0, metavar="S",
-                      help="give up waiting for the ramp after this and send to whoever connected")
-    ramp.add_argument("--settle", type=_non_negative(float), default=1.0, metavar="S",
-                      help="pause between the ramp and sending (RSS per connection is read after it)")
-    ramp.add_argument("--drain", type=_non_negative(float), default=5.0, metavar="S",
-                      help="after sending, wait up to this long for outstanding deliveries")
+    ramp.add_argument(
+        "--connect-concurrency",
+        type=_positive(int),
+        default=64,
+        metavar="N",
+        help="clients connecting at once during the ramp",
+    )
+    ramp.add_argument(
+        "--connect-rate",
+        type=_non_negative(float),
+        default=0.0,
+        metavar="PER_S",
+        help="pace new connections to this many per second (0: only --connect-concurrency limits)",
+    )
+    ramp.add_argument(
+        "--connect-timeout",
+        type=_positive(float),
+        default=30.0,
+        metavar="S",
+        help="one client's connect (TCP, upgrade, CONNECT answered) must finish within this",
+    )
+    ramp.add_argument(
+        "--ramp-timeout",
+        type=_positive(float),
+        default=120.0,
+        metavar="S",
+        help="give up waiting for the ramp after this and send to whoever connected",
+    )
+    ramp.add_argument(
+        "--settle",
+        type=_non_negative(float),
+        default=1.0,
+        metavar="S",
+        help="pause between the ramp and sending (RSS per connection is read after it)",
+    )
+    ramp.add_argument(
+        "--drain",
+        type=_non_negative(float),
+        default=5.0,
+        metavar="S",
+        help="after sending, wait up to this long for outstanding deliveries",
+    )
 
     wire = parser.add_argument_group("wire")
-    wire.add_argument("--ws-client", choices=("raw", "trio-websocket"), default="raw",
-                      help="WebSocket client: the generator's own minimal framing, or trio-websocket")
-    wire.add_argument("--sio-path", default="/ws/events", metavar="PATH",
-                      help="Engine.IO path (volthub also serves /socket.io with --namespace /ws/events)")
+    wire.add_argument(
+        "--ws-client",
+        choices=("raw", "trio-websocket"),
+        default="raw",
+        help="WebSocket client: the generator's own minimal framing, or trio-websocket",
+    )
+    wire.add_argument(
+        "--sio-path",
+        default="/ws/events",
+        metavar="PATH",
+        help="Engine.IO path (volthub also serves /socket.io with --namespace /ws/events)",
+    )
     wire.add_argument("--namespace", default="/", metavar="NS", help="Socket.IO namespace")
 
     out = parser.add_argument_group("output")
     out.add_argument("--json", type=Path, metavar="FILE", help="write every figure and time series as JSON")
-    out.add_argument("--plot", type=Path, metavar="FILE.png",
-                     help="draw the latency distribution, throughput and server CPU over time (matplotlib)")
-    out.add_argument("--profile", type=Path, metavar="FILE",
-                     help="attach py-spy to the server during --profile-phase, write collapsed stacks to FILE "
-                          "(FILE.<target> when several targets) and print the top functions; needs --spawn "
-                          "or --server-pid")
-    out.add_argument("--profile-phase", choices=("send", "ramp"), default="send",
-                     help="what --profile records: the send phase and drain (fan-out), or the ramp (connects)")
+    out.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
+        help="draw the latency distribution, throughput and server CPU over time (matplotlib)",
+    )
+    out.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="attach py-spy to the server during --profile-phase, write collapsed stacks to FILE "
+        "(FILE.<target> when several targets) and print the top functions; needs --spawn "
+        "or --server-pid",
+    )
+    out.add_argument(
+        "--profile-phase",
+        choices=("send", "ramp"),
+        default="send",
+        help="what --profile records: the send phase and drain (fan-out), or the ramp (connects)",
+    )
     out.add_argument("--quiet", action="store_true", help="no progress line")
 
 
@@ -224,11 +331,24 @@ def _raise_file_limit() -> None:
 
 def _config(args: argparse.Namespace, target: str) -> RunConfig:
     return RunConfig(
-        target=target, sockets=args.clients, sse=args.sse, channels=args.channels, rate=args.rate,
-        duration=args.duration, message_size=args.message_size, connect_concurrency=args.connect_concurrency,
-        connect_rate=args.connect_rate, connect_timeout=args.connect_timeout, ramp_timeout=args.ramp_timeout,
-        settle=args.settle, drain=args.drain, send_concurrency=args.send_concurrency, ws_client=args.ws_client,
-        sio_path=args.sio_path, namespace=args.namespace, allow_remote=args.allow_remote,
+        target=target,
+        sockets=args.clients,
+        sse=args.sse,
+        channels=args.channels,
+        rate=args.rate,
+        duration=args.duration,
+        message_size=args.message_size,
+        connect_concurrency=args.connect_concurrency,
+        connect_rate=args.connect_rate,
+        connect_timeout=args.connect_timeout,
+        ramp_timeout=args.ramp_timeout,
+        settle=args.settle,
+        drain=args.drain,
+        send_concurrency=args.send_concurrency,
+        ws_client=args.ws_client,
+        sio_path=args.sio_path,
+        namespace=args.namespace,
+        allow_remote=args.allow_remote,
     )
 
 
@@ -267,9 +387,14 @@ async def _runs(args: argparse.Namespace, results: list[dict[str, Any]]) -> None
                 assert workdir is not None
                 result = await _spawned_run(args, config, workdir, profile)
             else:
-                run = Run(config, make_target(name, args.url), args.server_pid,
-                          progress=None if args.quiet else sys.stderr, profile=profile,
-                          profile_phase=args.profile_phase)
+                run = Run(
+                    config,
+                    make_target(name, args.url),
+                    args.server_pid,
+                    progress=None if args.quiet else sys.stderr,
+                    profile=profile,
+                    profile_phase=args.profile_phase,
+                )
                 result = await run.execute()
         results.append(result)
         print(f"\n== {name} ==\n{report.table([result])}")
@@ -279,17 +404,29 @@ async def _runs(args: argparse.Namespace, results: list[dict[str, Any]]) -> None
     _summarise(args, results, workdir)
 
 
-async def _spawned_run(args: argparse.Namespace, config: RunConfig, workdir: Path,
-                       profile: Path | None) -> dict[str, Any]:
-    plan = plan_server(config.target, workdir, database=args.database if config.target == "volthub" else None,
-                       cpus=args.server_cpus, extra_env=dict(args.server_env))
+async def _spawned_run(
+    args: argparse.Namespace, config: RunConfig, workdir: Path, profile: Path | None
+) -> dict[str, Any]:
+    plan = plan_server(
+        config.target,
+        workdir,
+        database=args.database if config.target == "volthub" else None,
+        cpus=args.server_cpus,
+        extra_env=dict(args.server_env),
+    )
     server = SpawnedServer(plan)
     if not args.quiet:
         print(f"starting {config.target}: {shlex.join(plan.argv)}", file=sys.stderr)
     await server.start()
     try:
-        run = Run(config, make_target(config.target, plan.url), server.pid,
-                  progress=None if args.quiet else sys.stderr, profile=profile, profile_phase=args.profile_phase)
+        run = Run(
+            config,
+            make_target(config.target, plan.url),
+            server.pid,
+            progress=None if args.quiet else sys.stderr,
+            profile=profile,
+            profile_phase=args.profile_phase,
+        )
         result = await run.execute()
     finally:
         await server.stop()
@@ -308,13 +445,20 @@ def _summarise(args: argparse.Namespace, results: list[dict[str, Any]], workdir:
     if checks:
         print("\n== issue 7 targets (this run's load only) ==\n" + "\n".join(checks))
     if args.json:
-        payload = {"argv": sys.argv, "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runs": results,
-                   "ratios": report.ratios(results), "targets": report.targets_check(results)}
+        payload = {
+            "argv": sys.argv,
+            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "runs": results,
+            "ratios": report.ratios(results),
+            "targets": report.targets_check(results),
+        }
         report.write_json(args.json, payload)
         print(f"\nwrote {args.json}")
     if args.plot:
-        title = (f"{args.clients} sockets + {args.sse} SSE, {args.channels} channels, {args.rate:g} msg/s, "
-                 f"{args.duration:g} s")
+        title = (
+            f"{args.clients} sockets + {args.sse} SSE, {args.channels} channels, {args.rate:g} msg/s, "
+            f"{args.duration:g} s"
+        )
         report.plot(args.plot, results, title)
         print(f"wrote {args.plot}")
     if workdir is not None:

@@ -20,9 +20,9 @@ import httpx
 import orjson
 import trio
 
-from . import protocol as p
-from .metrics import Series
-from .targets import Channel
+from volthub.loadtest import protocol as p
+from volthub.loadtest.metrics import Series
+from volthub.loadtest.targets import Channel
 
 
 @dataclass(eq=False)
@@ -108,7 +108,7 @@ class RawWebSocket:
         self.pending: list[str] = []
 
     @classmethod
-    async def connect(cls, host: str, port: int, target: str) -> "RawWebSocket":
+    async def connect(cls, host: str, port: int, target: str) -> RawWebSocket:
         stream = await trio.open_tcp_stream(host, port)
         try:
             key = p.new_key()
@@ -268,7 +268,7 @@ async def socketio_client(
                 state.failed(slot, reason)
             else:
                 state.lost(slot, reason)
-        except Exception as exc:  # noqa: BLE001 - e.g. trio-websocket's handshake errors
+        except Exception as exc:
             if slot.connected_at is None:
                 state.failed(slot, _reason(exc))
             else:

@@ -43,7 +43,7 @@ class LatencySummary:
     max: float
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> "LatencySummary":
+    def of(cls, samples: Sequence[float]) -> LatencySummary:
         ordered = sorted(samples)
         mean = math.fsum(ordered) / len(ordered) if ordered else math.nan
         return cls(
@@ -60,8 +60,15 @@ class LatencySummary:
         def ms(value: float) -> float | None:
             return None if math.isnan(value) else round(value * 1000, 3)
 
-        return {"count": self.count, "mean": ms(self.mean), "p50": ms(self.p50), "p90": ms(self.p90),
-                "p99": ms(self.p99), "p99.9": ms(self.p999), "max": ms(self.max)}
+        return {
+            "count": self.count,
+            "mean": ms(self.mean),
+            "p50": ms(self.p50),
+            "p90": ms(self.p90),
+            "p99": ms(self.p99),
+            "p99.9": ms(self.p999),
+            "max": ms(self.max),
+        }
 
 
 def log_histogram(samples: Sequence[float], per_decade: int = 20, low: float = 1e-5) -> list[tuple[float, int]]:

@@ -35,17 +35,32 @@ def fmt(value: Any, digits: int = 1) -> str:
 
 
 ROWS: list[Row] = [
-    ("clients connected / requested", lambda r: f"{fmt(_get(r, 'clients', 'connected'))} / {fmt(_get(r, 'clients', 'requested'))}"),
+    (
+        "clients connected / requested",
+        lambda r: f"{fmt(_get(r, 'clients', 'connected'))} / {fmt(_get(r, 'clients', 'requested'))}",
+    ),
     ("connect failures", lambda r: fmt(_get(r, "clients", "connect_failures"))),
     ("connects per second", lambda r: fmt(_get(r, "connect", "per_second"))),
-    ("connect latency p50 / p99 (ms)", lambda r: f"{fmt(_get(r, 'connect', 'latency_ms', 'p50'))} / {fmt(_get(r, 'connect', 'latency_ms', 'p99'))}"),
+    (
+        "connect latency p50 / p99 (ms)",
+        lambda r: f"{fmt(_get(r, 'connect', 'latency_ms', 'p50'))} / {fmt(_get(r, 'connect', 'latency_ms', 'p99'))}",
+    ),
     ("server CPU ms per connect", lambda r: fmt(_get(r, "connect", "server_cpu_ms_per_connect"), 3)),
     ("messages accepted / sent", lambda r: f"{fmt(_get(r, 'send', 'accepted'))} / {fmt(_get(r, 'send', 'attempted'))}"),
     ("messages per second", lambda r: fmt(_get(r, "send", "per_second"))),
-    ("send response p50 / p99 (ms)", lambda r: f"{fmt(_get(r, 'send', 'latency_ms', 'p50'))} / {fmt(_get(r, 'send', 'latency_ms', 'p99'))}"),
-    ("deliveries received / expected", lambda r: f"{fmt(_get(r, 'delivery', 'received'))} / {fmt(_get(r, 'delivery', 'expected'))}"),
+    (
+        "send response p50 / p99 (ms)",
+        lambda r: f"{fmt(_get(r, 'send', 'latency_ms', 'p50'))} / {fmt(_get(r, 'send', 'latency_ms', 'p99'))}",
+    ),
+    (
+        "deliveries received / expected",
+        lambda r: f"{fmt(_get(r, 'delivery', 'received'))} / {fmt(_get(r, 'delivery', 'expected'))}",
+    ),
     ("delivery ratio", lambda r: fmt(_get(r, "delivery", "ratio"), 4)),
-    ("drops (clients with drops)", lambda r: f"{fmt(_get(r, 'delivery', 'drops'))} ({fmt(_get(r, 'delivery', 'clients_with_drops'))})"),
+    (
+        "drops (clients with drops)",
+        lambda r: f"{fmt(_get(r, 'delivery', 'drops'))} ({fmt(_get(r, 'delivery', 'clients_with_drops'))})",
+    ),
     ("by-name frames per event frame", lambda r: fmt(_get(r, "delivery", "by_name_ratio"), 3)),
     ("deliveries per second", lambda r: fmt(_get(r, "delivery", "per_second"))),
     ("latency p50 (ms)", lambda r: fmt(_get(r, "delivery", "latency_ms", "p50"), 2)),
@@ -56,8 +71,12 @@ ROWS: list[Row] = [
     ("disconnects", lambda r: fmt(_get(r, "clients", "disconnects"))),
     ("server CPU % (send + drain)", lambda r: fmt(_get(r, "server", "cpu_percent"))),
     ("server CPU s per 1,000 deliveries", lambda r: fmt(_get(r, "server", "cpu_seconds_per_1000_deliveries"), 4)),
-    ("server RSS before / connected / peak (MiB)", lambda r: " / ".join(
-        fmt(_get(r, "server", key)) for key in ("rss_before_connect_mib", "rss_connected_mib", "rss_peak_mib"))),
+    (
+        "server RSS before / connected / peak (MiB)",
+        lambda r: " / ".join(
+            fmt(_get(r, "server", key)) for key in ("rss_before_connect_mib", "rss_connected_mib", "rss_peak_mib")
+        ),
+    ),
     ("RSS growth per connection (KiB)", lambda r: fmt(_get(r, "server", "rss_growth_kib_per_connection"), 2)),
     ("generator CPU %", lambda r: fmt(_get(r, "generator", "cpu_percent"))),
     ("other processes CPU %", lambda r: fmt(_get(r, "machine", "other_processes_cpu_percent"))),
@@ -100,8 +119,7 @@ def ratios(results: Sequence[dict[str, Any]], subject: str = "volthub") -> list[
         ):
             a, b = _get(mine, *path), _get(other, *path)
             ratio = a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else None
-            lines.append(f"{subject} / {other['target']}: {label} = {fmt(ratio, 2)}x"
-                         f" ({fmt(a, 4)} vs {fmt(b, 4)})")
+            lines.append(f"{subject} / {other['target']}: {label} = {fmt(ratio, 2)}x ({fmt(a, 4)} vs {fmt(b, 4)})")
     return lines
 
 
@@ -161,8 +179,13 @@ def plot(path: Path, results: Sequence[dict[str, Any]], title: str = "") -> None
         seconds = [s - start for s in series["seconds"]]
         rate.plot(seconds, series["deliveries_per_second"], label=f"{name} deliveries/s")
         cpu.plot(seconds, series["server_cpu_percent"], label=f"{name} server CPU %")
-    dist.set(xscale="log", yscale="log", xlabel="end-to-end latency (ms)", ylabel="fraction of deliveries slower",
-             title="latency distribution (CCDF)")
+    dist.set(
+        xscale="log",
+        yscale="log",
+        xlabel="end-to-end latency (ms)",
+        ylabel="fraction of deliveries slower",
+        title="latency distribution (CCDF)",
+    )
     rate.set(xlabel="seconds since sending began", ylabel="deliveries per second", title="throughput")
     cpu.set(xlabel="seconds since sending began", ylabel="% of one core", title="server CPU")
     for axes in (dist, rate, cpu):

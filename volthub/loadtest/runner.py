@@ -32,9 +32,9 @@ from typing import Any, TextIO
 import httpx
 import trio
 
-from . import protocol as p
-from .client import ClientSlot, RunState, SocketOptions, socketio_client, sse_client
-from .metrics import (
+from volthub.loadtest import protocol as p
+from volthub.loadtest.client import ClientSlot, RunState, SocketOptions, socketio_client, sse_client
+from volthub.loadtest.metrics import (
     LatencySummary,
     ProcSample,
     ProcTrace,
@@ -44,8 +44,8 @@ from .metrics import (
     read_proc,
     self_cpu_seconds,
 )
-from .servers import profiler_command, top_frames
-from .targets import Channel, Target, check_url, new_run_tag
+from volthub.loadtest.servers import profiler_command, top_frames
+from volthub.loadtest.targets import Channel, Target, check_url, new_run_tag
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Moment:
     machine_busy: float | None = None  # all processes, all cores
 
     @classmethod
-    def now(cls, pid: int | None) -> "Moment":
+    def now(cls, pid: int | None) -> Moment:
         at = time.monotonic()
         return cls(at, read_proc(pid, at) if pid else None, self_cpu_seconds(), machine_busy_seconds())
 
@@ -97,9 +97,16 @@ def _cpu_between(a: Moment, b: Moment) -> float | None:
 
 
 class Run:
-    def __init__(self, config: RunConfig, target: Target, pid: int | None, *,
-                 progress: TextIO | None = sys.stderr, profile: Path | None = None,
-                 profile_phase: str = "send") -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        target: Target,
+        pid: int | None,
+        *,
+        progress: TextIO | None = sys.stderr,
+        profile: Path | None = None,
+        profile_phase: str = "send",
+    ) -> None:
         self.config = config
         self.target = target
         self.pid = pid
@@ -132,13 +139,18 @@ class Run:
             raise ValueError(f"{self.target.name} has no SSE endpoint; use --sse 0")
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         async with (
-            httpx.AsyncClient(timeout=httpx.Timeout(30.0), limits=httpx.Limits(
-                max_connections=config.send_concurrency, max_keepalive_connections=config.send_concurrency)) as sender,
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(30.0),
+                limits=httpx.Limits(
+                    max_connections=config.send_concurrency, max_keepalive_connections=config.send_concurrency
+                ),
+            ) as sender,
             httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=limits) as streams,
         ):
             self.channels = await self.target.provision(sender, config.channels, self.state.run_tag)
-            options = SocketOptions(host, port, config.sio_path, config.namespace, config.ws_client,
-                                    config.connect_timeout)
+            options = SocketOptions(
+                host, port, config.sio_path, config.namespace, config.ws_client, config.connect_timeout
+            )
             async with trio.open_nursery() as outer:
                 outer.start_soon(self._monitor)
                 if self.profile_phase == "ramp":
@@ -189,8 +201,9 @@ class Run:
             if kind == "socketio":
                 nursery.start_soon(socketio_client, slot, channel, options, self.state, gate)
             else:
-                nursery.start_soon(sse_client, slot, channel, self.target.base_url, streams, self.state, gate,
-                                   config.connect_timeout)
+                nursery.start_soon(
+                    sse_client, slot, channel, self.target.base_url, streams, self.state, gate, config.connect_timeout
+                )
 
     async def _wait_for_ramp(self) -> None:
         with trio.move_on_after(self.config.ramp_timeout) as scope:
@@ -271,7 +284,8 @@ class Run:
         try:
             with open(self._profile_log(), "wb") as log:  # a file: py-spy's chatter never blocks it
                 self.profiler = await trio.lowlevel.open_process(
-                    profiler_command(self.pid, self.profile), stdout=log, stderr=subprocess.STDOUT)
+                    profiler_command(self.pid, self.profile), stdout=log, stderr=subprocess.STDOUT
+                )
         except OSError as exc:
             self.notes.append(f"profiler did not start: {exc}")
 
@@ -326,10 +340,17 @@ class Run:
                 cpu = f" | server cpu {100 * (b.cpu_seconds - a.cpu_seconds) / (b.at - a.at):3.0f}% rss {b.rss_bytes / 2**20:.0f} MiB"
         send = ""
         if "send_start" in self.moments:
-            send_elapsed = min(time.monotonic(), self.moments.get("send_end", Moment(math.inf, None, 0)).at) - self.moments["send_start"].at
-            send = f" | sent {self.sent} ok {sum(self.accepted.values())} in {send_elapsed:4.1f}/{self.config.duration:g}s"
-        line = (f"[{self.target.name}] {self.phase:<6} {elapsed:5.1f}s | connected {connected}/{self.config.clients}"
-                f"{f' failed {failed}' if failed else ''}{send} | delivered {delivered}{cpu}")
+            send_elapsed = (
+                min(time.monotonic(), self.moments.get("send_end", Moment(math.inf, None, 0)).at)
+                - self.moments["send_start"].at
+            )
+            send = (
+                f" | sent {self.sent} ok {sum(self.accepted.values())} in {send_elapsed:4.1f}/{self.config.duration:g}s"
+            )
+        line = (
+            f"[{self.target.name}] {self.phase:<6} {elapsed:5.1f}s | connected {connected}/{self.config.clients}"
+            f"{f' failed {failed}' if failed else ''}{send} | delivered {delivered}{cpu}"
+        )
         tty = stream.isatty()
         end = "\n" if final or not tty else ""
         stream.write(("\r\x1b[2K" if tty else "") + line + end)
@@ -382,11 +403,15 @@ class Run:
             "connect": {
                 "seconds": round(ramp_seconds, 3),
                 "per_second": round(len(connected) / ramp_seconds, 1) if connected else 0.0,
-                "latency_ms": {"p50": _ms(percentile(connect_times, 50)), "p99": _ms(percentile(connect_times, 99)),
-                               "max": _ms(connect_times[-1] if connect_times else math.nan)},
+                "latency_ms": {
+                    "p50": _ms(percentile(connect_times, 50)),
+                    "p99": _ms(percentile(connect_times, 99)),
+                    "max": _ms(connect_times[-1] if connect_times else math.nan),
+                },
                 "server_cpu_seconds": _round(connect_cpu, 3),
                 "server_cpu_ms_per_connect": _round(1000 * connect_cpu / len(connected), 3)
-                if connect_cpu is not None and connected else None,
+                if connect_cpu is not None and connected
+                else None,
             },
             "send": {
                 "attempted": self.sent,
@@ -412,12 +437,14 @@ class Run:
                 "cpu_seconds": _round(server_cpu, 3),
                 "cpu_percent": _round(100 * server_cpu / work_seconds, 1) if server_cpu is not None else None,
                 "cpu_seconds_per_1000_deliveries": _round(1000 * server_cpu / deliveries, 4)
-                if server_cpu is not None and deliveries else None,
+                if server_cpu is not None and deliveries
+                else None,
                 "rss_before_connect_mib": _mib(rss_before),
                 "rss_connected_mib": _mib(rss_after),
                 "rss_peak_mib": _mib(self.trace.peak_rss() or None),
                 "rss_growth_kib_per_connection": round((rss_after - rss_before) / 1024 / len(connected), 2)
-                if rss_before is not None and rss_after is not None and connected else None,
+                if rss_before is not None and rss_after is not None and connected
+                else None,
             },
             "generator": {
                 "cpu_seconds": round(generator_cpu, 3),
@@ -443,7 +470,8 @@ class Run:
         if (result["machine"]["other_processes_cpu_percent"] or 0) > 15:
             result["notes"].append(
                 f"other processes used {result['machine']['other_processes_cpu_percent']}% of a core while this "
-                "measured: figures are disturbed; rerun on a quiet machine")
+                "measured: figures are disturbed; rerun on a quiet machine"
+            )
         if result["generator"]["cpu_percent"] > 90:
             result["notes"].append("the generator used >90% of its core: figures may be generator-bound")
         if self.profile_top is not None:

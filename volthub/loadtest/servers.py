@@ -74,8 +74,18 @@ def plan_server(
             for old in workdir.glob("loadtest.db*"):
                 old.unlink()
             database = f"sqlite:///{workdir / 'loadtest.db'}"
-        argv = [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port),
-                "--database", database]
+        argv = [
+            sys.executable,
+            "-m",
+            "volthub",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--database",
+            database,
+        ]
         env = {**os.environ, **VOLTHUB_BENCH_ENV, **(extra_env or {})}
     elif target == "python-socketio":
         argv = [sys.executable, str(bench_dir() / "reference_python.py"), "--host", "127.0.0.1", "--port", str(port)]
@@ -111,8 +121,13 @@ class SpawnedServer:
         log = open(self.plan.log_path, "ab")
         try:
             self.process = await trio.lowlevel.open_process(
-                self.plan.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=self.plan.env, cwd=str(self.plan.cwd), start_new_session=True,
+                self.plan.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.plan.env,
+                cwd=str(self.plan.cwd),
+                start_new_session=True,
             )
         finally:
             log.close()
@@ -120,7 +135,9 @@ class SpawnedServer:
             with trio.move_on_after(timeout):
                 while True:
                     if self.process.returncode is not None:
-                        raise RuntimeError(f"{self.plan.target} exited with {self.process.returncode}:\n{self.log_tail()}")
+                        raise RuntimeError(
+                            f"{self.plan.target} exited with {self.process.returncode}:\n{self.log_tail()}"
+                        )
                     try:
                         if (await http.get(f"{self.plan.url}/healthz")).status_code == 200:
                             return
@@ -170,8 +187,20 @@ def profiler_command(pid: int, output: Path, rate: int = 250) -> list[str]:
     py_spy = str(Path(sys.executable).with_name("py-spy"))
     if not Path(py_spy).exists():
         py_spy = shutil.which("py-spy") or "py-spy"
-    return [py_spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--function",
-            "--output", str(output), "--nonblocking"]
+    return [
+        py_spy,
+        "record",
+        "--pid",
+        str(pid),
+        "--rate",
+        str(rate),
+        "--format",
+        "raw",
+        "--function",
+        "--output",
+        str(output),
+        "--nonblocking",
+    ]
 
 
 def top_frames(collapsed: str, limit: int = 15) -> dict[str, Any]:

@@ -34,11 +34,11 @@ import trio
 from volthub.config import load_settings
 from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import SystemClock
-from volthub.hub.events import Emitter, EventPublisher
-from volthub.hub.webhooks import Dispatcher
+from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.loadtest.servers import free_port
 from volthub.persistence import Database, Tx, migrate, open_database, users
 from volthub.persistence import webhooks as repo
+from volthub.services.webhooks import Dispatcher
 
 
 async def receiver(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -73,9 +73,22 @@ def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
 
 def _start_receiver(cert: Path, key: Path, port: int) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "hypercorn", "--certfile", str(cert), "--keyfile", str(key),
-         "--bind", f"127.0.0.1:{port}", "--access-logfile", "-", "--log-level", "warning",
-         "volthub.loadtest.webhook_bench:receiver"],
+        [
+            sys.executable,
+            "-m",
+            "hypercorn",
+            "--certfile",
+            str(cert),
+            "--keyfile",
+            str(key),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--access-logfile",
+            "-",
+            "--log-level",
+            "warning",
+            "volthub.loadtest.webhook_bench:receiver",
+        ],
         stdout=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 15
@@ -93,18 +106,29 @@ async def _seed(database: Database, count: int, url: str) -> str:
     owner, webhook_id = str(uuid.uuid4()), str(uuid.uuid4())
 
     def setup(tx: Tx) -> None:
-        users.create_user(tx, user_id=owner, username=f"bench_{owner[:8]}", display_name="bench",
-                          password_hash="-", now_ms=0)
-        tx.execute("INSERT INTO apps (client_id, owner_id, name, created_at, updated_at) VALUES (?, ?, ?, 0, 0)",
-                   (f"bench_{owner[:8]}", owner, "bench"))
-        repo.create_webhook(tx, webhook_id=webhook_id, client_id=f"bench_{owner[:8]}", url=url,
-                            events=["channel.follow"], secret="whsec_" + "A" * 43 + "=", now_ms=0)
+        users.create_user(
+            tx, user_id=owner, username=f"bench_{owner[:8]}", display_name="bench", password_hash="-", now_ms=0
+        )
+        tx.execute(
+            "INSERT INTO apps (client_id, owner_id, name, created_at, updated_at) VALUES (?, ?, ?, 0, 0)",
+            (f"bench_{owner[:8]}", owner, "bench"),
+        )
+        repo.create_webhook(
+            tx,
+            webhook_id=webhook_id,
+            client_id=f"bench_{owner[:8]}",
+            url=url,
+            events=["channel.follow"],
+            secret="whsec_" + "A" * 43 + "=",
+            now_ms=0,
+        )
 
     await database.write(setup)
     publisher = EventPublisher(database, InProcessBus(), SystemClock())
     publisher.add_transaction_sink(Dispatcher.from_settings(database, SystemClock(), _settings(1, "").webhooks).sink)
     batch = 100
     for start in range(0, count, batch):
+
         def emit(tx: Tx, emitter: Emitter, start: int = start, n: int = min(batch, count - start)) -> None:
             for i in range(n):
                 emitter.emit(owner, "channel.follow", {"userId": str(uuid.uuid4()), "n": start + i})
@@ -114,13 +138,21 @@ async def _seed(database: Database, count: int, url: str) -> str:
 
 
 def _settings(workers: int, ca_file: str) -> Any:
-    return load_settings(None, environ={}, overrides={"webhooks": {
-        "workers": workers, "allow_private_targets": True, "ca_file": ca_file}})
+    return load_settings(
+        None,
+        environ={},
+        overrides={"webhooks": {"workers": workers, "allow_private_targets": True, "ca_file": ca_file}},
+    )
 
 
 async def _count(database: Database, webhook_id: str, state: str) -> int:
-    return int(await database.read(lambda tx: tx.scalar(
-        "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE webhook_id = ? AND state = ?", (webhook_id, state))))
+    return int(
+        await database.read(
+            lambda tx: tx.scalar(
+                "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE webhook_id = ? AND state = ?", (webhook_id, state)
+            )
+        )
+    )
 
 
 async def run(count: int, workers: int, database_url: str, port: int, ca_file: str) -> dict[str, float]:
@@ -138,11 +170,20 @@ async def run(count: int, workers: int, database_url: str, port: int, ca_file: s
             elapsed = time.perf_counter() - started
             nursery.cancel_scope.cancel()
         failed = await _count(database, webhook_id, repo.FAILED)
-        latency = await database.read(lambda tx: tx.scalar(
-            "SELECT AVG(a.latency_ms) AS ms FROM webhook_attempts a JOIN webhook_deliveries d"
-            " ON d.id = a.delivery_id WHERE d.webhook_id = ?", (webhook_id,)))
-        return {"deliveries": count, "seconds": elapsed, "per_second": count / elapsed, "failed": failed,
-                "latency_ms": float(latency or 0)}
+        latency = await database.read(
+            lambda tx: tx.scalar(
+                "SELECT AVG(a.latency_ms) AS ms FROM webhook_attempts a JOIN webhook_deliveries d"
+                " ON d.id = a.delivery_id WHERE d.webhook_id = ?",
+                (webhook_id,),
+            )
+        )
+        return {
+            "deliveries": count,
+            "seconds": elapsed,
+            "per_second": count / elapsed,
+            "failed": failed,
+            "latency_ms": float(latency or 0),
+        }
     finally:
         await database.close()
 
@@ -165,9 +206,11 @@ def main(argv: list[str] | None = None) -> int:
             process.terminate()
             process.wait(10)
     backend = "postgresql" if url.startswith("postgres") else "sqlite"
-    print(f"{backend}: {result['deliveries']} deliveries with {args.workers} workers in "
-          f"{result['seconds']:.2f} s = {result['per_second']:.0f} deliveries/s "
-          f"(mean attempt {result['latency_ms']:.1f} ms, failed: {result['failed']:.0f})")
+    print(
+        f"{backend}: {result['deliveries']} deliveries with {args.workers} workers in "
+        f"{result['seconds']:.2f} s = {result['per_second']:.0f} deliveries/s "
+        f"(mean attempt {result['latency_ms']:.1f} ms, failed: {result['failed']:.0f})"
+    )
     return 0
 
 

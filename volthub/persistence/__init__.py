@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .database import Database, IntegrityError, InvalidData, Row, Tx
-from .migrate import migrate, migrate_sync
+from volthub.persistence.database import Database, IntegrityError, InvalidData, Row, Tx
+from volthub.persistence.migrate import migrate, migrate_sync
 
 
 def open_database(url: str, pool_size: int = 8) -> Database:
@@ -14,14 +14,14 @@ def open_database(url: str, pool_size: int = 8) -> Database:
     `sqlite:///relative/path.db`, `sqlite:////absolute/path.db`, `postgresql://user@host/db`.
     """
     if url.startswith("sqlite:///"):
-        from .sqlite import SQLiteDatabase
+        from volthub.persistence.sqlite import SQLiteDatabase
 
         path = url[len("sqlite:///") :]
         if not path:
             raise ValueError("sqlite URL needs a file path: sqlite:///var/volthub.db")
         return SQLiteDatabase(url, Path(path), pool_size)
     if url.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgresDatabase
+        from volthub.persistence.postgres import PostgresDatabase
 
         return PostgresDatabase(url, pool_size)
     raise ValueError(f"unsupported database URL {url!r}: use sqlite:/// or postgresql://")

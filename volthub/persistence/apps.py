@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from .database import Row, Tx
+from volthub.persistence.database import Row, Tx
 
 _COLUMNS = (
     "client_id, owner_id, name, description, logo_url, redirect_uris, client_secret_hash,"
@@ -34,7 +34,7 @@ class App:
         return self.client_secret_hash is None
 
     @classmethod
-    def from_row(cls, row: Row) -> "App":
+    def from_row(cls, row: Row) -> App:
         return cls(
             client_id=row["client_id"],
             owner_id=row["owner_id"],
@@ -79,11 +79,32 @@ def create_app(
     """`client_secret_hash` None makes a public client (it must use PKCE)."""
     tx.execute(
         f"INSERT INTO apps ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, FALSE, ?, ?)",
-        (client_id, owner_id, name, description, logo_url, orjson.dumps(redirect_uris).decode(),
-         client_secret_hash, bot_app, now_ms, now_ms),
+        (
+            client_id,
+            owner_id,
+            name,
+            description,
+            logo_url,
+            orjson.dumps(redirect_uris).decode(),
+            client_secret_hash,
+            bot_app,
+            now_ms,
+            now_ms,
+        ),
     )
-    return App(client_id, owner_id, name, description, logo_url, list(redirect_uris),
-               client_secret_hash, bot_app, False, now_ms, now_ms)
+    return App(
+        client_id,
+        owner_id,
+        name,
+        description,
+        logo_url,
+        list(redirect_uris),
+        client_secret_hash,
+        bot_app,
+        False,
+        now_ms,
+        now_ms,
+    )
 
 
 # API field -> column, for the PATCH route; redirect URIs are stored as a JSON list.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .database import Row, Tx
+from volthub.persistence.database import Row, Tx
 
 _COLUMNS = (
     "id, channel_id, name, cost, description, icon_url, enabled, requires_moderator_approval,"
@@ -31,7 +31,7 @@ class Reward:
     updated_at: int = 0
 
     @classmethod
-    def from_row(cls, row: Row) -> "Reward":
+    def from_row(cls, row: Row) -> Reward:
         return cls(
             id=row["id"],
             channel_id=row["channel_id"],
@@ -68,9 +68,18 @@ def insert_reward(tx: Tx, reward: Reward) -> Reward:
     tx.execute(
         f"INSERT INTO channel_point_rewards ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            reward.id, reward.channel_id, reward.name, reward.cost, reward.description, reward.icon_url,
-            reward.enabled, reward.requires_moderator_approval, reward.max_per_stream,
-            reward.max_per_user_per_stream, reward.created_at, reward.updated_at,
+            reward.id,
+            reward.channel_id,
+            reward.name,
+            reward.cost,
+            reward.description,
+            reward.icon_url,
+            reward.enabled,
+            reward.requires_moderator_approval,
+            reward.max_per_stream,
+            reward.max_per_user_per_stream,
+            reward.created_at,
+            reward.updated_at,
         ),
     )
     return reward

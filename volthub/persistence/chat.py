@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from .database import Row, Tx
+from volthub.persistence.database import Row, Tx
 
 ROLES = ("moderator", "vip")
 
@@ -95,10 +95,7 @@ def lock_channel(tx: Tx, channel_id: str, now_ms: int, *, next_message: bool = F
     created on a channel's first chat write (its user must exist). With `next_message`
     the sequence moves on and the new value numbers the message.
     """
-    sql = (
-        "UPDATE chat_settings SET message_seq = message_seq + ? WHERE channel_id = ?"
-        " RETURNING version, message_seq"
-    )
+    sql = "UPDATE chat_settings SET message_seq = message_seq + ? WHERE channel_id = ? RETURNING version, message_seq"
     params = (1 if next_message else 0, channel_id)
     row = tx.one(sql, params)
     if row is None:
@@ -256,8 +253,7 @@ def last_message_at(tx: Tx, channel_id: str, user_id: str) -> int | None:
 def history(tx: Tx, channel_id: str, limit: int) -> list[dict[str, Any]]:
     """The newest `limit` messages not deleted, oldest first."""
     rows = tx.execute(
-        "SELECT payload FROM chat_messages WHERE channel_id = ? AND deleted_at IS NULL"
-        " ORDER BY seq DESC LIMIT ?",
+        "SELECT payload FROM chat_messages WHERE channel_id = ? AND deleted_at IS NULL ORDER BY seq DESC LIMIT ?",
         (channel_id, limit),
     )
     return [orjson.loads(row["payload"]) for row in reversed(rows)]
@@ -341,9 +337,7 @@ def remove_ban(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Ban | None
 # --- channel roles (spec §4.10; granted through routes of a later feature) ----------------------
 
 
-def grant_role(
-    tx: Tx, channel_id: str, user_id: str, role: str, now_ms: int, expires_at: int | None = None
-) -> None:
+def grant_role(tx: Tx, channel_id: str, user_id: str, role: str, now_ms: int, expires_at: int | None = None) -> None:
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}")
     tx.execute(
@@ -405,9 +399,7 @@ def add_subscription(
         " expires_at, months) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (subscription_id, channel_id, user_id, tier, is_gift, gifter_id, started_at, expires_at, months),
     )
-    return Subscription(
-        subscription_id, channel_id, user_id, tier, is_gift, gifter_id, started_at, expires_at, months
-    )
+    return Subscription(subscription_id, channel_id, user_id, tier, is_gift, gifter_id, started_at, expires_at, months)
 
 
 def active_subscription(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Subscription | None:

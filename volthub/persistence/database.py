@@ -45,7 +45,7 @@ class Tx(ABC):
         row = self.one(sql, params)
         return None if row is None else next(iter(row.values()))
 
-    def savepoint(self) -> "Savepoint":
+    def savepoint(self) -> Savepoint:
         """Lets a repository try an insert and recover from a constraint error."""
         return Savepoint(self)
 

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 
-from .database import Database, Tx
+from volthub.persistence.database import Database, Tx
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+?)(?:\.(sqlite|postgresql))?\.sql$")
 # Serialises concurrent `migrate` runs of several processes on one PostgreSQL database.
@@ -37,9 +37,7 @@ def available(dialect: str) -> list[Migration]:
 
 def statements(sql: str) -> list[str]:
     """Split a script on `;` at line ends; our migrations hold no procedural bodies."""
-    without_comments = "\n".join(
-        line for line in sql.splitlines() if not line.lstrip().startswith("--")
-    )
+    without_comments = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
     return [s.strip() for s in re.split(r";\s*(?:\n|$)", without_comments) if s.strip()]
 
 

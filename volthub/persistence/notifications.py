@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from .database import Row, Tx
-from .pagination import decode_cursor, encode_cursor
+from volthub.persistence.database import Row, Tx
+from volthub.persistence.pagination import decode_cursor, encode_cursor
 
 _COLUMNS = "id, user_id, type, title, message, data, read_at, created_at"
 
@@ -63,9 +63,7 @@ def create(
     return Notification(notification_id, user_id, type, title, message, dict(data), None, now_ms)
 
 
-def list_for_user(
-    tx: Tx, user_id: str, limit: int, cursor: str | None, unread_only: bool = False
-) -> NotificationPage:
+def list_for_user(tx: Tx, user_id: str, limit: int, cursor: str | None, unread_only: bool = False) -> NotificationPage:
     params: list[Any] = [user_id]
     where = "user_id = ?"
     if unread_only:

@@ -2,7 +2,7 @@
 
 Codes and refresh tokens are stored as SHA-256 hex digests of high-entropy random values, so
 a copy of the database lets no one redeem them. Scope strings here are plain data: alias
-expansion and sensitivity live with the scope catalogue (volthub.http.oauth.scopes), and
+expansion and sensitivity live with the scope catalogue (volthub.protocol.oauth.scopes), and
 `held_scope` already holds real scope names only, so this module needs neither.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .database import IntegrityError, Row, Tx
+from volthub.persistence.database import IntegrityError, Row, Tx
 
 # --- operator grants of sensitive scopes ----------------------------------------------------
 
@@ -79,7 +79,7 @@ class Grant:
         return self.revoked_at is None
 
     @classmethod
-    def from_row(cls, row: Row) -> "Grant":
+    def from_row(cls, row: Row) -> Grant:
         return cls(
             id=row["id"],
             user_id=row["user_id"],
@@ -105,7 +105,9 @@ def create_grant(
         f"INSERT INTO oauth_grants ({_GRANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
         (grant_id, user_id, client_id, consented_scope, held_text, now_ms, now_ms),
     )
-    return Grant(grant_id, user_id, client_id, consented_scope, frozenset(held_text.split()), now_ms, now_ms, None, None)
+    return Grant(
+        grant_id, user_id, client_id, consented_scope, frozenset(held_text.split()), now_ms, now_ms, None, None
+    )
 
 
 def get_grant(tx: Tx, grant_id: str) -> Grant | None:
@@ -122,8 +124,7 @@ def set_held_scope(tx: Tx, grant_id: str, held: Iterable[str], now_ms: int) -> N
 
 def _active_grants(tx: Tx, where: str, params: tuple[str, ...]) -> list[Grant]:
     rows = tx.execute(
-        f"SELECT {_GRANT_COLUMNS} FROM oauth_grants WHERE {where} AND revoked_at IS NULL"
-        " ORDER BY created_at, id",
+        f"SELECT {_GRANT_COLUMNS} FROM oauth_grants WHERE {where} AND revoked_at IS NULL ORDER BY created_at, id",
         params,
     )
     return [Grant.from_row(row) for row in rows]
@@ -182,7 +183,7 @@ class AuthorizationCode:
     grant_id: str | None = None
 
     @classmethod
-    def from_row(cls, row: Row) -> "AuthorizationCode":
+    def from_row(cls, row: Row) -> AuthorizationCode:
         return cls(
             code_hash=row["code_hash"],
             client_id=row["client_id"],
@@ -208,8 +209,18 @@ _CODE_COLUMNS = (
 def insert_code(tx: Tx, code: AuthorizationCode) -> None:
     tx.execute(
         f"INSERT INTO oauth_codes ({_CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
-        (code.code_hash, code.client_id, code.user_id, code.redirect_uri, code.redirect_uri_sent, code.scope,
-         code.code_challenge, code.code_challenge_method, code.created_at, code.expires_at),
+        (
+            code.code_hash,
+            code.client_id,
+            code.user_id,
+            code.redirect_uri,
+            code.redirect_uri_sent,
+            code.scope,
+            code.code_challenge,
+            code.code_challenge_method,
+            code.created_at,
+            code.expires_at,
+        ),
     )
 
 
@@ -267,8 +278,13 @@ def get_refresh_token(tx: Tx, token_hash: str) -> RefreshToken | None:
     if row is None:
         return None
     rotated = row["rotated_at"]
-    return RefreshToken(row["token_hash"], row["grant_id"], int(row["created_at"]), int(row["expires_at"]),
-                        None if rotated is None else int(rotated))
+    return RefreshToken(
+        row["token_hash"],
+        row["grant_id"],
+        int(row["created_at"]),
+        int(row["expires_at"]),
+        None if rotated is None else int(rotated),
+    )
 
 
 def rotate_refresh_token(tx: Tx, token_hash: str, now_ms: int) -> bool:

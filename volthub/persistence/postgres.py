@@ -11,7 +11,7 @@ import trio
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from .database import Database, IntegrityError, InvalidData, Params, Row, Tx
+from volthub.persistence.database import Database, IntegrityError, InvalidData, Params, Row, Tx
 
 T = TypeVar("T")
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import secrets
-from typing import Callable
+from collections.abc import Callable
 
-from .database import IntegrityError, Tx
+from volthub.persistence.database import IntegrityError, Tx
 
 
-def get_or_create(name: str, now_ms: int, make: Callable[[], str] = lambda: secrets.token_urlsafe(48)) -> Callable[[Tx], str]:
+def get_or_create(
+    name: str, now_ms: int, make: Callable[[], str] = lambda: secrets.token_urlsafe(48)
+) -> Callable[[Tx], str]:
     def run(tx: Tx) -> str:
         existing = tx.scalar("SELECT value FROM server_secrets WHERE name = ?", (name,))
         if existing is not None:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from .database import Database, IntegrityError, Params, Row, Tx
+from volthub.persistence.database import Database, IntegrityError, Params, Row, Tx
 
 T = TypeVar("T")
 
@@ -98,9 +98,7 @@ class SQLiteDatabase(Database):
             self._idle.append(connection)
 
     def _connect(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-        )
+        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         connection.row_factory = _dict_rows
         connection.execute("PRAGMA journal_mode=WAL")
         # FULL: an acknowledged write survives power loss, not only a process crash.

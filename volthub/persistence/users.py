@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .database import IntegrityError, Row, Tx
-from .pagination import decode_cursor, encode_cursor
+from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.pagination import decode_cursor, encode_cursor
 
 _USER_COLUMNS = "id, username, display_name, avatar_url, bio, created_at, updated_at"
 
@@ -26,7 +26,7 @@ class User:
     updated_at: int
 
     @classmethod
-    def from_row(cls, row: Row) -> "User":
+    def from_row(cls, row: Row) -> User:
         return cls(
             id=row["id"],
             username=row["username"],
@@ -44,9 +44,7 @@ class Page:
     next_cursor: str | None
 
 
-def create_user(
-    tx: Tx, *, user_id: str, username: str, display_name: str, password_hash: str, now_ms: int
-) -> User:
+def create_user(tx: Tx, *, user_id: str, username: str, display_name: str, password_hash: str, now_ms: int) -> User:
     try:
         with tx.savepoint():
             tx.execute(

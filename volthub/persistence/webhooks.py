@@ -2,7 +2,7 @@
 
 A delivery row is written in the transaction of the change that caused its event, claimed
 by a worker with a lease (`claimed_until`), and finished by recording an attempt. The
-policy (schedule, disabling) lives in `volthub.hub.webhooks`; these are its primitives.
+policy (schedule, disabling) lives in `volthub.services.webhooks`; these are its primitives.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from .database import Row, Tx
-from .pagination import decode_cursor, encode_cursor
+from volthub.persistence.database import Row, Tx
+from volthub.persistence.pagination import decode_cursor, encode_cursor
 
 PENDING = "pending"
 SUCCEEDED = "succeeded"
@@ -26,8 +26,7 @@ BY_FAILURES = "failures"
 BY_GONE = "gone"
 
 _WEBHOOK_COLUMNS = (
-    "id, client_id, url, events, secret, enabled, disabled_reason, consecutive_failures,"
-    " created_at, updated_at"
+    "id, client_id, url, events, secret, enabled, disabled_reason, consecutive_failures, created_at, updated_at"
 )
 _DELIVERY_COLUMNS = (
     "id, webhook_id, event_id, event_name, body, state, failed_attempts, attempt_count,"
@@ -259,9 +258,7 @@ def set_secret(tx: Tx, webhook_id: str, secret: str, now_ms: int) -> None:
 
 
 def delete_webhook(tx: Tx, client_id: str, webhook_id: str) -> bool:
-    rows = tx.execute(
-        "DELETE FROM webhooks WHERE id = ? AND client_id = ? RETURNING id", (webhook_id, client_id)
-    )
+    rows = tx.execute("DELETE FROM webhooks WHERE id = ? AND client_id = ? RETURNING id", (webhook_id, client_id))
     return bool(rows)
 
 
@@ -295,10 +292,7 @@ def subscribers(tx: Tx, channel_ids: Iterable[str]) -> list[Subscriber]:
         f" JOIN apps a ON a.client_id = w.client_id WHERE a.owner_id IN ({marks}) AND w.enabled = ?",
         (*owners, True),
     )
-    return [
-        Subscriber(row["id"], row["client_id"], row["owner_id"], orjson.loads(row["events"]))
-        for row in rows
-    ]
+    return [Subscriber(row["id"], row["client_id"], row["owner_id"], orjson.loads(row["events"])) for row in rows]
 
 
 def enqueue(tx: Tx, deliveries: Sequence[NewDelivery], now_ms: int) -> None:
@@ -310,8 +304,18 @@ def enqueue(tx: Tx, deliveries: Sequence[NewDelivery], now_ms: int) -> None:
         " redelivery_of, created_at, updated_at, completed_at)"
         " VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?, NULL, NULL, ?, ?, ?, NULL)",
         [
-            (d.id, d.webhook_id, d.event_id, d.event_name, d.body.decode("utf-8"), PENDING,
-             d.due_at, d.redelivery_of, now_ms, now_ms)
+            (
+                d.id,
+                d.webhook_id,
+                d.event_id,
+                d.event_name,
+                d.body.decode("utf-8"),
+                PENDING,
+                d.due_at,
+                d.redelivery_of,
+                now_ms,
+                now_ms,
+            )
             for d in deliveries
         ],
     )
@@ -338,8 +342,7 @@ def claim_due(tx: Tx, now_ms: int, lease_until_ms: int, limit: int, token: str) 
     ids = [row["id"] for row in rows]
     marks = ", ".join("?" for _ in ids)
     tx.execute(
-        "UPDATE webhook_deliveries SET next_attempt_at = ?, claimed_until = ?, claim_token = ?"
-        f" WHERE id IN ({marks})",
+        f"UPDATE webhook_deliveries SET next_attempt_at = ?, claimed_until = ?, claim_token = ? WHERE id IN ({marks})",
         (lease_until_ms, lease_until_ms, token, *ids),
     )
     return [
@@ -393,8 +396,15 @@ def insert_attempt(tx: Tx, delivery_id: str, attempt: Attempt) -> None:
     tx.execute(
         "INSERT INTO webhook_attempts (delivery_id, number, attempted_at, outcome, status_code,"
         " latency_ms, error) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (delivery_id, attempt.number, attempt.attempted_at, attempt.outcome, attempt.status_code,
-         attempt.latency_ms, attempt.error),
+        (
+            delivery_id,
+            attempt.number,
+            attempt.attempted_at,
+            attempt.outcome,
+            attempt.status_code,
+            attempt.latency_ms,
+            attempt.error,
+        ),
     )
 
 

@@ -1,13 +1,15 @@
 """One blueprint per area of the spec; the app registers them in this order."""
 
-from . import accounts, health, users
-from . import notifications, webhooks
+from volthub.http.blueprints import accounts, health, notifications, users, webhooks
 
 BLUEPRINTS = [health.blueprint, accounts.blueprint, users.blueprint]
 BLUEPRINTS += [webhooks.blueprint, notifications.blueprint]
-from . import chat, public_chat  # noqa: E402
+from volthub.http.blueprints import chat, public_chat  # noqa: E402
+
 BLUEPRINTS += [chat.blueprint, public_chat.blueprint]
-from . import channel_points, events, sandbox  # noqa: E402  (issue 5: Events API)
+from volthub.http.blueprints import channel_points, events, sandbox  # noqa: E402  (issue 5: Events API)
+
 BLUEPRINTS += [events.blueprint, sandbox.blueprint, channel_points.blueprint]
-from . import consent, developer_apps, oauth  # noqa: E402  (issue 3: OAuth)
+from volthub.http.blueprints import consent, developer_apps, oauth  # noqa: E402  (issue 3: OAuth)
+
 BLUEPRINTS += [developer_apps.blueprint, oauth.blueprint, consent.blueprint]

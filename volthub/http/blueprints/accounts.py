@@ -8,13 +8,13 @@ from pydantic import Field, field_validator
 from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
-from volthub.hub.accounts import Accounts, UsernameTaken
-from volthub.hub.clock import iso8601
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, DisplayName, Model, UserOut
 from volthub.http.users_view import user_out
+from volthub.hub.clock import iso8601
+from volthub.services.accounts import Accounts, UsernameTaken
 
 blueprint = Blueprint("accounts", __name__, url_prefix="/api/auth")
 

@@ -12,7 +12,6 @@ from pydantic import Field, field_validator
 from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
-from volthub.hub.channel_points import ChannelPoints, TooManyRewards, rest_shape
 from volthub.http import access
 from volthub.http.errors import ApiError, not_found
 from volthub.http.params import uuid_param
@@ -20,6 +19,7 @@ from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
 from volthub.persistence import users as users_repo
 from volthub.persistence.channel_points import MAX_REWARDS_PER_CHANNEL
+from volthub.services.channel_points import ChannelPoints, TooManyRewards, rest_shape
 
 blueprint = Blueprint("channel_points", __name__, url_prefix="/api/channel-points")
 
@@ -102,14 +102,11 @@ async def items_with_built_in(channel_id: str) -> RewardList:
 @tag(["Channel points"])
 @validate_request(RewardBody)
 @validate_response(RewardOut, 201)
+@access.own_channel()
 async def create_item(channel_id: str, data: RewardBody) -> tuple[RewardOut, int]:
     """Create a custom reward in your own channel (first-party token; 403 elsewhere).
 
     At most 100 rewards per channel (409 `too_many_rewards`)."""
-    channel_id = uuid_param(channel_id, "channelId")
-    if channel_id != access.principal().user_id:
-        raise ApiError(403, "channel_not_owned", "rewards are created in your own channel only",
-                       {"channelId": channel_id})
     try:
         reward = await _service().create(channel_id, data.model_dump())
     except TooManyRewards:

@@ -14,28 +14,22 @@ from typing import Any
 
 import trio
 from pydantic import Field, field_validator, model_serializer, model_validator
-from quart import Blueprint, Response
+from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
-from volthub.hub import chat as rules
-from volthub.hub.actors import (
+from volthub.http import access
+from volthub.http.ratelimit import limited
+from volthub.http.runtime import Runtime, runtime
+from volthub.http.schemas import Body, Model, PersonOut
+from volthub.hub.actor import (
     ActorRegistry,
-    ChannelBusy,
-    ChannelUnavailable,
-    ChatRefused,
     ModerationRequest,
     OutgoingMessage,
     ReplyRef,
-    UnknownChannel,
 )
-from volthub.hub.chat import Effect, ModerationAction
 from volthub.hub.clock import iso8601
-from volthub.http import access
-from volthub.http.errors import ApiError, error_response
-from volthub.http.params import uuid_param
-from volthub.http.ratelimit import limited
-from volthub.http.runtime import Runtime, runtime
-from volthub.http.schemas import Body, Model
+from volthub.hub.components import chat as rules
+from volthub.hub.components.chat import Effect, ModerationAction
 from volthub.persistence import chat as repo
 from volthub.persistence.chat import ChatSettings
 
@@ -68,28 +62,6 @@ async def run_chat_hub(rt: Runtime, nursery: trio.Nursery) -> None:
     await hub_for(rt).run()
 
 
-@blueprint.app_errorhandler(ChatRefused)
-async def _refused(error: ChatRefused) -> Response:
-    refusal = error.refusal
-    return error_response(ApiError(refusal.status, refusal.code, refusal.message, refusal.details))
-
-
-@blueprint.app_errorhandler(ChannelBusy)
-async def _busy(error: ChannelBusy) -> Response:
-    message = "this channel has too many chat commands queued; retry in a moment"
-    return error_response(ApiError(503, "channel_busy", message, headers={"Retry-After": "1"}))
-
-
-@blueprint.app_errorhandler(ChannelUnavailable)
-async def _unavailable(error: ChannelUnavailable) -> Response:
-    return error_response(ApiError(503, "service_unavailable", "chat is shutting down", headers={"Retry-After": "5"}))
-
-
-@blueprint.app_errorhandler(UnknownChannel)
-async def _unknown_channel(error: UnknownChannel) -> Response:
-    return error_response(ApiError(404, "not_found", "channel not found", {"channelId": str(error)}))
-
-
 # --- shapes ----------------------------------------------------------------------------------
 
 
@@ -119,7 +91,7 @@ class ReplyToIn(Body):
         return None if value is None else rules.check_snippet(value)
 
     @model_validator(mode="after")
-    def _needs_snippet(self) -> "ReplyToIn":
+    def _needs_snippet(self) -> ReplyToIn:
         if self.snippet is None and self.message is None:
             raise ValueError("replyTo needs snippet (or its alias message)")
         return self
@@ -164,7 +136,7 @@ class SettingsOut(Model):
     emoteOnly: bool
 
     @classmethod
-    def of(cls, settings: ChatSettings) -> "SettingsOut":
+    def of(cls, settings: ChatSettings) -> SettingsOut:
         return cls(**settings.as_api())
 
 
@@ -207,7 +179,7 @@ class ModerateBody(Body):
         return None if value is None else rules.check_reason(value)
 
     @model_validator(mode="after")
-    def _complete(self) -> "ModerateBody":
+    def _complete(self) -> ModerateBody:
         if self.action == "delete":
             if self.messageId is None:
                 raise ValueError("delete needs messageId")
@@ -228,12 +200,6 @@ class ModerateBody(Body):
         )
 
 
-class PersonOut(Model):
-    userId: str
-    username: str
-    displayName: str
-
-
 class ModerateOut(Model):
     success: bool
     action: str
@@ -246,26 +212,13 @@ class ModerateOut(Model):
 # --- routes ----------------------------------------------------------------------------------
 
 
-def _channel_for_token(channel_id: str) -> str:
-    """OAuth tokens act on their owner's channel only (spec §1); first-party tokens anywhere."""
-    channel_id = uuid_param(channel_id, "channelId")
-    caller = access.principal()
-    if not caller.is_first_party and channel_id != caller.user_id:
-        raise ApiError(
-            403,
-            "channel_not_owned",
-            "an OAuth token acts only in its owner's channel",
-            {"channelId": channel_id},
-        )
-    return channel_id
-
-
 @blueprint.post("/channels/<channel_id>/messages")
 @access.token("chat:write")
 @limited("chat_send")
 @tag(["Chat"])
 @validate_request(SendBody)
 @validate_response(SendOut, 200)
+@access.own_channel(first_party_anywhere=True)
 async def send_message(channel_id: str, data: SendBody) -> SendOut:
     """Post a chat message (spec §2.1) as the token's user.
 
@@ -277,7 +230,6 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
     `:name:` or an emoji. `replyTo.messageId` must be a message of this channel (400
     `invalid_reply_to`). 503 `channel_busy` when the channel's queue is full.
     """
-    channel = _channel_for_token(channel_id)
     outgoing = OutgoingMessage(
         text=data.message,
         effect=data.effect,
@@ -285,7 +237,7 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
         reply_to=data.replyTo.ref() if data.replyTo else None,
         as_bot=data.sendAsBot,
     )
-    message_id = await chat_hub().send_message(channel, access.principal().user_id, outgoing)
+    message_id = await chat_hub().send_message(channel_id, access.principal().user_id, outgoing)
     return SendOut(success=True, messageId=message_id)
 
 
@@ -295,6 +247,7 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
 @tag(["Chat"])
 @validate_request(ModerateBody)
 @validate_response(ModerateOut, 200)
+@access.own_channel(first_party_anywhere=True)
 async def moderate(channel_id: str, data: ModerateBody) -> ModerateOut:
     """Time out, ban, unban, or delete a message.
 
@@ -309,8 +262,7 @@ async def moderate(channel_id: str, data: ModerateBody) -> ModerateOut:
     Unban of someone not banned, and deleting a deleted message, succeed with
     `changed: false`.
     """
-    channel = _channel_for_token(channel_id)
-    result = await chat_hub().moderate(channel, access.principal().user_id, data.request())
+    result = await chat_hub().moderate(channel_id, access.principal().user_id, data.request())
     return ModerateOut(
         success=True,
         action=result.action,

@@ -1,7 +1,7 @@
 """The consent page for people: `GET /oauth/authorize` and its form posts (DESIGN §4).
 
 The same checks as the JSON authorize API (`blueprints.oauth.check_authorize`), rendered
-with `volthub.http.oauth.consent_page` and served with its SECURITY_HEADERS.
+with `volthub.http.consent_page` and served with its SECURITY_HEADERS.
 
 - Sign-in: the first-party login, on the page itself. On success the browser gets a session
   cookie holding a first-party session token (HttpOnly, SameSite=Lax, Secure over https,
@@ -26,8 +26,6 @@ from urllib.parse import urlencode
 from quart import Blueprint, Response, request
 from quart_schema import tag
 
-from volthub.hub.accounts import Accounts
-from volthub.hub.oauth import OAuthError
 from volthub.http import access
 from volthub.http.blueprints.oauth import (
     AuthorizeError,
@@ -36,7 +34,7 @@ from volthub.http.blueprints.oauth import (
     issue_code,
     single_values,
 )
-from volthub.http.oauth.consent_page import (
+from volthub.http.consent_page import (
     FORM_ACTION,
     OAUTH_PARAMS,
     SECURITY_HEADERS,
@@ -44,9 +42,11 @@ from volthub.http.oauth.consent_page import (
     render_error_page,
 )
 from volthub.http.runtime import runtime
-from volthub.http.tokens import SESSION, TokenError
 from volthub.persistence import users as users_repo
 from volthub.persistence.users import User
+from volthub.services.accounts import Accounts
+from volthub.services.oauth import OAuthError
+from volthub.services.tokens import SESSION, TokenError
 
 blueprint = Blueprint("consent", __name__)
 
@@ -98,7 +98,9 @@ async def consent_submit() -> Response:
     return _error_page("Invalid form", "This form is not one this page sent.")
 
 
-async def _decide(checked: AuthorizeRequest, params: dict[str, str], values: Mapping[str, str], seed: str | None) -> Response:
+async def _decide(
+    checked: AuthorizeRequest, params: dict[str, str], values: Mapping[str, str], seed: str | None
+) -> Response:
     user = await _signed_in_user()
     if user is None:
         error = "Your sign-in has ended. Sign in again to continue."
@@ -113,7 +115,9 @@ async def _decide(checked: AuthorizeRequest, params: dict[str, str], values: Map
         code = await issue_code(user.id, checked)
         return _redirect(checked.redirect({"code": code}))
     if decision == "deny":
-        return _redirect(checked.redirect({"error": "access_denied", "error_description": "the user denied the request"}))
+        return _redirect(
+            checked.redirect({"error": "access_denied", "error_description": "the user denied the request"})
+        )
     return _error_page("Invalid form", "Choose Approve or Deny.")
 
 
@@ -159,7 +163,7 @@ def _consent_purpose(user: User) -> str:
 
 def _csrf_token(seed: str, purpose: str) -> str:
     key = runtime().services["oauth_csrf_key"].encode("utf-8")
-    return hmac.new(key, f"{purpose}|{seed}".encode("utf-8"), hashlib.sha256).hexdigest()
+    return hmac.new(key, f"{purpose}|{seed}".encode(), hashlib.sha256).hexdigest()
 
 
 def _csrf_ok(seed: str | None, purpose: str, sent: str | None) -> bool:
@@ -177,8 +181,13 @@ def _page(
     app = checked.app
     purpose = "login" if user is None else _consent_purpose(user)
     html = render_consent_page(
-        app={"clientId": app.client_id, "name": app.name, "description": app.description,
-             "logoUrl": app.logo_url, "reviewed": app.reviewed},
+        app={
+            "clientId": app.client_id,
+            "name": app.name,
+            "description": app.description,
+            "logoUrl": app.logo_url,
+            "reviewed": app.reviewed,
+        },
         scope_groups=checked.consent_groups(),
         params=params,
         user=None if user is None else {"username": user.username, "displayName": user.display_name},
@@ -223,6 +232,4 @@ def _redirect(location: str) -> Response:
 
 def _set_cookie(response: Response, name: str, value: str, max_age: int | None) -> None:
     secure = request.scheme == "https" or runtime().settings.server.public_url.startswith("https://")
-    response.set_cookie(
-        name, value, max_age=max_age, path=COOKIE_PATH, secure=secure, httponly=True, samesite="Lax"
-    )
+    response.set_cookie(name, value, max_age=max_age, path=COOKIE_PATH, secure=secure, httponly=True, samesite="Lax")

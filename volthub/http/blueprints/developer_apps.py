@@ -4,7 +4,7 @@ First-party tokens only. An app owned by someone else is a 404, as if it did not
 The client secret is shown only in the create and rotate-secret responses; it is stored as
 a SHA-256 digest. An app created with `"public": true` has no secret (a browser or native
 app that cannot keep one): it authenticates at the token endpoint by `client_id` alone and
-must use PKCE. Redirect URIs are matched exactly (volthub.http.oauth.redirects).
+must use PKCE. Redirect URIs are matched exactly (volthub.protocol.oauth.redirects).
 """
 
 from __future__ import annotations
@@ -17,20 +17,20 @@ from pydantic import AfterValidator, Field, field_validator
 from quart import Blueprint, Response
 from quart_schema import tag, validate_request, validate_response
 
-from volthub.hub.clock import iso8601, to_ms
-from volthub.hub.oauth import CLIENT_SECRET_PREFIX, digest, new_secret
 from volthub.http import access
 from volthub.http.blueprints.oauth import oauth_service, plausible_client_id
 from volthub.http.errors import ApiError, not_found
-from volthub.http.oauth.redirects import InvalidRedirectURI, validate_registered_uri
-from volthub.http.oauth.scopes import SCOPES
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
+from volthub.hub.clock import iso8601, to_ms
 from volthub.persistence import Tx
 from volthub.persistence import apps as repo
 from volthub.persistence import oauth as oauth_repo
 from volthub.persistence.apps import App
+from volthub.protocol.oauth.redirects import InvalidRedirectURI, validate_registered_uri
+from volthub.protocol.oauth.scopes import SCOPES
+from volthub.services.oauth import CLIENT_SECRET_PREFIX, digest, new_secret
 
 blueprint = Blueprint("developer_apps", __name__, url_prefix="/api/developer/apps")
 
@@ -205,9 +205,16 @@ async def create_app(data: AppCreateBody) -> tuple[AppWithSecretOut, int]:
 
     def create(tx: Tx) -> App:
         return repo.create_app(
-            tx, client_id=str(uuid.uuid4()), owner_id=owner, name=data.name, description=data.description,
-            logo_url=data.logoUrl, redirect_uris=list(data.redirectUris),
-            client_secret_hash=digest(secret) if secret else None, bot_app=data.botApp, now_ms=now,
+            tx,
+            client_id=str(uuid.uuid4()),
+            owner_id=owner,
+            name=data.name,
+            description=data.description,
+            logo_url=data.logoUrl,
+            redirect_uris=list(data.redirectUris),
+            client_secret_hash=digest(secret) if secret else None,
+            bot_app=data.botApp,
+            now_ms=now,
         )
 
     app = await runtime().db.write(create)
@@ -236,8 +243,13 @@ async def update_app(client_id: str, data: AppPatchBody) -> AppOut:
     for field in ("name", "redirectUris", "botApp"):
         if field in sent and sent[field] is None:
             raise ApiError(400, "validation_error", f"{field} cannot be null", {"field": field})
-    columns = {"name": "name", "description": "description", "logoUrl": "logo_url",
-               "redirectUris": "redirect_uris", "botApp": "bot_app"}
+    columns = {
+        "name": "name",
+        "description": "description",
+        "logoUrl": "logo_url",
+        "redirectUris": "redirect_uris",
+        "botApp": "bot_app",
+    }
     changes: dict[str, Any] = {columns[key]: value for key, value in sent.items()}
     if "description" in changes and changes["description"] is None:
         changes["description"] = ""
@@ -294,7 +306,10 @@ async def app_scopes(client_id: str) -> AppScopes:
     allowed = oauth_service().allowed({s.name for s in SCOPES}, grants)
     items = [
         ScopeGrantOut(
-            name=s.name, category=s.category, description=s.description, sensitive=s.sensitive,
+            name=s.name,
+            category=s.category,
+            description=s.description,
+            sensitive=s.sensitive,
             granted=s.name in allowed,
             grantedAt=iso8601(grants[s.name]) if s.sensitive and s.name in grants else None,
         )

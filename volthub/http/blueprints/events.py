@@ -12,15 +12,15 @@ from quart import Blueprint, Response, request
 from quart_schema import tag, validate_querystring, validate_response
 
 from volthub.config import EventsSettings
-from volthub.hub import catalogue
-from volthub.hub.fanout import Fanout
-from volthub.http import access, sse
+from volthub.http import access
 from volthub.http.errors import ApiError
-from volthub.http.events_api import SSE_WIRE, SLOW_CONSUMER, sse_encode
+from volthub.http.events.socketio import SLOW_CONSUMER, SSE_WIRE, sse_encode
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
+from volthub.hub.fanout import Fanout
 from volthub.persistence import users as users_repo
 from volthub.persistence.users import User
+from volthub.protocol import catalogue, sse
 
 blueprint = Blueprint("events", __name__, url_prefix="/api/events")
 
@@ -169,10 +169,15 @@ async def _event_stream(
     try:
         yield sse.encode(_json({"channelUsername": user.username, "channelId": user.id}), event="connected")
         if not resume.found:
-            yield sse.encode(_json({
-                "lastEventId": last_id,
-                "message": "that event is no longer in the resume buffer; older events may be lost",
-            }), event="missed")
+            yield sse.encode(
+                _json(
+                    {
+                        "lastEventId": last_id,
+                        "message": "that event is no longer in the resume buffer; older events may be lost",
+                    }
+                ),
+                event="missed",
+            )
         for event in resume.events:
             if subscription.wants(event):
                 yield sse_encode(event)

@@ -26,19 +26,18 @@ from pydantic import Field
 from quart import Blueprint, Response, jsonify, request
 from quart_schema import DataSource, document_querystring, document_request, document_response, tag
 
-from volthub.hub.clock import iso8601, to_ms
-from volthub.hub.oauth import (
-    Issued,
-    OAuthError,
-    OAuthPolicy,
-    OAuthService,
-    ScopeRules,
-    secret_matches,
-)
 from volthub.http import access
 from volthub.http.errors import ApiError, error_response, not_found
-from volthub.http.oauth import pkce, redirects
-from volthub.http.oauth.scopes import (
+from volthub.http.ratelimit import limited
+from volthub.http.runtime import Runtime, runtime
+from volthub.http.schemas import Body, Model, Query
+from volthub.hub.clock import iso8601, to_ms
+from volthub.persistence import apps as apps_repo
+from volthub.persistence import oauth as oauth_repo
+from volthub.persistence import secrets as secret_store
+from volthub.persistence.apps import App
+from volthub.protocol.oauth import pkce, redirects
+from volthub.protocol.oauth.scopes import (
     SCOPE_NAMES,
     SENSITIVE_SCOPES,
     InvalidScope,
@@ -48,14 +47,15 @@ from volthub.http.oauth.scopes import (
     group_for_consent,
     parse_scope,
 )
-from volthub.http.ratelimit import limited
-from volthub.http.runtime import Runtime, runtime
-from volthub.http.schemas import Body, Model, Query
-from volthub.http.tokens import ACCESS, Claims, TokenError
-from volthub.persistence import apps as apps_repo
-from volthub.persistence import oauth as oauth_repo
-from volthub.persistence import secrets as secret_store
-from volthub.persistence.apps import App
+from volthub.services.oauth import (
+    Issued,
+    OAuthError,
+    OAuthPolicy,
+    OAuthService,
+    ScopeRules,
+    secret_matches,
+)
+from volthub.services.tokens import ACCESS, Claims, TokenError
 
 blueprint = Blueprint("oauth", __name__)
 
@@ -66,8 +66,15 @@ NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 # Errors of these endpoints are answered in RFC 6749 §5.2 shape.
 _RFC_ENDPOINTS = frozenset({"oauth.token", "oauth.revoke"})
 _RFC_CODES = frozenset(
-    {"invalid_request", "invalid_client", "invalid_grant", "unauthorized_client", "unsupported_grant_type",
-     "invalid_scope", "unsupported_token_type"}
+    {
+        "invalid_request",
+        "invalid_client",
+        "invalid_grant",
+        "unauthorized_client",
+        "unsupported_grant_type",
+        "invalid_scope",
+        "unsupported_token_type",
+    }
 )
 # No OAuth parameter we use is anywhere near this; longer ones are refused, not echoed.
 MAX_PARAM_LENGTH = 4096
@@ -225,7 +232,9 @@ async def _client_and_redirect(params: Mapping[str, str]) -> tuple[App, str]:
     client_id = params.get("client_id")
     if not client_id:
         raise AuthorizeError("invalid_request", "client_id is required")
-    app = await runtime().db.read(lambda tx: apps_repo.get_app(tx, client_id)) if plausible_client_id(client_id) else None
+    app = (
+        await runtime().db.read(lambda tx: apps_repo.get_app(tx, client_id)) if plausible_client_id(client_id) else None
+    )
     if app is None:
         raise AuthorizeError("invalid_client", "unknown client_id: no app has this client id")
     if not app.redirect_uris:
@@ -368,7 +377,9 @@ class AuthorizePreview(Model):
 class AuthorizeResult(Model):
     code: str | None = Field(None, description="absent when the user denied")
     state: str | None = None
-    redirectUrl: str = Field(description="where to send the user: the redirect URI with code and state, or error=access_denied")
+    redirectUrl: str = Field(
+        description="where to send the user: the redirect URI with code and state, or error=access_denied"
+    )
 
 
 @blueprint.get("/api/developer/oauth/authorize")
@@ -397,8 +408,13 @@ async def authorize_preview() -> Any:
 def _preview(checked: AuthorizeRequest) -> AuthorizePreview:
     app = checked.app
     return AuthorizePreview(
-        app=PreviewApp(clientId=app.client_id, name=app.name, description=app.description,
-                       logoUrl=app.logo_url, reviewed=app.reviewed),
+        app=PreviewApp(
+            clientId=app.client_id,
+            name=app.name,
+            description=app.description,
+            logoUrl=app.logo_url,
+            reviewed=app.reviewed,
+        ),
         redirectUri=checked.redirect_uri,
         state=checked.state,
         scopes=[PreviewGroup.model_validate(group) for group in checked.consent_groups()],
@@ -426,7 +442,9 @@ async def authorize_complete() -> Any:
     except AuthorizeError as exc:
         raise exc.api_error() from None
     if not isinstance(approve, bool):
-        raise AuthorizeError("invalid_request", "approve must be true or false", checked.redirect_uri, checked.state).api_error()
+        raise AuthorizeError(
+            "invalid_request", "approve must be true or false", checked.redirect_uri, checked.state
+        ).api_error()
     if not approve:
         url = checked.redirect({"error": "access_denied", "error_description": "the user denied the request"})
         return jsonify({"redirectUrl": url})
@@ -438,7 +456,9 @@ async def authorize_complete() -> Any:
 
 
 class OAuthErrorBody(Model):
-    error: str = Field(description="RFC 6749 §5.2 code: invalid_request, invalid_client, invalid_grant, unauthorized_client, unsupported_grant_type, invalid_scope")
+    error: str = Field(
+        description="RFC 6749 §5.2 code: invalid_request, invalid_client, invalid_grant, unauthorized_client, unsupported_grant_type, invalid_scope"
+    )
     message: str
     error_description: str = Field(description="the same text as message, for RFC 6749 clients")
 
@@ -492,15 +512,22 @@ def client_credentials(params: Mapping[str, str]) -> ClientCredentials:
 async def authenticate_client(credentials: ClientCredentials) -> App:
     client_id = credentials.client_id
     if not client_id:
-        raise OAuthError("invalid_client", "client authentication failed: send client_id (and client_secret unless the app is public)")
-    app = await runtime().db.read(lambda tx: apps_repo.get_app(tx, client_id)) if plausible_client_id(client_id) else None
+        raise OAuthError(
+            "invalid_client",
+            "client authentication failed: send client_id (and client_secret unless the app is public)",
+        )
+    app = (
+        await runtime().db.read(lambda tx: apps_repo.get_app(tx, client_id)) if plausible_client_id(client_id) else None
+    )
     if app is None:
         raise OAuthError("invalid_client", "client authentication failed: unknown client_id")
     if app.is_public:
         if credentials.secret is not None:
             raise OAuthError("invalid_client", "this is a public client: it has no secret to send")
     elif credentials.secret is None:
-        raise OAuthError("invalid_client", "client_secret is required for this client (client_secret_basic or client_secret_post)")
+        raise OAuthError(
+            "invalid_client", "client_secret is required for this client (client_secret_basic or client_secret_post)"
+        )
     elif not secret_matches(app, credentials.secret):
         raise OAuthError("invalid_client", "client authentication failed: wrong client_secret")
     return app
@@ -533,7 +560,10 @@ async def token() -> Any:
         if grant_type is None:
             raise OAuthError("invalid_request", "grant_type is required (authorization_code or refresh_token)")
         if grant_type not in GRANT_TYPES:
-            raise OAuthError("unsupported_grant_type", f"grant_type {grant_type[:64]!r} is not supported: use authorization_code or refresh_token")
+            raise OAuthError(
+                "unsupported_grant_type",
+                f"grant_type {grant_type[:64]!r} is not supported: use authorization_code or refresh_token",
+            )
         app = await authenticate_client(credentials)
         issued = await (_by_code if grant_type == "authorization_code" else _by_refresh)(app, params)
     except OAuthError as exc:
@@ -545,7 +575,9 @@ async def _by_code(app: App, params: Mapping[str, str]) -> Issued:
     code = params.get("code")
     if code is None:
         raise OAuthError("invalid_request", "code is required")
-    return await oauth_service().exchange_code(app.client_id, code, params.get("redirect_uri"), params.get("code_verifier"))
+    return await oauth_service().exchange_code(
+        app.client_id, code, params.get("redirect_uri"), params.get("code_verifier")
+    )
 
 
 async def _by_refresh(app: App, params: Mapping[str, str]) -> Issued:
@@ -636,7 +668,9 @@ class ScopeInfo(Model):
 
 class ScopeCatalogue(Model):
     scopes: list[ScopeInfo]
-    aliases: dict[str, str | None] = Field(description="legacy scope string -> the real scope it grants (null: nothing extra)")
+    aliases: dict[str, str | None] = Field(
+        description="legacy scope string -> the real scope it grants (null: nothing extra)"
+    )
 
 
 @blueprint.get("/api/developer/oauth/scopes")
@@ -666,20 +700,22 @@ async def metadata() -> Any:
     base = issuer()
     methods = ["S256", "plain"] if runtime().settings.oauth.allow_plain_pkce else ["S256"]
     auth_methods = ["client_secret_basic", "client_secret_post", "none"]
-    return jsonify({
-        "issuer": base,
-        "authorization_endpoint": f"{base}/oauth/authorize",
-        "token_endpoint": f"{base}/api/developer/oauth/token",
-        "revocation_endpoint": f"{base}/api/developer/oauth/revoke",
-        "scopes_supported": list(SCOPE_NAMES),
-        "response_types_supported": ["code"],
-        "response_modes_supported": ["query"],
-        "grant_types_supported": list(GRANT_TYPES),
-        "token_endpoint_auth_methods_supported": auth_methods,
-        "revocation_endpoint_auth_methods_supported": auth_methods,
-        "code_challenge_methods_supported": methods,
-        "service_documentation": f"{base}/api/openapi.json",
-    })
+    return jsonify(
+        {
+            "issuer": base,
+            "authorization_endpoint": f"{base}/oauth/authorize",
+            "token_endpoint": f"{base}/api/developer/oauth/token",
+            "revocation_endpoint": f"{base}/api/developer/oauth/revoke",
+            "scopes_supported": list(SCOPE_NAMES),
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": list(GRANT_TYPES),
+            "token_endpoint_auth_methods_supported": auth_methods,
+            "revocation_endpoint_auth_methods_supported": auth_methods,
+            "code_challenge_methods_supported": methods,
+            "service_documentation": f"{base}/api/openapi.json",
+        }
+    )
 
 
 # --- a user's connected apps ---------------------------------------------------------------------------
@@ -718,12 +754,18 @@ async def connections() -> Any:
             if app is None:
                 continue
             held = set().union(*(g.held for g in grants))
-            items.append(ConnectionOut(
-                clientId=app.client_id, name=app.name, description=app.description, logoUrl=app.logo_url,
-                reviewed=app.reviewed, scopes=format_scope(held).split(),
-                connectedAt=iso8601(min(g.created_at for g in grants)),
-                updatedAt=iso8601(max(g.updated_at for g in grants)),
-            ))
+            items.append(
+                ConnectionOut(
+                    clientId=app.client_id,
+                    name=app.name,
+                    description=app.description,
+                    logoUrl=app.logo_url,
+                    reviewed=app.reviewed,
+                    scopes=format_scope(held).split(),
+                    connectedAt=iso8601(min(g.created_at for g in grants)),
+                    updatedAt=iso8601(max(g.updated_at for g in grants)),
+                )
+            )
         return items
 
     items = await runtime().db.read(read)
@@ -736,7 +778,9 @@ async def connections() -> Any:
 async def disconnect(client_id: str) -> Any:
     """Revoke every grant the signed-in user gave this app; its tokens stop working at once.
     Publishes `user.authorization.revoke`. 404 when the user has no active grant for it."""
-    found = plausible_client_id(client_id) and await oauth_service().revoke_connection(access.principal().user_id, client_id)
+    found = plausible_client_id(client_id) and await oauth_service().revoke_connection(
+        access.principal().user_id, client_id
+    )
     if not found:
         raise not_found("connection", clientId=client_id)
     return Response("", status=204)

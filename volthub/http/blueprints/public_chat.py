@@ -9,19 +9,18 @@ from pydantic import ConfigDict, Field
 from quart import Blueprint
 from quart_schema import tag, validate_querystring, validate_response
 
-from volthub.hub import chat as rules
-from volthub.hub.clock import to_ms
 from volthub.http import access
+from volthub.http.blueprints.chat import OmitNone, SettingsOut
 from volthub.http.errors import not_found
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Model, Query
+from volthub.http.schemas import Model, PersonOut, Query
+from volthub.hub.clock import to_ms
+from volthub.hub.components import chat as rules
 from volthub.persistence import chat as repo
 from volthub.persistence import users as users_repo
 from volthub.persistence.chat import Member
 from volthub.persistence.users import User
-
-from .chat import OmitNone, PersonOut, SettingsOut
 
 blueprint = Blueprint("public_chat", __name__, url_prefix="/api/chat")
 
@@ -297,29 +296,58 @@ _SETTINGS = "/api/integrations/oauth/chat/settings"
 
 def _moderation(name: str, usage: str, description: str, body: dict[str, Any]) -> SlashCommandOut:
     return SlashCommandOut(
-        name=name, usage=usage, description=description, permission="moderator",
-        method="POST", path=_MODERATE, scope="chat:moderate", body=body,
+        name=name,
+        usage=usage,
+        description=description,
+        permission="moderator",
+        method="POST",
+        path=_MODERATE,
+        scope="chat:moderate",
+        body=body,
     )
 
 
 def _mode(name: str, usage: str, description: str, body: dict[str, Any]) -> SlashCommandOut:
     return SlashCommandOut(
-        name=name, usage=usage, description=description, permission="broadcaster",
-        method="PATCH", path=_SETTINGS, scope="stream:write", body=body,
+        name=name,
+        usage=usage,
+        description=description,
+        permission="broadcaster",
+        method="PATCH",
+        path=_SETTINGS,
+        scope="stream:write",
+        body=body,
     )
 
 
 SLASH_COMMANDS = [
-    _moderation("/timeout", "/timeout <username> <seconds> [reason]", "Time a user out (1–1209600 s).",
-                {"action": "timeout", "username": "<username>", "durationSeconds": "<seconds>", "reason": "[reason]"}),
-    _moderation("/ban", "/ban <username> [reason]", "Ban a user from the chat.",
-                {"action": "ban", "username": "<username>", "reason": "[reason]"}),
-    _moderation("/unban", "/unban <username>", "Lift a ban or a timeout.",
-                {"action": "unban", "username": "<username>"}),
-    _moderation("/delete", "/delete <messageId>", "Remove a message from the chat and its history.",
-                {"action": "delete", "messageId": "<messageId>"}),
-    _mode("/slow", "/slow [seconds]", "Slow mode: one message per user every N seconds (default 30, max 3600).",
-          {"slowMode": True, "slowModeSeconds": "[seconds]"}),
+    _moderation(
+        "/timeout",
+        "/timeout <username> <seconds> [reason]",
+        "Time a user out (1–1209600 s).",
+        {"action": "timeout", "username": "<username>", "durationSeconds": "<seconds>", "reason": "[reason]"},
+    ),
+    _moderation(
+        "/ban",
+        "/ban <username> [reason]",
+        "Ban a user from the chat.",
+        {"action": "ban", "username": "<username>", "reason": "[reason]"},
+    ),
+    _moderation(
+        "/unban", "/unban <username>", "Lift a ban or a timeout.", {"action": "unban", "username": "<username>"}
+    ),
+    _moderation(
+        "/delete",
+        "/delete <messageId>",
+        "Remove a message from the chat and its history.",
+        {"action": "delete", "messageId": "<messageId>"},
+    ),
+    _mode(
+        "/slow",
+        "/slow [seconds]",
+        "Slow mode: one message per user every N seconds (default 30, max 3600).",
+        {"slowMode": True, "slowModeSeconds": "[seconds]"},
+    ),
     _mode("/slowoff", "/slowoff", "Turn slow mode off.", {"slowMode": False}),
     _mode("/followers", "/followers", "Followers-only chat.", {"followersOnly": True}),
     _mode("/followersoff", "/followersoff", "Turn followers-only off.", {"followersOnly": False}),

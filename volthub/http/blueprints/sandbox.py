@@ -18,12 +18,11 @@ from pydantic import Field
 from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
-from volthub.hub.clock import iso8601, to_ms
 from volthub.http import access
 from volthub.http.errors import ApiError
-from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
+from volthub.hub.clock import iso8601, to_ms
 from volthub.persistence import users as users_repo
 
 blueprint = Blueprint("sandbox", __name__, url_prefix="/api/integrations/oauth/test")
@@ -71,7 +70,7 @@ class _Kind:
     event: str
     description: str
     fields: dict[str, str]
-    build: Callable[["TestEventBody", "_Context"], dict[str, Any]]
+    build: Callable[[TestEventBody, _Context], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -111,19 +110,32 @@ def _quantity(body: TestEventBody) -> int:
 
 def _invalid(field: str, message: str) -> ApiError:
     return ApiError(
-        400, "validation_error", f"{field}: {message}",
+        400,
+        "validation_error",
+        f"{field}: {message}",
         {"fields": [{"field": field, "message": message, "type": "value_error"}]},
     )
 
 
 def _subscription(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
-    return {**ctx.who, "tier": _tier(body), "isGift": False, "months": _amount(body, 1),
-            "message": _message(body, None), "subscribedAt": ctx.at}
+    return {
+        **ctx.who,
+        "tier": _tier(body),
+        "isGift": False,
+        "months": _amount(body, 1),
+        "message": _message(body, None),
+        "subscribedAt": ctx.at,
+    }
 
 
 def _gift(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
-    data: dict[str, Any] = {**ctx.who, "tier": _tier(body), "quantity": _quantity(body), "isAnonymous": False,
-                            "giftedAt": ctx.at}
+    data: dict[str, Any] = {
+        **ctx.who,
+        "tier": _tier(body),
+        "quantity": _quantity(body),
+        "isAnonymous": False,
+        "giftedAt": ctx.at,
+    }
     if body.amount is not None:
         data["amount"] = _amount(body, 1)
     return data
@@ -140,10 +152,13 @@ def _volts(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
 def _raid(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
     return {
         "direction": "incoming",
-        "fromChannelId": ctx.who["userId"], "fromUsername": ctx.who["username"],
+        "fromChannelId": ctx.who["userId"],
+        "fromUsername": ctx.who["username"],
         "fromDisplayName": ctx.who["displayName"],
-        "toChannelId": body.channelId, "toUsername": ctx.channel_username,
-        "viewers": _amount(body, 10), "raidedAt": ctx.at,
+        "toChannelId": body.channelId,
+        "toUsername": ctx.channel_username,
+        "viewers": _amount(body, 10),
+        "raidedAt": ctx.at,
     }
 
 
@@ -152,25 +167,46 @@ def _chat(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
     if not text.strip():
         raise _invalid("message", "must not be blank")
     return {
-        "messageId": str(uuid.uuid4()), "channelId": body.channelId,
-        **ctx.who, "message": text, "badges": [], "isMod": False, "isVip": False, "isSubscriber": False,
+        "messageId": str(uuid.uuid4()),
+        "channelId": body.channelId,
+        **ctx.who,
+        "message": text,
+        "badges": [],
+        "isMod": False,
+        "isVip": False,
+        "isSubscriber": False,
         "timestamp": ctx.at,
     }
 
 
 KINDS: dict[str, _Kind] = {
-    "subscription": _Kind("channel.subscribe", "A new subscription.",
-                          {"tier": "tier1-tier3 (default tier1)", "amount": "months (default 1)",
-                           "message": "optional, at most 500 characters"}, _subscription),
-    "gift_subscription": _Kind("channel.subscription.gift", "Gifted subscriptions.",
-                               {"tier": "tier1-tier3 (default tier1)", "quantity": "1-100 (default 1)",
-                                "amount": "optional Volts paid"}, _gift),
+    "subscription": _Kind(
+        "channel.subscribe",
+        "A new subscription.",
+        {
+            "tier": "tier1-tier3 (default tier1)",
+            "amount": "months (default 1)",
+            "message": "optional, at most 500 characters",
+        },
+        _subscription,
+    ),
+    "gift_subscription": _Kind(
+        "channel.subscription.gift",
+        "Gifted subscriptions.",
+        {"tier": "tier1-tier3 (default tier1)", "quantity": "1-100 (default 1)", "amount": "optional Volts paid"},
+        _gift,
+    ),
     "follow": _Kind("channel.follow", "A new follower.", {}, _follow),
-    "volt_tip": _Kind("channel.volts", "Volts sent to the channel.",
-                      {"amount": "Volts (default 100)", "message": "optional, at most 500 characters"}, _volts),
+    "volt_tip": _Kind(
+        "channel.volts",
+        "Volts sent to the channel.",
+        {"amount": "Volts (default 100)", "message": "optional, at most 500 characters"},
+        _volts,
+    ),
     "raid": _Kind("channel.raid", "An incoming raid.", {"amount": "viewers (default 10)"}, _raid),
-    "chat_message": _Kind("chat.message", "A chat message.",
-                          {"message": "at most 500 characters (default: a sample text)"}, _chat),
+    "chat_message": _Kind(
+        "chat.message", "A chat message.", {"message": "at most 500 characters (default: a sample text)"}, _chat
+    ),
 }
 
 
@@ -193,10 +229,7 @@ async def send_test_event(data: TestEventBody) -> TestEventOut:
     channel.follow, channel.volts, channel.raid and chat.message; the payload carries
     `isTest: true`. Nothing is stored and no webhook fires.
     """
-    channel_id = uuid_param(data.channelId, "channelId")
-    if channel_id != access.principal().user_id:
-        raise ApiError(403, "channel_not_owned", "test events go to your own channel only",
-                       {"channelId": channel_id})
+    channel_id = access.check_own_channel(data.channelId)
     rt = runtime()
     channel = await rt.db.read(lambda tx: users_repo.get_by_id(tx, channel_id))
     if channel is None:
@@ -206,15 +239,23 @@ async def send_test_event(data: TestEventBody) -> TestEventOut:
     context = _Context(_test_user(), at, channel.username)
     payload = kind.build(data.model_copy(update={"channelId": channel_id}), context)
     event = rt.events.publish_ephemeral(channel_id, kind.event, {**payload, "isTest": True})
-    return TestEventOut(eventId=event.id, event=event.name, eventType=data.eventType, channelId=channel_id,
-                        timestamp=event.timestamp, data=event.data)
+    return TestEventOut(
+        eventId=event.id,
+        event=event.name,
+        eventType=data.eventType,
+        channelId=channel_id,
+        timestamp=event.timestamp,
+        data=event.data,
+    )
 
 
 def _types() -> TestEventTypesOut:
-    return TestEventTypesOut(types=[
-        TestEventTypeOut(eventType=name, event=kind.event, description=kind.description, fields=kind.fields)
-        for name, kind in KINDS.items()
-    ])
+    return TestEventTypesOut(
+        types=[
+            TestEventTypeOut(eventType=name, event=kind.event, description=kind.description, fields=kind.fields)
+            for name, kind in KINDS.items()
+        ]
+    )
 
 
 @blueprint.post("/events/types")

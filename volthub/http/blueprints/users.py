@@ -6,17 +6,17 @@ from pydantic import Field, field_validator
 from quart import Blueprint
 from quart_schema import tag, validate_querystring, validate_request, validate_response
 
-from volthub.hub.accounts import Accounts, SelfFollow, UnknownUser
-from volthub.hub.clock import iso8601
 from volthub.http import access
 from volthub.http.errors import ApiError, not_found
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, DisplayName, Model, PageQuery, Query, UserOut
 from volthub.http.users_view import user_out
+from volthub.hub.clock import iso8601
 from volthub.persistence import users as repo
 from volthub.persistence.pagination import InvalidCursor
 from volthub.persistence.users import User
+from volthub.services.accounts import Accounts, SelfFollow, UnknownUser
 
 blueprint = Blueprint("users", __name__, url_prefix="/api/users")
 

@@ -18,13 +18,13 @@ from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model, PageQuery
 from volthub.hub.clock import iso8601
-from volthub.hub.webhooks import Dispatcher
 from volthub.persistence import Tx
 from volthub.persistence import apps as apps_repo
 from volthub.persistence import webhooks as repo
 from volthub.persistence.pagination import InvalidCursor
-from volthub.webhooks import InvalidTarget, generate_secret
-from volthub.webhooks.catalogue import WEBHOOK_EVENT_GROUPS, unknown_events
+from volthub.protocol.catalogue import WEBHOOK_EVENT_GROUPS, unknown_events
+from volthub.protocol.webhooks import InvalidTarget, generate_secret
+from volthub.services.webhooks import Dispatcher
 
 blueprint = Blueprint("webhooks", __name__, url_prefix="/api/developer/apps")
 
@@ -225,8 +225,13 @@ async def create_webhook(client_id: str, data: WebhookCreate) -> tuple[WebhookWi
         if repo.count_for_app(tx, client_id) >= MAX_WEBHOOKS_PER_APP:
             raise ApiError(409, "too_many_webhooks", f"an app can have at most {MAX_WEBHOOKS_PER_APP} webhooks")
         return repo.create_webhook(
-            tx, webhook_id=str(uuid.uuid4()), client_id=client_id, url=url, events=events,
-            secret=generate_secret(), now_ms=now,
+            tx,
+            webhook_id=str(uuid.uuid4()),
+            client_id=client_id,
+            url=url,
+            events=events,
+            secret=generate_secret(),
+            now_ms=now,
         )
 
     return with_secret(await runtime().db.write(create)), 201
@@ -368,7 +373,11 @@ async def redeliver(client_id: str, webhook_id: str, delivery_id: str) -> tuple[
         new_id = str(uuid.uuid4())
         repo.enqueue(
             tx,
-            [repo.NewDelivery(new_id, webhook_id, original.event_id, original.event_name, original.body, now, delivery_id)],
+            [
+                repo.NewDelivery(
+                    new_id, webhook_id, original.event_id, original.event_name, original.body, now, delivery_id
+                )
+            ],
             now,
         )
         created = repo.get_delivery(tx, webhook_id, new_id)

@@ -1,0 +1,413 @@
+"""The Events API over Socket.IO (spec §5.8, §6.1; DESIGN §4), and its wiring into the app.
+
+Two Engine.IO endpoints, both served by :mod:`volthub.http.events.engineio` in front of
+Quart (:func:`mount`):
+
+    /ws/events   Engine.IO path; Socket.IO namespace "/"
+    /socket.io   the default path; namespace "/ws/events" (so io("ws://host/ws/events")
+                 works as the spec writes it) and "/" too
+
+On connect, a token (``auth.token``, else the ``token`` query parameter) is verified by
+``access.authenticate``: valid, the connection is subscribed to the token owner's channel
+and gets ``connected`` {channelUsername, channelId, authenticated: true, autoSubscribed:
+true}; invalid or expired, the connect is refused with CONNECT_ERROR saying why. Without
+a token it connects anonymously and may ``subscribe`` to channels' public events.
+
+Client requests (each may carry an ack; the ack gets the same payload as the reply):
+
+    subscribe {channelId} | {channel: username}  -> subscribed {channelId, channelUsername}
+    unsubscribe {channelId}                      -> unsubscribed {channelId}
+    channel:getRewards {channelId}               -> channel:rewards {rewards: [...]}
+    anything else                                -> error {code: UNKNOWN_EVENT, ...}
+
+Errors are ``error`` {code, message, event}; the connection lives on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import trio
+from quart import Quart
+
+from volthub.http import ratelimit
+from volthub.http.access import Principal, authenticate
+from volthub.http.errors import ApiError
+from volthub.http.events.engineio import CLOSE_TRY_AGAIN_LATER, Connection, EngineIOEndpoint, Refusal, Scope
+from volthub.http.params import uuid_param
+from volthub.http.runtime import Runtime
+from volthub.hub.fanout import Fanout, Subscription
+from volthub.hub.publisher import Event as PlatformEvent
+from volthub.persistence import users as users_repo
+from volthub.persistence.users import User
+from volthub.protocol import sse
+from volthub.protocol.engineio.session import Event, SessionClosed, Settings
+from volthub.protocol.ratelimit import to_ns
+from volthub.protocol.socketio.packets import encode_event_frame
+from volthub.protocol.socketio.session import AckReceived, ConnectRequest, Disconnected, EventReceived
+from volthub.services.channel_points import ChannelPoints, socket_shape
+
+log = logging.getLogger(__name__)
+
+ENGINEIO_PATH: Final = "/ws/events"
+DEFAULT_PATH: Final = "/socket.io"
+SPEC_NAMESPACE: Final = "/ws/events"
+SSE_WIRE: Final = "sse"
+# A client request that needs the database gets this long before it is answered with an error.
+REQUEST_TIMEOUT_SECONDS: Final = 5.0
+
+# Error codes of the `error` event.
+UNKNOWN_EVENT: Final = "UNKNOWN_EVENT"
+INVALID_REQUEST: Final = "INVALID_REQUEST"
+NOT_FOUND: Final = "NOT_FOUND"
+LIMIT_EXCEEDED: Final = "LIMIT_EXCEEDED"
+SERVICE_UNAVAILABLE: Final = "SERVICE_UNAVAILABLE"
+SLOW_CONSUMER: Final = "SLOW_CONSUMER"
+
+
+def socket_wire(namespace: str) -> str:
+    return "socket.io " + namespace
+
+
+def socket_encoder(namespace: str) -> Callable[[PlatformEvent], tuple[str, str]]:
+    """Each event is emitted twice (spec §6.1): `event` with the envelope, then by name."""
+
+    def encode(event: PlatformEvent) -> tuple[str, str]:
+        return (
+            encode_event_frame(namespace, "event", event.envelope_json),
+            encode_event_frame(namespace, event.name, event.data_json),
+        )
+
+    return encode
+
+
+def sse_encode(event: PlatformEvent) -> bytes:
+    return sse.encode(event.envelope_json, event=event.name, id=event.id)
+
+
+class SocketSubscriber:
+    """A namespace of a Socket.IO connection, as the fan-out sees it."""
+
+    __slots__ = ("conn", "namespace", "wire", "limit")
+
+    def __init__(self, conn: Connection, namespace: str, limit: int) -> None:
+        self.conn = conn
+        self.namespace = namespace
+        self.wire = socket_wire(namespace)
+        self.limit = limit
+
+    def deliver(self, frames: tuple[str, ...]) -> bool:
+        session = self.conn.session
+        if session.closed:
+            return True  # leaving anyway: its on_leave removes it
+        if session.buffered + len(frames) > self.limit:
+            return False
+        for frame in frames:
+            session.send_frame(frame)
+        self.conn.flush()
+        return True
+
+    def overflow(self, reason: str) -> None:
+        conn = self.conn
+        # Beyond the bound by one frame, so the client learns why before the close.
+        conn.socketio.emit(self.namespace, "error", {"code": SLOW_CONSUMER, "message": reason})
+        conn.endpoint.dispatch_leave(conn, conn.close(reason, CLOSE_TRY_AGAIN_LATER))
+
+
+_USER_CACHE_SIZE = 50_000
+
+
+@dataclass
+class _Joined:
+    """One joined namespace of a connection."""
+
+    subscriber: SocketSubscriber
+    user: User | None
+    channels: dict[str, Subscription] = field(default_factory=dict)
+
+
+class EventsSocketHandler:
+    def __init__(self, app: Quart, rt: Runtime) -> None:
+        self._app = app
+        self._rt = rt
+        # Connects read only a user's id and username, which never change and whose users
+        # are never deleted: caching them spares a database round trip per connect.
+        self._users: dict[str, User] = {}
+
+    @property
+    def fanout(self) -> Fanout:
+        return self._rt.services["fanout"]
+
+    # ------------------------------------------------------------------ Handler protocol
+
+    async def on_request(self, conn: Connection, event: Event) -> None:
+        if isinstance(event, ConnectRequest):
+            await self._connect(conn, event)
+        elif isinstance(event, EventReceived):
+            await self._client_event(conn, event)
+        elif not isinstance(event, AckReceived):  # we never ask for acks; nothing else comes
+            log.debug("ignored %r", event)
+
+    def on_leave(self, conn: Connection, event: Disconnected | SessionClosed) -> None:
+        joined: dict[str, _Joined] = conn.app or {}
+        namespaces = [event.namespace] if isinstance(event, Disconnected) else list(joined)
+        for namespace in namespaces:
+            state = joined.pop(namespace, None)
+            if state is not None:
+                self.fanout.remove(state.subscriber)
+
+    # ------------------------------------------------------------------ connect
+
+    async def _connect(self, conn: Connection, request: ConnectRequest) -> None:
+        session = conn.socketio
+        namespace = request.namespace
+        token = request.auth.get("token")
+        if token is None or token == "":
+            token = conn.query.get("token") or None
+        user: User | None = None
+        if token is not None:
+            try:
+                with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
+                    user = await self._user_of_token(token)
+            except ApiError as exc:
+                session.reject_connect(namespace, exc.message, {"code": exc.code, "message": exc.message})
+                return
+            except Exception:
+                log.exception("authenticating a Socket.IO connection failed")
+                session.reject_connect(
+                    namespace, "authentication is unavailable, try again", {"code": "service_unavailable"}
+                )
+                return
+        # No await from here on: the connect ack, then `connected`, then events.
+        if session.accept_connect(namespace) is None:
+            return  # the client left while we were checking
+        subscriber = SocketSubscriber(conn, namespace, self._rt.settings.events.queue_size)
+        state = _Joined(subscriber, user)
+        conn.app = conn.app or {}
+        conn.app[namespace] = state
+        session.emit(
+            namespace,
+            "connected",
+            {
+                "channelUsername": user.username if user else None,
+                "channelId": user.id if user else None,
+                "authenticated": user is not None,
+                "autoSubscribed": user is not None,
+            },
+        )
+        if user is not None:
+            state.channels[user.id] = self.fanout.subscribe(subscriber, user.id, owner=True, user_id=user.id)
+
+    async def _user_of_token(self, token: Any) -> User:
+        if not isinstance(token, str):
+            raise ApiError(401, "invalid_token", "auth.token must be a string")
+        async with self._app.app_context():
+            principal: Principal = await authenticate(token)
+        user = self._users.get(principal.user_id)
+        if user is None:
+            user = await self._rt.db.read(lambda tx: users_repo.get_by_id(tx, principal.user_id))
+            if user is None:
+                raise ApiError(401, "invalid_token", "the token's user no longer exists")
+            self._remember(user)
+        return user
+
+    def _remember(self, user: User) -> None:
+        if len(self._users) >= _USER_CACHE_SIZE:
+            self._users.pop(next(iter(self._users)))  # oldest first: dicts keep insertion order
+        self._users[user.id] = user
+
+    # ------------------------------------------------------------------ client requests
+
+    async def _client_event(self, conn: Connection, event: EventReceived) -> None:
+        state: _Joined | None = (conn.app or {}).get(event.namespace)
+        if state is None:
+            return
+        handler = self._requests.get(event.name)
+        if handler is None:
+            self._error(conn, event, UNKNOWN_EVENT, f"unknown event {event.name!r}")
+            return
+        argument = event.args[0] if event.args else None
+        await handler(self, conn, state, event, argument)
+
+    async def _get_rewards(self, conn: Connection, state: _Joined, event: EventReceived, argument: Any) -> None:
+        channel_id = argument.get("channelId") if isinstance(argument, dict) else None
+        rewards: list[dict[str, Any]] = []
+        if isinstance(channel_id, str) and channel_id:
+            try:
+                with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
+                    rewards = await self._rewards(channel_id)
+            except (Exception, trio.TooSlowError):
+                log.warning("channel-points lookup failed", exc_info=True)
+                self._error(conn, event, SERVICE_UNAVAILABLE, "the channel-points service is unavailable")
+                return
+        self._reply(conn, event, "channel:rewards", {"rewards": rewards})
+
+    async def _rewards(self, channel_id: str) -> list[dict[str, Any]]:
+        try:
+            channel_id = uuid_param(channel_id, "channelId")
+        except ApiError:
+            return []  # not a channel id: no channel has rewards under it
+        service: ChannelPoints = self._rt.services["channel_points"]
+        if await self._rt.db.read(lambda tx: users_repo.get_by_id(tx, channel_id)) is None:
+            return []
+        return [socket_shape(reward) for reward in await service.rewards(channel_id)]
+
+    async def _subscribe(self, conn: Connection, state: _Joined, event: EventReceived, argument: Any) -> None:
+        try:
+            with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
+                channel = await self._channel(argument)
+        except ApiError as exc:
+            self._error(conn, event, exc.code, exc.message)
+            return
+        except (Exception, trio.TooSlowError):
+            log.warning("channel lookup failed", exc_info=True)
+            self._error(conn, event, SERVICE_UNAVAILABLE, "channel lookup is unavailable")
+            return
+        if channel.id not in state.channels:
+            others = len(state.channels) - (1 if state.user is not None and state.user.id in state.channels else 0)
+            if others >= self._rt.settings.events.max_subscriptions:
+                self._error(conn, event, LIMIT_EXCEEDED, "too many channel subscriptions on this connection")
+                return
+            if conn.session.closed:
+                return
+            owner = state.user is not None and state.user.id == channel.id
+            state.channels[channel.id] = self.fanout.subscribe(
+                state.subscriber, channel.id, owner=owner, user_id=state.user.id if state.user else None
+            )
+        self._reply(conn, event, "subscribed", {"channelId": channel.id, "channelUsername": channel.username})
+
+    async def _unsubscribe(self, conn: Connection, state: _Joined, event: EventReceived, argument: Any) -> None:
+        channel_id = argument.get("channelId") if isinstance(argument, dict) else None
+        if not isinstance(channel_id, str) or not channel_id:
+            self._error(conn, event, INVALID_REQUEST, "unsubscribe needs {channelId}")
+            return
+        subscription = state.channels.pop(channel_id, None)
+        if subscription is not None:
+            self.fanout.unsubscribe(subscription)
+        self._reply(conn, event, "unsubscribed", {"channelId": channel_id})
+
+    async def _channel(self, argument: Any) -> User:
+        if not isinstance(argument, dict):
+            raise ApiError(400, INVALID_REQUEST, "subscribe needs {channelId} or {channel: username}")
+        channel_id, username = argument.get("channelId"), argument.get("channel")
+        if isinstance(channel_id, str) and channel_id:
+            try:
+                channel_id = uuid_param(channel_id, "channelId")
+            except ApiError:
+                raise ApiError(400, INVALID_REQUEST, "channelId must be a UUID") from None
+            found = await self._rt.db.read(lambda tx: users_repo.get_by_id(tx, channel_id))
+        elif isinstance(username, str) and 0 < len(username) <= 64:
+            found = await self._rt.db.read(lambda tx: users_repo.get_by_username_insensitive(tx, username))
+        else:
+            raise ApiError(400, INVALID_REQUEST, "subscribe needs {channelId} or {channel: username}")
+        if found is None:
+            raise ApiError(404, NOT_FOUND, "no such channel")
+        return found
+
+    _requests: dict[str, Callable[..., Awaitable[None]]] = {
+        "channel:getRewards": _get_rewards,
+        "subscribe": _subscribe,
+        "unsubscribe": _unsubscribe,
+    }
+
+    # ------------------------------------------------------------------ replies
+
+    def _reply(self, conn: Connection, event: EventReceived, name: str, payload: dict[str, Any]) -> None:
+        session = conn.socketio
+        session.emit(event.namespace, name, payload)
+        if event.ack_id is not None:
+            session.ack(event.namespace, event.ack_id, [payload])
+
+    def _error(self, conn: Connection, event: EventReceived, code: str, message: str) -> None:
+        self._reply(conn, event, "error", {"code": code, "message": message, "event": event.name})
+
+
+# ---------------------------------------------------------------------- wiring
+
+
+def protocol_settings(rt: Runtime) -> Settings:
+    events = rt.settings.events
+    return Settings(
+        ping_interval_ms=events.ping_interval_ms,
+        ping_timeout_ms=events.ping_timeout_ms,
+        max_payload=events.max_payload,
+        connect_timeout_ms=events.connect_timeout_ms,
+        upgrade_timeout_ms=events.upgrade_timeout_ms,
+    )
+
+
+async def install(rt: Runtime) -> None:
+    """Start-up hook: the fan-out on the bus, presence, and the channel-points service."""
+    events = rt.settings.events
+    fanout = Fanout(resume_size=events.resume_buffer_size, resume_channels=events.resume_channels)
+    for namespace in ("/", SPEC_NAMESPACE):
+        fanout.register_wire(socket_wire(namespace), socket_encoder(namespace))
+    fanout.register_wire(SSE_WIRE, sse_encode)
+    rt.services["fanout"] = fanout
+    rt.services["presence"] = fanout  # snapshot(channel_id) -> (user ids, anonymous count)
+    rt.services["channel_points"] = ChannelPoints(rt.db, rt.clock)
+    unsubscribe = rt.bus.subscribe(fanout.publish)
+    rt.services["_fanout_unsubscribe"] = unsubscribe
+
+
+def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
+    """New Engine.IO sessions count against the global per-IP budget, as any request does."""
+
+    def admit(scope: Scope) -> Refusal | None:
+        limits = rt.services.get(ratelimit.SERVICE)
+        if limits is None:
+            return None
+        peer = (scope.get("client") or (None,))[0]
+        forwarded = next(
+            (v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"x-forwarded-for"), None
+        )
+        ip = ratelimit.client_ip(peer, forwarded, limits.settings.trust_forwarded_for)
+        decision = limits.per_ip.hit(("ip", ip), to_ns(rt.clock.now()))
+        if decision.allowed:
+            return None
+        error = ratelimit.too_many_requests(decision, "global")
+        return Refusal(error.status, error.body(), error.headers)
+
+    return admit
+
+
+def mount(app: Quart) -> None:
+    """Serve both Engine.IO paths ahead of Quart (ASGI level), and run their sessions."""
+    rt: Runtime = app.extensions["volthub"]
+    handler = EventsSocketHandler(app, rt)
+    settings = protocol_settings(rt)
+    common = {"cors_origins": rt.settings.events.cors_origins, "admission": _admission(rt)}
+    endpoints = {
+        ENGINEIO_PATH: EngineIOEndpoint(settings, handler, namespaces={"/"}, **common),
+        DEFAULT_PATH: EngineIOEndpoint(settings, handler, namespaces={SPEC_NAMESPACE, "/"}, **common),
+    }
+    rt.services["engineio_endpoints"] = endpoints
+    inner = app.asgi_app
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            path = scope.get("path", "")
+            endpoint = endpoints.get(path[:-1] if path.endswith("/") else path)
+            if endpoint is not None:
+                await endpoint(scope, receive, send)
+                return
+        await inner(scope, receive, send)
+
+    app.asgi_app = asgi  # type: ignore[method-assign]
+
+
+async def service(rt: Runtime, nursery: trio.Nursery) -> None:
+    """Run the Engine.IO endpoints' session drivers for the app's lifetime."""
+    endpoints: dict[str, EngineIOEndpoint] = rt.services.get("engineio_endpoints", {})
+    async with trio.open_nursery() as own:
+        for endpoint in endpoints.values():
+            await own.start(_supervised, endpoint)
+
+
+async def _supervised(
+    endpoint: EngineIOEndpoint, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    await endpoint.run(task_status=task_status)

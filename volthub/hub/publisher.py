@@ -1,0 +1,108 @@
+"""Platform events: the envelope, and the one way to publish them.
+
+A state change and the events it causes are written in one transaction
+(`EventPublisher.write`): transaction sinks (the webhook outbox) see the events inside that
+transaction, and only after the commit are they handed to the bus. So an acknowledged
+change always has its events, and no event describes a change that was rolled back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, TypeVar
+
+import orjson
+
+from volthub.hub.bus import Bus
+from volthub.hub.clock import Clock, iso8601, to_ms
+from volthub.persistence import Database, Tx
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    name: str
+    channel_id: str
+    data: dict[str, Any]
+    timestamp: str
+    is_test: bool = False
+
+    def envelope(self) -> dict[str, Any]:
+        """The Events API envelope of spec §2.5."""
+        return {"event": self.name, "data": self.data, "timestamp": self.timestamp}
+
+    @cached_property
+    def envelope_json(self) -> bytes:
+        """Encoded once per event; every subscriber gets the same bytes."""
+        return orjson.dumps(self.envelope())
+
+    @cached_property
+    def data_json(self) -> bytes:
+        return orjson.dumps(self.data)
+
+
+@dataclass
+class Emitter:
+    """Collects the events a transaction causes, stamped with the transaction's time."""
+
+    now_ms: int
+    events: list[Event] = field(default_factory=list)
+
+    def emit(self, channel_id: str, name: str, data: dict[str, Any], *, is_test: bool = False) -> Event:
+        event = Event(
+            id=str(uuid.uuid4()),
+            name=name,
+            channel_id=channel_id,
+            data=data,
+            timestamp=iso8601(self.now_ms),
+            is_test=is_test,
+        )
+        self.events.append(event)
+        return event
+
+
+TransactionSink = Callable[[Tx, list[Event]], None]
+
+
+class EventPublisher:
+    def __init__(self, database: Database, bus: Bus, clock: Clock) -> None:
+        self._database = database
+        self._bus = bus
+        self._clock = clock
+        self._sinks: list[TransactionSink] = []
+
+    @property
+    def bus(self) -> Bus:
+        return self._bus
+
+    def add_transaction_sink(self, sink: TransactionSink) -> None:
+        """Run `sink` inside every publishing transaction (the webhook outbox uses it)."""
+        self._sinks.append(sink)
+
+    async def write(self, change: Callable[[Tx, Emitter], T]) -> T:
+        """Apply `change` and its events atomically, then publish the events."""
+        emitter = Emitter(now_ms=to_ms(self._clock.now()))
+
+        def transaction(tx: Tx) -> T:
+            result = change(tx, emitter)
+            if emitter.events:
+                for sink in self._sinks:
+                    sink(tx, emitter.events)
+            return result
+
+        result = await self._database.write(transaction)
+        for event in emitter.events:
+            self._bus.publish(event)
+        return result
+
+    def publish_ephemeral(self, channel_id: str, name: str, data: dict[str, Any]) -> Event:
+        """Sandbox events: same delivery pipeline, never stored (spec §2.4)."""
+        emitter = Emitter(now_ms=to_ms(self._clock.now()))
+        event = emitter.emit(channel_id, name, data, is_test=True)
+        self._bus.publish(event)
+        return event

@@ -1,0 +1,527 @@
+"""The one event catalogue: every platform event name, who receives it and what it carries.
+
+Both delivery channels read it: the Events API (Socket.IO and SSE, spec §6.1) and webhooks
+(spec §6.2). Each entry says
+
+- its group, as the spec's tables group it;
+- its transports: ``events_api`` and/or ``webhooks`` (the two tables differ: e.g.
+  ``channel.subscription.end`` and ``user.*`` are webhook-only);
+- whether anything on the platform emits it (the hype-train events are listed by the spec
+  and never fire, §6.1; ``channel.cheer`` is only a legacy webhook name of ``channel.volts``);
+- whether it is *public*: delivered to any Events API connection subscribed to the channel,
+  anonymous ones included (stream, chat and interaction lifecycle, DESIGN §5). Every other
+  event reaches only the channel owner's authenticated connections;
+- its payload fields (the ``data`` of the envelope).
+
+Pure data and functions (sans-IO), importable from anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+EVENTS_API: Final = "events_api"
+WEBHOOKS: Final = "webhooks"
+_BOTH: Final = frozenset({EVENTS_API, WEBHOOKS})
+_WEBHOOKS_ONLY: Final = frozenset({WEBHOOKS})
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadField:
+    name: str
+    type: str
+    description: str
+    optional: bool = False
+
+    def document(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "description": self.description, "optional": self.optional}
+
+
+@dataclass(frozen=True, slots=True)
+class EventType:
+    name: str
+    group: str
+    description: str
+    fields: tuple[PayloadField, ...]
+    transports: frozenset[str] = _BOTH
+    emitted: bool = True
+    public: bool = False
+    alias_of: str | None = None  # a legacy name that receives another event
+    webhook_scope: str | None = None  # webhooks get it only while the app holds this scope
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "group": self.group,
+            "description": self.description,
+            "transports": {"eventsApi": EVENTS_API in self.transports, "webhooks": WEBHOOKS in self.transports},
+            "emitted": self.emitted,
+            "public": self.public,
+            "aliasOf": self.alias_of,
+            "webhookScope": self.webhook_scope,
+            "fields": [field.document() for field in self.fields],
+        }
+
+
+def _f(name: str, type_: str, description: str, optional: bool = False) -> PayloadField:
+    return PayloadField(name, type_, description, optional)
+
+
+# Field sets shared by several events.
+_WHO = (
+    _f("userId", "string", "the user's id (immutable)"),
+    _f("username", "string", "the user's username"),
+    _f("displayName", "string", "the user's display name"),
+)
+_TEST = _f("isTest", "boolean", "true on sandbox test events (spec §2.4)", optional=True)
+_MODERATOR = _f("moderator", "object", "{userId, username, displayName} of who acted")
+_STREAM = (
+    _f("streamId", "string", "id of the stream"),
+    _f("userId", "string", "the broadcaster's id (the channel id)"),
+    _f("username", "string", "the broadcaster's username"),
+)
+_POLL = (
+    _f("pollId", "string", "id of the poll"),
+    _f("title", "string", "the question"),
+    _f("choices", "array", "[{id, title, votes}]"),
+)
+_GIVEAWAY = (
+    _f("giveawayId", "string", "id of the giveaway"),
+    _f("title", "string", "what is given away"),
+)
+_PREDICTION = (
+    _f("predictionId", "string", "id of the prediction"),
+    _f("title", "string", "the question"),
+    _f("outcomes", "array", "[{id, title, users, points}]"),
+)
+_GOAL = (
+    _f("goalId", "string", "id of the goal"),
+    _f("type", "string", "what is counted (followers, subscribers, volts, ...)"),
+    _f("description", "string", "the goal's text"),
+    _f("currentAmount", "number", "progress so far"),
+    _f("targetAmount", "number", "the target"),
+)
+_SUBSCRIPTION = (
+    *_WHO,
+    _f("tier", "string", "tier1, tier2 or tier3"),
+)
+
+
+def _event(name: str, group: str, description: str, *fields: PayloadField, **options: Any) -> EventType:
+    return EventType(name, group, description, tuple(fields), **options)
+
+
+# Order: the spec's tables. Within each group, webhook-transport events keep the order of
+# the webhook table (§6.2), so the webhook view below reproduces it exactly.
+CATALOGUE: Final[tuple[EventType, ...]] = (
+    # ---------------------------------------------------------------- Stream
+    _event(
+        "stream.online",
+        "Stream",
+        "The channel went live.",
+        *_STREAM,
+        _f("title", "string", "stream title"),
+        _f("startedAt", "string", "ISO 8601"),
+        public=True,
+    ),
+    _event(
+        "stream.offline",
+        "Stream",
+        "The channel's stream ended.",
+        *_STREAM,
+        _f("endedAt", "string", "ISO 8601"),
+        public=True,
+    ),
+    _event(
+        "stream.update",
+        "Stream",
+        "Title, category or tags changed (also while live).",
+        *_STREAM[1:],
+        _f("title", "string", "stream title"),
+        _f("category", "string|null", "category slug"),
+        _f("tags", "string[]", "stream tags"),
+        _f("contentWarnings", "string[]", "content warnings"),
+        public=True,
+    ),
+    # ---------------------------------------------------------------- Channel
+    _event(
+        "channel.follow",
+        "Channel",
+        "Someone followed the channel.",
+        *_WHO,
+        _f("followedAt", "string", "ISO 8601"),
+        _TEST,
+    ),
+    _event(
+        "channel.subscribe",
+        "Channel",
+        "Someone subscribed (or resubscribed).",
+        *_SUBSCRIPTION,
+        _f("isGift", "boolean", "false: bought by the subscriber"),
+        _f("months", "number", "cumulative months"),
+        _f("message", "string|null", "resubscription message"),
+        _f("subscribedAt", "string", "ISO 8601"),
+        _TEST,
+    ),
+    _event(
+        "channel.subscription.gift",
+        "Channel",
+        "Someone gifted subscriptions.",
+        *_SUBSCRIPTION,
+        _f("quantity", "number", "subscriptions gifted (1-100)"),
+        _f("amount", "number", "Volts paid", optional=True),
+        _f("isAnonymous", "boolean", "the gifter chose to stay anonymous"),
+        _f("giftedAt", "string", "ISO 8601"),
+        _TEST,
+    ),
+    _event(
+        "channel.subscription.end",
+        "Channel",
+        "A subscription was canceled or expired.",
+        *_SUBSCRIPTION,
+        _f("isGift", "boolean", "it was a gift"),
+        _f("gifter", "object|null", "{userId, username, displayName}"),
+        _f("reason", "string", "canceled or expired"),
+        _f("endedAt", "string", "ISO 8601"),
+        _f("expiresAt", "string", "ISO 8601"),
+        transports=_WEBHOOKS_ONLY,
+    ),
+    _event(
+        "channel.volts",
+        "Channel",
+        "Someone sent Volts to the channel.",
+        *_WHO,
+        _f("amount", "number", "Volts sent"),
+        _f("message", "string|null", "the sender's message"),
+        _f("sentAt", "string", "ISO 8601"),
+        _TEST,
+    ),
+    _event(
+        "channel.cheer",
+        "Channel",
+        "Legacy webhook name of channel.volts (same payload).",
+        *_WHO,
+        _f("amount", "number", "Volts sent"),
+        _f("message", "string|null", "the sender's message"),
+        _f("sentAt", "string", "ISO 8601"),
+        transports=_WEBHOOKS_ONLY,
+        alias_of="channel.volts",
+    ),
+    _event(
+        "channel.raid",
+        "Channel",
+        "A raid arrived at (or left) the channel.",
+        _f("direction", "string", "incoming or outgoing"),
+        _f("fromChannelId", "string", "the raiding channel"),
+        _f("fromUsername", "string", ""),
+        _f("fromDisplayName", "string", ""),
+        _f("toChannelId", "string", "the raided channel"),
+        _f("toUsername", "string", ""),
+        _f("viewers", "number", "viewers brought along"),
+        _f("raidedAt", "string", "ISO 8601"),
+        _TEST,
+    ),
+    _event(
+        "channel.ban",
+        "Channel",
+        "A user was banned or timed out in chat.",
+        *_WHO,
+        _MODERATOR,
+        _f("reason", "string|null", "why"),
+        _f("isPermanent", "boolean", "false for a timeout"),
+        _f("bannedAt", "string", "ISO 8601"),
+        _f("endsAt", "string|null", "end of a timeout"),
+        _f("durationSeconds", "number", "length of a timeout", optional=True),
+    ),
+    _event(
+        "channel.unban",
+        "Channel",
+        "A ban or timeout was lifted.",
+        *_WHO,
+        _MODERATOR,
+        _f("wasPermanent", "boolean", "it was a ban, not a timeout"),
+        _f("unbannedAt", "string", "ISO 8601"),
+    ),
+    _event(
+        "channel.moderator.add",
+        "Channel",
+        "A user was made a moderator.",
+        *_WHO,
+        _MODERATOR,
+        _f("addedAt", "string", "ISO 8601"),
+    ),
+    _event(
+        "channel.moderator.remove",
+        "Channel",
+        "A moderator was removed.",
+        *_WHO,
+        _MODERATOR,
+        _f("removedAt", "string", "ISO 8601"),
+    ),
+    _event(
+        "channel.channel_points_redemption",
+        "Channel",
+        "A channel-points reward was redeemed (spec §2.7).",
+        _f("redemptionId", "string", ""),
+        _f("rewardId", "string", "matches a reward item id"),
+        _f("rewardTitle", "string", ""),
+        _f("rewardCost", "number", "points"),
+        *_WHO,
+        _f("userInput", "string", "present if the reward takes input", optional=True),
+        _f("status", "string", "e.g. unfulfilled"),
+        _f("redeemedAt", "string", "ISO 8601"),
+    ),
+    _event(
+        "channel.update",
+        "Channel",
+        "The channel's settings or profile changed.",
+        _f("userId", "string", "the channel id"),
+        _f("username", "string", ""),
+        _f("displayName", "string", ""),
+        _f("updatedAt", "string", "ISO 8601"),
+        transports=_WEBHOOKS_ONLY,
+    ),
+    _event(
+        "channel.hype_train.begin",
+        "Channel",
+        "Listed by the spec; the platform has no Hype Train.",
+        transports=frozenset({EVENTS_API}),
+        emitted=False,
+    ),
+    _event(
+        "channel.hype_train.progress",
+        "Channel",
+        "Listed by the spec; the platform has no Hype Train.",
+        transports=frozenset({EVENTS_API}),
+        emitted=False,
+    ),
+    _event(
+        "channel.hype_train.end",
+        "Channel",
+        "Listed by the spec; the platform has no Hype Train.",
+        transports=frozenset({EVENTS_API}),
+        emitted=False,
+    ),
+    # ---------------------------------------------------------------- Interaction
+    _event(
+        "channel.poll.begin",
+        "Interaction",
+        "A poll started.",
+        *_POLL,
+        _f("startedAt", "string", "ISO 8601"),
+        _f("endsAt", "string|null", "ISO 8601"),
+        public=True,
+    ),
+    _event(
+        "channel.poll.end",
+        "Interaction",
+        "A poll ended (with its final votes).",
+        *_POLL,
+        _f("endedAt", "string", "ISO 8601"),
+        public=True,
+    ),
+    _event(
+        "channel.giveaway.begin",
+        "Interaction",
+        "A giveaway opened.",
+        *_GIVEAWAY,
+        _f("startedAt", "string", "ISO 8601"),
+        public=True,
+    ),
+    _event(
+        "channel.giveaway.end",
+        "Interaction",
+        "A giveaway ended.",
+        *_GIVEAWAY,
+        _f("winners", "array", "[{userId, username, displayName}]"),
+        _f("endedAt", "string", "ISO 8601"),
+        public=True,
+    ),
+    _event(
+        "channel.prediction.begin",
+        "Interaction",
+        "A prediction opened.",
+        *_PREDICTION,
+        _f("startedAt", "string", "ISO 8601"),
+        _f("locksAt", "string", "ISO 8601"),
+        public=True,
+    ),
+    _event(
+        "channel.prediction.lock",
+        "Interaction",
+        "A prediction stopped taking entries.",
+        *_PREDICTION,
+        _f("lockedAt", "string", "ISO 8601"),
+        public=True,
+    ),
+    _event(
+        "channel.prediction.end",
+        "Interaction",
+        "A prediction was resolved or canceled.",
+        *_PREDICTION,
+        _f("winningOutcomeId", "string|null", "null when canceled"),
+        _f("status", "string", "resolved or canceled"),
+        _f("endedAt", "string", "ISO 8601"),
+        public=True,
+    ),
+    _event("channel.goal.progress", "Interaction", "A goal's amount changed.", *_GOAL, public=True),
+    _event(
+        "channel.goal.completed",
+        "Interaction",
+        "A goal was reached (once per period).",
+        *_GOAL,
+        _f("completedAt", "string", "ISO 8601"),
+        public=True,
+    ),
+    _event(
+        "channel.timer.update",
+        "Interaction",
+        "A timer or subathon changed (not per tick).",
+        _f("timerId", "string", ""),
+        _f("title", "string", ""),
+        _f("status", "string", "running, paused or ended"),
+        _f("remainingSeconds", "number", ""),
+        _f("endsAt", "string|null", "ISO 8601"),
+        public=True,
+    ),
+    # ---------------------------------------------------------------- User (webhooks only)
+    _event(
+        "user.follow",
+        "User",
+        "The app owner followed someone.",
+        *_WHO,
+        _f("followedUserId", "string", ""),
+        _f("followedUsername", "string", ""),
+        _f("followedDisplayName", "string", ""),
+        _f("followedAt", "string", "ISO 8601"),
+        transports=_WEBHOOKS_ONLY,
+    ),
+    _event(
+        "user.unfollow",
+        "User",
+        "The app owner unfollowed someone.",
+        *_WHO,
+        _f("followedUserId", "string", ""),
+        _f("followedUsername", "string", ""),
+        _f("followedDisplayName", "string", ""),
+        _f("unfollowedAt", "string", "ISO 8601"),
+        transports=_WEBHOOKS_ONLY,
+    ),
+    _event(
+        "user.authorization.grant",
+        "User",
+        "A user authorised the app.",
+        *_WHO,
+        _f("clientId", "string", ""),
+        _f("scopes", "string[]", ""),
+        _f("grantedAt", "string", "ISO 8601"),
+        transports=_WEBHOOKS_ONLY,
+    ),
+    _event(
+        "user.authorization.revoke",
+        "User",
+        "A user revoked the app's access.",
+        *_WHO,
+        _f("clientId", "string", ""),
+        _f("revokedAt", "string", "ISO 8601"),
+        transports=_WEBHOOKS_ONLY,
+    ),
+    # ---------------------------------------------------------------- Chat
+    _event(
+        "chat.message",
+        "Chat",
+        "A chat message, regular or card (spec §2.6).",
+        _f("messageId", "string", ""),
+        _f("channelId", "string", ""),
+        *_WHO,
+        _f("message", "string", "text"),
+        _f("badges", "string[]", "badge slugs"),
+        _f("isMod", "boolean", ""),
+        _f("isVip", "boolean", ""),
+        _f("isSubscriber", "boolean", ""),
+        _f("timestamp", "string", "ISO 8601"),
+        _f("subscriberMonths", "number", "tenure when subscribed", optional=True),
+        _f("color", "string", "accent colour, hex", optional=True),
+        _f("mentions", "array", "[{username, userId, displayName}]", optional=True),
+        _f("replyTo", "object", "{messageId, userId, username, snippet}", optional=True),
+        _f("card", "object", "{type, payload} on card messages", optional=True),
+        _f("isSystem", "boolean", "true for system or card messages", optional=True),
+        _TEST,
+        public=True,
+        webhook_scope="chat:read",
+    ),
+)
+
+BY_NAME: Final[dict[str, EventType]] = {entry.name: entry for entry in CATALOGUE}
+EVENTS_API_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports)
+PUBLIC_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if e.public)
+WEBHOOK_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if WEBHOOKS in e.transports)
+
+
+def _webhook_groups() -> dict[str, tuple[str, ...]]:
+    groups: dict[str, list[str]] = {}
+    for entry in CATALOGUE:
+        if WEBHOOKS in entry.transports:
+            groups.setdefault(entry.group, []).append(entry.name)
+    return {group: tuple(names) for group, names in groups.items()}
+
+
+# The webhook view, in the shape volthub.protocol.catalogue exposes it.
+WEBHOOK_EVENT_GROUPS: Final[dict[str, tuple[str, ...]]] = _webhook_groups()
+ALIASES: Final[dict[str, str]] = {e.name: e.alias_of for e in CATALOGUE if e.alias_of is not None}
+REQUIRED_SCOPE: Final[dict[str, str]] = {e.name: e.webhook_scope for e in CATALOGUE if e.webhook_scope}
+
+
+# What the Events API actually sends: its names, less those never emitted (hype train).
+_DELIVERED: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports and e.emitted)
+
+
+def delivered_over_events_api(name: str) -> bool:
+    return name in _DELIVERED
+
+
+def is_public(name: str) -> bool:
+    """Anonymous subscribers of a channel receive it (otherwise: the owner only)."""
+    return name in PUBLIC_EVENTS
+
+
+def unknown_events_api_names(names: Iterable[str]) -> list[str]:
+    """Names that are not Events API events, in the order given, without repeats."""
+    return list(dict.fromkeys(name for name in names if name not in EVENTS_API_EVENTS))
+
+
+def document() -> dict[str, Any]:
+    """The body of GET /api/events/types."""
+    groups = list(dict.fromkeys(entry.group for entry in CATALOGUE))
+    return {
+        "groups": groups,
+        "types": [entry.document() for entry in CATALOGUE],
+    }
+
+
+# --- the webhook view: subscription names, legacy aliases ---------------------------------
+
+
+def unknown_events(names: Iterable[str]) -> list[str]:
+    """The names that are not in the catalogue, in the order given, without repeats."""
+    return list(dict.fromkeys(name for name in names if name not in WEBHOOK_EVENTS))
+
+
+def subscribed_names(event_name: str) -> tuple[str, ...]:
+    """Subscription names that receive a platform event: itself and its legacy aliases."""
+    if event_name not in WEBHOOK_EVENTS or event_name in ALIASES:
+        return ()
+    return (event_name, *(alias for alias, real in ALIASES.items() if real == event_name))
+
+
+def delivery_name(event_name: str, subscribed: Iterable[str]) -> str | None:
+    """The name a webhook subscribed to ``subscribed`` receives ``event_name`` under, or
+    None when it does not receive it. Subscribed to both a name and its alias, the webhook
+    gets one delivery, under the current name (receivers dedupe by event id anyway)."""
+    wanted = set(subscribed)
+    for name in subscribed_names(event_name):
+        if name in wanted:
+            return name
+    return None

@@ -1,0 +1,106 @@
+"""Accounts and follows: the state changes behind the account and user routes."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from volthub.hub.clock import iso8601
+from volthub.hub.publisher import Emitter, EventPublisher
+from volthub.persistence import Database, Tx
+from volthub.persistence import users as repo
+from volthub.persistence.users import User, UsernameTaken
+from volthub.services.passwords import Passwords
+
+__all__ = ["Accounts", "User", "UsernameTaken", "SelfFollow", "UnknownUser"]
+
+
+class SelfFollow(Exception):
+    pass
+
+
+class UnknownUser(Exception):
+    pass
+
+
+class Accounts:
+    def __init__(self, database: Database, publisher: EventPublisher, passwords: Passwords) -> None:
+        self._db = database
+        self._publisher = publisher
+        self._passwords = passwords
+
+    async def register(self, username: str, password: str, display_name: str | None) -> User:
+        password_hash = await self._passwords.hash(password)
+
+        def change(tx: Tx, emitter: Emitter) -> User:
+            return repo.create_user(
+                tx,
+                user_id=str(uuid.uuid4()),
+                username=username,
+                display_name=display_name or username,
+                password_hash=password_hash,
+                now_ms=emitter.now_ms,
+            )
+
+        return await self._publisher.write(change)
+
+    async def login(self, username: str, password: str) -> User | None:
+        found = await self._db.read(lambda tx: repo.password_hash_for_login(tx, username))
+        user, stored = found if found else (None, None)
+        return user if await self._passwords.verify(stored, password) else None
+
+    async def update_profile(self, user_id: str, changes: dict[str, Any]) -> User:
+        def change(tx: Tx, emitter: Emitter) -> User:
+            user = repo.update_profile(tx, user_id, changes, emitter.now_ms)
+            if user is None:
+                raise UnknownUser(user_id)
+            return user
+
+        return await self._publisher.write(change)
+
+    async def follow(self, follower_id: str, target_id: str) -> int:
+        """Returns followedAt (ms). Following twice is idempotent and emits nothing."""
+        if follower_id == target_id:
+            raise SelfFollow()
+
+        def change(tx: Tx, emitter: Emitter) -> int:
+            follower, target = _both(tx, follower_id, target_id)
+            created, followed_at = repo.follow(tx, follower_id, target_id, emitter.now_ms)
+            if created:
+                at = iso8601(followed_at)
+                emitter.emit(target_id, "channel.follow", {**_who(follower), "followedAt": at})
+                emitter.emit(follower_id, "user.follow", {**_who(follower), **_target(target), "followedAt": at})
+            return followed_at
+
+        return await self._publisher.write(change)
+
+    async def unfollow(self, follower_id: str, target_id: str) -> bool:
+        def change(tx: Tx, emitter: Emitter) -> bool:
+            follower, target = _both(tx, follower_id, target_id)
+            removed = repo.unfollow(tx, follower_id, target_id)
+            if removed:
+                at = iso8601(emitter.now_ms)
+                emitter.emit(follower_id, "user.unfollow", {**_who(follower), **_target(target), "unfollowedAt": at})
+            return removed
+
+        return await self._publisher.write(change)
+
+
+def _both(tx: Tx, follower_id: str, target_id: str) -> tuple[User, User]:
+    follower = repo.get_by_id(tx, follower_id)
+    target = repo.get_by_id(tx, target_id)
+    if follower is None or target is None:
+        raise UnknownUser(target_id if target is None else follower_id)
+    return follower, target
+
+
+def _who(user: User) -> dict[str, str]:
+    return {"userId": user.id, "username": user.username, "displayName": user.display_name}
+
+
+def _target(user: User) -> dict[str, str]:
+    return {
+        "followedUserId": user.id,
+        "followedUsername": user.username,
+        "followedDisplayName": user.display_name,
+    }

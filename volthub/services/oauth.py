@@ -1,0 +1,409 @@
+"""OAuth grants, authorization codes and refresh tokens (RFC 6749, RFC 7636, RFC 7009).
+
+The state changes behind the OAuth routes. Each runs in one transaction; a failure that must
+still change something (a replayed code or refresh token revokes its grant) is *returned*
+from the transaction as an `OAuthError` and raised after the commit, so the revocation is
+not rolled back with the refusal.
+
+Scope semantics (aliases, sensitivity, PKCE) are the sans-IO code in `volthub.protocol.oauth`;
+the app passes them in as `ScopeRules`, keeping the hub free of `http` imports.
+
+Decisions:
+- A grant remembers the scope string the user consented to and the real scopes it holds
+  now. What it holds is the consent minus sensitive scopes the app lacks an operator grant
+  for (while `[oauth] sensitive_scopes_need_review`). It is recomputed at every refresh, so
+  a scope an operator (re-)grants an app reaches existing connections at their next refresh
+  — within an access token's lifetime, no reconnection (spec §5.6) — and an operator's
+  withdrawal applies at once. A user never gains a scope they did not consent to.
+- Access tokens are stateless JWTs: revoking one (RFC 7009) revokes its whole grant.
+- Events `user.authorization.grant` (when a code is redeemed and the grant exists) and
+  `user.authorization.revoke` go to the user's own channel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from volthub.hub.clock import Clock, iso8601
+from volthub.hub.publisher import Emitter, EventPublisher
+from volthub.persistence import Database, Tx
+from volthub.persistence import apps as apps_repo
+from volthub.persistence import oauth as repo
+from volthub.persistence import users as users_repo
+from volthub.persistence.apps import App
+from volthub.persistence.oauth import AuthorizationCode, Grant
+
+T = TypeVar("T")
+
+# Prefixes make leaked values recognisable to secret scanners and to people.
+CLIENT_SECRET_PREFIX = "vhcs_"
+CODE_PREFIX = "vhac_"
+REFRESH_PREFIX = "vhrt_"
+# Used codes are kept this long past expiry so a late replay still revokes what it issued.
+_CODE_RETENTION_MS = 24 * 3600 * 1000
+_CACHE_LIMIT = 10_000
+
+
+class OAuthError(Exception):
+    """An RFC 6749 §5.2 error: `error` is the code, the message says what to fix."""
+
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ScopeRules:
+    effective: Callable[[str], frozenset[str]]  # a scope string -> real scopes (aliases expanded)
+    canonical: Callable[[Iterable[str]], str]  # scope strings -> one string in catalogue order
+    sensitive: frozenset[str]
+    verify_pkce: Callable[[object, object, object], bool]  # (verifier, challenge, method)
+
+
+@dataclass(frozen=True)
+class OAuthPolicy:
+    access_ttl: int
+    refresh_ttl: int
+    code_ttl: int
+    need_review: bool
+    cache_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Issued:
+    """What a successful token request hands back; the route mints the access JWT."""
+
+    grant_id: str
+    user_id: str
+    client_id: str
+    scope: str
+    refresh_token: str
+
+
+def new_secret(prefix: str) -> str:
+    return prefix + secrets.token_urlsafe(32)
+
+
+def digest(value: str) -> str:
+    """SHA-256 is enough for 256-bit random values: nothing to brute-force, unlike passwords."""
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def secret_matches(app: App, secret: str) -> bool:
+    if app.client_secret_hash is None:
+        return False
+    return hmac.compare_digest(digest(secret), app.client_secret_hash)
+
+
+class OAuthService:
+    def __init__(
+        self, database: Database, publisher: EventPublisher, clock: Clock, rules: ScopeRules, policy: OAuthPolicy
+    ) -> None:
+        self._db = database
+        self._publisher = publisher
+        self._clock = clock
+        self.rules = rules
+        self.policy = policy
+        # grant id -> (held scopes or None when inactive, valid until)
+        self._cache: dict[str, tuple[frozenset[str] | None, float]] = {}
+        self._generation = 0  # bumped whenever this process revokes or re-scopes a grant
+
+    # --- scopes -------------------------------------------------------------------------------
+
+    def allowed(self, scopes: Iterable[str], operator_grants: Iterable[str]) -> frozenset[str]:
+        """The real scopes an app may hold out of `scopes`, given its operator grants."""
+        granted = set(operator_grants)
+        sensitive = self.rules.sensitive
+        return frozenset(s for s in scopes if not self.policy.need_review or s not in sensitive or s in granted)
+
+    def missing_review(self, scope: str, operator_grants: Iterable[str]) -> list[str]:
+        """Sensitive real scopes in `scope` the app may not request yet, in catalogue order."""
+        wanted = self.rules.effective(scope)
+        lacking = wanted - self.allowed(wanted, operator_grants)
+        return self.rules.canonical(lacking).split()
+
+    def _held(self, tx: Tx, consented: str, client_id: str) -> frozenset[str]:
+        return self.allowed(self.rules.effective(consented), repo.app_scope_grants(tx, client_id))
+
+    def _token_scope(self, scope: str, held: frozenset[str]) -> str:
+        """The strings of `scope` (legacy ones kept as sent) that confer nothing beyond `held`."""
+        return " ".join(t for t in scope.split() if self.rules.effective(t) <= held)
+
+    # --- apps ---------------------------------------------------------------------------------
+
+    async def delete_app(self, client_id: str) -> bool:
+        """Revokes every connection (with its events), then deletes the app."""
+
+        def change(tx: Tx, emitter: Emitter, touched: list[str]) -> bool:
+            grants = repo.active_grants_of_app(tx, client_id)
+            self._revoke(tx, emitter, [g.id for g in grants], "app_deleted", touched)
+            return apps_repo.delete_app(tx, client_id)
+
+        return await self._write(change)
+
+    # --- authorize ----------------------------------------------------------------------------
+
+    async def issue_code(
+        self,
+        *,
+        user_id: str,
+        client_id: str,
+        redirect_uri: str,
+        redirect_uri_sent: bool,
+        scope: str,
+        code_challenge: str | None,
+        code_challenge_method: str | None,
+    ) -> str:
+        """The user approved: a single-use code bound to client, redirect URI and challenge."""
+        code = new_secret(CODE_PREFIX)
+
+        def change(tx: Tx, emitter: Emitter, touched: list[str]) -> None:
+            now = emitter.now_ms
+            repo.purge_expired(tx, now - _CODE_RETENTION_MS, now)
+            repo.insert_code(
+                tx,
+                AuthorizationCode(
+                    code_hash=digest(code),
+                    client_id=client_id,
+                    user_id=user_id,
+                    redirect_uri=redirect_uri,
+                    redirect_uri_sent=redirect_uri_sent,
+                    scope=scope,
+                    code_challenge=code_challenge,
+                    code_challenge_method=code_challenge_method if code_challenge else None,
+                    created_at=now,
+                    expires_at=now + self.policy.code_ttl * 1000,
+                ),
+            )
+
+        await self._write(change)
+        return code
+
+    # --- token endpoint -----------------------------------------------------------------------
+
+    async def exchange_code(
+        self, client_id: str, code: str, redirect_uri: str | None, code_verifier: str | None
+    ) -> Issued:
+        def change(tx: Tx, emitter: Emitter, touched: list[str]) -> Issued | OAuthError:
+            found = repo.get_code(tx, digest(code))
+            if found is None or found.client_id != client_id:
+                return OAuthError("invalid_grant", "authorization code is not valid for this client")
+            if found.used_at is not None:
+                return self._replayed(tx, emitter, found, touched)
+            problem = self._code_problem(found, emitter.now_ms, redirect_uri, code_verifier)
+            if problem is not None:
+                return problem
+            if not repo.consume_code(tx, found.code_hash, emitter.now_ms):
+                # A concurrent exchange won (PostgreSQL); it committed, so read its grant.
+                return self._replayed(tx, emitter, repo.get_code(tx, found.code_hash) or found, touched)
+            return self._new_grant(tx, emitter, found)
+
+        return self._raise_or_return(await self._write(change))
+
+    def _code_problem(
+        self, code: AuthorizationCode, now_ms: int, redirect_uri: str | None, verifier: str | None
+    ) -> OAuthError | None:
+        if code.expires_at <= now_ms:
+            return OAuthError("invalid_grant", "authorization code has expired")
+        # RFC 6749 §4.1.3: required and identical when the authorization request sent it.
+        if (code.redirect_uri_sent or redirect_uri) and redirect_uri != code.redirect_uri:
+            return OAuthError("invalid_grant", "redirect_uri does not match the one of the authorization request")
+        if code.code_challenge:
+            if not verifier:
+                return OAuthError(
+                    "invalid_request", "code_verifier is required: the authorization request sent a code_challenge"
+                )
+            if not self.rules.verify_pkce(verifier, code.code_challenge, code.code_challenge_method):
+                return OAuthError("invalid_grant", "code_verifier does not match the code_challenge")
+        elif verifier:
+            # RFC 9700 §2.1.1: refuse, so PKCE cannot be silently downgraded.
+            return OAuthError(
+                "invalid_request", "code_verifier was sent but the authorization request had no code_challenge"
+            )
+        return None
+
+    def _replayed(self, tx: Tx, emitter: Emitter, code: AuthorizationCode, touched: list[str]) -> OAuthError:
+        """RFC 6749 §4.1.2: a code used twice revokes the tokens it issued."""
+        self._revoke(tx, emitter, [code.grant_id] if code.grant_id else [], "code_replayed", touched)
+        return OAuthError("invalid_grant", "authorization code was already used; the tokens issued with it are revoked")
+
+    def _new_grant(self, tx: Tx, emitter: Emitter, code: AuthorizationCode) -> Issued | OAuthError:
+        now = emitter.now_ms
+        app = apps_repo.get_app(tx, code.client_id)
+        user = users_repo.get_by_id(tx, code.user_id)
+        if app is None or user is None:
+            return OAuthError("invalid_grant", "the app or the user of this code no longer exists")
+        held = self._held(tx, code.scope, code.client_id)
+        grant = repo.create_grant(
+            tx,
+            grant_id=str(uuid.uuid4()),
+            user_id=user.id,
+            client_id=app.client_id,
+            consented_scope=code.scope,
+            held=held,
+            now_ms=now,
+        )
+        repo.attach_grant(tx, code.code_hash, grant.id)
+        refresh = self._new_refresh_token(tx, grant.id, now)
+        data = {**_who(user), **_app(app), "scopes": self._real_list(held), "grantedAt": iso8601(now)}
+        emitter.emit(user.id, "user.authorization.grant", data)
+        return Issued(grant.id, user.id, app.client_id, self._token_scope(code.scope, held), refresh)
+
+    def _new_refresh_token(self, tx: Tx, grant_id: str, now_ms: int) -> str:
+        token = new_secret(REFRESH_PREFIX)
+        repo.insert_refresh_token(tx, digest(token), grant_id, now_ms, now_ms + self.policy.refresh_ttl * 1000)
+        return token
+
+    async def refresh(self, client_id: str, refresh_token: str, requested_scope: str | None) -> Issued:
+        """Rotate the refresh token; a rotated one presented again revokes the grant."""
+
+        def change(tx: Tx, emitter: Emitter, touched: list[str]) -> Issued | OAuthError:
+            now = emitter.now_ms
+            token = repo.get_refresh_token(tx, digest(refresh_token))
+            grant = repo.get_grant(tx, token.grant_id) if token else None
+            if token is None or grant is None or grant.client_id != client_id:
+                return OAuthError("invalid_grant", "refresh token is not valid for this client")
+            if not grant.active:
+                return OAuthError("invalid_grant", "refresh token has been revoked")
+            if token.rotated_at is None and token.expires_at <= now:
+                return OAuthError("invalid_grant", "refresh token has expired")
+            if token.rotated_at is not None or not repo.rotate_refresh_token(tx, token.token_hash, now):
+                self._revoke(tx, emitter, [grant.id], "refresh_token_reused", touched)
+                return OAuthError("invalid_grant", "refresh token was already used; its grant is revoked")
+            touched.append(grant.id)  # its held scopes are recomputed: drop the cached ones
+            return self._refreshed(tx, grant, requested_scope, now)
+
+        return self._raise_or_return(await self._write(change))
+
+    def _refreshed(self, tx: Tx, grant: Grant, requested: str | None, now_ms: int) -> Issued:
+        consented = self.rules.effective(grant.consented_scope)
+        if requested is not None:
+            beyond = self.rules.effective(requested) - consented
+            if beyond:
+                # Raised, not returned: nothing of this request may be kept (the rotation).
+                raise OAuthError("invalid_scope", f"scope beyond what the user granted: {self.rules.canonical(beyond)}")
+        held = self._held(tx, grant.consented_scope, grant.client_id)
+        repo.set_held_scope(tx, grant.id, held, now_ms)
+        scope = self._token_scope(requested if requested is not None else grant.consented_scope, held)
+        refresh = self._new_refresh_token(tx, grant.id, now_ms)
+        return Issued(grant.id, grant.user_id, grant.client_id, scope, refresh)
+
+    # --- revocation -----------------------------------------------------------------------------
+
+    async def revoke_refresh_token(self, client_id: str, refresh_token: str) -> None:
+        """RFC 7009: revokes the token's grant; unknown tokens are fine (nothing to do)."""
+
+        def change(tx: Tx, emitter: Emitter, touched: list[str]) -> OAuthError | None:
+            token = repo.get_refresh_token(tx, digest(refresh_token))
+            grant = repo.get_grant(tx, token.grant_id) if token else None
+            return self._revoke_for_client(tx, emitter, grant, client_id, touched)
+
+        self._raise_or_return(await self._write(change))
+
+    async def revoke_grant_for_client(self, client_id: str, grant_id: str) -> None:
+        """RFC 7009 for an access token: it is stateless, so its grant goes."""
+
+        def change(tx: Tx, emitter: Emitter, touched: list[str]) -> OAuthError | None:
+            return self._revoke_for_client(tx, emitter, repo.get_grant(tx, grant_id), client_id, touched)
+
+        self._raise_or_return(await self._write(change))
+
+    def _revoke_for_client(
+        self, tx: Tx, emitter: Emitter, grant: Grant | None, client_id: str, touched: list[str]
+    ) -> OAuthError | None:
+        if grant is None:
+            return None
+        if grant.client_id != client_id:
+            return OAuthError("unauthorized_client", "this token was issued to another client")
+        self._revoke(tx, emitter, [grant.id], "revoked_by_client", touched)
+        return None
+
+    async def revoke_connection(self, user_id: str, client_id: str) -> bool:
+        """The user disconnects an app: every active grant of theirs to it. False if none."""
+
+        def change(tx: Tx, emitter: Emitter, touched: list[str]) -> bool:
+            grants = repo.active_grants(tx, user_id, client_id)
+            self._revoke(tx, emitter, [g.id for g in grants], "revoked_by_user", touched)
+            return bool(grants)
+
+        return await self._write(change)
+
+    def _revoke(self, tx: Tx, emitter: Emitter, grant_ids: list[str], reason: str, touched: list[str]) -> None:
+        """Revoke grants; one `user.authorization.revoke` per user and app affected."""
+        done = repo.revoke_grants(tx, grant_ids, emitter.now_ms, reason)
+        touched.extend(g.id for g in done)
+        by_connection: dict[tuple[str, str], set[str]] = {}
+        for grant in done:
+            by_connection.setdefault((grant.user_id, grant.client_id), set()).update(grant.held)
+        for (user_id, client_id), held in by_connection.items():
+            user = users_repo.get_by_id(tx, user_id)
+            app = apps_repo.get_app(tx, client_id)
+            if user is None or app is None:
+                continue
+            data = {**_who(user), **_app(app), "scopes": self._real_list(held), "revokedAt": iso8601(emitter.now_ms)}
+            emitter.emit(user.id, "user.authorization.revoke", data)
+
+    # --- access tokens ----------------------------------------------------------------------------
+
+    async def held_scopes(self, grant_id: str, user_id: str, client_id: str) -> frozenset[str] | None:
+        """What the grant behind an access token confers now; None once revoked or gone.
+
+        Cached for `cache_seconds`. A grant revoked or re-scoped in this process leaves the
+        cache at once, and a lookup that overlapped such a change is not cached.
+        """
+        now = self._clock.now()
+        hit = self._cache.get(grant_id)
+        if hit is not None and hit[1] > now:
+            held = hit[0]
+        else:
+            generation = self._generation
+            grant = await self._db.read(lambda tx: repo.get_grant(tx, grant_id))
+            ok = grant is not None and grant.active and grant.user_id == user_id and grant.client_id == client_id
+            held = grant.held if ok and grant is not None else None
+            if self.policy.cache_seconds > 0 and generation == self._generation:
+                if len(self._cache) >= _CACHE_LIMIT:
+                    self._cache.clear()
+                self._cache[grant_id] = (held, now + self.policy.cache_seconds)
+        return held
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    async def _write(self, change: Callable[[Tx, Emitter, list[str]], T]) -> T:
+        """Run `change` with a list it appends the ids of grants it revoked or re-scoped to;
+        those leave the cache once the transaction is over."""
+        touched: list[str] = []
+        try:
+            return await self._publisher.write(lambda tx, emitter: change(tx, emitter, touched))
+        finally:
+            if touched:
+                self._generation += 1
+                for grant_id in touched:
+                    self._cache.pop(grant_id, None)
+
+    @staticmethod
+    def _raise_or_return(result: Any) -> Any:
+        if isinstance(result, OAuthError):
+            raise result
+        return result
+
+    def _real_list(self, scopes: Iterable[str]) -> list[str]:
+        return self.rules.canonical(scopes).split()
+
+    def invalidate_cache(self) -> None:
+        self._generation += 1
+        self._cache.clear()
+
+
+def _who(user: users_repo.User) -> dict[str, str]:
+    return {"userId": user.id, "username": user.username, "displayName": user.display_name}
+
+
+def _app(app: App) -> dict[str, str]:
+    return {"clientId": app.client_id, "appName": app.name}
