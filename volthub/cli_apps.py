@@ -67,7 +67,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     database = await _open(settings)
     try:
         await migrate(database)
-        return await database.write(lambda tx: _ACTIONS[args.action](tx, args))
+        return int(await database.write(lambda tx: _ACTIONS[args.action](tx, args)))
     finally:
         await database.close()
 

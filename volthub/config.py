@@ -105,6 +105,9 @@ class ChatHubSettings(Section):
     inbox_size: int = Field(256, ge=1, le=100_000)
     # A channel actor with nothing to do for this long stops; its state reloads from the store.
     actor_idle_seconds: float = Field(300.0, gt=0, le=86_400)
+    # Messages kept per channel; older ones are pruned as new ones arrive (those younger
+    # than the longest slow mode, an hour, stay: the slow-mode clock reads them).
+    history_limit: int = Field(1000, ge=100, le=1_000_000)
 
 
 class EventsSettings(Section):

@@ -19,6 +19,7 @@ access code, and never a 5xx (whatever the handler thinks of the empty or exampl
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from quart import Quart
 
 from tests.conftest import make_settings
 from volthub.http.access import Access, declaration_of
+from volthub.hub.clock import TrioClock
 from volthub.persistence import oauth as oauth_repo
 from volthub.protocol.oauth.scopes import SCOPE_NAMES, SENSITIVE_SCOPES
 from volthub.services.tokens import TokenService
@@ -96,13 +98,6 @@ class Caller:
     def oauth(self, scope: str) -> str:
         token, _ = self.tokens.issue_access(self.user_id, self.client_id, scope, self.grant_id, 3600)
         return token
-
-
-class _Past:
-    def now(self) -> float:
-        import time
-
-        return time.time() - 30 * 86400
 
 
 async def _caller(live_server: Any, http: httpx.AsyncClient) -> Caller:
@@ -211,7 +206,8 @@ def _check(expected: str, status: int, code: str | None) -> bool:
 async def test_every_route_answers_as_declared(live_server):
     async with httpx.AsyncClient(base_url=live_server.url, timeout=20) as http:
         caller = await _caller(live_server, http)
-        expired, _ = TokenService(SECRET, _Past(), 3600).issue_session(caller.user_id)
+        month_ago = TrioClock(start=time.time() - 30 * 86400)
+        expired, _ = TokenService(SECRET, month_ago, 3600).issue_session(caller.user_id)
         routes = _routes(live_server.app)
         assert len(routes) >= 30  # the matrix really walks the app
         failures: list[str] = []

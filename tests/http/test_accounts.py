@@ -1,6 +1,7 @@
 import pytest
 
 from tests.conftest import register
+from volthub.hub.clock import TrioClock
 
 
 async def test_register_login_and_me(client):
@@ -125,12 +126,7 @@ async def test_expired_token_is_refused(app, client):
     user = await register(client)
     tokens = app.extensions["volthub"].tokens
     clock = tokens._clock
-
-    class Later:
-        def now(self):
-            return clock.now() + 8 * 24 * 3600
-
-    tokens._clock = Later()
+    tokens._clock = TrioClock(start=clock.now() + 8 * 24 * 3600)  # a week and a day from now
     try:
         response = await client.get("/api/users/me", headers=user.headers)
     finally:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
-from tests.conftest import register
+import pytest
+import trio
+
+from tests.conftest import make_settings, register
+from tests.services.test_channel_points import fill
+from volthub.services.channel_points import MAX_REWARDS_PER_CHANNEL
 
 REST_FIELDS = {
     "id",
@@ -84,3 +91,39 @@ async def test_event_types_catalogue(client: Any) -> None:
         "displayName",
         "followedAt",
     }
+
+
+@pytest.fixture
+async def app_on_each_backend(database_url: str) -> AsyncIterator[Any]:
+    from volthub.http.app import create_app
+
+    application = create_app(make_settings(database_url))
+    async with application.test_app():
+        yield application
+
+
+async def test_the_reward_cap_holds_under_concurrent_creates(app_on_each_backend: Any) -> None:
+    """The last free places, raced for: exactly that many 201s, the rest 409 (spec: at most 100)."""
+    client = app_on_each_backend.test_client()
+    user = await register(client)
+    path = f"/api/channel-points/{user.id}/items"
+    free = 2
+    database = app_on_each_backend.extensions["volthub"].db
+    await database.write(functools.partial(fill, channel=user.id, count=MAX_REWARDS_PER_CHANNEL - free))
+    answers: list[tuple[int, Any]] = []
+
+    async def create(number: int) -> None:
+        response = await client.post(path, headers=user.headers, json={"name": f"late{number}", "cost": 1})
+        answers.append((response.status_code, await response.get_json()))
+
+    async with trio.open_nursery() as nursery:
+        for number in range(10):
+            nursery.start_soon(create, number)
+    assert sorted(status for status, _ in answers) == [201] * free + [409] * (10 - free)
+    refusal = next(body for status, body in answers if status == 409)
+    assert refusal == {
+        "error": "too_many_rewards",
+        "message": f"a channel has at most {MAX_REWARDS_PER_CHANNEL} rewards",
+    }
+    listed = await (await client.get(path)).get_json()
+    assert len(listed["items"]) == MAX_REWARDS_PER_CHANNEL

@@ -36,7 +36,7 @@ async def test_ban_publishes_channel_ban_and_blocks_chat(chat_env):
     assert (await chat_env.send(troll, streamer.id)).status_code == 403
 
 
-async def test_timeout_by_username_any_case_has_an_end(chat_env):
+async def test_timeout_by_username_any_case_has_an_end(chat_env, mock_clock):
     streamer, viewer = await chat_env.user(), await chat_env.user()
     response = await chat_env.moderate(
         streamer, streamer.id, action="timeout", username=viewer.username.upper(), durationSeconds=90
@@ -46,7 +46,7 @@ async def test_timeout_by_username_any_case_has_an_end(chat_env):
     data = chat_env.named("channel.ban")[0].data
     assert data["isPermanent"] is False and data["durationSeconds"] == 90
     assert data["endsAt"] == body["endsAt"] and data["reason"] is None
-    chat_env.clock.advance(90)
+    mock_clock.jump(90)
     assert (await chat_env.send(viewer, streamer.id, "free")).status_code == 200
     # An expired timeout ended by itself: unban has nothing to lift and emits nothing.
     unban = await chat_env.moderate(streamer, streamer.id, action="unban", userId=viewer.id)
@@ -64,12 +64,12 @@ async def test_unban_lifts_a_ban_and_publishes_channel_unban(chat_env):
     assert (await chat_env.send(viewer, streamer.id)).status_code == 200
 
 
-async def test_a_later_action_replaces_the_earlier_one(chat_env):
+async def test_a_later_action_replaces_the_earlier_one(chat_env, mock_clock):
     streamer, viewer = await chat_env.user(), await chat_env.user()
     await chat_env.moderate(streamer, streamer.id, action="ban", userId=viewer.id)
     await chat_env.moderate(streamer, streamer.id, action="timeout", userId=viewer.id, durationSeconds=10)
     await expect_error(await chat_env.send(viewer, streamer.id), 403, "timed_out")
-    chat_env.clock.advance(11)
+    mock_clock.jump(11)
     assert (await chat_env.send(viewer, streamer.id)).status_code == 200
 
 
@@ -137,7 +137,7 @@ async def test_moderators_moderate_viewers_but_not_the_broadcaster_or_other_mode
     assert (await chat_env.moderate(other_mod, streamer.id, action="delete", messageId=own)).status_code == 200
 
 
-async def test_viewers_vips_and_expired_moderators_may_not_moderate(chat_env):
+async def test_viewers_vips_and_expired_moderators_may_not_moderate(chat_env, mock_clock):
     streamer, viewer, vip, former = (
         await chat_env.user(),
         await chat_env.user(),
@@ -146,7 +146,7 @@ async def test_viewers_vips_and_expired_moderators_may_not_moderate(chat_env):
     )
     await chat_env.grant(streamer.id, vip.id, "vip")
     await chat_env.grant(streamer.id, former.id, "moderator", expires_at=chat_env.now_ms() + 1000)
-    chat_env.clock.advance(2)
+    mock_clock.jump(2)
     for who in (viewer, vip, former):
         await expect_error(
             await chat_env.moderate(who, streamer.id, action="ban", userId=streamer.id), 403, "not_moderator"

@@ -27,17 +27,17 @@ class FakePresence:
 @pytest.fixture
 def presence(chat_env):
     fake = FakePresence()
-    chat_env.rt.services["presence"] = fake
+    chat_env.rt.services.presence = fake
     return fake
 
 
 # --- history ---------------------------------------------------------------------------------
 
 
-async def test_history_is_oldest_first_and_keeps_the_event_payload(chat_env):
+async def test_history_is_oldest_first_and_keeps_the_event_payload(chat_env, mock_clock):
     streamer, fan = await chat_env.user(), await chat_env.user()
     await chat_env.send(fan, streamer.id, f"hi @{streamer.username}", effect="rainbow")
-    chat_env.clock.advance(1)
+    mock_clock.jump(1)
     await chat_env.send(streamer, streamer.id, "welcome")
     body = await get(chat_env, f"/api/chat/channels/{streamer.id}/history")
     assert [m["message"] for m in body["messages"]] == [f"hi @{streamer.username}", "welcome"]
@@ -66,7 +66,7 @@ async def test_history_of_an_unknown_or_malformed_channel(chat_env):
 
 async def test_history_keeps_card_messages(chat_env):
     streamer = await chat_env.user()
-    await chat_env.rt.services["chat"].post_card(streamer.id, "volts-celebration", {"amount": 500})
+    await chat_env.rt.services.chat.post_card(streamer.id, "volts-celebration", {"amount": 500})
     [message] = (await get(chat_env, f"/api/chat/channels/{streamer.id}/history"))["messages"]
     assert message["card"] == {"type": "volts-celebration", "payload": {"amount": 500}}
     assert message["isSystem"] is True
@@ -108,13 +108,13 @@ async def test_viewers_without_a_presence_service_is_nobody(chat_env):
 # --- stats -----------------------------------------------------------------------------------
 
 
-async def test_stats_count_the_last_five_minutes(chat_env, presence):
+async def test_stats_count_the_last_five_minutes(chat_env, presence, mock_clock):
     streamer, one, two = await chat_env.user(), await chat_env.user(), await chat_env.user()
     await chat_env.send(one, streamer.id, "old")
-    chat_env.clock.advance(301)
+    mock_clock.jump(301)
     for user in (one, two, two):
         await chat_env.send(user, streamer.id, "new")
-    await chat_env.rt.services["chat"].post_card(streamer.id, "sound-send", {})  # not chat activity
+    await chat_env.rt.services.chat.post_card(streamer.id, "sound-send", {})  # not chat activity
     presence.viewers[streamer.id] = ([one.id], 4)
     body = await get(chat_env, f"/api/chat/channels/{streamer.id}/stats")
     assert body["windowSeconds"] == 300 and body["messages"] == 3

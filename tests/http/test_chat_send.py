@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
@@ -229,11 +230,11 @@ async def test_badges_and_flags_follow_roles_and_subscriptions(chat_env):
     assert chat_env.named("chat.message")[-1].data["badges"] == []
 
 
-async def test_expired_roles_and_subscriptions_do_not_count(chat_env):
+async def test_expired_roles_and_subscriptions_do_not_count(chat_env, mock_clock):
     streamer, fan = await chat_env.user(), await chat_env.user()
     await chat_env.grant(streamer.id, fan.id, "vip", expires_at=chat_env.now_ms() + 60_000)
     await chat_env.subscribe(streamer.id, fan.id, months=1, days=1)
-    chat_env.clock.advance(2 * 86_400)
+    mock_clock.jump(2 * 86_400)
     await chat_env.send(fan, streamer.id, "still here")
     data = chat_env.named("chat.message")[-1].data
     assert data["badges"] == [] and not data["isVip"] and not data["isSubscriber"]
@@ -251,13 +252,13 @@ async def test_banned_users_get_banned(chat_env):
     assert (await chat_env.send(troll, troll.id, "my own channel")).status_code == 200
 
 
-async def test_timed_out_users_see_the_remaining_time_until_it_ends(chat_env):
+async def test_timed_out_users_see_the_remaining_time_until_it_ends(chat_env, mock_clock):
     streamer, viewer = await chat_env.user(), await chat_env.user()
     await chat_env.moderate(streamer, streamer.id, action="timeout", userId=viewer.id, durationSeconds=600)
-    chat_env.clock.advance(100)
+    mock_clock.jump(100)
     body = await expect_error(await chat_env.send(viewer, streamer.id, "?"), 403, "timed_out")
     assert body["details"]["remainingSeconds"] == 500
-    chat_env.clock.advance(500)
+    mock_clock.jump(500)
     assert (await chat_env.send(viewer, streamer.id, "I'm back")).status_code == 200
 
 
@@ -297,7 +298,7 @@ async def test_emote_only(chat_env):
     assert (await chat_env.send(mod, streamer.id, "mods may type")).status_code == 200
 
 
-async def test_slow_mode_is_per_user_with_a_wait(chat_env):
+async def test_slow_mode_is_per_user_with_a_wait(chat_env, mock_clock):
     streamer, one, two, mod = (
         await chat_env.user(),
         await chat_env.user(),
@@ -307,14 +308,14 @@ async def test_slow_mode_is_per_user_with_a_wait(chat_env):
     await chat_env.grant(streamer.id, mod.id, "moderator")
     await chat_env.patch_settings(streamer, slowMode=True, slowModeSeconds=30)
     assert (await chat_env.send(one, streamer.id)).status_code == 200
-    chat_env.clock.advance(10)
+    mock_clock.jump(10)
     body = await expect_error(await chat_env.send(one, streamer.id), 403, "slow_mode")
     assert body["details"]["waitSeconds"] == 20
     assert (await chat_env.send(two, streamer.id)).status_code == 200  # per user
     for _ in range(3):
         assert (await chat_env.send(mod, streamer.id)).status_code == 200  # exempt
         assert (await chat_env.send(streamer, streamer.id)).status_code == 200
-    chat_env.clock.advance(20)
+    mock_clock.jump(20)
     assert (await chat_env.send(one, streamer.id)).status_code == 200
 
 
@@ -344,25 +345,26 @@ async def test_concurrent_sends_never_break_slow_mode(chat_env):
     assert len(chat_env.named("chat.message")) == 2
 
 
-async def test_a_full_channel_queue_is_503_channel_busy(sqlite_url, manual_clock):
-    from tests.conftest import ChatEnv, chat_test_settings
-    from volthub.http.app import create_app
+async def test_a_full_channel_queue_is_503_channel_busy(sqlite_url):
+    from tests.http.chat_env import ChatEnv, chat_app
 
-    app = create_app(chat_test_settings(sqlite_url, chat={"inbox_size": 1}), clock=manual_clock)
+    app = chat_app(sqlite_url, chat={"inbox_size": 1})
     async with app.test_app():
-        env = ChatEnv(app, manual_clock)
+        env = ChatEnv(app)
         streamer = await env.user()
         assert (await env.send(streamer, streamer.id, "load the actor")).status_code == 200
-        registry = env.rt.services["chat"]
-        release, holding = trio.Event(), trio.Event()
+        # Hold the store's one writer, so the actor waits in its transaction.
+        holding, release = threading.Event(), threading.Event()
 
-        async def hold(actor):
+        def hold(tx):
             holding.set()
-            await release.wait()
+            release.wait()
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(registry.call, streamer.id, hold)
-            await holding.wait()
+            nursery.start_soon(env.rt.db.write, hold)
+            await trio.to_thread.run_sync(holding.wait)
+            nursery.start_soon(env.send, streamer, streamer.id, "in the actor's transaction")
+            await trio.testing.wait_all_tasks_blocked()
             nursery.start_soon(env.send, streamer, streamer.id, "queued")
             await trio.testing.wait_all_tasks_blocked()
             response = await env.send(streamer, streamer.id, "one too many")
@@ -375,7 +377,7 @@ async def test_a_full_channel_queue_is_503_channel_busy(sqlite_url, manual_clock
 
 
 async def oauth_headers(env, user, scopes):
-    from tests.conftest import issue_oauth_token
+    from tests.http.oauth.tokens import issue_oauth_token
 
     token = await issue_oauth_token(env.app, user.id, scopes)
     return {"Authorization": f"Bearer {token}"}

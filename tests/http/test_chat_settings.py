@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ChatEnv, ManualClock, chat_test_settings
+from tests.http.chat_env import CHAT_EPOCH, ChatEnv, chat_app
+from volthub.hub.clock import TrioClock
 
 FRESH = {"slowMode": False, "slowModeSeconds": 0, "followersOnly": False, "subscribersOnly": False, "emoteOnly": False}
 
@@ -78,15 +79,12 @@ async def test_settings_routes_need_a_token(chat_env):
     assert response.status_code == 401
 
 
-async def test_settings_bans_and_timeouts_survive_a_restart(database_url):
+async def test_settings_bans_and_timeouts_survive_a_restart(database_url, mock_clock):
     """Stop the app, start a new one on the same database: the channel's state is back."""
-    from volthub.http.app import create_app
-
-    clock = ManualClock()
-    settings = chat_test_settings(database_url)
-    first = create_app(settings, clock=clock)
+    clock = TrioClock(start=CHAT_EPOCH)  # one timeline for both apps
+    first = chat_app(database_url, clock)
     async with first.test_app():
-        env = ChatEnv(first, clock)
+        env = ChatEnv(first)
         streamer, banned, timed_out, fan = (await env.user(), await env.user(), await env.user(), await env.user())
         await env.patch_settings(streamer, slowModeSeconds=45, followersOnly=True)
         await env.moderate(streamer, streamer.id, action="ban", userId=banned.id)
@@ -94,10 +92,10 @@ async def test_settings_bans_and_timeouts_survive_a_restart(database_url):
         await env.follow(fan, streamer.id)
         assert (await env.send(fan, streamer.id, "before the restart")).status_code == 200
 
-    clock.advance(100)
-    second = create_app(settings, clock=clock)
+    mock_clock.jump(100)
+    second = chat_app(database_url, clock)
     async with second.test_app():
-        env = ChatEnv(second, clock)
+        env = ChatEnv(second)
         expected = {**FRESH, "slowMode": True, "slowModeSeconds": 45, "followersOnly": True}
         assert await get_settings(env, streamer) == expected
         for user in (banned, timed_out):
@@ -113,5 +111,5 @@ async def test_settings_bans_and_timeouts_survive_a_restart(database_url):
         assert slow["error"] == "slow_mode" and slow["details"]["waitSeconds"] == 45
         history = await (await env.client.get(f"/api/chat/channels/{streamer.id}/history")).get_json()
         assert [m["message"] for m in history["messages"]] == ["before the restart", "after the restart"]
-        clock.advance(500)
+        mock_clock.jump(500)
         assert (await env.send(timed_out, streamer.id, "free again")).status_code == 200

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RegisteredUser as Account
-from tests.conftest import issue_oauth_token
+from tests.http.oauth.tokens import issue_oauth_token
 from volthub.persistence import notifications as repo
 
 
@@ -55,7 +55,10 @@ async def test_read_one_read_all_and_counts(app: Any, client: Any, me: Account, 
     other = await make_user()
     ids = [await add(app, me.id, 1_000 + i) for i in range(3)]
     theirs = await add(app, other.id, 2_000)
-    count = lambda: client.get("/api/notifications/unread-count", headers=me.headers)
+
+    def count() -> Any:
+        return client.get("/api/notifications/unread-count", headers=me.headers)
+
     assert await (await count()).get_json() == {"count": 3}
 
     read = await client.post(f"/api/notifications/{ids[0]}/read", headers=me.headers)

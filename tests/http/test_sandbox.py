@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import pytest
 
 from tests.conftest import register
+from volthub.http.blueprints import sandbox
+from volthub.protocol import catalogue
 
 TEST_EVENTS = "/api/integrations/oauth/test/events"
 EXPECTED = {
@@ -162,3 +165,21 @@ async def test_types_list(client: Any, method: str) -> None:
     types = (await response.get_json())["types"]
     assert {t["eventType"]: t["event"] for t in types} == EXPECTED
     assert (await client.open(f"{TEST_EVENTS}/types", method=method)).status_code == 401
+
+
+def test_the_sandbox_table_is_the_catalogues() -> None:
+    """`/api/events/types` derives its `sandbox` flag from catalogue.SANDBOX_EVENTS: the
+    blueprint serves exactly those types, and the request model accepts exactly them."""
+    assert set(sandbox.KINDS) == set(catalogue.SANDBOX_EVENTS) == set(typing.get_args(sandbox.EventType))
+    assert catalogue.SANDBOX_EVENTS == EXPECTED
+
+
+async def test_event_types_route_reports_sandbox_and_real_producers(client: Any) -> None:
+    response = await client.get("/api/events/types")
+    by_name = {entry["name"]: entry for entry in (await response.get_json())["types"]}
+    assert {name for name, entry in by_name.items() if entry["sandbox"]} == set(EXPECTED.values())
+    assert by_name["channel.follow"]["emitted"] is True and by_name["user.authorization.grant"]["emitted"] is True
+    # The sandbox sending an event does not make it emitted: only a real producer does.
+    for name in EXPECTED.values():
+        assert by_name[name]["emitted"] is (name in catalogue.PRODUCERS), name
+    assert by_name["channel.hype_train.begin"]["emitted"] is False

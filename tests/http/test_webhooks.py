@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FakeResolver, insert_app, make_settings
 from tests.conftest import RegisteredUser as Account
+from tests.conftest import insert_app, make_settings
+from tests.services.webhooks.support import FakeResolver
 from volthub.http.runtime import Runtime
 
 PUBLIC_IP = "93.184.215.14"
@@ -29,7 +30,7 @@ def resolver(app: Any) -> FakeResolver:
             "v6private.example.com": ["fd12:3456::1"],
         }
     )
-    rt_of(app).services["webhooks"].deliverer.resolver = fake
+    rt_of(app).services.webhooks.deliverer.resolver = fake
     return fake
 
 
@@ -205,7 +206,7 @@ async def test_rotate_secret_and_delete(client: Any, owner: Account, client_id: 
     path = f"{base(client_id)}/{created['id']}"
     rotated = await (await client.post(f"{path}/rotate-secret", headers=owner.headers)).get_json()
     assert rotated["secret"].startswith("whsec_") and rotated["secret"] != created["secret"]
-    assert rt_of(client.app).services["webhooks"] is not None
+    assert rt_of(client.app).services.webhooks is not None
     assert (await client.delete(path, headers=owner.headers)).status_code == 204
     assert (await client.get(path, headers=owner.headers)).status_code == 404
     assert (await client.delete(path, headers=owner.headers)).status_code == 404
@@ -265,7 +266,7 @@ async def test_every_attempt_rechecks_where_the_name_resolves(
             items = (await (await client.get(path, headers=owner.headers)).get_json())["items"]
             if items and items[0]["attempts"]:
                 break
-            await trio.sleep(0.05)
+            await trio.sleep(0.05)  # real time: the dispatcher works in database threads and over a socket
     [attempt] = items[0]["attempts"]
     assert attempt["outcome"] == "failure" and attempt["statusCode"] is None
     assert attempt["error"].startswith("private_target")

@@ -9,7 +9,8 @@ import orjson
 import pytest
 import trio
 
-from tests.conftest import insert_app, start_receiver
+from tests.conftest import insert_app
+from tests.services.webhooks.support import start_receiver
 from volthub.persistence import open_database
 
 FANS = 20
@@ -88,5 +89,5 @@ async def test_sigkill_with_pending_deliveries_loses_none(
                 items = (await http.get(path, headers=owner)).json()["items"]
                 if len(items) == FANS and all(item["status"] == "succeeded" for item in items):
                     break
-                await trio.sleep(0.2)
+                await trio.sleep(0.2)  # real time: the server is a child process
     stop.set()

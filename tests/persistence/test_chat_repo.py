@@ -1,4 +1,5 @@
-"""persistence/chat.py on SQLite and PostgreSQL: roles, subscriptions, bans, standing."""
+"""persistence/chat.py and channels.py on SQLite and PostgreSQL: roles, subscriptions, bans,
+standing, settings, the message sequence and pruning, the channel lock."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import uuid
 import pytest
 
 from volthub.persistence import IntegrityError
+from volthub.persistence import channels as channels_repo
 from volthub.persistence import chat as repo
 from volthub.persistence import users as users_repo
 
@@ -97,13 +99,13 @@ async def test_standing_gathers_everything_in_one_read(db):
     await db.write(setup)
     found = await db.read(lambda tx: repo.standings(tx, channel, [fan, other, channel, "missing"], NOW))
     assert set(found) == {fan, other, channel}
-    fan_standing = found[fan].standing
-    assert (fan_standing.is_vip, fan_standing.is_follower, fan_standing.subscriber_months) == (True, True, 2)
-    assert not fan_standing.is_moderator and not fan_standing.banned and fan_standing.timeout_ends_at is None
-    assert found[other].standing.timeout_ends_at == NOW + 60_000 and not found[other].standing.banned
-    assert found[channel].standing.is_broadcaster
+    fan_standing = found[fan]
+    assert (fan_standing["is_vip"], fan_standing["is_follower"], fan_standing["subscriber_months"]) == (True, True, 2)
+    assert not fan_standing["is_moderator"] and not fan_standing["banned"] and fan_standing["timeout_ends_at"] is None
+    assert found[other]["timeout_ends_at"] == NOW + 60_000 and not found[other]["banned"]
+    assert found[channel]["is_broadcaster"] and found[channel]["avatar_url"] is None
     later = await db.read(lambda tx: repo.standing(tx, channel, other, NOW + 60_000))
-    assert later.timeout_ends_at is None  # an expired timeout is no longer in force
+    assert later["timeout_ends_at"] is None  # an expired timeout is no longer in force
 
 
 async def test_bans_replace_and_lift(db):
@@ -124,11 +126,64 @@ async def test_bans_replace_and_lift(db):
     assert lifted is not None and await db.read(lambda tx: repo.active_ban(tx, channel, member, NOW)) is None
 
 
-async def test_settings_default_until_the_first_write_then_versioned(db):
+DEFAULTS = {
+    "slow_mode": False,
+    "slow_mode_seconds": 0,
+    "followers_only": False,
+    "subscribers_only": False,
+    "emote_only": False,
+}
+
+
+async def test_settings_default_until_the_first_write(db):
     channel = await user(db, "chan6")
-    settings, version = await db.read(lambda tx: repo.get_settings(tx, channel))
-    assert (settings, version) == (repo.ChatSettings(), 0)
-    assert await db.write(lambda tx: repo.lock_channel(tx, channel, NOW, next_message=True)) == (0, 1)
-    changed = repo.ChatSettings(emote_only=True)
-    assert await db.write(lambda tx: repo.save_settings(tx, channel, changed, NOW)) == 1
-    assert await db.read(lambda tx: repo.get_settings(tx, channel)) == (changed, 1)
+    assert await db.read(lambda tx: repo.get_settings(tx, channel)) == DEFAULTS
+    changed = {**DEFAULTS, "emote_only": True, "slow_mode": True, "slow_mode_seconds": 30}
+    await db.write(lambda tx: repo.save_settings(tx, channel, changed, NOW))
+    assert await db.read(lambda tx: repo.get_settings(tx, channel)) == changed
+
+
+async def test_the_message_sequence_counts_from_one_per_channel(db):
+    one, two = await user(db, "seq1"), await user(db, "seq2")
+    assert [await db.write(lambda tx: repo.next_message_seq(tx, one, NOW)) for _ in range(3)] == [1, 2, 3]
+    assert await db.write(lambda tx: repo.next_message_seq(tx, two, NOW)) == 1
+
+
+async def test_every_user_is_a_channel_with_a_lockable_versioned_row(db):
+    channel = await user(db, "chan7")
+    assert await db.read(lambda tx: channels_repo.version(tx, channel)) == 0
+    assert await db.write(lambda tx: channels_repo.lock(tx, channel)) == 0
+    assert await db.write(lambda tx: channels_repo.bump(tx, channel)) == 1
+    assert await db.write(lambda tx: channels_repo.lock(tx, channel)) == 1
+    assert await db.write(lambda tx: channels_repo.lock(tx, str(uuid.uuid4()))) is None
+
+
+async def add_messages(db, channel, count, at):
+    def write(tx):
+        for _ in range(count):
+            seq = repo.next_message_seq(tx, channel, at)
+            payload = {"messageId": f"m{seq}", "message": str(seq)}
+            repo.insert_message(
+                tx,
+                message_id=str(uuid.uuid4()),
+                channel_id=channel,
+                seq=seq,
+                user_id=channel,
+                is_system=False,
+                payload=payload,
+                now_ms=at,
+            )
+
+    await db.write(write)
+
+
+async def test_pruning_drops_old_numbers_but_keeps_recent_messages(db):
+    channel, other = await user(db, "pruned"), await user(db, "unpruned")
+    await add_messages(db, channel, 6, NOW)
+    await add_messages(db, channel, 2, NOW + 10)
+    await add_messages(db, other, 3, NOW)
+    # Up to seq 7, older than NOW + 10: 1-6 go, 7 is too young, 8 is above the bound.
+    assert await db.write(lambda tx: repo.prune_messages(tx, channel, 7, NOW + 10)) == 6
+    history = await db.read(lambda tx: repo.history(tx, channel, 100))
+    assert [m["message"] for m in history] == ["7", "8"]
+    assert len(await db.read(lambda tx: repo.history(tx, other, 100))) == 3

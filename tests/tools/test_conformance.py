@@ -4,6 +4,10 @@ Scenarios follow the Engine.IO v4 and Socket.IO v5 protocol documents and the ca
 the official test-suites (socketio/engine.io-protocol and socketio/socket.io-protocol,
 test-suite/): handshake fields, heartbeat, upgrade, close, namespaces, acks, binary
 attachments and invalid packets. pingInterval 300 ms, pingTimeout 200 ms.
+
+The server runs in the test's own Trio run, so `wait_all_tasks_blocked()` means "the server
+has done everything it can with what we sent", and a test that takes `mock_clock` moves the
+server's timers with `mock_clock.jump` (with `autojump_clock`, each wait for a ping skips ahead).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import httpx
 import orjson
 import pytest
 import trio
+from trio.testing import MockClock, wait_all_tasks_blocked
 
 from tests.http.events.live import closed, handshake, open_ws, poll, polling_open, push, receive, ws_refusal
 from volthub.tools import conformance
@@ -130,7 +135,7 @@ async def test_duplicate_polls_close_the_session(http: httpx.AsyncClient) -> Non
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(first)
-        await trio.sleep(0.05)
+        await wait_all_tasks_blocked()  # the first GET is parked in the server (same Trio run)
         results["second"] = await poll(http, EIO, sid)
     assert (results["first"].status_code, results["first"].text) == (200, "1")  # CLOSE
     assert results["second"].status_code == 400
@@ -175,7 +180,7 @@ async def test_websocket_invalid_packet_closes(server: str, nursery: trio.Nurser
         assert ws.closed is not None and ws.closed.code == 1009
 
 
-async def test_polling_heartbeat(http: httpx.AsyncClient) -> None:
+async def test_polling_heartbeat(http: httpx.AsyncClient, autojump_clock: MockClock) -> None:
     sid = await polling_open(http, EIO)
     for _ in range(3):
         polled = await poll(http, EIO, sid)
@@ -183,13 +188,15 @@ async def test_polling_heartbeat(http: httpx.AsyncClient) -> None:
         assert (await push(http, EIO, sid, "3")).status_code == 200
 
 
-async def test_polling_ping_timeout_closes(http: httpx.AsyncClient) -> None:
+async def test_polling_ping_timeout_closes(http: httpx.AsyncClient, mock_clock: MockClock) -> None:
     sid = await polling_open(http, EIO)
-    await trio.sleep(0.3 + 0.2 + 0.3)  # pingInterval + pingTimeout, and a margin
+    for seconds in (0.3, 0.2 + 0.001):  # pingInterval: the PING is queued; pingTimeout without PONG: closed
+        mock_clock.jump(seconds)
+        await wait_all_tasks_blocked()
     assert (await poll(http, EIO, sid)).status_code == 400
 
 
-async def test_websocket_heartbeat(server: str, nursery: trio.Nursery) -> None:
+async def test_websocket_heartbeat(server: str, nursery: trio.Nursery, autojump_clock: MockClock) -> None:
     ws = await open_ws(nursery, server, EIO)
     handshake(await receive(ws))
     for _ in range(3):
@@ -198,7 +205,7 @@ async def test_websocket_heartbeat(server: str, nursery: trio.Nursery) -> None:
     await ws.aclose()
 
 
-async def test_websocket_ping_timeout_closes(server: str, nursery: trio.Nursery) -> None:
+async def test_websocket_ping_timeout_closes(server: str, nursery: trio.Nursery, autojump_clock: MockClock) -> None:
     ws = await open_ws(nursery, server, EIO)
     handshake(await receive(ws))
     assert await closed(ws)  # never answered the ping
@@ -213,7 +220,7 @@ async def test_polling_close_releases_the_pending_poll(http: httpx.AsyncClient) 
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(pending)
-        await trio.sleep(0.05)
+        await wait_all_tasks_blocked()  # the first GET is parked in the server (same Trio run)
         assert (await push(http, EIO, sid, "1")).status_code == 200
     assert (results["poll"].status_code, results["poll"].text) == (200, "6")
     assert (await poll(http, EIO, sid)).status_code == 400
@@ -255,7 +262,7 @@ async def test_pending_poll_during_upgrade_gets_noop(
 
     async with trio.open_nursery() as inner:
         inner.start_soon(pending)
-        await trio.sleep(0.05)
+        await wait_all_tasks_blocked()  # the first GET is parked in the server (same Trio run)
         ws = await open_ws(nursery, server, EIO, sid=sid)
         await ws.send_message("2probe")
         assert await receive(ws) == "3probe"
@@ -323,7 +330,7 @@ async def test_invalid_packets_close_the_connection(server: str, nursery: trio.N
     assert await closed(ws)
 
 
-async def test_no_connect_packet_closes(server: str, nursery: trio.Nursery) -> None:
+async def test_no_connect_packet_closes(server: str, nursery: trio.Nursery, autojump_clock: MockClock) -> None:
     ws = await open_ws(nursery, server, SIO)
     handshake(await receive(ws))
     assert await closed(ws)

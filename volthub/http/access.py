@@ -11,7 +11,7 @@ A route without a declaration is refused (fail closed), and a test walks every r
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -20,7 +20,7 @@ from quart import Quart, g, request
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.services.tokens import ACCESS, Claims, TokenError
+from volthub.services.tokens import ACCESS, TokenError
 
 F = TypeVar("F", bound=Callable[..., Any])
 ATTRIBUTE = "__volthub_access__"
@@ -48,10 +48,6 @@ class Principal:
 
     def allows(self, scope: str) -> bool:
         return self.is_first_party or scope in self.scopes
-
-
-# Resolves an OAuth access token's grant to its effective scopes; None when revoked.
-GrantLookup = Callable[[Claims], Awaitable[frozenset[str] | None]]
 
 
 def _declare(fn: F, declaration: Access) -> F:
@@ -111,7 +107,7 @@ def accepts(*mimetypes: str) -> Callable[[F], F]:
     """Let a route take other body types than JSON (the token endpoint, the consent form)."""
 
     def mark(fn: F) -> F:
-        fn.__volthub_accepts__ = mimetypes
+        setattr(fn, "__volthub_accepts__", mimetypes)  # noqa: B010  (F is any callable)
         return fn
 
     return mark
@@ -150,8 +146,8 @@ async def authenticate(raw_token: str) -> Principal:
         raise unauthorized("invalid_token", text) from None
     if claims.kind != ACCESS:
         return Principal(claims.user_id, FIRST_PARTY)
-    lookup: GrantLookup | None = rt.services.get("grant_lookup")
-    scopes = await lookup(claims) if lookup is not None else None
+    # The grant behind the token decides what it may do now (None: revoked or gone).
+    scopes = await rt.services.oauth.token_scopes(claims) if rt.started else None
     if scopes is None:
         raise unauthorized("invalid_token", "token has been revoked")
     return Principal(claims.user_id, OAUTH, scopes, claims.client_id, claims.grant_id)
@@ -162,11 +158,13 @@ def principal() -> Principal:
     found = g.get("principal")
     if found is None:
         raise unauthorized("missing_token", "this route needs an Authorization: Bearer token")
+    assert isinstance(found, Principal)
     return found
 
 
 def optional_principal() -> Principal | None:
-    return g.get("principal")
+    found: Principal | None = g.get("principal")
+    return found
 
 
 async def enforce(view: Callable[..., Any] | None) -> None:

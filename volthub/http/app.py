@@ -2,12 +2,15 @@
 
     hypercorn --worker-class trio "volthub.http.app:create_app()"
 
-The app's lifespan owns everything long-lived: the database, and one supervised nursery
-(under a cancel scope we own, DESIGN §7) that holds the background services.
+The app's lifespan owns everything long-lived: the database, the typed `Services`
+(`_make_services`), and one `volthub.hub.supervisor.Supervisor` (under a cancel scope it
+owns, DESIGN §7) that runs the background services and restarts a crashed one with
+back-off; after_serving stops it.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,30 +27,39 @@ from volthub.config import Settings, load_settings
 from volthub.http import access, ratelimit
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import chat as chat_blueprint
-from volthub.http.blueprints import oauth as oauth_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import socketio as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
-from volthub.http.runtime import Runtime
+from volthub.http.runtime import Runtime, Services
 from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import Clock, SystemClock, to_ms
 from volthub.hub.publisher import EventPublisher
-from volthub.persistence import migrate, open_database
+from volthub.hub.supervisor import Service, Supervisor
+from volthub.persistence import Database, migrate, open_database
 from volthub.persistence import secrets as secret_store
 from volthub.services import webhooks as webhook_delivery
 from volthub.services.accounts import Accounts
+from volthub.services.apps import Apps
+from volthub.services.channel_points import ChannelPoints
+from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
 from volthub.services.tokens import TokenService
+from volthub.services.users import Users
+from volthub.services.webhooks import Dispatcher, WebhookAdmin
 
-# A service is started in the app's supervised nursery and runs until shutdown.
-Service = Callable[[Runtime, trio.Nursery], Awaitable[None]]
+# A background service runs in the supervisor's nursery until shutdown; if it fails, the
+# supervisor restarts it with back-off (volthub.hub.supervisor).
+BackgroundService = Callable[[Runtime], Awaitable[None]]
 StartupHook = Callable[[Runtime], Awaitable[None]]
 
-# Each feature's wiring, run in this order once the database is open: the webhook outbox
-# sink; OAuth's grant lookup and CSRF key; the Events API fan-out, presence and rewards.
-STARTUP_HOOKS: list[StartupHook] = [webhook_delivery.install, oauth_blueprint.install, events_api.install]
+# Wiring run once `Runtime.services` exists: the Events API fan-out and presence.
+STARTUP_HOOKS: list[StartupHook] = [events_api.install]
 # Long-lived tasks: webhook delivery workers, channel actors, Engine.IO session drivers.
-SERVICES: list[Service] = [webhook_delivery.service, chat_blueprint.run_chat_hub, events_api.service]
+SERVICES: list[tuple[str, BackgroundService]] = [
+    ("webhooks", webhook_delivery.service),
+    ("chat", chat_blueprint.run_chat_hub),
+    ("engineio", events_api.service),
+]
 
 
 class OrjsonProvider(DefaultJSONProvider):
@@ -137,7 +149,7 @@ def create_app(
 
 def _declare_openapi_route(app: Quart) -> None:
     """quart-schema registers a bound method; wrap it so it can carry a declaration."""
-    serve_document = app.view_functions["openapi"]
+    serve_document: Callable[[], Awaitable[Any]] = app.view_functions["openapi"]  # type: ignore[assignment]
 
     async def openapi_document() -> Any:
         return await serve_document()
@@ -188,7 +200,7 @@ def _has_body() -> bool:
     return bool(length) or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
 
 
-async def _start(app: Quart) -> None:
+async def _start(app: QuartTrio) -> None:
     rt: Runtime = app.extensions["volthub"]
     database = open_database(rt.settings.database.url, rt.settings.database.pool_size)
     await database.open()
@@ -199,35 +211,43 @@ async def _start(app: Quart) -> None:
     )
     rt.tokens = TokenService(secret, rt.clock, rt.settings.auth.session_ttl_seconds)
     rt.publisher = EventPublisher(database, rt.bus, rt.clock)
-    passwords = Passwords(rt.settings.auth.argon2_time_cost, rt.settings.auth.argon2_memory_kib)
-    rt.services["accounts"] = Accounts(database, rt.publisher, passwords)
+    rt.services = await _make_services(rt, database, rt.publisher)
     for hook in STARTUP_HOOKS:
         await hook(rt)
     await app.nursery.start(_supervise, rt)
 
 
+async def _make_services(rt: Runtime, database: Database, publisher: EventPublisher) -> Services:
+    """Every long-lived service of the app, made once the database is open."""
+    settings, clock = rt.settings, rt.clock
+    passwords = Passwords(settings.auth.argon2_time_cost, settings.auth.argon2_memory_kib)
+    oauth = build_oauth_service(database, publisher, clock, settings.oauth)
+    csrf_key = await database.write(secret_store.get_or_create("oauth_csrf_key", to_ms(clock.now())))
+    dispatcher = Dispatcher.from_settings(database, clock, settings.webhooks)
+    webhook_delivery.install(dispatcher, publisher)  # the outbox sink and its wake-up listener
+    return Services(
+        accounts=Accounts(database, publisher, passwords),
+        users=Users(database),
+        apps=Apps(database, clock, oauth),
+        oauth=oauth,
+        oauth_csrf_key=csrf_key,
+        webhooks=dispatcher,
+        webhook_admin=WebhookAdmin(database, clock, dispatcher),
+        channel_points=ChannelPoints(database, clock),
+    )
+
+
 async def _supervise(rt: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Own the background services: cancelled in after_serving, never left running."""
-    done = trio.Event()
-    rt.services["_stopped"] = done
-    try:
-        with trio.CancelScope() as scope:
-            rt.services["_scope"] = scope
-            async with trio.open_nursery() as nursery:
-                rt.services["_nursery"] = nursery
-                for service in SERVICES:
-                    nursery.start_soon(service, rt, nursery)
-                task_status.started()
-                await trio.sleep_forever()
-    finally:
-        done.set()
+    """Own the background services under a supervisor: cancelled in after_serving, never
+    left running, and a crashed service is restarted rather than tearing down the app."""
+    supervisor = rt.supervisor = Supervisor()
+    services = [Service(name, functools.partial(run, rt)) for name, run in SERVICES]
+    await supervisor.run(services, task_status=task_status)
 
 
 async def _stop(app: Quart) -> None:
     rt: Runtime = app.extensions["volthub"]
-    scope: trio.CancelScope | None = rt.services.get("_scope")
-    if scope is not None:
-        scope.cancel()
-        await rt.services["_stopped"].wait()
+    if rt.supervisor is not None:
+        await rt.supervisor.stop()
     if rt.database is not None:
         await rt.database.close()

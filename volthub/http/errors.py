@@ -12,6 +12,12 @@ from werkzeug.exceptions import HTTPException
 from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused, UnknownChannel
 from volthub.persistence import InvalidData
 from volthub.persistence.pagination import InvalidCursor
+from volthub.protocol.webhooks import InvalidTarget
+from volthub.services.apps import AppNotFound, PublicClient
+from volthub.services.channel_points import TooManyRewards
+from volthub.services.channels import ChannelNotFound
+from volthub.services.notifications import NotificationNotFound
+from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
 
 # Codes for Quart's own HTTP errors, so 404/405/413 look like ours.
 _HTTP_CODES = {
@@ -108,6 +114,17 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
         503, "service_unavailable", "the channel service is shutting down", headers={"Retry-After": "5"}
     ),
     UnknownChannel: lambda error: ApiError(404, "not_found", "channel not found", {"channelId": str(error)}),
+    ChannelNotFound: lambda error: ApiError(404, "not_found", "channel not found", {"channelId": str(error)}),
+    NotificationNotFound: lambda error: ApiError(404, "not_found", "notification not found", {"id": str(error)}),
+    TooManyRewards: lambda error: ApiError(409, "too_many_rewards", str(error)),
+    # Developer apps and their webhooks (services.apps, services.webhooks).
+    AppNotFound: lambda error: not_found("app", clientId=error.client_id),
+    PublicClient: lambda _: ApiError(400, "public_client", "this app is a public client: it has no secret to rotate"),
+    WebhookNotFound: lambda error: not_found("webhook", webhookId=error.webhook_id),
+    DeliveryNotFound: lambda error: not_found("delivery", deliveryId=error.delivery_id),
+    TooManyWebhooks: lambda error: ApiError(409, "too_many_webhooks", str(error)),
+    WebhookDisabled: lambda _: ApiError(409, "webhook_disabled", "re-enable the webhook before redelivering"),
+    InvalidTarget: lambda error: ApiError(400, error.code, error.message, {"field": "url"}),
 }
 
 

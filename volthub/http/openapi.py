@@ -26,7 +26,7 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
         }
         return document
 
-    def build_paths(self, rule: Rule) -> tuple[dict, dict]:
+    def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
         paths, components = super().build_paths(rule)
         declaration = declaration_of(self._app.view_functions[rule.endpoint])
         for operations in paths.values():

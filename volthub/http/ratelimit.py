@@ -21,7 +21,7 @@ whole seconds (>= 1) until the next request passes, which is sooner than Reset.
 A refused request is not counted, so retrying early does not push the wait back.
 
 Other users of the budgets (the Events API counts new Engine.IO sessions, which bypass
-Quart): `runtime().services[SERVICE]` is a `RateLimits` (absent when disabled);
+Quart): `runtime().rate_limits` is a `RateLimits` (None when disabled);
 `.per_ip.hit(("ip", client_ip(...)), now_ns)` and `too_many_requests(decision, "global")`.
 
 The arithmetic is `ratelimit_core.Gcra` (sans-IO). Counts live in this process's memory:
@@ -31,12 +31,9 @@ budget from N processes). `[ratelimit] enabled = false` installs nothing at all.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ipaddress
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
-from urllib.parse import unquote_plus
 
 from quart import Quart, Response, current_app, g, request
 
@@ -44,6 +41,7 @@ from volthub.config import RateLimitSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
+from volthub.protocol.oauth.client_auth import MalformedBasic, parse_basic
 from volthub.protocol.ratelimit import Decision, Gcra, Rate, tightest, to_ns
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -59,7 +57,6 @@ BUDGETS: dict[str, tuple[str, int]] = {
     "roles_write": ("roles_write_per_minute", 60),
     "interactive": ("interactive_per_minute", 60),
 }
-SERVICE = "ratelimit"
 # Client-chosen strings end up in keys: cap them so keys stay small.
 _MAX_CLIENT_ID = 128
 
@@ -125,18 +122,12 @@ def budget_key(category: str, caller: access.Principal | None, ip: str, client_i
 
 
 def basic_client_id(authorization: str | None) -> str | None:
-    """client_id from `client_secret_basic` (RFC 6749 §2.3.1: form-encoded, then base64)."""
-    if not authorization:
-        return None
-    scheme, _, encoded = authorization.partition(" ")
-    if scheme.lower() != "basic":
-        return None
+    """client_id from `client_secret_basic`; None when absent or malformed."""
     try:
-        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+        credentials = parse_basic(authorization)
+    except MalformedBasic:
         return None
-    name, separator, _ = decoded.partition(":")
-    return (unquote_plus(name) or None) if separator else None
+    return (credentials.client_id or None) if credentials else None
 
 
 # --- the process's budgets --------------------------------------------------------------------
@@ -159,7 +150,7 @@ def install(app: Quart) -> None:
     settings: RateLimitSettings = rt.settings.ratelimit
     if not settings.enabled:
         return
-    rt.services[SERVICE] = RateLimits(settings)
+    rt.rate_limits = RateLimits(settings)
     # The per-IP check must precede every other hook (access, body-type checks), so that
     # no request — unauthenticated, malformed, or for a missing route — goes uncounted.
     # Quart has no public "register first"; its hook list is a plain list we prepend to.
@@ -235,4 +226,6 @@ async def _token_client_id() -> str | None:
 
 
 def _limits() -> RateLimits:
-    return runtime().services[SERVICE]
+    limits = runtime().rate_limits
+    assert limits is not None, "the hooks are installed only when rate limiting is enabled"
+    return limits

@@ -1,9 +1,14 @@
-"""What the running app holds: settings, database, clock, bus, publisher, token service."""
+"""What the running app holds: settings, database, clock, bus, publisher, tokens, services.
+
+`Runtime` is made with the app (`create_app`); `Runtime.services` is made once the database
+is open (`app._start`). Each long-lived service is one typed attribute of `Services`, so a
+reader can see what exists and a typo is a type error, not a `KeyError` at run time.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from quart import current_app
 
@@ -14,8 +19,48 @@ from volthub.hub.publisher import EventPublisher
 from volthub.persistence import Database
 from volthub.services.tokens import TokenService
 
+if TYPE_CHECKING:
+    from volthub.http.events.engineio import EngineIOEndpoint
+    from volthub.http.ratelimit import RateLimits
+    from volthub.hub.fanout import Fanout
+    from volthub.hub.registry import ActorRegistry
+    from volthub.hub.supervisor import Supervisor
+    from volthub.services.accounts import Accounts
+    from volthub.services.apps import Apps
+    from volthub.services.channel_points import ChannelPoints
+    from volthub.services.oauth import OAuthService
+    from volthub.services.users import Users
+    from volthub.services.webhooks import Dispatcher, WebhookAdmin
 
-@dataclass
+
+class Presence(Protocol):
+    """Who is connected to a channel: (signed-in user ids, anonymous count)."""
+
+    def snapshot(self, channel_id: str) -> Any: ...
+
+
+@dataclass(eq=False)
+class Services:
+    """The app's long-lived services, one typed attribute each (made in `app._start`)."""
+
+    accounts: Accounts
+    users: Users
+    apps: Apps
+    oauth: OAuthService
+    # HMAC key of the consent page's CSRF tokens (stored, so every process agrees).
+    oauth_csrf_key: str
+    webhooks: Dispatcher
+    webhook_admin: WebhookAdmin
+    channel_points: ChannelPoints
+    # The channel actors' registry: made on first use (blueprints.chat.hub_for).
+    chat: ActorRegistry | None = None
+    # Set by the Events API start-up hook (http/events/socketio.install), which runs right
+    # after this object is made; reading them earlier is an AttributeError, not a None.
+    fanout: Fanout = field(init=False, repr=False)
+    presence: Presence = field(init=False, repr=False)
+
+
+@dataclass(eq=False)
 class Runtime:
     settings: Settings
     clock: Clock
@@ -23,8 +68,13 @@ class Runtime:
     database: Database | None = None
     publisher: EventPublisher | None = None
     tokens: TokenService | None = None
-    # Later features hang their services here by name (hub registry, webhooks, ...).
-    services: dict[str, Any] = field(default_factory=dict)
+    # Present from create_app on (None when rate limiting is disabled).
+    rate_limits: RateLimits | None = None
+    # The Engine.IO paths served ahead of Quart (http/events/socketio.mount), by path.
+    engineio_endpoints: dict[str, EngineIOEndpoint] = field(default_factory=dict)
+    # The background services' supervisor, while the app serves.
+    supervisor: Supervisor | None = None
+    _services: Services | None = field(default=None, repr=False)
 
     @property
     def db(self) -> Database:
@@ -36,6 +86,20 @@ class Runtime:
         assert self.publisher is not None, "publisher is created in before_serving"
         return self.publisher
 
+    @property
+    def services(self) -> Services:
+        assert self._services is not None, "services are made in before_serving"
+        return self._services
+
+    @services.setter
+    def services(self, services: Services) -> None:
+        self._services = services
+
+    @property
+    def started(self) -> bool:
+        return self._services is not None
+
 
 def runtime() -> Runtime:
-    return current_app.extensions["volthub"]
+    rt: Runtime = current_app.extensions["volthub"]
+    return rt

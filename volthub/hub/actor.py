@@ -1,45 +1,40 @@
-"""Channel actors (DESIGN §2): one task per active channel, one command at a time.
+"""The channel actor (DESIGN §2): one task per active channel, driving its components.
 
-    registry = ActorRegistry(database, publisher, clock)
-    nursery.start_soon(registry.run)               # the registry's nursery owns every actor
-    message_id = await registry.send_message(channel_id, sender_id, OutgoingMessage("hi"))
+The loop waits on the actor's bounded inbox until the earliest component deadline. What is
+queued is drained into ONE transaction (through `EventPublisher.write`, the one publish
+path): the channel's `channels` row is locked first, each command is dispatched to its
+component, whose writes are applied and whose events are collected; after the commit every
+caller gets its own answer and the events are published. A component that refuses a
+command raises `Refused` before writing anything, so the rest of the batch goes on; if the
+transaction itself fails, each command is retried alone so each caller gets its own answer.
 
-A command is an async function of the actor, queued on the actor's bounded inbox together
-with the Event its caller waits on. A full inbox refuses at once (`ChannelBusy`) instead of
-queueing without bound. Each command that changes state commits it (with its events,
-through `EventPublisher.write`) before the caller is answered. An actor with nothing to do
-for `idle_seconds` stops; the next command starts a new one, which reloads from the store.
-
-The store stays the truth: every chat write first takes the channel's row lock
-(`lock_channel`), and the actor's copy of the settings is refreshed when the row's version
-shows another process changed them. So serialising here (one actor) and there (the row
-lock, when several processes share PostgreSQL) keeps slow mode and bans exact.
+The store stays the truth. Components cache state (chat modes, a poll's status); a write
+that changes such state moves the channel's version, and an actor whose copy is older (the
+change came from another process sharing PostgreSQL) reloads its components under the lock
+before deciding anything. An actor retires only when its inbox is empty and every
+component is idle, with no checkpoint between that check and leaving the registry.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import trio
 
-from volthub.hub.clock import Clock, iso8601
-from volthub.hub.components import chat as rules
-from volthub.hub.components.chat import Refusal
+from volthub.hub.clock import Clock, to_ms
+from volthub.hub.components.base import Outcome, Refused
+from volthub.hub.kinds import ComponentKind
 from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Database, Tx
-from volthub.persistence import chat as repo
-from volthub.persistence import users as users_repo
-from volthub.persistence.chat import ChatSettings, Standing
+from volthub.persistence import channels as channels_repo
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-
-# --- outcomes callers see --------------------------------------------------------------------
+# A refusal from any component; the name predates components other than chat.
+ChatRefused = Refused
 
 
 class ChannelBusy(Exception):
@@ -54,78 +49,42 @@ class ChannelUnavailable(Exception):
     """The actor stopped (shutdown) before it handled the command."""
 
 
-class ChatRefused(Exception):
-    """A rule said no; carries the status, error code and details for the caller."""
-
-    def __init__(self, refusal: Refusal) -> None:
-        super().__init__(refusal.message)
-        self.refusal = refusal
-
-
-def _refuse(refusal: Refusal | None) -> None:
-    if refusal is not None:
-        raise ChatRefused(refusal)
-
-
-# --- requests --------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
-class ReplyRef:
-    message_id: str
-    username: str
-    snippet: str
+class ActorRuntime:
+    """What every actor of one registry shares."""
+
+    database: Database
+    publisher: EventPublisher
+    clock: Clock
+    kinds: tuple[ComponentKind, ...]
+    dispatch: dict[type, str]  # command type -> kind name
+    inbox_size: int
+    idle_seconds: float
+    max_batch: int = 64
+    # After a failed deadline transaction, wait this long before trying again.
+    retry_seconds: float = 1.0
 
 
-@dataclass(frozen=True)
-class OutgoingMessage:
-    text: str
-    effect: str | None = None
-    effect_color: str | None = None
-    reply_to: ReplyRef | None = None
-    as_bot: bool = False
+class Call:
+    """One command and the caller waiting for its answer."""
 
+    __slots__ = ("command", "done", "_value", "_error")
 
-@dataclass(frozen=True)
-class ModerationRequest:
-    action: str  # timeout | ban | unban | delete
-    user_id: str | None = None
-    username: str | None = None
-    duration_seconds: int | None = None
-    message_id: str | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class ModerationResult:
-    action: str
-    changed: bool  # false: nothing to undo (unban of someone not banned, message already gone)
-    user: dict[str, str] | None = None
-    ends_at: int | None = None
-    message_id: str | None = None
-
-
-# --- commands --------------------------------------------------------------------------------
-
-Op = Callable[["ChannelActor"], Awaitable[Any]]
-
-
-class _Command:
-    __slots__ = ("op", "done", "_value", "_error")
-
-    def __init__(self, op: Op) -> None:
-        self.op = op
+    def __init__(self, command: Any) -> None:
+        self.command = command
         self.done = trio.Event()
         self._value: Any = None
         self._error: BaseException | None = None
 
     def succeed(self, value: Any) -> None:
-        self._value = value
-        self.done.set()
+        if not self.done.is_set():
+            self._value = value
+            self.done.set()
 
     def fail(self, error: BaseException) -> None:
-        self._error = error
-        self.done.set()
+        if not self.done.is_set():
+            self._error = error
+            self.done.set()
 
     def result(self) -> Any:
         if self._error is not None:
@@ -133,29 +92,23 @@ class _Command:
         return self._value
 
 
-@dataclass
-class ChannelState:
-    """What the actor keeps between commands; `version` is the store's settings version."""
-
-    settings: ChatSettings
-    version: int
-
-
-# --- the actor -------------------------------------------------------------------------------
-
-
 class ChannelActor:
-    def __init__(self, registry: ActorRegistry, channel_id: str, inbox_size: int) -> None:
+    def __init__(self, runtime: ActorRuntime, channel_id: str, on_stop: Callable[[ChannelActor], None]) -> None:
         self.channel_id = channel_id
-        self.state: ChannelState | None = None
         self.stopped = trio.Event()
-        self._registry = registry
-        self._inbox, self._commands = trio.open_memory_channel[_Command](inbox_size)
-        self._current: _Command | None = None
+        self.components: dict[str, Any] = {kind.name: kind.create(channel_id) for kind in runtime.kinds}
+        self._runtime = runtime
+        self._on_stop = on_stop
+        self._version: int | None = None  # of the store state the components hold; None: reload
+        self._inbox, self._calls = trio.open_memory_channel[Call](runtime.inbox_size)
+        self._current: list[Call] = []  # the batch being handled, answered on shutdown too
 
-    def submit(self, command: _Command) -> None:
+    def submit(self, call: Call) -> None:
         """Queue without waiting; raises trio.WouldBlock when the inbox is full."""
-        self._inbox.send_nowait(command)
+        self._inbox.send_nowait(call)
+
+    def component(self, name: str) -> Any:
+        return self.components[name]
 
     @property
     def queued(self) -> int:
@@ -167,381 +120,183 @@ class ChannelActor:
                 await self._load()
             except Exception as exc:  # unknown channel or store trouble: tell whoever waits
                 self._stop_accepting()
-                self._fail_queued(exc)
+                self._fail_all(exc)
                 return
             await self._serve()
         finally:
             self._stop_accepting()
-            self._fail_queued(ChannelUnavailable(self.channel_id))
+            self._fail_all(ChannelUnavailable(self.channel_id))
             self.stopped.set()
+
+    # -- the loop --
 
     async def _serve(self) -> None:
         while True:
-            command: _Command | None = None
-            with trio.move_on_after(self._registry.idle_seconds):
-                command = await self._commands.receive()
-            if command is not None:
-                await self._handle(command)
-            elif self.queued == 0:
-                # Idle. No checkpoint between this check and leaving the registry (done in
-                # `run`'s finally), so no command can slip into an inbox nobody reads.
+            deadline = self._next_deadline()
+            wait = self._runtime.idle_seconds
+            if deadline is not None:
+                wait = min(wait, max(0.0, (deadline - self._now_ms()) / 1000))
+            first: Call | None = None
+            with trio.move_on_after(wait):
+                first = await self._calls.receive()
+            if first is not None:
+                await self._handle_batch(self._drain(first))
+            elif deadline is not None and self._now_ms() >= deadline:
+                await self._fire_deadlines(deadline)
+            elif self.queued == 0 and self._idle():
+                # No checkpoint between this check and leaving the registry (in `run`'s
+                # finally), so no command can slip into an inbox nobody reads.
                 return
 
-    async def _handle(self, command: _Command) -> None:
-        # Kept while the op runs: if the actor is cancelled mid-command (shutdown), `run`
-        # answers this caller too, so nobody waits on a command that will never finish.
-        self._current = command
-        try:
-            value = await command.op(self)
-        except ChatRefused as exc:
-            command.fail(exc)
-        except Exception as exc:  # a failure answers this caller only; the actor goes on
-            log.exception("channel %s: command failed", self.channel_id)
-            command.fail(exc)
-        else:
-            command.succeed(value)
-        self._current = None
-
-    def _stop_accepting(self) -> None:
-        self._registry._forget(self)
-
-    def _fail_queued(self, error: BaseException) -> None:
-        if self._current is not None:
-            self._current.fail(error)
-            self._current = None
-        while True:
+    def _drain(self, first: Call) -> list[Call]:
+        calls = [first]
+        while len(calls) < self._runtime.max_batch:
             try:
-                self._commands.receive_nowait().fail(error)
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                return
+                calls.append(self._calls.receive_nowait())
+            except trio.WouldBlock:
+                break
+        return calls
 
-    async def _load(self) -> None:
-        def load(tx: Tx) -> tuple[ChatSettings, int] | None:
-            if users_repo.get_by_id(tx, self.channel_id) is None:
-                return None
-            return repo.get_settings(tx, self.channel_id)
+    def _next_deadline(self) -> int | None:
+        deadlines = [d for c in self.components.values() if (d := c.next_deadline()) is not None]
+        return min(deadlines) if deadlines else None
 
-        # A read: asking about a channel that does not exist takes no write lock.
-        loaded = await self._registry.database.read(load)
-        if loaded is None:
-            raise UnknownChannel(self.channel_id)
-        self.state = ChannelState(*loaded)
+    def _idle(self) -> bool:
+        return all(component.is_idle() for component in self.components.values())
 
-    # -- helpers run inside a store transaction (worker thread; the actor awaits it) --
-
-    def _fresh_settings(self, tx: Tx, version: int) -> ChannelState:
-        assert self.state is not None
-        if version == self.state.version:
-            return self.state
-        settings, version = repo.get_settings(tx, self.channel_id)
-        return ChannelState(settings, version)
-
-    def _member(self, tx: Tx, user_id: str, now_ms: int) -> Standing:
-        found = repo.standing(tx, self.channel_id, user_id, now_ms)
-        if found is None:
-            raise ChatRefused(Refusal(404, "not_found", "user not found", {"userId": user_id}))
-        return found
+    def _now_ms(self) -> int:
+        return to_ms(self._runtime.clock.now())
 
     # -- commands --
 
-    async def send_message(self, sender_id: str, message: OutgoingMessage) -> str:
-        if message.as_bot:
-            # Bots are connected per channel by a later feature; until then, say so plainly.
-            raise ChatRefused(
-                Refusal(403, "bot_not_connected", "no bot is connected to this channel, so sendAsBot is not available")
-            )
-
-        def change(tx: Tx, emitter: Emitter) -> tuple[str, ChannelState]:
-            now_ms = emitter.now_ms
-            version, seq = repo.lock_channel(tx, self.channel_id, emitter.now_ms, next_message=True)
-            state = self._fresh_settings(tx, version)
-            sender = self._member(tx, sender_id, now_ms)
-            _refuse(rules.check_standing(sender, now_ms))
-            last = None
-            if rules.needs_last_message(state.settings, sender):  # the slow-mode clock is the store's
-                last = repo.last_message_at(tx, self.channel_id, sender_id)
-            _refuse(rules.check_modes(state.settings, sender, message.text, now_ms, last))
-            message_id = str(uuid.uuid4())
-            payload = rules.message_payload(
-                message_id=message_id,
-                channel_id=self.channel_id,
-                standing=sender,
-                text=message.text,
-                timestamp=iso8601(now_ms),
-                mentions=_mentions(tx, message.text),
-                reply_to=self._reply(tx, message.reply_to),
-                effect=message.effect,
-                effect_color=message.effect_color,
-            )
-            self._store(tx, emitter, message_id, seq, sender_id, False, payload)
-            return message_id, state
-
-        message_id, self.state = await self._registry.publisher.write(change)
-        return message_id
-
-    async def post_system(self, text: str, card: dict[str, Any] | None, sender_id: str | None) -> str:
-        """A card or system message: no chat-mode or ban checks; stored and emitted."""
-
-        def change(tx: Tx, emitter: Emitter) -> str:
-            _, seq = repo.lock_channel(tx, self.channel_id, emitter.now_ms, next_message=True)
-            sender = self._member(tx, sender_id or self.channel_id, emitter.now_ms)
-            message_id = str(uuid.uuid4())
-            payload = rules.message_payload(
-                message_id=message_id,
-                channel_id=self.channel_id,
-                standing=sender,
-                text=text,
-                timestamp=iso8601(emitter.now_ms),
-                mentions=_mentions(tx, text),
-                card=card,
-                is_system=True,
-            )
-            self._store(tx, emitter, message_id, seq, sender.user_id, True, payload)
-            return message_id
-
-        return await self._registry.publisher.write(change)
-
-    def _store(
-        self, tx: Tx, emitter: Emitter, message_id: str, seq: int, user_id: str, system: bool, payload: dict[str, Any]
-    ) -> None:
-        repo.insert_message(
-            tx,
-            message_id=message_id,
-            channel_id=self.channel_id,
-            seq=seq,
-            user_id=user_id,
-            is_system=system,
-            payload=payload,
-            now_ms=emitter.now_ms,
-        )
-        emitter.emit(self.channel_id, "chat.message", payload)
-
-    def _reply(self, tx: Tx, reply: ReplyRef | None) -> dict[str, Any] | None:
-        """The message replied to must be in this channel and not deleted. The author's
-        id and stored username are taken from it (the client's copy may be stale)."""
-        if reply is None:
-            return None
-        original = repo.get_message(tx, self.channel_id, reply.message_id)
-        if original is None or original.deleted_at is not None:
-            raise ChatRefused(
-                Refusal(
-                    400,
-                    "invalid_reply_to",
-                    "replyTo.messageId is not a message in this channel's chat",
-                    {"field": "replyTo.messageId"},
-                )
-            )
-        return {
-            "messageId": original.id,
-            "userId": original.user_id,
-            "username": original.payload.get("username", reply.username),
-            "snippet": reply.snippet,
-        }
-
-    async def update_settings(self, patch: dict[str, Any]) -> ChatSettings:
-        def change(tx: Tx, emitter: Emitter) -> ChannelState:
-            version, _ = repo.lock_channel(tx, self.channel_id, emitter.now_ms)
-            current = self._fresh_settings(tx, version)
-            try:
-                wanted = rules.apply_settings_patch(current.settings, patch)
-            except rules.SettingsError as exc:
-                raise ChatRefused(Refusal(400, "invalid_settings", str(exc), {"field": exc.field})) from None
-            if wanted == current.settings:
-                return current
-            return ChannelState(wanted, repo.save_settings(tx, self.channel_id, wanted, emitter.now_ms))
-
-        self.state = await self._registry.publisher.write(change)
-        return self.state.settings
-
-    async def moderate(self, moderator_id: str, request: ModerationRequest) -> ModerationResult:
-        def change(tx: Tx, emitter: Emitter) -> ModerationResult:
-            repo.lock_channel(tx, self.channel_id, emitter.now_ms)
-            moderator = self._member(tx, moderator_id, emitter.now_ms)
-            _refuse(rules.check_moderator(moderator))
-            if request.action == "delete":
-                return self._delete(tx, emitter, moderator, request)
-            target = self._target(tx, request, emitter.now_ms)
-            _refuse(rules.check_moderation_target(moderator, target, request.action))
-            if request.action == "unban":
-                return self._unban(tx, emitter, moderator, target)
-            return self._ban(tx, emitter, moderator, target, request)
-
-        return await self._registry.publisher.write(change)
-
-    def _target(self, tx: Tx, request: ModerationRequest, now_ms: int) -> Standing:
-        user_id = request.user_id
-        if user_id is None and request.username is not None:
-            user = users_repo.get_by_username_insensitive(tx, request.username)
-            user_id = user.id if user else None
-        found = repo.standing(tx, self.channel_id, user_id, now_ms) if user_id else None
-        if found is None:
-            details = {"userId": request.user_id} if request.user_id else {"username": request.username}
-            raise ChatRefused(Refusal(404, "not_found", "the user to moderate does not exist", details))
-        return found
-
-    def _ban(
-        self, tx: Tx, emitter: Emitter, moderator: Standing, target: Standing, request: ModerationRequest
-    ) -> ModerationResult:
-        now_ms = emitter.now_ms
-        timeout = request.action == "timeout"
-        ends_at = rules.timeout_ends_at(now_ms, request.duration_seconds or 0) if timeout else None
-        repo.set_ban(
-            tx,
-            channel_id=self.channel_id,
-            user_id=target.user_id,
-            moderator_id=moderator.user_id,
-            reason=request.reason,
-            now_ms=now_ms,
-            expires_at=ends_at,
-        )
-        data = {
-            **_who(target),
-            "moderator": _who(moderator),
-            "reason": request.reason,
-            "isPermanent": not timeout,
-            "bannedAt": iso8601(now_ms),
-            "endsAt": iso8601(ends_at) if ends_at is not None else None,
-        }
-        if timeout:
-            data["durationSeconds"] = request.duration_seconds
-        emitter.emit(self.channel_id, "channel.ban", data)
-        return ModerationResult(request.action, True, _who(target), ends_at)
-
-    def _unban(self, tx: Tx, emitter: Emitter, moderator: Standing, target: Standing) -> ModerationResult:
-        lifted = repo.remove_ban(tx, self.channel_id, target.user_id, emitter.now_ms)
-        if lifted is not None:
-            data = {
-                **_who(target),
-                "moderator": _who(moderator),
-                "wasPermanent": lifted.is_permanent,
-                "unbannedAt": iso8601(emitter.now_ms),
-            }
-            emitter.emit(self.channel_id, "channel.unban", data)
-        return ModerationResult("unban", lifted is not None, _who(target))
-
-    def _delete(self, tx: Tx, emitter: Emitter, moderator: Standing, request: ModerationRequest) -> ModerationResult:
-        message = repo.get_message(tx, self.channel_id, request.message_id or "")
-        if message is None:
-            raise ChatRefused(
-                Refusal(404, "not_found", "message not found in this channel", {"messageId": request.message_id})
-            )
-        author = self._member(tx, message.user_id, emitter.now_ms)
-        _refuse(rules.check_moderation_target(moderator, author, "delete"))
-        # Not in the event catalogue (spec §6.1), so nothing is emitted: it just leaves history.
-        removed = repo.delete_message(tx, self.channel_id, message.id, moderator.user_id, emitter.now_ms)
-        return ModerationResult("delete", removed, _who(author), message_id=message.id)
-
-
-def _who(standing: Standing) -> dict[str, str]:
-    return rules.person(standing.user_id, standing.username, standing.display_name)
-
-
-def _mentions(tx: Tx, text: str) -> list[dict[str, str]]:
-    """Valid `@username`s only: looked up case-insensitively, shown as stored."""
-    names = rules.extract_mentions(text)
-    if not names:
-        return []
-    found = users_repo.get_many_by_username_insensitive(tx, names)
-    users = [found[name.lower()] for name in names if name.lower() in found]
-    return [rules.person(user.id, user.username, user.display_name) for user in users]
-
-
-# --- the registry ----------------------------------------------------------------------------
-
-
-class ActorRegistry:
-    """Finds or starts a channel's actor; runs them all in one nursery it owns."""
-
-    def __init__(
-        self,
-        database: Database,
-        publisher: EventPublisher,
-        clock: Clock,
-        *,
-        inbox_size: int = 256,
-        idle_seconds: float = 300.0,
-    ) -> None:
-        self.database = database
-        self.publisher = publisher
-        self.clock = clock
-        self.inbox_size = inbox_size
-        self.idle_seconds = idle_seconds
-        self._actors: dict[str, ChannelActor] = {}
-        self._nursery: trio.Nursery | None = None
-        self._ready = trio.Event()
-        self._closed = False
-
-    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Until cancelled. Actors are cancelled with it; their waiting callers are told."""
+    async def _handle_batch(self, calls: list[Call]) -> None:
+        self._current = calls
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                self._ready.set()
-                task_status.started()
-                await trio.sleep_forever()
+            await self._commit(calls)
         finally:
-            self._closed = True
-            self._nursery = None
+            self._current = []
 
-    def actor(self, channel_id: str) -> ChannelActor | None:
-        return self._actors.get(channel_id)
-
-    def active_channels(self) -> list[str]:
-        return list(self._actors)
-
-    async def call(self, channel_id: str, op: Callable[[ChannelActor], Awaitable[T]]) -> T:
-        """Run `op` on the channel's actor and wait for its answer."""
-        if not self._ready.is_set():
-            await self._ready.wait()
-        command = _Command(op)
-        # No checkpoint from here to submit(): the actor found cannot retire in between.
-        actor = self._actors.get(channel_id) or self._spawn(channel_id)
+    async def _commit(self, calls: list[Call]) -> None:
         try:
-            actor.submit(command)
-        except trio.WouldBlock:
-            raise ChannelBusy(channel_id) from None
-        await command.done.wait()
-        return command.result()
+            version, answers = await self._runtime.publisher.write(lambda tx, em: self._transaction(tx, em, calls))
+        except Exception as exc:
+            self._version = None  # components may hold state of the rolled-back transaction
+            if len(calls) == 1:
+                if not isinstance(exc, UnknownChannel):
+                    log.exception("channel %s: command failed", self.channel_id)
+                calls[0].fail(exc)
+                return
+            for call in calls:  # one transaction each, so each caller gets its own answer
+                await self._commit([call])
+            return
+        self._version = version
+        for call, (ok, value) in zip(calls, answers, strict=True):
+            if ok:
+                call.succeed(value)
+            else:
+                call.fail(value)
 
-    def _spawn(self, channel_id: str) -> ChannelActor:
-        if self._closed or self._nursery is None:
-            raise ChannelUnavailable(channel_id)
-        actor = ChannelActor(self, channel_id, self.inbox_size)
-        self._actors[channel_id] = actor
-        self._nursery.start_soon(actor.run, name=f"channel-actor:{channel_id}")
-        return actor
+    def _transaction(self, tx: Tx, emitter: Emitter, calls: list[Call]) -> tuple[int, list[tuple[bool, Any]]]:
+        version = self._lock(tx, emitter.now_ms)
+        stores: dict[str, Any] = {}
+        answers: list[tuple[bool, Any]] = []
+        changed = False
+        for call in calls:
+            kind = self._runtime.dispatch[type(call.command)]
+            store = self._store(stores, kind, tx, emitter.now_ms)
+            try:
+                outcome = self.components[kind].handle(call.command, emitter.now_ms, store)
+            except Refused as refused:
+                answers.append((False, refused))
+                continue
+            changed = self._apply(outcome, store, emitter) or changed
+            answers.append((True, outcome.reply))
+        if changed:
+            version = channels_repo.bump(tx, self.channel_id)
+        return version, answers
 
-    def _forget(self, actor: ChannelActor) -> None:
-        if self._actors.get(actor.channel_id) is actor:
-            del self._actors[actor.channel_id]
+    # -- deadlines --
 
-    # -- the chat operations other code calls --
+    async def _fire_deadlines(self, deadline: int) -> None:
+        try:
+            self._version = await self._runtime.publisher.write(self._deadline_transaction)
+        except Exception:
+            log.exception("channel %s: deadline step failed; retrying", self.channel_id)
+            self._version = None
+            await trio.sleep(self._runtime.retry_seconds)
+            return
+        if self._next_deadline() == deadline:
+            # The component did not move its deadline on: do not spin on it.
+            log.error("channel %s: a component kept deadline %s after handling it", self.channel_id, deadline)
+            await trio.sleep(self._runtime.retry_seconds)
 
-    async def send_message(self, channel_id: str, sender_id: str, message: OutgoingMessage) -> str:
-        return await self.call(channel_id, lambda actor: actor.send_message(sender_id, message))
+    def _deadline_transaction(self, tx: Tx, emitter: Emitter) -> int:
+        version = self._lock(tx, emitter.now_ms)
+        stores: dict[str, Any] = {}
+        changed = False
+        for kind, component in self.components.items():
+            due = component.next_deadline()
+            if due is not None and due <= emitter.now_ms:
+                store = self._store(stores, kind, tx, emitter.now_ms)
+                changed = self._apply(component.on_deadline(emitter.now_ms, store), store, emitter) or changed
+        if changed:
+            version = channels_repo.bump(tx, self.channel_id)
+        return version
 
-    async def post_card(
-        self,
-        channel_id: str,
-        card_type: str,
-        payload: dict[str, Any],
-        *,
-        message: str = "",
-        sender_id: str | None = None,
-    ) -> str:
-        """Post a card message (sticker, sound, celebration...): chat.message with
-        `card: {type, payload}` and `isSystem: true`. The sender defaults to the broadcaster."""
-        if not card_type or len(card_type) > 64:
-            raise ValueError("card_type must be 1–64 characters")
-        card = {"type": card_type, "payload": payload}
-        return await self.call(channel_id, lambda actor: actor.post_system(message, card, sender_id))
+    # -- inside a transaction (a worker thread; the actor awaits it) --
 
-    async def post_system_message(self, channel_id: str, message: str, *, sender_id: str | None = None) -> str:
-        """A plain system line (isSystem true, no card)."""
-        return await self.call(channel_id, lambda actor: actor.post_system(message, None, sender_id))
+    async def _load(self) -> None:
+        now_ms = self._now_ms()  # the clock is read on the Trio thread, never in the worker
 
-    async def update_settings(self, channel_id: str, patch: dict[str, Any]) -> ChatSettings:
-        return await self.call(channel_id, lambda actor: actor.update_settings(patch))
+        def load(tx: Tx) -> int | None:
+            version = channels_repo.version(tx, self.channel_id)
+            if version is not None:
+                self._load_components(tx, now_ms)
+            return version
 
-    async def moderate(self, channel_id: str, moderator_id: str, request: ModerationRequest) -> ModerationResult:
-        return await self.call(channel_id, lambda actor: actor.moderate(moderator_id, request))
+        # A read: asking about a channel that does not exist takes no write lock.
+        version = await self._runtime.database.read(load)
+        if version is None:
+            raise UnknownChannel(self.channel_id)
+        self._version = version
+
+    def _lock(self, tx: Tx, now_ms: int) -> int:
+        """The channel's write lock; reloads the components when their copy is stale."""
+        version = channels_repo.lock(tx, self.channel_id)
+        if version is None:
+            raise UnknownChannel(self.channel_id)
+        if version != self._version:
+            self._load_components(tx, now_ms)
+        return version
+
+    def _load_components(self, tx: Tx, now_ms: int) -> None:
+        for kind in self._runtime.kinds:
+            self.components[kind.name].load(kind.store(tx, self.channel_id, now_ms))
+
+    def _store(self, stores: dict[str, Any], kind_name: str, tx: Tx, now_ms: int) -> Any:
+        if kind_name not in stores:
+            kind = next(k for k in self._runtime.kinds if k.name == kind_name)
+            stores[kind_name] = kind.store(tx, self.channel_id, now_ms)
+        return stores[kind_name]
+
+    def _apply(self, outcome: Outcome, store: Any, emitter: Emitter) -> bool:
+        for write in outcome.writes:
+            store.apply(write)
+        for event in outcome.events:
+            emitter.emit(self.channel_id, event.name, event.data)
+        return outcome.shared_state_changed
+
+    # -- stopping --
+
+    def _stop_accepting(self) -> None:
+        self._on_stop(self)
+
+    def _fail_all(self, error: BaseException) -> None:
+        for call in self._current:
+            call.fail(error)
+        self._current = []
+        while True:
+            try:
+                self._calls.receive_nowait().fail(error)
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return

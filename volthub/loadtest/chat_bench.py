@@ -171,13 +171,13 @@ async def run_bench(url: str, seconds: float, concurrency: int, channels: int) -
         targets = [channel_ids[i % len(channel_ids)] for i in range(concurrency)]
         # Warm up: start every channel's actor and open every connection before timing.
         async with trio.open_nursery() as nursery:
-            for (_, token), channel_id in zip(senders, targets):
+            for (_, token), channel_id in zip(senders, targets, strict=True):
                 nursery.start_soon(_sender, client, token, channel_id, time.perf_counter(), Results(), -1)
         results = Results()
         started = time.perf_counter()
         stop_at = started + seconds
         async with trio.open_nursery() as nursery:
-            for number, ((_, token), channel_id) in enumerate(zip(senders, targets)):
+            for number, ((_, token), channel_id) in enumerate(zip(senders, targets, strict=True)):
                 nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number)
         results.elapsed = time.perf_counter() - started
         return results

@@ -11,6 +11,7 @@ one core) and `trio-websocket` (the library, for cross-checking the raw one).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from array import array
 from dataclasses import dataclass, field
@@ -159,10 +160,8 @@ class RawWebSocket:
     async def aclose(self) -> None:
         with trio.move_on_after(1) as scope:
             scope.shield = True
-            try:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await self.stream.send_all(p.encode_frame(p.OP_CLOSE, b"\x03\xe8"))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
         await trio.aclose_forcefully(self.stream)
 
 

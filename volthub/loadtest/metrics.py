@@ -188,7 +188,7 @@ class ProcTrace:
     def cpu_percent_series(self, start: float, length: int) -> list[float]:
         """Server CPU % per second since `start` (100 = one core), from the readings."""
         out = [0.0] * length
-        for before, after in zip(self.samples, self.samples[1:]):
+        for before, after in zip(self.samples, self.samples[1:], strict=False):  # consecutive pairs
             span = after.at - before.at
             if span <= 0:
                 continue

@@ -98,7 +98,7 @@ def table(results: Sequence[dict[str, Any]]) -> str:
 
 def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
     first = cells[0].ljust(widths[0])
-    return "  ".join([first, *(cell.rjust(width) for cell, width in zip(cells[1:], widths[1:]))]).rstrip()
+    return "  ".join([first, *(cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))]).rstrip()
 
 
 def ratios(results: Sequence[dict[str, Any]], subject: str = "volthub") -> list[str]:

@@ -366,7 +366,7 @@ class Run:
         connected = [slot for slot in self.slots if slot.connected_at is not None]
         connect_times = sorted(slot.connect_seconds or 0.0 for slot in connected)
         ramp_start, ramp_end = moments["ramp_start"], moments["ramp_end"]
-        last_connect = max((slot.connected_at for slot in connected), default=ramp_start.at)
+        last_connect = max((slot.connected_at or 0.0 for slot in connected), default=ramp_start.at)
         ramp_seconds = max(1e-9, last_connect - ramp_start.at)
         send_start, send_end, drain_end = moments["send_start"], moments["send_end"], moments["drain_end"]
         deliveries = sum(slot.received for slot in measured)

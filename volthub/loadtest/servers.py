@@ -40,7 +40,8 @@ def bench_dir() -> Path:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @dataclass
@@ -118,8 +119,7 @@ class SpawnedServer:
         return self.process.pid
 
     async def start(self, timeout: float = 60.0) -> None:
-        log = open(self.plan.log_path, "ab")
-        try:
+        with open(self.plan.log_path, "ab") as log:  # the child keeps its own copy of the fd
             self.process = await trio.lowlevel.open_process(
                 self.plan.argv,
                 stdin=subprocess.DEVNULL,
@@ -129,8 +129,6 @@ class SpawnedServer:
                 cwd=str(self.plan.cwd),
                 start_new_session=True,
             )
-        finally:
-            log.close()
         async with httpx.AsyncClient(timeout=2) as http:
             with trio.move_on_after(timeout):
                 while True:

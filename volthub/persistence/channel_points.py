@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from volthub.persistence.database import Row, Tx
 
@@ -48,8 +49,8 @@ class Reward:
         )
 
 
-def _opt_int(value: object) -> int | None:
-    return None if value is None else int(value)  # type: ignore[arg-type]
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def list_rewards(tx: Tx, channel_id: str) -> list[Reward]:
@@ -62,6 +63,26 @@ def list_rewards(tx: Tx, channel_id: str) -> list[Reward]:
 
 def count_rewards(tx: Tx, channel_id: str) -> int:
     return int(tx.scalar("SELECT COUNT(*) FROM channel_point_rewards WHERE channel_id = ?", (channel_id,)))
+
+
+def claim_reward_slot(tx: Tx, channel_id: str) -> bool:
+    """Count one more reward for the channel, unless it has MAX_REWARDS_PER_CHANNEL already.
+
+    Call it in the transaction that inserts the reward. The guarded UPDATE is the cap
+    (migration 0008): on PostgreSQL a concurrent create waits on the counter row and then
+    re-checks the cap against the count the first one committed.
+    """
+    tx.execute(
+        "INSERT INTO channel_point_reward_counts (channel_id, reward_count) VALUES (?, 0)"
+        " ON CONFLICT (channel_id) DO NOTHING",
+        (channel_id,),
+    )
+    row = tx.one(
+        "UPDATE channel_point_reward_counts SET reward_count = reward_count + 1"
+        " WHERE channel_id = ? AND reward_count < ? RETURNING reward_count",
+        (channel_id, MAX_REWARDS_PER_CHANNEL),
+    )
+    return row is not None
 
 
 def insert_reward(tx: Tx, reward: Reward) -> Reward:

@@ -1,5 +1,9 @@
 """Chat state: settings, messages, bans and timeouts; channel roles and subscriptions as
-chat reads them (badges, exemptions). Plain functions over a `Tx`, portable SQL."""
+chat reads them (badges, exemptions). Plain functions over a `Tx`, portable SQL.
+
+Returns plain values and rows: the records chat decides over (`ChatSettings`, `Standing`)
+belong to the chat component (volthub.hub.components.chat), which this layer may not import.
+The channel's write lock is `persistence.channels.lock`."""
 
 from __future__ import annotations
 
@@ -14,116 +18,60 @@ from volthub.persistence.database import Row, Tx
 ROLES = ("moderator", "vip")
 
 
-@dataclass(frozen=True)
-class ChatSettings:
-    slow_mode: bool = False
-    slow_mode_seconds: int = 0
-    followers_only: bool = False
-    subscribers_only: bool = False
-    emote_only: bool = False
+# --- settings and the message sequence ------------------------------------------------------
 
-    def as_api(self) -> dict[str, Any]:
-        return {
-            "slowMode": self.slow_mode,
-            "slowModeSeconds": self.slow_mode_seconds,
-            "followersOnly": self.followers_only,
-            "subscribersOnly": self.subscribers_only,
-            "emoteOnly": self.emote_only,
-        }
+_SETTINGS_COLUMNS = ("slow_mode", "slow_mode_seconds", "followers_only", "subscribers_only", "emote_only")
+_DEFAULT_SETTINGS: Row = {
+    "slow_mode": False,
+    "slow_mode_seconds": 0,
+    "followers_only": False,
+    "subscribers_only": False,
+    "emote_only": False,
+}
 
 
-@dataclass(frozen=True)
-class Standing:
-    """One user in one channel, as of one moment."""
+def get_settings(tx: Tx, channel_id: str) -> Row:
+    """The chat modes' column values; a channel that never chatted has the defaults.
 
-    user_id: str
-    username: str
-    display_name: str
-    is_broadcaster: bool = False
-    is_moderator: bool = False
-    is_vip: bool = False
-    is_follower: bool = False
-    subscriber_months: int | None = None  # None: not an active subscriber
-    banned: bool = False
-    timeout_ends_at: int | None = None  # epoch ms of an active timeout's end
-
-    @property
-    def is_subscriber(self) -> bool:
-        return self.subscriber_months is not None
-
-    @property
-    def exempt_from_modes(self) -> bool:
-        return self.is_broadcaster or self.is_moderator
+    Plain values: the chat component's `ChatSettings.from_row` makes the record.
+    """
+    row = tx.one(f"SELECT {', '.join(_SETTINGS_COLUMNS)} FROM chat_settings WHERE channel_id = ?", (channel_id,))
+    if row is None:
+        return dict(_DEFAULT_SETTINGS)
+    return {name: bool(row[name]) if name != "slow_mode_seconds" else int(row[name]) for name in _SETTINGS_COLUMNS}
 
 
-# --- settings and the per-channel lock -------------------------------------------------------
-
-
-def _settings(row: Row) -> ChatSettings:
-    return ChatSettings(
-        slow_mode=bool(row["slow_mode"]),
-        slow_mode_seconds=int(row["slow_mode_seconds"]),
-        followers_only=bool(row["followers_only"]),
-        subscribers_only=bool(row["subscribers_only"]),
-        emote_only=bool(row["emote_only"]),
-    )
-
-
-_SETTINGS_COLUMNS = "slow_mode, slow_mode_seconds, followers_only, subscribers_only, emote_only, version"
-
-
-def get_settings(tx: Tx, channel_id: str) -> tuple[ChatSettings, int]:
-    """(settings, version); a channel that never chatted has the defaults at version 0."""
-    row = tx.one(f"SELECT {_SETTINGS_COLUMNS} FROM chat_settings WHERE channel_id = ?", (channel_id,))
-    return (_settings(row), int(row["version"])) if row else (ChatSettings(), 0)
-
-
-def ensure_settings(tx: Tx, channel_id: str, now_ms: int) -> tuple[ChatSettings, int]:
+def _ensure_settings(tx: Tx, channel_id: str, now_ms: int) -> None:
     """Create the channel's row when missing (the channel's user must exist)."""
     tx.execute(
         "INSERT INTO chat_settings (channel_id, updated_at) VALUES (?, ?) ON CONFLICT (channel_id) DO NOTHING",
         (channel_id, now_ms),
     )
-    return get_settings(tx, channel_id)
 
 
-def lock_channel(tx: Tx, channel_id: str, now_ms: int, *, next_message: bool = False) -> tuple[int, int]:
-    """Take the channel's write lock for this transaction; returns (version, message seq).
+def next_message_seq(tx: Tx, channel_id: str, now_ms: int) -> int:
+    """Move the channel's message sequence on; the new value numbers the next message.
 
-    The row update is the lock on PostgreSQL (row lock until commit), so writers in
-    different processes take turns; SQLite transactions are already serial. The row is
-    created on a channel's first chat write (its user must exist). With `next_message`
-    the sequence moves on and the new value numbers the message.
+    Called with the channel's lock held (persistence.channels.lock), so numbers never
+    repeat; timestamps can tie, the sequence orders messages within the channel.
     """
-    sql = "UPDATE chat_settings SET message_seq = message_seq + ? WHERE channel_id = ? RETURNING version, message_seq"
-    params = (1 if next_message else 0, channel_id)
-    row = tx.one(sql, params)
+    sql = "UPDATE chat_settings SET message_seq = message_seq + 1 WHERE channel_id = ? RETURNING message_seq"
+    row = tx.one(sql, (channel_id,))
     if row is None:
-        ensure_settings(tx, channel_id, now_ms)
-        row = tx.one(sql, params)
+        _ensure_settings(tx, channel_id, now_ms)
+        row = tx.one(sql, (channel_id,))
     assert row is not None
-    return int(row["version"]), int(row["message_seq"])
+    return int(row["message_seq"])
 
 
-def save_settings(tx: Tx, channel_id: str, settings: ChatSettings, now_ms: int) -> int:
-    """Store the settings and move the version on; returns the new version."""
-    row = tx.one(
+def save_settings(tx: Tx, channel_id: str, values: Row, now_ms: int) -> None:
+    """Store the chat modes (`values` keyed by column, as `get_settings` returns them)."""
+    _ensure_settings(tx, channel_id, now_ms)
+    tx.execute(
         "UPDATE chat_settings SET slow_mode = ?, slow_mode_seconds = ?, followers_only = ?,"
-        " subscribers_only = ?, emote_only = ?, version = version + 1, updated_at = ?"
-        " WHERE channel_id = ? RETURNING version",
-        (
-            settings.slow_mode,
-            settings.slow_mode_seconds,
-            settings.followers_only,
-            settings.subscribers_only,
-            settings.emote_only,
-            now_ms,
-            channel_id,
-        ),
+        " subscribers_only = ?, emote_only = ?, version = version + 1, updated_at = ? WHERE channel_id = ?",
+        (*(values[name] for name in _SETTINGS_COLUMNS), now_ms, channel_id),
     )
-    if row is None:
-        raise LookupError(f"chat_settings row missing for {channel_id}")
-    return int(row["version"])
 
 
 # --- standing: who someone is in a channel ---------------------------------------------------
@@ -143,44 +91,42 @@ FROM users u WHERE u.id IN ({marks})
 """
 
 
-@dataclass(frozen=True)
-class Member:
-    standing: Standing
-    avatar_url: str | None
+def standings(tx: Tx, channel_id: str, user_ids: Iterable[str], now_ms: int) -> dict[str, Row]:
+    """Roles, follow, subscription and ban of each user in one query; unknown ids are absent.
 
-
-def standings(tx: Tx, channel_id: str, user_ids: Iterable[str], now_ms: int) -> dict[str, Member]:
-    """Roles, follow, subscription and ban of each user in one query; unknown ids are absent."""
+    Each value holds user_id, username, display_name, avatar_url, is_broadcaster,
+    is_moderator, is_vip, is_follower, subscriber_months (None: not subscribed), banned and
+    timeout_ends_at (epoch ms, None: no timeout): the chat component's `Standing.from_row`.
+    """
     ids = sorted(set(user_ids))
     if not ids:
         return {}
     marks = ", ".join("?" for _ in ids)
     params = (channel_id, now_ms, channel_id, now_ms, channel_id, channel_id, now_ms, now_ms, channel_id, now_ms)
     rows = tx.execute(_STANDING_SQL.format(marks=marks), (*params, *ids))
-    return {row["id"]: _member(channel_id, row) for row in rows}
+    return {row["id"]: _standing(channel_id, row) for row in rows}
 
 
-def standing(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Standing | None:
-    found = standings(tx, channel_id, [user_id], now_ms).get(user_id)
-    return found.standing if found else None
+def standing(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Row | None:
+    return standings(tx, channel_id, [user_id], now_ms).get(user_id)
 
 
-def _member(channel_id: str, row: Row) -> Member:
-    ban = row["ban"]
+def _standing(channel_id: str, row: Row) -> Row:
+    ban = None if row["ban"] is None else int(row["ban"])
     months = row["subscriber_months"]
-    standing = Standing(
-        user_id=row["id"],
-        username=row["username"],
-        display_name=row["display_name"],
-        is_broadcaster=row["id"] == channel_id,
-        is_moderator=bool(row["is_moderator"]),
-        is_vip=bool(row["is_vip"]),
-        is_follower=bool(row["is_follower"]),
-        subscriber_months=None if months is None else int(months),
-        banned=ban is not None and int(ban) == -1,
-        timeout_ends_at=int(ban) if ban is not None and int(ban) != -1 else None,
-    )
-    return Member(standing, row["avatar_url"])
+    return {
+        "user_id": row["id"],
+        "username": row["username"],
+        "display_name": row["display_name"],
+        "avatar_url": row["avatar_url"],
+        "is_broadcaster": row["id"] == channel_id,
+        "is_moderator": bool(row["is_moderator"]),
+        "is_vip": bool(row["is_vip"]),
+        "is_follower": bool(row["is_follower"]),
+        "subscriber_months": None if months is None else int(months),
+        "banned": ban == -1,
+        "timeout_ends_at": ban if ban is not None and ban != -1 else None,
+    }
 
 
 # --- messages --------------------------------------------------------------------------------
@@ -257,6 +203,16 @@ def history(tx: Tx, channel_id: str, limit: int) -> list[dict[str, Any]]:
         (channel_id, limit),
     )
     return [orjson.loads(row["payload"]) for row in reversed(rows)]
+
+
+def prune_messages(tx: Tx, channel_id: str, up_to_seq: int, before_ms: int) -> int:
+    """Drop the channel's messages numbered `up_to_seq` or lower and created before
+    `before_ms` (the bounded history); returns how many went."""
+    rows = tx.execute(
+        "DELETE FROM chat_messages WHERE channel_id = ? AND seq <= ? AND created_at < ? RETURNING id",
+        (channel_id, up_to_seq, before_ms),
+    )
+    return len(rows)
 
 
 def activity(tx: Tx, channel_id: str, since_ms: int) -> tuple[int, int]:

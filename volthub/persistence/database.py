@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -60,7 +60,7 @@ class Savepoint:
     def __enter__(self) -> None:
         self._tx.execute(f"SAVEPOINT {self._name}")
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> Literal[False]:
         if exc_type is None:
             self._tx.execute(f"RELEASE SAVEPOINT {self._name}")
         else:

@@ -25,7 +25,7 @@ def to_pyformat(sql: str) -> str:
 class PostgresTx(Tx):
     dialect = "postgresql"
 
-    def __init__(self, connection: psycopg.Connection) -> None:
+    def __init__(self, connection: psycopg.Connection[Row]) -> None:
         self._connection = connection
 
     def execute(self, sql: str, params: Params = ()) -> list[Row]:
@@ -53,8 +53,9 @@ class PostgresDatabase(Database):
 
     def __init__(self, url: str, pool_size: int = 8) -> None:
         self.url = url
-        self._pool = ConnectionPool(
+        self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
             url,
+            connection_class=psycopg.Connection[Row],  # with dict_row: rows are dicts
             min_size=1,
             max_size=pool_size,
             open=False,
@@ -78,7 +79,6 @@ class PostgresDatabase(Database):
         return self._run(fn)
 
     def _run(self, fn: Callable[[Tx], T]) -> T:
-        with self._pool.connection() as connection:
-            # autocommit connections: transaction() issues an explicit BEGIN / COMMIT.
-            with connection.transaction():
-                return fn(PostgresTx(connection))
+        # autocommit connections: transaction() issues an explicit BEGIN / COMMIT.
+        with self._pool.connection() as connection, connection.transaction():
+            return fn(PostgresTx(connection))

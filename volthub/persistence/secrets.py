@@ -14,7 +14,7 @@ def get_or_create(
     def run(tx: Tx) -> str:
         existing = tx.scalar("SELECT value FROM server_secrets WHERE name = ?", (name,))
         if existing is not None:
-            return existing
+            return str(existing)
         value = make()
         try:
             with tx.savepoint():
@@ -23,7 +23,7 @@ def get_or_create(
                     (name, value, now_ms),
                 )
         except IntegrityError:  # another process created it first: use theirs
-            return tx.scalar("SELECT value FROM server_secrets WHERE name = ?", (name,))
+            return str(tx.scalar("SELECT value FROM server_secrets WHERE name = ?", (name,)))
         return value
 
     return run

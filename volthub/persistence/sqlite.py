@@ -16,7 +16,7 @@ T = TypeVar("T")
 
 
 def _dict_rows(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Row:
-    return {column[0]: value for column, value in zip(cursor.description, row)}
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
 
 class SQLiteTx(Tx):

@@ -52,6 +52,8 @@ def create_user(tx: Tx, *, user_id: str, username: str, display_name: str, passw
                 " avatar_url, bio, created_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, '', ?, ?)",
                 (user_id, username, username.lower(), display_name, password_hash, now_ms, now_ms),
             )
+            # Every user is a channel: its row is the lock of the channel's live state.
+            tx.execute("INSERT INTO channels (id, created_at) VALUES (?, ?)", (user_id, now_ms))
     except IntegrityError:
         raise UsernameTaken(username) from None
     return User(user_id, username, display_name, None, "", now_ms, now_ms)

@@ -2,7 +2,12 @@
 
 A delivery row is written in the transaction of the change that caused its event, claimed
 by a worker with a lease (`claimed_until`), and finished by recording an attempt. The
-policy (schedule, disabling) lives in `volthub.services.webhooks`; these are its primitives.
+policy (schedule, disabling, the per-app cap) lives in `volthub.services.webhooks`; these are
+its primitives.
+
+Over 500 lines on purpose: the webhook record, the cap counter, the outbox claim/lease/
+attempt cycle and the delivery log share one set of tables and row shapes, and their SQL is
+easier to keep consistent side by side than split across modules that import each other.
 """
 
 from __future__ import annotations
@@ -171,9 +176,38 @@ def _opt_int(value: Any) -> int | None:
 # --------------------------------------------------------------------------- webhooks
 
 
+class WebhookLimitReached(Exception):
+    """The app already has as many webhooks as the cap allows."""
+
+
 def create_webhook(
-    tx: Tx, *, webhook_id: str, client_id: str, url: str, events: list[str], secret: str, now_ms: int
+    tx: Tx,
+    *,
+    webhook_id: str,
+    client_id: str,
+    url: str,
+    events: list[str],
+    secret: str,
+    now_ms: int,
+    max_per_app: int | None = None,
 ) -> Webhook:
+    """Insert a webhook and count it on its app row (`apps.webhook_count`).
+
+    With `max_per_app`, the count is raised only while below it (a guarded UPDATE that
+    PostgreSQL re-checks after waiting on the row's lock), else `WebhookLimitReached`: so
+    concurrent creates cannot exceed the cap. Call it inside the transaction that also
+    checked the app: the row stays locked until commit.
+    """
+    guard: str = ""
+    params: list[object] = [client_id]
+    if max_per_app is not None:
+        guard, params = " AND webhook_count < ?", [client_id, max_per_app]
+    counted = tx.execute(
+        f"UPDATE apps SET webhook_count = webhook_count + 1 WHERE client_id = ?{guard} RETURNING webhook_count",
+        tuple(params),
+    )
+    if not counted and max_per_app is not None:
+        raise WebhookLimitReached(client_id)
     tx.execute(
         "INSERT INTO webhooks (id, client_id, url, events, secret, enabled, disabled_reason,"
         " consecutive_failures, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?, ?)",
@@ -259,6 +293,8 @@ def set_secret(tx: Tx, webhook_id: str, secret: str, now_ms: int) -> None:
 
 def delete_webhook(tx: Tx, client_id: str, webhook_id: str) -> bool:
     rows = tx.execute("DELETE FROM webhooks WHERE id = ? AND client_id = ? RETURNING id", (webhook_id, client_id))
+    if rows:
+        tx.execute("UPDATE apps SET webhook_count = webhook_count - 1 WHERE client_id = ?", (client_id,))
     return bool(rows)
 
 

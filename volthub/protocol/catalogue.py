@@ -6,21 +6,29 @@ Both delivery channels read it: the Events API (Socket.IO and SSE, spec §6.1) a
 - its group, as the spec's tables group it;
 - its transports: ``events_api`` and/or ``webhooks`` (the two tables differ: e.g.
   ``channel.subscription.end`` and ``user.*`` are webhook-only);
-- whether anything on the platform emits it (the hype-train events are listed by the spec
-  and never fire, §6.1; ``channel.cheer`` is only a legacy webhook name of ``channel.volts``);
+- whether anything on the platform emits it: ``PRODUCERS`` names the module that really
+  does (a test parses it to check), so ``emitted`` cannot claim more than the code does; the
+  hype-train events are listed by the spec and never fire (§6.1); ``channel.cheer`` is only
+  a legacy webhook name of ``channel.volts`` and fires when it does;
+- whether the sandbox can send it as a test event (``SANDBOX_EVENTS``, spec §2.4);
 - whether it is *public*: delivered to any Events API connection subscribed to the channel,
   anonymous ones included (stream, chat and interaction lifecycle, DESIGN §5). Every other
   event reaches only the channel owner's authenticated connections;
-- its payload fields (the ``data`` of the envelope).
+- its payload fields (the ``data`` of the envelope), and a *builder*: a function named
+  after the event (``channel.follow`` -> ``channel_follow``) that every producer and the
+  sandbox call to build that ``data``, so each payload shape is written once, next to the
+  fields it documents (a test holds each builder to its entry's fields).
 
-Pure data and functions (sans-IO), importable from anywhere.
+Pure data and functions (sans-IO), importable from anywhere. Longer than ~500 lines on
+purpose: the catalogue, its builders and the producer table belong together, so that a
+change of a payload shape and of its documentation is one change in one file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple, Protocol
 
 EVENTS_API: Final = "events_api"
 WEBHOOKS: Final = "webhooks"
@@ -46,7 +54,7 @@ class EventType:
     description: str
     fields: tuple[PayloadField, ...]
     transports: frozenset[str] = _BOTH
-    emitted: bool = True
+    never_fires: bool = False  # listed by the spec, never sent (hype train, §6.1)
     public: bool = False
     alias_of: str | None = None  # a legacy name that receives another event
     webhook_scope: str | None = None  # webhooks get it only while the app holds this scope
@@ -57,7 +65,8 @@ class EventType:
             "group": self.group,
             "description": self.description,
             "transports": {"eventsApi": EVENTS_API in self.transports, "webhooks": WEBHOOKS in self.transports},
-            "emitted": self.emitted,
+            "emitted": is_emitted(self.name),
+            "sandbox": self.name in SANDBOX_NAMES,
             "public": self.public,
             "aliasOf": self.alias_of,
             "webhookScope": self.webhook_scope,
@@ -288,21 +297,21 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Channel",
         "Listed by the spec; the platform has no Hype Train.",
         transports=frozenset({EVENTS_API}),
-        emitted=False,
+        never_fires=True,
     ),
     _event(
         "channel.hype_train.progress",
         "Channel",
         "Listed by the spec; the platform has no Hype Train.",
         transports=frozenset({EVENTS_API}),
-        emitted=False,
+        never_fires=True,
     ),
     _event(
         "channel.hype_train.end",
         "Channel",
         "Listed by the spec; the platform has no Hype Train.",
         transports=frozenset({EVENTS_API}),
-        emitted=False,
+        never_fires=True,
     ),
     # ---------------------------------------------------------------- Interaction
     _event(
@@ -414,8 +423,9 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "User",
         "A user authorised the app.",
         *_WHO,
-        _f("clientId", "string", ""),
-        _f("scopes", "string[]", ""),
+        _f("clientId", "string", "the app's client id"),
+        _f("appName", "string", "the app's name"),
+        _f("scopes", "string[]", "the real scopes the grant holds"),
         _f("grantedAt", "string", "ISO 8601"),
         transports=_WEBHOOKS_ONLY,
     ),
@@ -424,7 +434,9 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "User",
         "A user revoked the app's access.",
         *_WHO,
-        _f("clientId", "string", ""),
+        _f("clientId", "string", "the app's client id"),
+        _f("appName", "string", "the app's name"),
+        _f("scopes", "string[]", "the real scopes the revoked grants held"),
         _f("revokedAt", "string", "ISO 8601"),
         transports=_WEBHOOKS_ONLY,
     ),
@@ -446,6 +458,8 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("color", "string", "accent colour, hex", optional=True),
         _f("mentions", "array", "[{username, userId, displayName}]", optional=True),
         _f("replyTo", "object", "{messageId, userId, username, snippet}", optional=True),
+        _f("effect", "string", "glow, galaxy, rainbow or gigantify (spec §2.1)", optional=True),
+        _f("effectColor", "string", "#rrggbb, with glow", optional=True),
         _f("card", "object", "{type, payload} on card messages", optional=True),
         _f("isSystem", "boolean", "true for system or card messages", optional=True),
         _TEST,
@@ -455,6 +469,24 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
 )
 
 BY_NAME: Final[dict[str, EventType]] = {entry.name: entry for entry in CATALOGUE}
+
+# Who really emits each event: event name -> the volthub module that calls its builder
+# (below) and emits the result. `/api/events/types` reports `emitted: true` exactly for these
+# (and for a legacy alias of one of them). tests/protocol/test_catalogue.py parses the source:
+# each named module must call the event's builder, and no other module (the sandbox aside)
+# may call a builder of an event it is not listed for, so the flag errs neither way. Add a
+# row when a producer lands, in the same change.
+PRODUCERS: Final[dict[str, str]] = {
+    "channel.follow": "volthub.services.accounts",
+    "user.follow": "volthub.services.accounts",
+    "user.unfollow": "volthub.services.accounts",
+    "user.authorization.grant": "volthub.services.oauth",
+    "user.authorization.revoke": "volthub.services.oauth",
+    "chat.message": "volthub.hub.components.chat",
+    "channel.ban": "volthub.hub.components.chat",
+    "channel.unban": "volthub.hub.components.chat",
+}
+
 EVENTS_API_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports)
 PUBLIC_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if e.public)
 WEBHOOK_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if WEBHOOKS in e.transports)
@@ -474,12 +506,36 @@ ALIASES: Final[dict[str, str]] = {e.name: e.alias_of for e in CATALOGUE if e.ali
 REQUIRED_SCOPE: Final[dict[str, str]] = {e.name: e.webhook_scope for e in CATALOGUE if e.webhook_scope}
 
 
-# What the Events API actually sends: its names, less those never emitted (hype train).
-_DELIVERED: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports and e.emitted)
+# The sandbox's test event types (spec §2.4) and the event each sends.
+SANDBOX_EVENTS: Final[dict[str, str]] = {
+    "subscription": "channel.subscribe",
+    "gift_subscription": "channel.subscription.gift",
+    "follow": "channel.follow",
+    "volt_tip": "channel.volts",
+    "raid": "channel.raid",
+    "chat_message": "chat.message",
+}
+SANDBOX_NAMES: Final[frozenset[str]] = frozenset(SANDBOX_EVENTS.values())
+
+# What the Events API may carry: its names, less those that never fire (hype train). Not
+# narrowed to PRODUCERS: the fan-out is transport (sandbox events of producer-less types
+# travel it too, spec §2.4), and the producer table is held true by tests, not at runtime.
+_DELIVERED: Final[frozenset[str]] = frozenset(
+    e.name for e in CATALOGUE if EVENTS_API in e.transports and not e.never_fires
+)
 
 
 def delivered_over_events_api(name: str) -> bool:
     return name in _DELIVERED
+
+
+def is_emitted(name: str) -> bool:
+    """Something on the platform really emits it: it has a producer, or it is a legacy alias
+    of an event that has one."""
+    entry = BY_NAME.get(name)
+    if entry is None or entry.never_fires:
+        return False
+    return (entry.alias_of or name) in PRODUCERS
 
 
 def is_public(name: str) -> bool:
@@ -525,3 +581,242 @@ def delivery_name(event_name: str, subscribed: Iterable[str]) -> str | None:
         if name in wanted:
             return name
     return None
+
+
+# --- builders: the people in payloads ------------------------------------------------------
+
+
+class Identified(Protocol):
+    """Anything that names a user: a stored user, a chat member, ..."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def username(self) -> str: ...
+    @property
+    def display_name(self) -> str: ...
+
+
+class Person(NamedTuple):
+    """A user as payloads show them: ``{userId, username, displayName}``."""
+
+    user_id: str
+    username: str
+    display_name: str
+
+    @classmethod
+    def of(cls, user: Identified) -> Person:
+        return cls(user.id, user.username, user.display_name)
+
+    def fields(self) -> dict[str, str]:
+        return {"userId": self.user_id, "username": self.username, "displayName": self.display_name}
+
+
+def _tested(data: dict[str, Any], is_test: bool) -> dict[str, Any]:
+    """Sandbox events carry ``isTest: true`` (spec §2.4); real ones leave the key out."""
+    if is_test:
+        data["isTest"] = True
+    return data
+
+
+# --- builders: follows (volthub.services.accounts) -----------------------------------------
+
+
+def channel_follow(*, follower: Person, followed_at: str, is_test: bool = False) -> dict[str, Any]:
+    return _tested({**follower.fields(), "followedAt": followed_at}, is_test)
+
+
+def _followed(user: Person) -> dict[str, str]:
+    return {
+        "followedUserId": user.user_id,
+        "followedUsername": user.username,
+        "followedDisplayName": user.display_name,
+    }
+
+
+def user_follow(*, follower: Person, followed: Person, followed_at: str) -> dict[str, Any]:
+    return {**follower.fields(), **_followed(followed), "followedAt": followed_at}
+
+
+def user_unfollow(*, follower: Person, followed: Person, unfollowed_at: str) -> dict[str, Any]:
+    return {**follower.fields(), **_followed(followed), "unfollowedAt": unfollowed_at}
+
+
+# --- builders: app authorisations (volthub.services.oauth) ---------------------------------
+
+
+def user_authorization_grant(
+    *, user: Person, client_id: str, app_name: str, scopes: Iterable[str], granted_at: str
+) -> dict[str, Any]:
+    return {
+        **user.fields(),
+        "clientId": client_id,
+        "appName": app_name,
+        "scopes": list(scopes),
+        "grantedAt": granted_at,
+    }
+
+
+def user_authorization_revoke(
+    *, user: Person, client_id: str, app_name: str, scopes: Iterable[str], revoked_at: str
+) -> dict[str, Any]:
+    return {
+        **user.fields(),
+        "clientId": client_id,
+        "appName": app_name,
+        "scopes": list(scopes),
+        "revokedAt": revoked_at,
+    }
+
+
+# --- builders: subscriptions, Volts, raids (the sandbox until their producers land) --------
+
+
+def channel_subscribe(
+    *,
+    subscriber: Person,
+    tier: str,
+    months: int,
+    message: str | None,
+    subscribed_at: str,
+    is_gift: bool = False,
+    is_test: bool = False,
+) -> dict[str, Any]:
+    data = {
+        **subscriber.fields(),
+        "tier": tier,
+        "isGift": is_gift,
+        "months": months,
+        "message": message,
+        "subscribedAt": subscribed_at,
+    }
+    return _tested(data, is_test)
+
+
+def channel_subscription_gift(
+    *,
+    gifter: Person,
+    tier: str,
+    quantity: int,
+    gifted_at: str,
+    amount: int | None = None,
+    is_anonymous: bool = False,
+    is_test: bool = False,
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        **gifter.fields(),
+        "tier": tier,
+        "quantity": quantity,
+        "isAnonymous": is_anonymous,
+        "giftedAt": gifted_at,
+    }
+    if amount is not None:
+        data["amount"] = amount
+    return _tested(data, is_test)
+
+
+def channel_volts(
+    *, sender: Person, amount: int, message: str | None, sent_at: str, is_test: bool = False
+) -> dict[str, Any]:
+    """Also the payload of its legacy webhook name ``channel.cheer``."""
+    return _tested({**sender.fields(), "amount": amount, "message": message, "sentAt": sent_at}, is_test)
+
+
+def channel_raid(
+    *,
+    raider: Person,
+    target_id: str,
+    target_username: str,
+    viewers: int,
+    raided_at: str,
+    direction: str = "incoming",
+    is_test: bool = False,
+) -> dict[str, Any]:
+    """``raider`` is the raiding channel's user (a channel's id is its user's id)."""
+    data = {
+        "direction": direction,
+        "fromChannelId": raider.user_id,
+        "fromUsername": raider.username,
+        "fromDisplayName": raider.display_name,
+        "toChannelId": target_id,
+        "toUsername": target_username,
+        "viewers": viewers,
+        "raidedAt": raided_at,
+    }
+    return _tested(data, is_test)
+
+
+# --- builders: chat (volthub.hub.components.chat) ------------------------------------------
+
+
+def chat_message(
+    *,
+    message_id: str,
+    channel_id: str,
+    sender: Person,
+    text: str,
+    timestamp: str,
+    badges: Iterable[str] = (),
+    is_mod: bool = False,
+    is_vip: bool = False,
+    subscriber_months: int | None = None,
+    mentions: list[dict[str, str]] | None = None,
+    reply_to: dict[str, Any] | None = None,
+    effect: str | None = None,
+    effect_color: str | None = None,
+    card: dict[str, Any] | None = None,
+    is_system: bool = False,
+    is_test: bool = False,
+) -> dict[str, Any]:
+    """Spec §2.6. Optional members appear only when they have a value; a card message is
+    always a system message. `subscriber_months` None: not a subscriber."""
+    data: dict[str, Any] = {
+        "messageId": message_id,
+        "channelId": channel_id,
+        **sender.fields(),
+        "message": text,
+        "badges": list(badges),
+        "isMod": is_mod,
+        "isVip": is_vip,
+        "isSubscriber": subscriber_months is not None,
+        "timestamp": timestamp,
+    }
+    optional = {
+        "subscriberMonths": subscriber_months,
+        "mentions": mentions or None,
+        "replyTo": reply_to,
+        "effect": effect,
+        "effectColor": effect_color,
+        "card": card,
+        "isSystem": True if is_system or card is not None else None,
+    }
+    data.update({key: value for key, value in optional.items() if value is not None})
+    return _tested(data, is_test)
+
+
+def channel_ban(
+    *,
+    user: Person,
+    moderator: Person,
+    reason: str | None,
+    is_permanent: bool,
+    banned_at: str,
+    ends_at: str | None,
+    duration_seconds: int | None = None,
+) -> dict[str, Any]:
+    """A ban (`is_permanent`) or a timeout; a timeout also carries `durationSeconds`."""
+    data: dict[str, Any] = {
+        **user.fields(),
+        "moderator": moderator.fields(),
+        "reason": reason,
+        "isPermanent": is_permanent,
+        "bannedAt": banned_at,
+        "endsAt": ends_at,
+    }
+    if not is_permanent:
+        data["durationSeconds"] = duration_seconds
+    return data
+
+
+def channel_unban(*, user: Person, moderator: Person, was_permanent: bool, unbanned_at: str) -> dict[str, Any]:
+    return {**user.fields(), "moderator": moderator.fields(), "wasPermanent": was_permanent, "unbannedAt": unbanned_at}

@@ -10,6 +10,8 @@ from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Database, Tx
 from volthub.persistence import users as repo
 from volthub.persistence.users import User, UsernameTaken
+from volthub.protocol import catalogue
+from volthub.protocol.catalogue import Person
 from volthub.services.passwords import Passwords
 
 __all__ = ["Accounts", "User", "UsernameTaken", "SelfFollow", "UnknownUser"]
@@ -49,6 +51,10 @@ class Accounts:
         user, stored = found if found else (None, None)
         return user if await self._passwords.verify(stored, password) else None
 
+    async def get_user(self, user_id: str) -> User | None:
+        """The user with this id, or None (one read transaction)."""
+        return await self._db.read(lambda tx: repo.get_by_id(tx, user_id))
+
     async def update_profile(self, user_id: str, changes: dict[str, Any]) -> User:
         def change(tx: Tx, emitter: Emitter) -> User:
             user = repo.update_profile(tx, user_id, changes, emitter.now_ms)
@@ -68,8 +74,11 @@ class Accounts:
             created, followed_at = repo.follow(tx, follower_id, target_id, emitter.now_ms)
             if created:
                 at = iso8601(followed_at)
-                emitter.emit(target_id, "channel.follow", {**_who(follower), "followedAt": at})
-                emitter.emit(follower_id, "user.follow", {**_who(follower), **_target(target), "followedAt": at})
+                who, whom = Person.of(follower), Person.of(target)
+                emitter.emit(target_id, "channel.follow", catalogue.channel_follow(follower=who, followed_at=at))
+                emitter.emit(
+                    follower_id, "user.follow", catalogue.user_follow(follower=who, followed=whom, followed_at=at)
+                )
             return followed_at
 
         return await self._publisher.write(change)
@@ -80,7 +89,10 @@ class Accounts:
             removed = repo.unfollow(tx, follower_id, target_id)
             if removed:
                 at = iso8601(emitter.now_ms)
-                emitter.emit(follower_id, "user.unfollow", {**_who(follower), **_target(target), "unfollowedAt": at})
+                data = catalogue.user_unfollow(
+                    follower=Person.of(follower), followed=Person.of(target), unfollowed_at=at
+                )
+                emitter.emit(follower_id, "user.unfollow", data)
             return removed
 
         return await self._publisher.write(change)
@@ -92,15 +104,3 @@ def _both(tx: Tx, follower_id: str, target_id: str) -> tuple[User, User]:
     if follower is None or target is None:
         raise UnknownUser(target_id if target is None else follower_id)
     return follower, target
-
-
-def _who(user: User) -> dict[str, str]:
-    return {"userId": user.id, "username": user.username, "displayName": user.display_name}
-
-
-def _target(user: User) -> dict[str, str]:
-    return {
-        "followedUserId": user.id,
-        "followedUsername": user.username,
-        "followedDisplayName": user.display_name,
-    }

@@ -15,8 +15,18 @@ from volthub.hub.clock import Clock, to_ms
 from volthub.persistence import Database, Tx
 from volthub.persistence import channel_points as repo
 from volthub.persistence.channel_points import MAX_REWARDS_PER_CHANNEL, Reward
+from volthub.services.channels import ChannelNotFound, channel_by_id
 
-__all__ = ["BUILT_IN", "ChannelPoints", "Reward", "TooManyRewards", "rest_shape", "socket_shape"]
+__all__ = [
+    "BUILT_IN",
+    "MAX_REWARDS_PER_CHANNEL",
+    "ChannelNotFound",
+    "ChannelPoints",
+    "Reward",
+    "TooManyRewards",
+    "rest_shape",
+    "socket_shape",
+]
 
 BUILT_IN: tuple[Reward, ...] = (
     Reward(
@@ -36,7 +46,10 @@ BUILT_IN: tuple[Reward, ...] = (
 
 
 class TooManyRewards(Exception):
-    pass
+    """The channel has MAX_REWARDS_PER_CHANNEL custom rewards already."""
+
+    def __init__(self) -> None:
+        super().__init__(f"a channel has at most {MAX_REWARDS_PER_CHANNEL} rewards")
 
 
 class ChannelPoints:
@@ -45,8 +58,16 @@ class ChannelPoints:
         self._clock = clock
 
     async def rewards(self, channel_id: str, *, built_in: bool = True) -> list[Reward]:
-        """The channel's rewards: built-in ones first (when asked for), then its own."""
-        custom = await self._db.read(lambda tx: repo.list_rewards(tx, channel_id))
+        """The channel's rewards: built-in ones first (when asked for), then its own.
+
+        ChannelNotFound when no user has that id.
+        """
+
+        def read(tx: Tx) -> list[Reward]:
+            channel_by_id(tx, channel_id)
+            return repo.list_rewards(tx, channel_id)
+
+        custom = await self._db.read(read)
         fixed = [replace(reward, channel_id=channel_id) for reward in BUILT_IN] if built_in else []
         return fixed + custom
 
@@ -68,7 +89,7 @@ class ChannelPoints:
         )
 
         def insert(tx: Tx) -> Reward:
-            if repo.count_rewards(tx, channel_id) >= MAX_REWARDS_PER_CHANNEL:
+            if not repo.claim_reward_slot(tx, channel_id):
                 raise TooManyRewards()
             return repo.insert_reward(tx, reward)
 

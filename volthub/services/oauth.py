@@ -28,8 +28,9 @@ import secrets
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from volthub.config import OAuthSettings
 from volthub.hub.clock import Clock, iso8601
 from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Database, Tx
@@ -38,6 +39,11 @@ from volthub.persistence import oauth as repo
 from volthub.persistence import users as users_repo
 from volthub.persistence.apps import App
 from volthub.persistence.oauth import AuthorizationCode, Grant
+from volthub.protocol import catalogue
+from volthub.protocol.catalogue import Person
+from volthub.protocol.oauth import pkce
+from volthub.protocol.oauth import scopes as scope_catalogue
+from volthub.services.tokens import Claims
 
 T = TypeVar("T")
 
@@ -85,6 +91,16 @@ class Issued:
     client_id: str
     scope: str
     refresh_token: str
+
+
+@dataclass(frozen=True)
+class Connection:
+    """An app a user has authorised: the real scopes its active grants hold now."""
+
+    app: App
+    held: frozenset[str]
+    connected_at: int  # epoch ms of the oldest active grant
+    updated_at: int
 
 
 def new_secret(prefix: str) -> str:
@@ -252,7 +268,13 @@ class OAuthService:
         )
         repo.attach_grant(tx, code.code_hash, grant.id)
         refresh = self._new_refresh_token(tx, grant.id, now)
-        data = {**_who(user), **_app(app), "scopes": self._real_list(held), "grantedAt": iso8601(now)}
+        data = catalogue.user_authorization_grant(
+            user=Person.of(user),
+            client_id=app.client_id,
+            app_name=app.name,
+            scopes=self._real_list(held),
+            granted_at=iso8601(now),
+        )
         emitter.emit(user.id, "user.authorization.grant", data)
         return Issued(grant.id, user.id, app.client_id, self._token_scope(code.scope, held), refresh)
 
@@ -347,7 +369,13 @@ class OAuthService:
             app = apps_repo.get_app(tx, client_id)
             if user is None or app is None:
                 continue
-            data = {**_who(user), **_app(app), "scopes": self._real_list(held), "revokedAt": iso8601(emitter.now_ms)}
+            data = catalogue.user_authorization_revoke(
+                user=Person.of(user),
+                client_id=app.client_id,
+                app_name=app.name,
+                scopes=self._real_list(held),
+                revoked_at=iso8601(emitter.now_ms),
+            )
             emitter.emit(user.id, "user.authorization.revoke", data)
 
     # --- access tokens ----------------------------------------------------------------------------
@@ -373,6 +401,39 @@ class OAuthService:
                 self._cache[grant_id] = (held, now + self.policy.cache_seconds)
         return held
 
+    async def token_scopes(self, claims: Claims) -> frozenset[str] | None:
+        """What an OAuth access token may do now: its scopes within what its grant holds;
+        None once the grant is revoked (volthub.http.access)."""
+        if claims.grant_id is None or claims.client_id is None:
+            return None
+        held = await self.held_scopes(claims.grant_id, claims.user_id, claims.client_id)
+        return None if held is None else self.rules.effective(claims.scope) & held
+
+    async def operator_grants(self, client_id: str) -> dict[str, int]:
+        """Sensitive scopes an operator granted the app -> when (epoch ms)."""
+        return await self._db.read(lambda tx: repo.app_scope_grants(tx, client_id))
+
+    # --- a user's connected apps -----------------------------------------------------------------
+
+    async def connections(self, user_id: str) -> list[Connection]:
+        """Apps the user has authorised (with at least one active grant), oldest grant first."""
+
+        def read(tx: Tx) -> list[Connection]:
+            grouped: dict[str, list[Grant]] = {}
+            for grant in repo.active_grants(tx, user_id):
+                grouped.setdefault(grant.client_id, []).append(grant)
+            found = []
+            for client_id, grants in grouped.items():
+                app = apps_repo.get_app(tx, client_id)
+                if app is None:
+                    continue
+                held = frozenset().union(*(g.held for g in grants))
+                connected = min(g.created_at for g in grants)
+                found.append(Connection(app, held, connected, max(g.updated_at for g in grants)))
+            return found
+
+        return await self._db.read(read)
+
     # --- plumbing ---------------------------------------------------------------------------------
 
     async def _write(self, change: Callable[[Tx, Emitter, list[str]], T]) -> T:
@@ -388,7 +449,7 @@ class OAuthService:
                     self._cache.pop(grant_id, None)
 
     @staticmethod
-    def _raise_or_return(result: Any) -> Any:
+    def _raise_or_return(result: T | OAuthError) -> T:
         if isinstance(result, OAuthError):
             raise result
         return result
@@ -401,9 +462,21 @@ class OAuthService:
         self._cache.clear()
 
 
-def _who(user: users_repo.User) -> dict[str, str]:
-    return {"userId": user.id, "username": user.username, "displayName": user.display_name}
-
-
-def _app(app: App) -> dict[str, str]:
-    return {"clientId": app.client_id, "appName": app.name}
+def build_oauth_service(
+    database: Database, publisher: EventPublisher, clock: Clock, settings: OAuthSettings
+) -> OAuthService:
+    """The service with the protocol's scope rules and the `[oauth]` settings."""
+    rules = ScopeRules(
+        scope_catalogue.effective_scopes,
+        scope_catalogue.format_scope,
+        scope_catalogue.SENSITIVE_SCOPES,
+        pkce.verify,
+    )
+    policy = OAuthPolicy(
+        access_ttl=settings.access_token_ttl_seconds,
+        refresh_ttl=settings.refresh_token_ttl_seconds,
+        code_ttl=settings.code_ttl_seconds,
+        need_review=settings.sensitive_scopes_need_review,
+        cache_seconds=settings.grant_cache_seconds,
+    )
+    return OAuthService(database, publisher, clock, rules, policy)

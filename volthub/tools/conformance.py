@@ -24,7 +24,9 @@ from typing import Final
 import trio
 
 from volthub.cli import command
-from volthub.http.events.engineio import Connection, EngineIOEndpoint, Receive, Scope, Send
+from volthub.http.events.asgi import Receive, Scope, Send
+from volthub.http.events.connection import Connection
+from volthub.http.events.engineio import EngineIOEndpoint
 from volthub.protocol.engineio.session import EngineIOSession, Event, MessageReceived, SessionClosed, Settings
 from volthub.protocol.socketio.binary import BinarySocketIOSession
 from volthub.protocol.socketio.session import ConnectRequest, Disconnected, EventReceived
@@ -135,7 +137,8 @@ async def serve(
     async with trio.open_nursery() as nursery:
 
         async def listen(task_status: trio.TaskStatus[list[str]]) -> None:
-            await hypercorn_serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)
+            # Hypercorn types the app with its TypedDict scopes; ours reads the plain dicts ASGI passes.
+            await hypercorn_serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)  # type: ignore[arg-type]
             nursery.cancel_scope.cancel()  # Hypercorn is done: stop the session drivers too
 
         await nursery.start(app.run)

@@ -25,10 +25,11 @@ from trio_websocket import WebSocketConnection
 from tests.conftest import LiveServer, make_settings, register_live, serve_app
 from tests.conftest import RegisteredUser as Account
 from tests.http.events.live import closed, handshake, open_ws, poll, polling_open, push, receive
+from volthub.hub.clock import TrioClock
 from volthub.hub.publisher import Event
 from volthub.services.tokens import TokenService
 
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
+JS_DIR = Path(__file__).resolve().parents[2] / "js"
 SECRET = "events-test-secret-0123456789abcdef"
 EIO_PATH = "/ws/events/"
 DEFAULT_PATH = "/socket.io/"
@@ -233,11 +234,7 @@ async def test_token_over_polling_and_default_path(server: LiveServer, owner: Ac
 
 
 def _expired_token(user_id: str) -> str:
-    class LongAgo:
-        def now(self) -> float:
-            return time.time() - 3600
-
-    token, _ = TokenService(SECRET, LongAgo(), 60).issue_session(user_id)
+    token, _ = TokenService(SECRET, TrioClock(start=time.time() - 3600), 60).issue_session(user_id)
     return token
 
 
@@ -331,7 +328,7 @@ async def test_rewards_failure_is_service_unavailable(
         async def rewards(self, channel_id: str, *, built_in: bool = True) -> list[Any]:
             raise RuntimeError("channel points are down")
 
-    runtime_of(server).services["channel_points"] = Broken()
+    runtime_of(server).services.channel_points = Broken()
     ws = await sio_open(server, nursery, '40{"token":"%s"}' % owner.token)
     await connected(ws)
     await ws.send_message('42["channel:getRewards",{"channelId":"%s"}]' % owner.id)
@@ -424,7 +421,7 @@ async def test_unknown_sid_and_bad_requests_over_http(server: LiveServer) -> Non
 async def test_stalled_client_is_disconnected_and_others_are_unaffected(
     server: LiveServer, owner: Account, nursery: trio.Nursery
 ) -> None:
-    fanout = runtime_of(server).services["fanout"]
+    fanout = runtime_of(server).services.fanout
     fast = []
     for _ in range(3):
         ws = await sio_open(server, nursery, '40{"token":"%s"}' % owner.token)
@@ -436,7 +433,7 @@ async def test_stalled_client_is_disconnected_and_others_are_unaffected(
     await stalled_ws.send_message('40{"token":"%s"}' % owner.token)
     with trio.fail_after(5):
         while fanout.subscriber_count(owner.id) < 4:
-            await trio.sleep(0.01)
+            await trio.sleep(0.01)  # real time: the server reads the CONNECT from a socket
     received = [0, 0, 0]
 
     async def read(index: int, ws: WebSocketConnection) -> None:
@@ -456,12 +453,12 @@ async def test_stalled_client_is_disconnected_and_others_are_unaffected(
                 publish(server, owner.id, "channel.raid", {"n": sent, "blob": blob})
                 sent += 1
                 while min(received) < sent:  # every fast client has this one before the next
-                    await trio.sleep(0.001)
+                    await trio.sleep(0.001)  # real time: frames cross real sockets
             for _ in range(5):  # and delivery goes on after the disconnect
                 publish(server, owner.id, "channel.raid", {"n": sent, "blob": ""})
                 sent += 1
             while min(received) < sent:
-                await trio.sleep(0.001)
+                await trio.sleep(0.001)  # real time: frames cross real sockets
         readers.cancel_scope.cancel()
     assert received == [sent] * 3
     assert fanout.overflowed == 1
@@ -481,7 +478,7 @@ async def test_stalled_client_is_disconnected_and_others_are_unaffected(
 
 
 async def test_presence_snapshot(server: LiveServer, owner: Account, nursery: trio.Nursery) -> None:
-    presence = runtime_of(server).services["presence"]
+    presence = runtime_of(server).services.presence
     viewer = await register_live(server.url)
     mine = await sio_open(server, nursery, '40{"token":"%s"}' % owner.token)
     await connected(mine)
@@ -499,7 +496,7 @@ async def test_presence_snapshot(server: LiveServer, owner: Account, nursery: tr
     await anonymous.aclose()
     with trio.fail_after(5):
         while presence.snapshot(owner.id) != ([owner.id], 0):
-            await trio.sleep(0.01)
+            await trio.sleep(0.01)  # real time: the server sees the closes on its sockets
     async with httpx.AsyncClient(base_url=server.url) as http:
         response = await http.get(f"/api/chat/channels/{owner.username}/viewers")
     assert response.status_code == 200

@@ -160,13 +160,15 @@ async def test_unknown_last_event_id_sends_missed_then_the_buffer(http: httpx.As
 
 
 async def test_keep_alive_comments_flow_while_idle(server: LiveServer, owner: Account) -> None:
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
-        async with http.stream("GET", STREAM, headers=owner.headers) as response:
-            lines = response.aiter_lines()
-            with trio.fail_after(5):
-                async for line in lines:
-                    if line.startswith(":"):
-                        break
+    async with (
+        httpx.AsyncClient(base_url=server.url, timeout=10) as http,
+        http.stream("GET", STREAM, headers=owner.headers) as response,
+    ):
+        lines = response.aiter_lines()
+        with trio.fail_after(5):
+            async for line in lines:
+                if line.startswith(":"):
+                    break
     assert line == ": keep-alive"
 
 

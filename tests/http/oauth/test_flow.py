@@ -619,9 +619,7 @@ async def test_operator_withdrawal_applies_at_once_and_a_regrant_at_the_next_ref
 
     assert await scopes_of(tokens["access_token"]) == {"chat:read", "chat:moderate"}
     await rt.db.write(lambda tx: repo.revoke_app_scope(tx, dev.client_id, "chat:moderate", 1))
-    rt.services[
-        "oauth"
-    ].invalidate_cache()  # the CLI runs in another process; servers see it within grant_cache_seconds
+    rt.services.oauth.invalidate_cache()  # the CLI runs in another process; servers see it within grant_cache_seconds
     assert await scopes_of(tokens["access_token"]) == {"chat:read"}
     assert await rt.db.read(lambda tx: repo.grant_has_scope(tx, user.id, dev.client_id, "chat:moderate")) is False
 
@@ -901,7 +899,7 @@ async def test_generated_oauth_requests_never_cause_a_server_error(client):
 
 
 async def test_the_conftest_token_helper_is_backed_by_a_real_grant(app, client):
-    from tests.conftest import issue_oauth_token
+    from tests.http.oauth.tokens import issue_oauth_token
 
     user = await register(client)
     token = await issue_oauth_token(app, user.id, ["user:write", "chat:moderate", "streams:read"])

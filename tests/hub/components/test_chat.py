@@ -1,4 +1,4 @@
-"""The sans-IO chat rules: validators, mentions, emotes, settings patches, decisions."""
+"""The sans-IO chat rules: validators, mentions, emotes, settings patches, decisions.\n\nThe component built on them is tested in test_chat_component.py."""
 
 from __future__ import annotations
 
@@ -272,22 +272,10 @@ def test_slow_mode_counts_from_the_previous_message():
     assert not rules.needs_last_message(settings, viewer(is_moderator=True))
 
 
-def test_badges_and_payload_optional_members():
+def test_badges_follow_roles():
     who = viewer(is_moderator=True, is_vip=True, subscriber_months=4)
     assert rules.badges(who) == ["moderator", "vip", "subscriber"]
-    payload = rules.message_payload(message_id="m", channel_id="c", standing=who, text="hi", timestamp="t")
-    assert payload["subscriberMonths"] == 4 and payload["isMod"] and payload["isSubscriber"]
-    for absent in ("mentions", "replyTo", "effect", "effectColor", "card", "isSystem", "color"):
-        assert absent not in payload
-    card = rules.message_payload(
-        message_id="m",
-        channel_id="c",
-        standing=viewer(),
-        text="",
-        timestamp="t",
-        card={"type": "sticker-send", "payload": {}},
-    )
-    assert card["isSystem"] is True and "subscriberMonths" not in card
+    assert rules.badges(Standing("b", "b", "B", is_broadcaster=True)) == ["broadcaster"]
 
 
 @pytest.mark.parametrize(

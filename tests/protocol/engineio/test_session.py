@@ -1,4 +1,5 @@
-"""The Engine.IO session state machine: polling, WebSocket, heartbeat, upgrade, close.
+"""The Engine.IO session state machine: polling, WebSocket, heartbeat, close (the upgrade
+from polling to WebSocket: test_upgrade.py).
 
 Scenarios follow the official engine.io-protocol v4 test-suite (PING_INTERVAL 300 ms,
 PING_TIMEOUT 200 ms), with time passed in explicitly.
@@ -9,44 +10,15 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from volthub.protocol.engineio.handshake import ErrorCode, HttpError
+from tests.protocol.engineio.support import SETTINGS, assert_refused, open_polling, open_websocket, post
+from volthub.protocol.engineio.handshake import ErrorCode
 from volthub.protocol.engineio.packets import EngineIOProtocolError
 from volthub.protocol.engineio.session import (
     EngineIOSession,
     MessageReceived,
-    ProbeResult,
     SessionClosed,
     Settings,
-    UpgradeCancelled,
 )
-
-SETTINGS = Settings(ping_interval_ms=300, ping_timeout_ms=200, max_payload=1000, upgrade_timeout_ms=1000)
-
-
-def open_polling(now: float = 0.0, settings: Settings = SETTINGS) -> EngineIOSession:
-    session = EngineIOSession("sid1", settings, "polling", now)
-    assert session.poll_begin(now) is None
-    assert session.poll_ready
-    handshake = session.poll_take()
-    assert handshake[0] == "0"
-    return session
-
-
-def open_websocket(now: float = 0.0) -> EngineIOSession:
-    session = EngineIOSession("sid1", SETTINGS, "websocket", now)
-    [handshake] = session.take_outgoing()
-    assert isinstance(handshake, str) and handshake[0] == "0"
-    return session
-
-
-def post(session: EngineIOSession, body: str | bytes, now: float = 0.0) -> list:
-    assert session.post_begin(now) is None
-    return session.receive_payload(body, now)
-
-
-def assert_refused(result: object, code: ErrorCode) -> None:
-    assert isinstance(result, HttpError) and result.status == 400 and result.code is code
-
 
 # ------------------------------------------------------------------ handshake
 
@@ -433,127 +405,6 @@ def test_websocket_frame_over_max_payload_closes(frame: str | bytes) -> None:
         session.receive_frame(frame, 0.0)
     assert info.value.http_status == 413
     assert session.closed
-
-
-# ------------------------------------------------------------------ upgrade
-
-
-def test_upgrade_from_polling_to_websocket() -> None:
-    session = open_polling()
-    session.send_message("buffered")  # queued while polling, nobody polled: goes to the WebSocket
-    assert session.upgrade_begin(0.01) is None
-    assert session.upgrading
-    assert session.receive_probe_frame("2probe", 0.02) == ProbeResult(reply=("3probe",))
-    assert session.take_outgoing() == []  # not the session's transport yet
-    assert session.receive_probe_frame("5", 0.03) == ProbeResult(upgraded=True)
-    assert session.transport == "websocket" and not session.upgrading
-    assert session.take_outgoing() == ["4buffered"]
-    assert session.receive_frame("4hello", 0.04) == [MessageReceived("hello")]
-    # Polling requests for the session are refused from now on; the session lives on.
-    assert_refused(session.poll_begin(0.05), ErrorCode.BAD_REQUEST)
-    assert_refused(session.upgrade_begin(0.05), ErrorCode.BAD_REQUEST)
-    assert not session.closed
-
-
-def test_probe_releases_the_pending_get_with_noop() -> None:
-    # The official suite: after 3probe, the pending (or next) GET answers "6".
-    session = open_polling()
-    session.poll_begin(0.0)
-    session.upgrade_begin(0.01)
-    assert not session.poll_ready
-    session.receive_probe_frame("2probe", 0.02)
-    assert session.poll_ready
-    assert session.poll_take() == "6"
-    assert session.poll_begin(0.03) is None  # a GET sent just before the client paused
-    assert session.poll_take() == "6"
-    assert session.receive_probe_frame("5", 0.04).upgraded
-    session.send_message("hello")
-    assert session.take_outgoing() == ["4hello"]
-
-
-def test_get_pending_when_the_upgrade_completes_gets_noop() -> None:
-    session = open_polling()
-    session.upgrade_begin(0.0)
-    session.receive_probe_frame("2probe", 0.0)
-    session.poll_begin(0.0)
-    session.poll_take()
-    session.poll_begin(0.0)  # could not happen with the reference client, but must be safe
-    session.receive_probe_frame("5", 0.01)
-    session.send_message("x")
-    assert session.poll_ready
-    assert session.poll_take() == "6"
-    assert session.take_outgoing() == ["4x"]
-
-
-def test_data_queued_during_the_probe_goes_to_the_last_poll() -> None:
-    session = open_polling()
-    session.upgrade_begin(0.0)
-    session.receive_probe_frame("2probe", 0.0)
-    session.send_message("during")
-    session.poll_begin(0.0)
-    assert session.poll_take() == "4during"  # the client still reads its in-flight poll
-
-
-def test_heartbeat_continues_through_the_upgrade() -> None:
-    session = open_polling()
-    session.upgrade_begin(0.1)
-    session.receive_probe_frame("2probe", 0.1)
-    session.receive_probe_frame("5", 0.1)
-    session.on_timer(0.3)
-    assert session.take_outgoing() == ["2"]
-    session.receive_frame("3", 0.35)
-    assert not session.closed
-
-
-@pytest.mark.parametrize(
-    "frames", [["5"], ["2"], ["2probe", "4hello"], ["abc"], ["2probe", "2probe"], ["2probe", "x" * 100]]
-)
-def test_bad_probe_sequences_are_rejected_and_polling_continues(frames: list[str]) -> None:
-    session = open_polling()
-    session.upgrade_begin(0.0)
-    results = [session.receive_probe_frame(f, 0.0) for f in frames]
-    assert results[-1] == ProbeResult(rejected=True)
-    assert session.transport == "polling" and not session.upgrading and not session.closed
-    assert session.upgrade_begin(0.1) is None  # the client may try again
-
-
-def test_second_websocket_during_a_probe_is_refused() -> None:
-    session = open_polling()
-    assert session.upgrade_begin(0.0) is None
-    assert_refused(session.upgrade_begin(0.0), ErrorCode.BAD_REQUEST)
-
-
-def test_upgrade_timeout_cancels_the_probe() -> None:
-    session = open_polling()
-    session.upgrade_begin(0.0)
-    session.receive_probe_frame("2probe", 0.0)
-    assert session.next_deadline() == pytest.approx(0.3)  # the ping comes first
-    session.on_timer(0.3)
-    session.poll_begin(0.3)
-    assert session.poll_take() == "2"
-    post(session, "3", 0.35)
-    assert session.on_timer(1.0) == [UpgradeCancelled("upgrade timeout")]
-    assert session.transport == "polling" and not session.upgrading
-    assert session.receive_probe_frame("5", 1.1) == ProbeResult(rejected=True)
-
-
-def test_probe_websocket_closing_aborts_the_upgrade() -> None:
-    session = open_polling()
-    session.upgrade_begin(0.0)
-    session.receive_probe_frame("2probe", 0.0)
-    session.upgrade_abort(0.1)
-    assert not session.upgrading
-    session.send_message("still polling")
-    session.poll_begin(0.2)
-    assert session.poll_take() == "4still polling"
-
-
-def test_closing_during_a_probe_rejects_the_probe() -> None:
-    session = open_polling()
-    session.upgrade_begin(0.0)
-    session.close(0.0)
-    assert session.receive_probe_frame("2probe", 0.0) == ProbeResult(rejected=True)
-    assert_refused(session.upgrade_begin(0.0), ErrorCode.UNKNOWN_SID)
 
 
 def test_buffered_counts_waiting_frames() -> None:

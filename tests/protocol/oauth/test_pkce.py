@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 
 import pytest
@@ -156,7 +157,5 @@ def test_verify_never_raises(verifier: object, challenge: object, method: object
 
 @given(st.text(), st.one_of(st.none(), st.text(), st.sampled_from(["S256", "plain"])))
 def test_validate_challenge_raises_only_pkce_error(challenge: str, method: str | None) -> None:
-    try:
+    with contextlib.suppress(PKCEError):
         validate_challenge(challenge, method)
-    except PKCEError:
-        pass

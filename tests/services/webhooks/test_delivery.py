@@ -7,7 +7,9 @@ secret, on the same (virtual) clock as the server.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -18,15 +20,9 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from tests.conftest import (
-    FakeResolver,
-    WebhookReceiver,
-    insert_app,
-    make_settings,
-    register,
-    start_receiver,
-)
 from tests.conftest import RegisteredUser as Account
+from tests.conftest import insert_app, make_settings, register
+from tests.services.webhooks.support import FakeResolver, WebhookReceiver, start_receiver
 from volthub.hub.clock import TrioClock, to_ms
 
 SCHEDULE_OFFSETS_MS = [0, 60_000, 360_000, 2_160_000, 9_360_000]
@@ -81,7 +77,7 @@ class Env:
 
     @property
     def dispatcher(self) -> Any:
-        return self.app.extensions["volthub"].services["webhooks"]
+        return self.app.extensions["volthub"].services.webhooks
 
 
 async def make_env(
@@ -94,13 +90,40 @@ async def make_env(
     config = {"allow_private_targets": True, "ca_file": str(tls[0]), "poll_seconds": 86_400.0, **webhooks}
     app = create_app(make_settings(database_url, webhooks=config), clock=clock)
     try:
-        async with app.test_app():
+        async with _started(app):
             client = app.test_client()
             owner, fan = await register(client), await register(client)
             client_id = await insert_app(app.extensions["volthub"].db, owner.id)
             yield Env(app, client, clock, receiver, owner, fan, client_id)
     finally:
         stop.set()
+
+
+@asynccontextmanager
+async def _started(app: Any) -> AsyncIterator[None]:
+    """`app.test_app()`, with the MockClock held still while the app starts and stops.
+
+    Migrating a fresh PostgreSQL schema can keep every task waiting on a database thread
+    for longer than the autojump threshold; a jump then runs out the test app's 60 s
+    startup timeout, after which Quart-Trio's TrioTestApp leaves its lifespan task behind
+    and the Trio run fails with TrioInternalError."""
+    clock = trio.lowlevel.current_clock()
+    threshold = clock.autojump_threshold if isinstance(clock, MockClock) else None
+
+    def hold(still: bool) -> None:
+        if isinstance(clock, MockClock) and threshold is not None:
+            clock.autojump_threshold = math.inf if still else threshold
+
+    hold(True)
+    try:
+        async with app.test_app():
+            hold(False)
+            try:
+                yield
+            finally:
+                hold(True)
+    finally:
+        hold(False)
 
 
 @pytest.fixture

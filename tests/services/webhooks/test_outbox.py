@@ -16,7 +16,7 @@ from volthub.hub.clock import SystemClock, to_ms
 from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Database, Tx, migrate, open_database, users
 from volthub.persistence import webhooks as repo
-from volthub.services.webhooks import OutboxSink
+from volthub.services.webhooks.outbox import OutboxSink
 
 
 @pytest.fixture

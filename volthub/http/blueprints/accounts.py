@@ -49,7 +49,7 @@ class SessionOut(Model):
 
 
 def accounts() -> Accounts:
-    return runtime().services["accounts"]
+    return runtime().services.accounts
 
 
 def _session(user) -> SessionOut:  # type: ignore[no-untyped-def]

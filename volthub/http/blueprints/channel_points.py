@@ -13,13 +13,10 @@ from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
-from volthub.http.errors import ApiError, not_found
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
-from volthub.persistence import users as users_repo
-from volthub.persistence.channel_points import MAX_REWARDS_PER_CHANNEL
-from volthub.services.channel_points import ChannelPoints, TooManyRewards, rest_shape
+from volthub.services.channel_points import ChannelPoints, rest_shape
 
 blueprint = Blueprint("channel_points", __name__, url_prefix="/api/channel-points")
 
@@ -67,14 +64,7 @@ class RewardBody(Body):
 
 
 def _service() -> ChannelPoints:
-    return runtime().services["channel_points"]
-
-
-async def _existing_channel(channel_id: str) -> str:
-    channel_id = uuid_param(channel_id, "channelId")
-    if await runtime().db.read(lambda tx: users_repo.get_by_id(tx, channel_id)) is None:
-        raise not_found("channel", channelId=channel_id)
-    return channel_id
+    return runtime().services.channel_points
 
 
 @blueprint.get("/<channel_id>/items")
@@ -83,7 +73,7 @@ async def _existing_channel(channel_id: str) -> str:
 @validate_response(RewardList)
 async def items(channel_id: str) -> RewardList:
     """The channel's custom rewards, oldest first."""
-    found = await _service().rewards(await _existing_channel(channel_id), built_in=False)
+    found = await _service().rewards(uuid_param(channel_id, "channelId"), built_in=False)
     return RewardList(items=[RewardOut(**rest_shape(reward)) for reward in found])
 
 
@@ -93,7 +83,7 @@ async def items(channel_id: str) -> RewardList:
 @validate_response(RewardList)
 async def items_with_built_in(channel_id: str) -> RewardList:
     """The built-in rewards (builtInType set), then the channel's custom rewards."""
-    found = await _service().rewards(await _existing_channel(channel_id), built_in=True)
+    found = await _service().rewards(uuid_param(channel_id, "channelId"), built_in=True)
     return RewardList(items=[RewardOut(**rest_shape(reward)) for reward in found])
 
 
@@ -107,8 +97,5 @@ async def create_item(channel_id: str, data: RewardBody) -> tuple[RewardOut, int
     """Create a custom reward in your own channel (first-party token; 403 elsewhere).
 
     At most 100 rewards per channel (409 `too_many_rewards`)."""
-    try:
-        reward = await _service().create(channel_id, data.model_dump())
-    except TooManyRewards:
-        raise ApiError(409, "too_many_rewards", f"a channel has at most {MAX_REWARDS_PER_CHANNEL} rewards") from None
+    reward = await _service().create(channel_id, data.model_dump())
     return RewardOut(**rest_shape(reward)), 201

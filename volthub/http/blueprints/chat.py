@@ -1,6 +1,6 @@
 """Chat for integrations (spec §2.1–2.3, §4.1): send, moderate, chat modes.
 
-Every state change goes to the channel's actor (volthub/hub/actors.py), which checks the
+Every state change goes to the channel's actor (volthub/hub/actor.py), which checks the
 rules, stores the change and publishes its events before it answers. This module also
 wires the actor registry into the app: `run_chat_hub` is one of the app's SERVICES and
 `chat_hub()` is how any route (the sandbox, interactive features) reaches it, e.g.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import trio
 from pydantic import Field, field_validator, model_serializer, model_validator
 from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
@@ -21,17 +20,18 @@ from volthub.http import access
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import Runtime, runtime
 from volthub.http.schemas import Body, Model, PersonOut
-from volthub.hub.actor import (
-    ActorRegistry,
+from volthub.hub.clock import iso8601
+from volthub.hub.components import chat as rules
+from volthub.hub.components.chat import (
+    ChatSettings,
+    Effect,
+    ModerationAction,
     ModerationRequest,
     OutgoingMessage,
     ReplyRef,
 )
-from volthub.hub.clock import iso8601
-from volthub.hub.components import chat as rules
-from volthub.hub.components.chat import Effect, ModerationAction
-from volthub.persistence import chat as repo
-from volthub.persistence.chat import ChatSettings
+from volthub.hub.registry import ActorRegistry
+from volthub.services.chat import ChatReads
 
 blueprint = Blueprint("chat", __name__, url_prefix="/api/integrations/oauth/chat")
 
@@ -40,7 +40,7 @@ blueprint = Blueprint("chat", __name__, url_prefix="/api/integrations/oauth/chat
 
 def hub_for(rt: Runtime) -> ActorRegistry:
     """The process's actor registry, made on first use (after start-up opened the store)."""
-    registry = rt.services.get("chat")
+    registry = rt.services.chat
     if registry is None:
         registry = ActorRegistry(
             rt.db,
@@ -48,8 +48,9 @@ def hub_for(rt: Runtime) -> ActorRegistry:
             rt.clock,
             inbox_size=rt.settings.chat.inbox_size,
             idle_seconds=rt.settings.chat.actor_idle_seconds,
+            history_limit=rt.settings.chat.history_limit,
         )
-        rt.services["chat"] = registry
+        rt.services.chat = registry
     return registry
 
 
@@ -57,12 +58,21 @@ def chat_hub() -> ActorRegistry:
     return hub_for(runtime())
 
 
-async def run_chat_hub(rt: Runtime, nursery: trio.Nursery) -> None:
+async def run_chat_hub(rt: Runtime) -> None:
     """App service: the registry's nursery holds every channel actor until shutdown."""
     await hub_for(rt).run()
 
 
 # --- shapes ----------------------------------------------------------------------------------
+
+
+def absent(**field: Any) -> Any:
+    """A member that may be left out but is never null: `Field(None)` on a non-nullable type.
+
+    The OpenAPI document drops the null default (schemas._drop_null_defaults), and a null
+    sent in a body is refused. Typed `Any` because the field's type is not `None`'s.
+    """
+    return Field(None, **field)
 
 
 class OmitNone(Model):
@@ -143,13 +153,13 @@ class SettingsOut(Model):
 class SettingsPatch(Body):
     """Partial: omitted fields stay as they are; null is refused."""
 
-    slowMode: bool = Field(None, description="true alone keeps the stored duration, or 30 s when none.")
-    slowModeSeconds: int = Field(
-        None, ge=0, le=rules.SLOW_MODE_MAX_SECONDS, description="0–3600; 0 turns slow mode off, n > 0 on."
+    slowMode: bool = absent(description="true alone keeps the stored duration, or 30 s when none.")
+    slowModeSeconds: int = absent(
+        ge=0, le=rules.SLOW_MODE_MAX_SECONDS, description="0–3600; 0 turns slow mode off, n > 0 on."
     )
-    followersOnly: bool = Field(None)
-    subscribersOnly: bool = Field(None)
-    emoteOnly: bool = Field(None)
+    followersOnly: bool = absent()
+    subscribersOnly: bool = absent()
+    emoteOnly: bool = absent()
 
 
 class ModerateBody(Body):
@@ -279,8 +289,8 @@ async def moderate(channel_id: str, data: ModerateBody) -> ModerateOut:
 @validate_response(SettingsOut, 200)
 async def get_settings() -> SettingsOut:
     """The chat modes of the token owner's channel (spec §2.3); fresh: false, 0, false, false, false."""
-    channel = access.principal().user_id
-    settings, _ = await runtime().db.read(lambda tx: repo.get_settings(tx, channel))
+    rt = runtime()
+    settings = await ChatReads(rt.db, rt.clock).settings(access.principal().user_id)
     return SettingsOut.of(settings)
 
 

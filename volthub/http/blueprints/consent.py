@@ -1,6 +1,6 @@
 """The consent page for people: `GET /oauth/authorize` and its form posts (DESIGN §4).
 
-The same checks as the JSON authorize API (`blueprints.oauth.check_authorize`), rendered
+The same checks as the JSON authorize API (`blueprints.oauth.authorize.check_authorize`), rendered
 with `volthub.http.consent_page` and served with its SECURITY_HEADERS.
 
 - Sign-in: the first-party login, on the page itself. On success the browser gets a session
@@ -27,13 +27,8 @@ from quart import Blueprint, Response, request
 from quart_schema import tag
 
 from volthub.http import access
-from volthub.http.blueprints.oauth import (
-    AuthorizeError,
-    AuthorizeRequest,
-    check_authorize,
-    issue_code,
-    single_values,
-)
+from volthub.http.blueprints.oauth.authorize import AuthorizeError, AuthorizeRequest, check_authorize, issue_code
+from volthub.http.blueprints.oauth.common import single_values
 from volthub.http.consent_page import (
     FORM_ACTION,
     OAUTH_PARAMS,
@@ -42,11 +37,10 @@ from volthub.http.consent_page import (
     render_error_page,
 )
 from volthub.http.runtime import runtime
-from volthub.persistence import users as users_repo
-from volthub.persistence.users import User
 from volthub.services.accounts import Accounts
 from volthub.services.oauth import OAuthError
 from volthub.services.tokens import SESSION, TokenError
+from volthub.services.users import User
 
 blueprint = Blueprint("consent", __name__)
 
@@ -123,7 +117,7 @@ async def _decide(
 
 async def _login(checked: AuthorizeRequest, params: dict[str, str], values: Mapping[str, str], seed: str) -> Response:
     username, password = values.get("username", ""), values.get("password", "")
-    accounts: Accounts = runtime().services["accounts"]
+    accounts: Accounts = runtime().services.accounts
     user = None
     # Only what registration allows reaches the database (PostgreSQL refuses NUL in text).
     if _USERNAME.fullmatch(username) and 0 < len(password) <= 128:
@@ -151,7 +145,7 @@ async def _signed_in_user() -> User | None:
         return None
     if claims.kind != SESSION:
         return None
-    return await runtime().db.read(lambda tx: users_repo.get_by_id(tx, claims.user_id))
+    return await runtime().services.users.by_id(claims.user_id)
 
 
 # --- CSRF ------------------------------------------------------------------------------------------
@@ -162,7 +156,7 @@ def _consent_purpose(user: User) -> str:
 
 
 def _csrf_token(seed: str, purpose: str) -> str:
-    key = runtime().services["oauth_csrf_key"].encode("utf-8")
+    key = runtime().services.oauth_csrf_key.encode("utf-8")
     return hmac.new(key, f"{purpose}|{seed}".encode(), hashlib.sha256).hexdigest()
 
 

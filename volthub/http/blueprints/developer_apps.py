@@ -9,7 +9,6 @@ must use PKCE. Redirect URIs are matched exactly (volthub.protocol.oauth.redirec
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -18,19 +17,14 @@ from quart import Blueprint, Response
 from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
-from volthub.http.blueprints.oauth import oauth_service, plausible_client_id
-from volthub.http.errors import ApiError, not_found
+from volthub.http.errors import ApiError
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
-from volthub.hub.clock import iso8601, to_ms
-from volthub.persistence import Tx
-from volthub.persistence import apps as repo
-from volthub.persistence import oauth as oauth_repo
-from volthub.persistence.apps import App
+from volthub.hub.clock import iso8601
 from volthub.protocol.oauth.redirects import InvalidRedirectURI, validate_registered_uri
 from volthub.protocol.oauth.scopes import SCOPES
-from volthub.services.oauth import CLIENT_SECRET_PREFIX, digest, new_secret
+from volthub.services.apps import App, AppFields, Apps
 
 blueprint = Blueprint("developer_apps", __name__, url_prefix="/api/developer/apps")
 
@@ -162,16 +156,8 @@ def _with_secret(app: App, secret: str | None) -> AppWithSecretOut:
     return AppWithSecretOut(**app_out(app).model_dump(), clientSecret=secret)
 
 
-async def _owned_app(client_id: str) -> App:
-    owner = access.principal().user_id
-    app = await runtime().db.read(lambda tx: repo.get_app(tx, client_id)) if plausible_client_id(client_id) else None
-    if app is None or app.owner_id != owner:
-        raise not_found("app", clientId=client_id)
-    return app
-
-
-def _now_ms() -> int:
-    return to_ms(runtime().clock.now())
+def apps() -> Apps:
+    return runtime().services.apps
 
 
 @blueprint.get("")
@@ -180,8 +166,7 @@ def _now_ms() -> int:
 @validate_response(AppList)
 async def list_apps() -> AppList:
     """The caller's apps, oldest first."""
-    owner = access.principal().user_id
-    found = await runtime().db.read(lambda tx: repo.apps_of_owner(tx, owner))
+    found = await apps().of_owner(access.principal().user_id)
     return AppList(items=[app_out(app) for app in found])
 
 
@@ -199,25 +184,15 @@ async def create_app(data: AppCreateBody) -> tuple[AppWithSecretOut, int]:
     be authorised until one is added. `public: true` creates a client without a secret,
     which must use PKCE. At most 5 apps per hour per user.
     """
-    secret = None if data.public else new_secret(CLIENT_SECRET_PREFIX)
-    owner = access.principal().user_id
-    now = _now_ms()
-
-    def create(tx: Tx) -> App:
-        return repo.create_app(
-            tx,
-            client_id=str(uuid.uuid4()),
-            owner_id=owner,
-            name=data.name,
-            description=data.description,
-            logo_url=data.logoUrl,
-            redirect_uris=list(data.redirectUris),
-            client_secret_hash=digest(secret) if secret else None,
-            bot_app=data.botApp,
-            now_ms=now,
-        )
-
-    app = await runtime().db.write(create)
+    fields = AppFields(
+        name=data.name,
+        description=data.description,
+        logo_url=data.logoUrl,
+        redirect_uris=list(data.redirectUris),
+        bot_app=data.botApp,
+        public=data.public,
+    )
+    app, secret = await apps().create(access.principal().user_id, fields)
     return _with_secret(app, secret), 201
 
 
@@ -227,7 +202,17 @@ async def create_app(data: AppCreateBody) -> tuple[AppWithSecretOut, int]:
 @validate_response(AppOut)
 async def get_app(client_id: str) -> AppOut:
     """One of the caller's apps (never its secret)."""
-    return app_out(await _owned_app(client_id))
+    return app_out(await apps().owned(access.principal().user_id, client_id))
+
+
+# Body field -> the app record's field, for PATCH.
+_EDITABLE = {
+    "name": "name",
+    "description": "description",
+    "logoUrl": "logo_url",
+    "redirectUris": "redirect_uris",
+    "botApp": "bot_app",
+}
 
 
 @blueprint.patch("/<client_id>")
@@ -238,26 +223,16 @@ async def get_app(client_id: str) -> AppOut:
 async def update_app(client_id: str, data: AppPatchBody) -> AppOut:
     """Change name, description, logo, redirect URIs or the bot flag; omitted fields stay.
     Whether an app is public is fixed at creation."""
-    await _owned_app(client_id)
+    me = access.principal().user_id
+    await apps().owned(me, client_id)  # 404 before any validation error
     sent = data.model_dump(exclude_unset=True)
     for field in ("name", "redirectUris", "botApp"):
         if field in sent and sent[field] is None:
             raise ApiError(400, "validation_error", f"{field} cannot be null", {"field": field})
-    columns = {
-        "name": "name",
-        "description": "description",
-        "logoUrl": "logo_url",
-        "redirectUris": "redirect_uris",
-        "botApp": "bot_app",
-    }
-    changes: dict[str, Any] = {columns[key]: value for key, value in sent.items()}
+    changes: dict[str, Any] = {_EDITABLE[key]: value for key, value in sent.items()}
     if "description" in changes and changes["description"] is None:
         changes["description"] = ""
-    now = _now_ms()
-    app = await runtime().db.write(lambda tx: repo.update_app(tx, client_id, changes, now))
-    if app is None:
-        raise not_found("app", clientId=client_id)
-    return app_out(app)
+    return app_out(await apps().update(me, client_id, changes))
 
 
 @blueprint.delete("/<client_id>")
@@ -266,8 +241,7 @@ async def update_app(client_id: str, data: AppPatchBody) -> AppOut:
 async def delete_app(client_id: str) -> Response:
     """Delete the app. Every user's grant to it is revoked first (their tokens stop working,
     `user.authorization.revoke` is published); its webhooks go with it."""
-    await _owned_app(client_id)
-    await oauth_service().delete_app(client_id)
+    await apps().delete(access.principal().user_id, client_id)
     return Response("", status=204)
 
 
@@ -278,19 +252,7 @@ async def delete_app(client_id: str) -> Response:
 async def rotate_secret(client_id: str) -> AppWithSecretOut:
     """Replace the client secret; the old one stops working at once. Issued tokens are kept.
     A public app has no secret: 400 `public_client`."""
-    app = await _owned_app(client_id)
-    if app.is_public:
-        raise ApiError(400, "public_client", "this app is a public client: it has no secret to rotate")
-    secret = new_secret(CLIENT_SECRET_PREFIX)
-    now = _now_ms()
-
-    def rotate(tx: Tx) -> App | None:
-        repo.set_secret_hash(tx, client_id, digest(secret), now)
-        return repo.get_app(tx, client_id)
-
-    rotated = await runtime().db.write(rotate)
-    if rotated is None:
-        raise not_found("app", clientId=client_id)
+    rotated, secret = await apps().rotate_secret(access.principal().user_id, client_id)
     return _with_secret(rotated, secret)
 
 
@@ -301,9 +263,9 @@ async def rotate_secret(client_id: str) -> AppWithSecretOut:
 async def app_scopes(client_id: str) -> AppScopes:
     """Which scopes the app may request. Sensitive scopes need an operator's grant
     (`volthub apps grant CLIENT_ID SCOPE`) while `[oauth] sensitive_scopes_need_review`."""
-    app = await _owned_app(client_id)
-    grants = await runtime().db.read(lambda tx: oauth_repo.app_scope_grants(tx, app.client_id))
-    allowed = oauth_service().allowed({s.name for s in SCOPES}, grants)
+    rt = runtime()
+    grants = await apps().scope_grants(access.principal().user_id, client_id)
+    allowed = rt.services.oauth.allowed({s.name for s in SCOPES}, grants)
     items = [
         ScopeGrantOut(
             name=s.name,
@@ -315,4 +277,4 @@ async def app_scopes(client_id: str) -> AppScopes:
         )
         for s in SCOPES
     ]
-    return AppScopes(reviewRequired=runtime().settings.oauth.sensitive_scopes_need_review, scopes=items)
+    return AppScopes(reviewRequired=rt.settings.oauth.sensitive_scopes_need_review, scopes=items)

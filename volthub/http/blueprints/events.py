@@ -18,9 +18,8 @@ from volthub.http.events.socketio import SLOW_CONSUMER, SSE_WIRE, sse_encode
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
 from volthub.hub.fanout import Fanout
-from volthub.persistence import users as users_repo
-from volthub.persistence.users import User
 from volthub.protocol import catalogue, sse
+from volthub.services.accounts import User
 
 blueprint = Blueprint("events", __name__, url_prefix="/api/events")
 
@@ -51,7 +50,11 @@ class EventTypeOut(Model):
     group: str
     description: str
     transports: TransportsOut
-    emitted: bool = Field(description="false: listed by the spec, never sent (hype train)")
+    emitted: bool = Field(
+        description="true when something on the platform really sends it; false for the hype-train"
+        " events (never sent, spec §6.1) and for events whose producer has not landed yet"
+    )
+    sandbox: bool = Field(description="the sandbox can send it as a test event (spec §2.4)")
     public: bool = Field(description="sent to anonymous subscribers of the channel too")
     aliasOf: str | None
     webhookScope: str | None
@@ -92,7 +95,8 @@ class SseSubscriber:
 @validate_response(EventTypesOut)
 async def event_types() -> EventTypesOut:
     """Every event name of the Events API and of webhooks, with its group, its transports,
-    whether anything emits it (the hype-train events never fire, spec §6.1), whether
+    whether anything really emits it (the hype-train events never fire, spec §6.1; others
+    until their producer lands), whether the sandbox can send it as a test event, whether
     anonymous Events API subscribers get it, and its payload fields."""
     return EventTypesOut.model_validate(catalogue.document())
 
@@ -123,7 +127,7 @@ async def stream(query_args: StreamQuery) -> Response:
     user = await _token_owner()
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
-    body = _event_stream(rt.services["fanout"], rt.settings.events, user, names, last_id)
+    body = _event_stream(rt.services.fanout, rt.settings.events, user, names, last_id)
     response = Response(body, status=200, content_type="text/event-stream; charset=utf-8")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
@@ -152,7 +156,7 @@ def _event_filter(raw: str | None) -> frozenset[str] | None:
 
 async def _token_owner() -> User:
     user_id = access.principal().user_id
-    user = await runtime().db.read(lambda tx: users_repo.get_by_id(tx, user_id))
+    user = await runtime().services.accounts.get_user(user_id)
     if user is None:
         raise access.unauthorized("invalid_token", "the token's user no longer exists")
     return user

@@ -16,5 +16,5 @@ blueprint = Blueprint("health", __name__)
 @validate_response(StatusOut)
 async def healthz() -> StatusOut:
     """Readiness: 200 once the database is open and migrated."""
-    runtime().db  # raises until start-up has finished
+    _ = runtime().db  # raises until start-up has finished
     return StatusOut(status="ok")

@@ -9,13 +9,11 @@ from quart import Blueprint
 from quart_schema import tag, validate_querystring, validate_response
 
 from volthub.http import access
-from volthub.http.errors import ApiError, not_found
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, PageQuery
-from volthub.hub.clock import iso8601, to_ms
-from volthub.persistence import notifications as repo
-from volthub.persistence.pagination import InvalidCursor
+from volthub.hub.clock import iso8601
+from volthub.services.notifications import Notification, Notifications
 
 blueprint = Blueprint("notifications", __name__, url_prefix="/api/notifications")
 
@@ -48,7 +46,7 @@ class ReadAllOut(Model):
     updated: int
 
 
-def notification_out(item: repo.Notification) -> NotificationOut:
+def notification_out(item: Notification) -> NotificationOut:
     return NotificationOut(
         id=item.id,
         type=item.type,
@@ -61,8 +59,9 @@ def notification_out(item: repo.Notification) -> NotificationOut:
     )
 
 
-def _now_ms() -> int:
-    return to_ms(runtime().clock.now())
+def _notifications() -> Notifications:
+    rt = runtime()
+    return Notifications(rt.db, rt.clock)
 
 
 @blueprint.get("")
@@ -74,12 +73,7 @@ async def list_notifications(query_args: NotificationQuery) -> NotificationPage:
     """The caller's notifications, newest first; cursor pagination (limit ≤ 100),
     `unread=true` for unread ones only."""
     me = access.principal().user_id
-    try:
-        page = await runtime().db.read(
-            lambda tx: repo.list_for_user(tx, me, query_args.limit, query_args.cursor, query_args.unread)
-        )
-    except InvalidCursor as exc:
-        raise ApiError(400, "invalid_cursor", str(exc), {"field": "cursor"}) from None
+    page = await _notifications().page(me, query_args.limit, query_args.cursor, unread_only=query_args.unread)
     return NotificationPage(items=[notification_out(n) for n in page.items], nextCursor=page.next_cursor)
 
 
@@ -89,8 +83,7 @@ async def list_notifications(query_args: NotificationQuery) -> NotificationPage:
 @validate_response(CountOut)
 async def unread_count() -> CountOut:
     """How many of the caller's notifications are unread: `{count}`."""
-    me = access.principal().user_id
-    return CountOut(count=await runtime().db.read(lambda tx: repo.unread_count(tx, me)))
+    return CountOut(count=await _notifications().unread_count(access.principal().user_id))
 
 
 @blueprint.post("/<notification_id>/read")
@@ -100,11 +93,7 @@ async def unread_count() -> CountOut:
 async def mark_read(notification_id: str) -> NotificationOut:
     """Mark one notification read (idempotent; the first read time stays)."""
     notification_id = uuid_param(notification_id, "id")
-    me, now = access.principal().user_id, _now_ms()
-    found = await runtime().db.write(lambda tx: repo.mark_read(tx, me, notification_id, now))
-    if found is None:
-        raise not_found("notification", id=notification_id)
-    return notification_out(found)
+    return notification_out(await _notifications().mark_read(access.principal().user_id, notification_id))
 
 
 @blueprint.post("/read-all")
@@ -113,5 +102,4 @@ async def mark_read(notification_id: str) -> NotificationOut:
 @validate_response(ReadAllOut)
 async def mark_all_read() -> ReadAllOut:
     """Mark every unread notification of the caller read: `{updated}` is how many."""
-    me, now = access.principal().user_id, _now_ms()
-    return ReadAllOut(updated=await runtime().db.write(lambda tx: repo.mark_all_read(tx, me, now)))
+    return ReadAllOut(updated=await _notifications().mark_all_read(access.principal().user_id))

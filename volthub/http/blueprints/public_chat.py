@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -10,22 +9,16 @@ from quart import Blueprint
 from quart_schema import tag, validate_querystring, validate_response
 
 from volthub.http import access
-from volthub.http.blueprints.chat import OmitNone, SettingsOut
-from volthub.http.errors import not_found
+from volthub.http.blueprints.chat import OmitNone, SettingsOut, absent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, PersonOut, Query
-from volthub.hub.clock import to_ms
 from volthub.hub.components import chat as rules
-from volthub.persistence import chat as repo
-from volthub.persistence import users as users_repo
-from volthub.persistence.chat import Member
-from volthub.persistence.users import User
+from volthub.services.chat import VIEWER_LIST_MAX, ChatReads, Member
 
 blueprint = Blueprint("public_chat", __name__, url_prefix="/api/chat")
 
 STATS_WINDOW_SECONDS = 300
-VIEWER_LIST_MAX = 1000
 
 # --- shapes ----------------------------------------------------------------------------------
 
@@ -58,14 +51,14 @@ class ChatMessageOut(OmitNone):
     isVip: bool
     isSubscriber: bool
     timestamp: str
-    subscriberMonths: int = Field(None, description="Present when subscribed.")
-    color: str = Field(None, description="Accent colour, #rrggbb (not set by this server yet).")
-    mentions: list[PersonOut] = Field(None, description="Present only with valid @username mentions.")
-    replyTo: ReplyToOut = Field(None)
-    effect: str = Field(None)
-    effectColor: str = Field(None)
-    card: CardOut = Field(None, description="Card messages: {type, payload}.")
-    isSystem: bool = Field(None, description="true on system and card messages.")
+    subscriberMonths: int = absent(description="Present when subscribed.")
+    color: str = absent(description="Accent colour, #rrggbb (not set by this server yet).")
+    mentions: list[PersonOut] = absent(description="Present only with valid @username mentions.")
+    replyTo: ReplyToOut = absent()
+    effect: str = absent()
+    effectColor: str = absent()
+    card: CardOut = absent(description="Card messages: {type, payload}.")
+    isSystem: bool = absent(description="true on system and card messages.")
 
 
 class HistoryQuery(Query):
@@ -76,18 +69,28 @@ class HistoryOut(Model):
     messages: list[ChatMessageOut]
 
 
-class ViewerOut(Model):
-    userId: str
-    username: str
-    displayName: str
+class ViewerOut(PersonOut):
     avatarUrl: str | None
     roles: list[str] = Field(description="broadcaster, moderator, vip, subscriber")
+
+    @classmethod
+    def of(cls, member: Member) -> ViewerOut:
+        who = member.standing
+        return cls(
+            userId=who.user_id,
+            username=who.username,
+            displayName=who.display_name,
+            avatarUrl=member.avatar_url,
+            roles=rules.roles(who),
+        )
 
 
 class ViewersOut(Model):
     channelId: str
     channelUsername: str
-    viewers: list[ViewerOut] = Field(description="Signed-in viewers, broadcaster and staff first (at most 1000).")
+    viewers: list[ViewerOut] = Field(
+        description=f"Signed-in viewers, broadcaster and staff first (at most {VIEWER_LIST_MAX})."
+    )
     authenticatedCount: int
     anonymousCount: int
     total: int
@@ -138,39 +141,9 @@ class SlashCommandsOut(Model):
 # --- helpers ---------------------------------------------------------------------------------
 
 
-async def _channel(value: str, *, by_username: bool = False) -> User:
-    """A channel by id; with `by_username` a username (any case) works too."""
-    if by_username and "-" not in value:
-        user = await runtime().db.read(lambda tx: users_repo.get_by_username_insensitive(tx, value))
-    else:
-        channel_id = uuid_param(value, "channelId")
-        user = await runtime().db.read(lambda tx: users_repo.get_by_id(tx, channel_id))
-    if user is None:
-        raise not_found("channel", channelId=value)
-    return user
-
-
-async def _presence(channel_id: str) -> tuple[list[str], int]:
-    """(signed-in viewer ids, anonymous count) from the presence service, if one runs."""
-    presence = runtime().services.get("presence")
-    if presence is None:
-        return [], 0
-    snapshot = presence.snapshot(channel_id)
-    if inspect.isawaitable(snapshot):
-        snapshot = await snapshot
-    user_ids, anonymous = snapshot
-    return list(user_ids), int(anonymous)
-
-
-def _now_ms() -> int:
-    return to_ms(runtime().clock.now())
-
-
-def _rank(member: Member) -> tuple[int, str]:
-    """Broadcaster, moderators, VIPs, subscribers, everyone else; then by name."""
-    who = member.standing
-    flags = (who.is_broadcaster, who.is_moderator, who.is_vip, who.is_subscriber, True)
-    return flags.index(True), who.username.lower()
+def _chat() -> ChatReads:
+    rt = runtime()
+    return ChatReads(rt.db, rt.clock, rt.services.presence)
 
 
 # --- routes ----------------------------------------------------------------------------------
@@ -186,8 +159,7 @@ async def history(channel_id: str, query_args: HistoryQuery) -> HistoryOut:
 
     Each is the chat.message payload (spec §2.6) as it was sent, with `timestamp`.
     """
-    channel = await _channel(channel_id)
-    found = await runtime().db.read(lambda tx: repo.history(tx, channel.id, query_args.limit))
+    found = await _chat().history(uuid_param(channel_id, "channelId"), query_args.limit)
     return HistoryOut(messages=[ChatMessageOut.model_validate(payload) for payload in found])
 
 
@@ -200,28 +172,17 @@ async def viewers(channel_id: str) -> ViewersOut:
 
     `channelId` may also be the channel's username (any case).
     """
-    channel = await _channel(channel_id, by_username=True)
-    user_ids, anonymous = await _presence(channel.id)
-    now_ms = _now_ms()
-    members = await runtime().db.read(lambda tx: repo.standings(tx, channel.id, user_ids, now_ms))
-    ranked = sorted(members.values(), key=_rank)[:VIEWER_LIST_MAX]
-    listed = [
-        ViewerOut(
-            userId=m.standing.user_id,
-            username=m.standing.username,
-            displayName=m.standing.display_name,
-            avatarUrl=m.avatar_url,
-            roles=rules.roles(m.standing),
-        )
-        for m in ranked
-    ]
+    by_username = "-" not in channel_id  # a UUID has hyphens, a username never does
+    found = await _chat().viewers(
+        channel_id if by_username else uuid_param(channel_id, "channelId"), by_username=by_username
+    )
     return ViewersOut(
-        channelId=channel.id,
-        channelUsername=channel.username,
-        viewers=listed,
-        authenticatedCount=len(members),
-        anonymousCount=anonymous,
-        total=len(members) + anonymous,
+        channelId=found.channel.id,
+        channelUsername=found.channel.username,
+        viewers=[ViewerOut.of(member) for member in found.listed],
+        authenticatedCount=found.authenticated,
+        anonymousCount=found.anonymous,
+        total=found.authenticated + found.anonymous,
     )
 
 
@@ -231,20 +192,16 @@ async def viewers(channel_id: str) -> ViewersOut:
 @validate_response(StatsOut, 200)
 async def stats(channel_id: str) -> StatsOut:
     """Live chat statistics over the last 5 minutes: messages per minute, distinct chatters, viewers."""
-    channel = await _channel(channel_id)
-    since = _now_ms() - STATS_WINDOW_SECONDS * 1000
-    messages, chatters = await runtime().db.read(lambda tx: repo.activity(tx, channel.id, since))
-    user_ids, anonymous = await _presence(channel.id)
-    signed_in = len(set(user_ids))
+    activity = await _chat().activity(uuid_param(channel_id, "channelId"), STATS_WINDOW_SECONDS)
     return StatsOut(
-        channelId=channel.id,
-        windowSeconds=STATS_WINDOW_SECONDS,
-        messages=messages,
-        messagesPerMinute=round(messages / (STATS_WINDOW_SECONDS / 60), 2),
-        chatters=chatters,
-        viewers=signed_in + anonymous,
-        authenticatedViewers=signed_in,
-        anonymousViewers=anonymous,
+        channelId=activity.channel_id,
+        windowSeconds=activity.window_seconds,
+        messages=activity.messages,
+        messagesPerMinute=round(activity.messages / (activity.window_seconds / 60), 2),
+        chatters=activity.chatters,
+        viewers=activity.signed_in + activity.anonymous,
+        authenticatedViewers=activity.signed_in,
+        anonymousViewers=activity.anonymous,
     )
 
 
@@ -272,8 +229,7 @@ def _rules_text(settings: SettingsOut) -> list[str]:
 @validate_response(PolicyOut, 200)
 async def policy(channel_id: str) -> PolicyOut:
     """The channel's chat modes and the rules they imply, as text and as limits."""
-    channel = await _channel(channel_id)
-    settings, _ = await runtime().db.read(lambda tx: repo.get_settings(tx, channel.id))
+    channel, settings = await _chat().channel_settings(uuid_param(channel_id, "channelId"))
     current = SettingsOut.of(settings)
     return PolicyOut(
         channelId=channel.id,

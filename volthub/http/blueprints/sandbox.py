@@ -23,7 +23,8 @@ from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
 from volthub.hub.clock import iso8601, to_ms
-from volthub.persistence import users as users_repo
+from volthub.protocol import catalogue
+from volthub.protocol.catalogue import Person
 
 blueprint = Blueprint("sandbox", __name__, url_prefix="/api/integrations/oauth/test")
 
@@ -67,7 +68,6 @@ class TestEventTypesOut(Model):
 
 @dataclass(frozen=True)
 class _Kind:
-    event: str
     description: str
     fields: dict[str, str]
     build: Callable[[TestEventBody, _Context], dict[str, Any]]
@@ -75,7 +75,7 @@ class _Kind:
 
 @dataclass(frozen=True)
 class _Context:
-    who: dict[str, str]  # the synthetic user acting: userId, username, displayName
+    who: Person  # the synthetic user acting
     at: str  # ISO 8601 time of the event
     channel_username: str
 
@@ -117,71 +117,69 @@ def _invalid(field: str, message: str) -> ApiError:
     )
 
 
+# Each builds its event's payload with the catalogue's builder, the one real producers call.
+
+
 def _subscription(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
-    return {
-        **ctx.who,
-        "tier": _tier(body),
-        "isGift": False,
-        "months": _amount(body, 1),
-        "message": _message(body, None),
-        "subscribedAt": ctx.at,
-    }
+    return catalogue.channel_subscribe(
+        subscriber=ctx.who,
+        tier=_tier(body),
+        months=_amount(body, 1),
+        message=_message(body, None),
+        subscribed_at=ctx.at,
+        is_test=True,
+    )
 
 
 def _gift(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        **ctx.who,
-        "tier": _tier(body),
-        "quantity": _quantity(body),
-        "isAnonymous": False,
-        "giftedAt": ctx.at,
-    }
-    if body.amount is not None:
-        data["amount"] = _amount(body, 1)
-    return data
+    return catalogue.channel_subscription_gift(
+        gifter=ctx.who,
+        tier=_tier(body),
+        quantity=_quantity(body),
+        amount=_amount(body, 1) if body.amount is not None else None,
+        gifted_at=ctx.at,
+        is_test=True,
+    )
 
 
 def _follow(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
-    return {**ctx.who, "followedAt": ctx.at}
+    return catalogue.channel_follow(follower=ctx.who, followed_at=ctx.at, is_test=True)
 
 
 def _volts(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
-    return {**ctx.who, "amount": _amount(body, 100), "message": _message(body, None), "sentAt": ctx.at}
+    return catalogue.channel_volts(
+        sender=ctx.who, amount=_amount(body, 100), message=_message(body, None), sent_at=ctx.at, is_test=True
+    )
 
 
 def _raid(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
-    return {
-        "direction": "incoming",
-        "fromChannelId": ctx.who["userId"],
-        "fromUsername": ctx.who["username"],
-        "fromDisplayName": ctx.who["displayName"],
-        "toChannelId": body.channelId,
-        "toUsername": ctx.channel_username,
-        "viewers": _amount(body, 10),
-        "raidedAt": ctx.at,
-    }
+    return catalogue.channel_raid(
+        raider=ctx.who,
+        target_id=body.channelId,
+        target_username=ctx.channel_username,
+        viewers=_amount(body, 10),
+        raided_at=ctx.at,
+        is_test=True,
+    )
 
 
 def _chat(body: TestEventBody, ctx: _Context) -> dict[str, Any]:
     text = _message(body, "This is a test message from the sandbox.") or ""
     if not text.strip():
         raise _invalid("message", "must not be blank")
-    return {
-        "messageId": str(uuid.uuid4()),
-        "channelId": body.channelId,
-        **ctx.who,
-        "message": text,
-        "badges": [],
-        "isMod": False,
-        "isVip": False,
-        "isSubscriber": False,
-        "timestamp": ctx.at,
-    }
+    return catalogue.chat_message(
+        message_id=str(uuid.uuid4()),
+        channel_id=body.channelId,
+        sender=ctx.who,
+        text=text,
+        timestamp=ctx.at,
+        is_test=True,
+    )
 
 
+# Keyed by the spec's test event types; the event each sends is catalogue.SANDBOX_EVENTS's.
 KINDS: dict[str, _Kind] = {
     "subscription": _Kind(
-        "channel.subscribe",
         "A new subscription.",
         {
             "tier": "tier1-tier3 (default tier1)",
@@ -191,29 +189,25 @@ KINDS: dict[str, _Kind] = {
         _subscription,
     ),
     "gift_subscription": _Kind(
-        "channel.subscription.gift",
         "Gifted subscriptions.",
         {"tier": "tier1-tier3 (default tier1)", "quantity": "1-100 (default 1)", "amount": "optional Volts paid"},
         _gift,
     ),
-    "follow": _Kind("channel.follow", "A new follower.", {}, _follow),
+    "follow": _Kind("A new follower.", {}, _follow),
     "volt_tip": _Kind(
-        "channel.volts",
         "Volts sent to the channel.",
         {"amount": "Volts (default 100)", "message": "optional, at most 500 characters"},
         _volts,
     ),
-    "raid": _Kind("channel.raid", "An incoming raid.", {"amount": "viewers (default 10)"}, _raid),
-    "chat_message": _Kind(
-        "chat.message", "A chat message.", {"message": "at most 500 characters (default: a sample text)"}, _chat
-    ),
+    "raid": _Kind("An incoming raid.", {"amount": "viewers (default 10)"}, _raid),
+    "chat_message": _Kind("A chat message.", {"message": "at most 500 characters (default: a sample text)"}, _chat),
 }
 
 
-def _test_user() -> dict[str, str]:
+def _test_user() -> Person:
     """A made-up viewer: a fresh id and a recognisable test name."""
     number = random.randint(1000, 9999)
-    return {"userId": str(uuid.uuid4()), "username": f"test_user_{number}", "displayName": f"RegisteredUser{number}"}
+    return Person(str(uuid.uuid4()), f"test_user_{number}", f"RegisteredUser{number}")
 
 
 @blueprint.post("/events")
@@ -231,14 +225,13 @@ async def send_test_event(data: TestEventBody) -> TestEventOut:
     """
     channel_id = access.check_own_channel(data.channelId)
     rt = runtime()
-    channel = await rt.db.read(lambda tx: users_repo.get_by_id(tx, channel_id))
+    channel = await rt.services.accounts.get_user(channel_id)
     if channel is None:
         raise access.unauthorized("invalid_token", "the token's user no longer exists")
-    kind = KINDS[data.eventType]
     at = iso8601(to_ms(rt.clock.now()))
     context = _Context(_test_user(), at, channel.username)
-    payload = kind.build(data.model_copy(update={"channelId": channel_id}), context)
-    event = rt.events.publish_ephemeral(channel_id, kind.event, {**payload, "isTest": True})
+    payload = KINDS[data.eventType].build(data.model_copy(update={"channelId": channel_id}), context)
+    event = rt.events.publish_ephemeral(channel_id, catalogue.SANDBOX_EVENTS[data.eventType], payload)
     return TestEventOut(
         eventId=event.id,
         event=event.name,
@@ -252,7 +245,9 @@ async def send_test_event(data: TestEventBody) -> TestEventOut:
 def _types() -> TestEventTypesOut:
     return TestEventTypesOut(
         types=[
-            TestEventTypeOut(eventType=name, event=kind.event, description=kind.description, fields=kind.fields)
+            TestEventTypeOut(
+                eventType=name, event=catalogue.SANDBOX_EVENTS[name], description=kind.description, fields=kind.fields
+            )
             for name, kind in KINDS.items()
         ]
     )

@@ -13,10 +13,8 @@ from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, DisplayName, Model, PageQuery, Query, UserOut
 from volthub.http.users_view import user_out
 from volthub.hub.clock import iso8601
-from volthub.persistence import users as repo
-from volthub.persistence.pagination import InvalidCursor
-from volthub.persistence.users import User
 from volthub.services.accounts import Accounts, SelfFollow, UnknownUser
+from volthub.services.users import User, Users
 
 blueprint = Blueprint("users", __name__, url_prefix="/api/users")
 
@@ -58,12 +56,16 @@ class FollowStatus(Model):
 
 
 def accounts() -> Accounts:
-    return runtime().services["accounts"]
+    return runtime().services.accounts
+
+
+def users() -> Users:
+    return runtime().services.users
 
 
 async def _existing_user(user_id: str, name: str = "userId") -> User:
     user_id = uuid_param(user_id, name)
-    user = await runtime().db.read(lambda tx: repo.get_by_id(tx, user_id))
+    user = await users().by_id(user_id)
     if user is None:
         raise not_found("user", userId=user_id)
     return user
@@ -101,7 +103,7 @@ async def put_me(data: ProfileBody) -> UserOut:
 @validate_response(UserList)
 async def search(query_args: SearchQuery) -> UserList:
     """Users whose username starts with or contains q (case-insensitive); limit ≤ 100."""
-    found = await runtime().db.read(lambda tx: repo.search(tx, query_args.q, query_args.limit))
+    found = await users().search(query_args.q, query_args.limit)
     return UserList(items=[user_out(user) for user in found])
 
 
@@ -111,7 +113,7 @@ async def search(query_args: SearchQuery) -> UserList:
 @validate_response(UserOut)
 async def get_user(username: str) -> UserOut:
     """Public profile by exact, case-sensitive username; its id is the channel id."""
-    user = await runtime().db.read(lambda tx: repo.get_by_username(tx, username))
+    user = await users().by_username(username)
     if user is None:
         raise not_found("user", username=username)
     return user_out(user)
@@ -119,11 +121,8 @@ async def get_user(username: str) -> UserOut:
 
 async def _follow_page(user_id: str, query_args: PageQuery, followers: bool) -> FollowPage:
     user = await _existing_user(user_id)
-    lister = repo.followers if followers else repo.following
-    try:
-        page = await runtime().db.read(lambda tx: lister(tx, user.id, query_args.limit, query_args.cursor))
-    except InvalidCursor as exc:
-        raise ApiError(400, "invalid_cursor", str(exc), {"field": "cursor"}) from None
+    lister = users().followers if followers else users().following
+    page = await lister(user.id, query_args.limit, query_args.cursor)  # InvalidCursor: errors.DOMAIN_ERRORS
     items = [FollowOut(**user_out(u).model_dump(), followedAt=iso8601(at)) for u, at in page.items]
     return FollowPage(items=items, nextCursor=page.next_cursor)
 
@@ -186,5 +185,5 @@ async def follow_status(user_id: str) -> FollowStatus:
     """Whether the caller follows this user, and since when."""
     target = await _existing_user(user_id)
     me = access.principal().user_id
-    at = await runtime().db.read(lambda tx: repo.follow_time(tx, me, target.id))
+    at = await users().follow_time(me, target.id)
     return FollowStatus(following=at is not None, followedAt=iso8601(at) if at is not None else None)

@@ -4,8 +4,9 @@ One :class:`EngineIOEndpoint` per Engine.IO path. It speaks raw ASGI rather than
 through Quart routes: a polling request or a WebSocket frame then costs a dict lookup and
 the session's own parsing, not Quart's request/response objects, context variables and
 hook chain, which matters at thousands of connections per core (issue 7 benchmarks the
-CPU per delivery). :func:`mount` puts the product's two endpoints in front of the Quart
-app; the conformance mode serves its own.
+CPU per delivery). :func:`volthub.http.events.socketio.mount` puts the product's two
+endpoints in front of the Quart app; the conformance mode serves its own. The connection
+and handler types are in :mod:`.connection`, the ASGI byte-level helpers in :mod:`.asgi`.
 
 Tasks, and who owns them:
 - each HTTP request and WebSocket runs in the task Hypercorn gives it;
@@ -23,154 +24,52 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
-from typing import Any, Final, Protocol
-from urllib.parse import parse_qsl
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 import orjson
 import trio
 
+from volthub.http.events.asgi import (
+    CLOSE_GOING_AWAY,
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_NORMAL,
+    CLOSE_PROTOCOL_ERROR,
+    CLOSE_TOO_BIG,
+    JSON_BODY,
+    TEXT_PLAIN,
+    Receive,
+    Refusal,
+    Scope,
+    Send,
+    close_websocket,
+    encode_headers,
+    header,
+    message_data,
+    query_params,
+    read_body,
+    send_frame,
+    wait_unless_disconnected,
+)
+from volthub.http.events.connection import Connection, Handler
 from volthub.protocol.engineio.handshake import (
     POLLING,
     WEBSOCKET,
+    EngineIORequest,
     ErrorCode,
     HttpError,
     RequestKind,
     http_error,
     validate_request,
 )
-from volthub.protocol.engineio.packets import Frame, ProtocolError
+from volthub.protocol.engineio.packets import ProtocolError
 from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClosed, Settings, UpgradeCancelled, new_sid
 from volthub.protocol.socketio.session import Disconnected, SocketIOSession
 
 log = logging.getLogger(__name__)
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 SessionFactory = Callable[[str, Settings, str, float], EngineIOSession]
 # Refuses a new session (e.g. a per-IP rate limit): None to let it in.
-Admission = Callable[[Scope], "Refusal | None"]
-
-# WebSocket close codes (RFC 6455 §7.4.1).
-CLOSE_NORMAL: Final = 1000
-CLOSE_GOING_AWAY: Final = 1001
-CLOSE_PROTOCOL_ERROR: Final = 1002
-CLOSE_TOO_BIG: Final = 1009
-CLOSE_TRY_AGAIN_LATER: Final = 1013
-# A polling POST body must arrive within this long, or the POST is dropped.
-BODY_TIMEOUT_SECONDS: Final = 30.0
-_TEXT: Final = [(b"content-type", b"text/plain; charset=UTF-8")]
-_JSON: Final = [(b"content-type", b"application/json")]
-
-
-class Refusal(Exception):
-    """An HTTP refusal outside the Engine.IO error set (status, JSON body, headers)."""
-
-    def __init__(self, status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(body.get("message", ""))
-        self.status = status
-        self.body = orjson.dumps(body)
-        self.headers = dict(headers or {})
-
-
-class Handler(Protocol):
-    """The application on top of the sessions (the Events API, or the conformance apps)."""
-
-    async def on_request(self, conn: Connection, event: Event) -> None:
-        """ConnectRequest, EventReceived, AckReceived or MessageReceived; one at a time
-        per connection, in order."""
-
-    def on_leave(self, conn: Connection, event: Disconnected | SessionClosed) -> None:
-        """A namespace was left, or the session ended (always last). Must not block."""
-
-
-class Signal:
-    """Wakes every task waiting on it; each re-checks its own condition."""
-
-    __slots__ = ("_lot",)
-
-    def __init__(self) -> None:
-        self._lot = trio.lowlevel.ParkingLot()
-
-    def fire(self) -> None:
-        if self._lot:
-            self._lot.unpark_all()
-
-    async def wait(self) -> None:
-        await self._lot.park()
-
-    async def wait_for(self, predicate: Callable[[], bool]) -> None:
-        while not predicate():
-            await self._lot.park()
-
-
-class Connection:
-    """One Engine.IO session, whatever carries it, plus what the application hangs on it."""
-
-    __slots__ = (
-        "sid",
-        "session",
-        "endpoint",
-        "query",
-        "client",
-        "output",
-        "control",
-        "lock",
-        "detached",
-        "close_code",
-        "close_reason",
-        "probe_scope",
-        "app",
-    )
-
-    def __init__(
-        self,
-        sid: str,
-        session: EngineIOSession,
-        endpoint: EngineIOEndpoint,
-        query: Mapping[str, str],
-        client: tuple[str, int] | None,
-    ) -> None:
-        self.sid = sid
-        self.session = session
-        self.endpoint = endpoint
-        self.query = query  # of the request that opened the session
-        self.client = client
-        self.output = Signal()
-        self.control = Signal()
-        self.lock = trio.Lock()  # application events are handled one at a time, in order
-        self.detached = False  # its WebSocket is gone: nothing more can be delivered
-        self.close_code = CLOSE_NORMAL
-        self.close_reason = ""
-        self.probe_scope: trio.CancelScope | None = None
-        self.app: Any = None  # the handler's per-connection state
-
-    @property
-    def socketio(self) -> SocketIOSession:
-        assert isinstance(self.session, SocketIOSession)
-        return self.session
-
-    def now(self) -> float:
-        return self.endpoint.now()
-
-    def flush(self) -> None:
-        """New output is queued: wake the writer or the pending GET."""
-        self.output.fire()
-
-    def changed(self) -> None:
-        """Deadlines or the session's state may have changed: wake everyone."""
-        self.output.fire()
-        self.control.fire()
-
-    def close(self, reason: str, code: int = CLOSE_NORMAL) -> list[Event]:
-        """Close from the server side; queued frames still go out. Returns closing events
-        for the caller to pass to ``endpoint.dispatch_leave``."""
-        if not self.session.closed:
-            self.close_code, self.close_reason = code, reason
-        events = self.session.close(self.now(), reason)
-        self.changed()
-        return events
+Admission = Callable[[Scope], Refusal | None]
 
 
 class EngineIOEndpoint:
@@ -244,6 +143,11 @@ class EngineIOEndpoint:
         self._nursery.start_soon(self._drive, conn, name=f"engine.io session {sid}")
         return conn
 
+    def _session_of(self, request: EngineIORequest) -> Connection:
+        """The live session a POLL, SEND or UPGRADE request names."""
+        assert request.sid is not None, "validate_request names a live sid for every kind but OPEN"
+        return self.sessions[request.sid]
+
     async def _drive(self, conn: Connection) -> None:
         """Run the session's timers until it is over, then forget it."""
         session = conn.session
@@ -259,7 +163,7 @@ class EngineIOEndpoint:
                 await self.dispatch(conn, events)
         except Exception:  # a bug must cost this session, not every session of the endpoint
             log.exception("Engine.IO session %s failed", conn.sid)
-            self.dispatch_leave(conn, conn.close("server error", 1011))
+            self.dispatch_leave(conn, conn.close("server error", CLOSE_INTERNAL_ERROR))
         finally:
             if self.sessions.get(conn.sid) is conn:
                 del self.sessions[conn.sid]
@@ -296,11 +200,11 @@ class EngineIOEndpoint:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
-        origin = _header(scope, b"origin")
+        origin = header(scope, b"origin")
         if method == "OPTIONS":
-            await self._respond(send, 204, b"", [], origin, preflight=_header(scope, b"access-control-request-headers"))
+            await self._respond(send, 204, b"", [], origin, preflight=header(scope, b"access-control-request-headers"))
             return
-        query = _query(scope)
+        query = query_params(scope)
         found = validate_request(
             method, query, websocket=False, sessions=self.sessions, transports=self.settings.transports
         )
@@ -311,15 +215,15 @@ class EngineIOEndpoint:
             refusal = self._admission(scope) if self._admission else None
             if refusal is not None:
                 await self._respond(
-                    send, refusal.status, refusal.body, _JSON + _encode_headers(refusal.headers), origin
+                    send, refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), origin
                 )
                 return
             conn = self._open(scope, POLLING, query)
             await self._poll(conn, receive, send, origin)
         elif found.kind is RequestKind.POLL:
-            await self._poll(self.sessions[found.sid], receive, send, origin)
+            await self._poll(self._session_of(found), receive, send, origin)
         else:
-            await self._post(self.sessions[found.sid], scope, receive, send, origin)
+            await self._post(self._session_of(found), scope, receive, send, origin)
 
     async def _poll(self, conn: Connection, receive: Receive, send: Send, origin: str | None) -> None:
         session = conn.session
@@ -335,7 +239,7 @@ class EngineIOEndpoint:
             return
         if not session.poll_ready:
             try:
-                dropped = await _wait_unless_disconnected(receive, conn.output.wait_for(lambda: session.poll_ready))
+                dropped = await wait_unless_disconnected(receive, conn.output.wait_for(lambda: session.poll_ready))
             except BaseException:  # cancelled (server shutdown): the GET is no longer pending
                 self.dispatch_leave(conn, session.poll_abort(self.now()))
                 raise
@@ -344,11 +248,11 @@ class EngineIOEndpoint:
                 return
         body = session.poll_take()
         conn.changed()  # may have drained a closed session: the driver forgets it
-        await self._respond(send, 200, body.encode("utf-8"), _TEXT, origin)
+        await self._respond(send, 200, body.encode("utf-8"), TEXT_PLAIN, origin)
 
     async def _post(self, conn: Connection, scope: Scope, receive: Receive, send: Send, origin: str | None) -> None:
         session = conn.session
-        if (_header(scope, b"content-type") or "").lower().startswith("application/octet-stream"):
+        if (header(scope, b"content-type") or "").lower().startswith("application/octet-stream"):
             # v4 clients send text payloads only; binary bodies are the v3 XHR2 format.
             await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), origin)
             return
@@ -362,7 +266,7 @@ class EngineIOEndpoint:
             await self._respond_error(send, refused, origin)
             return
         try:
-            body = await _read_body(receive, self.settings.max_payload + 1)
+            body = await read_body(receive, self.settings.max_payload + 1)
         except BaseException:  # cancelled: the POST is over either way
             self.dispatch_leave(conn, session.post_abort(self.now()))
             raise
@@ -377,7 +281,7 @@ class EngineIOEndpoint:
                 send,
                 exc.http_status,
                 orjson.dumps({"code": int(ErrorCode.BAD_REQUEST), "message": exc.message}),
-                _JSON,
+                JSON_BODY,
                 origin,
             )
             return
@@ -385,10 +289,10 @@ class EngineIOEndpoint:
         # Handled before answering: the client sends its next POST only after "ok", so
         # events of one client are handled in the order it sent them.
         await self.dispatch(conn, events)
-        await self._respond(send, 200, b"ok", _TEXT, origin)
+        await self._respond(send, 200, b"ok", TEXT_PLAIN, origin)
 
     async def _respond_error(self, send: Send, error: HttpError, origin: str | None) -> None:
-        await self._respond(send, error.status, error.body, _JSON, origin)
+        await self._respond(send, error.status, error.body, JSON_BODY, origin)
 
     async def _respond(
         self,
@@ -431,7 +335,7 @@ class EngineIOEndpoint:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
-        query = _query(scope)
+        query = query_params(scope)
         found = validate_request(
             "GET", query, websocket=True, sessions=self.sessions, transports=self.settings.transports
         )
@@ -447,7 +351,7 @@ class EngineIOEndpoint:
             conn = self._open(scope, WEBSOCKET, query)
             await self._carry(conn, receive, send)
         else:
-            await self._upgrade(self.sessions[found.sid], scope, receive, send)
+            await self._upgrade(self._session_of(found), scope, receive, send)
 
     async def _upgrade(self, conn: Connection, scope: Scope, receive: Receive, send: Send) -> None:
         session = conn.session
@@ -470,7 +374,7 @@ class EngineIOEndpoint:
         if upgraded:
             await self._carry(conn, receive, send)
             return
-        await _close_websocket(send, CLOSE_NORMAL, "upgrade failed")
+        await close_websocket(send, CLOSE_NORMAL, "upgrade failed")
 
     async def _probe(self, conn: Connection, receive: Receive, send: Send) -> bool:
         """Answer the probe; True once the client sent UPGRADE on this socket."""
@@ -478,10 +382,10 @@ class EngineIOEndpoint:
             message = await receive()
             if message["type"] != "websocket.receive":
                 return False
-            data = _message_data(message)
+            data = message_data(message)
             result = conn.session.receive_probe_frame(data, self.now())
             for frame in result.reply:
-                await _send_frame(send, frame)
+                await send_frame(send, frame)
             conn.changed()  # after 3probe, the pending GET is released with a NOOP
             if result.upgraded:
                 return True
@@ -511,7 +415,7 @@ class EngineIOEndpoint:
             if session.closed:
                 continue  # the writer is draining what is left and will close
             try:
-                events = session.receive_frame(_message_data(message), self.now())
+                events = session.receive_frame(message_data(message), self.now())
             except ProtocolError as exc:
                 conn.close_code = CLOSE_TOO_BIG if exc.http_status == 413 else CLOSE_PROTOCOL_ERROR
                 conn.close_reason = exc.message[:120]
@@ -526,11 +430,11 @@ class EngineIOEndpoint:
             await conn.output.wait_for(lambda: bool(session.buffered) or session.closed)
             frames = session.take_outgoing()
             for frame in frames:
-                await _send_frame(send, frame)
+                await send_frame(send, frame)
             if frames:
                 conn.control.fire()  # a closed session may now be finished
             if session.closed and not session.buffered:
-                await _close_websocket(send, conn.close_code, conn.close_reason)
+                await close_websocket(send, conn.close_code, conn.close_reason)
                 done.cancel()
                 return
 
@@ -539,7 +443,11 @@ class EngineIOEndpoint:
         when the server supports the ASGI websocket.http.response extension)."""
         if scope["type"] == "http":
             await self._respond(
-                send, refusal.status, refusal.body, _JSON + _encode_headers(refusal.headers), _header(scope, b"origin")
+                send,
+                refusal.status,
+                refusal.body,
+                JSON_BODY + encode_headers(refusal.headers),
+                header(scope, b"origin"),
             )
             return
         if "websocket.http.response" in scope.get("extensions", {}):
@@ -547,88 +455,9 @@ class EngineIOEndpoint:
                 {
                     "type": "websocket.http.response.start",
                     "status": refusal.status,
-                    "headers": _JSON + _encode_headers(refusal.headers),
+                    "headers": JSON_BODY + encode_headers(refusal.headers),
                 }
             )
             await send({"type": "websocket.http.response.body", "body": refusal.body})
         else:
             await send({"type": "websocket.close", "code": 1008})
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-def _query(scope: Scope) -> dict[str, str]:
-    """First value of each query parameter (Engine.IO sends each once)."""
-    raw = scope.get("query_string", b"").decode("latin-1")
-    found: dict[str, str] = {}
-    for key, value in parse_qsl(raw, keep_blank_values=True):
-        found.setdefault(key, value)
-    return found
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
-
-
-def _encode_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in headers.items()]
-
-
-def _message_data(message: Mapping[str, Any]) -> Frame:
-    text = message.get("text")
-    return text if text is not None else bytes(message.get("bytes") or b"")
-
-
-async def _send_frame(send: Send, frame: Frame) -> None:
-    if isinstance(frame, str):
-        await send({"type": "websocket.send", "text": frame})
-    else:
-        await send({"type": "websocket.send", "bytes": frame})
-
-
-async def _close_websocket(send: Send, code: int, reason: str) -> None:
-    try:
-        await send({"type": "websocket.close", "code": code, "reason": reason})
-    except Exception:  # already closed by the peer: nothing to tell it
-        pass
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request body, cut at ``limit`` bytes (enough to tell it is too big); None when
-    the client went away or was too slow."""
-    chunks: list[bytes] = []
-    size = 0
-    with trio.move_on_after(BODY_TIMEOUT_SECONDS):
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            if size < limit:
-                chunks.append(chunk[: limit - size])
-            size += len(chunk)
-            if size >= limit or not message.get("more_body", False):
-                return b"".join(chunks)
-    return None
-
-
-async def _wait_unless_disconnected(receive: Receive, waiting: Awaitable[None]) -> bool:
-    """Await ``waiting``; True if the client disconnected first (then it is abandoned)."""
-    dropped = False
-
-    async def watch(cancel: trio.CancelScope) -> None:
-        nonlocal dropped
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        dropped = True
-        cancel.cancel()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch, nursery.cancel_scope)
-        await waiting
-        nursery.cancel_scope.cancel()
-    return dropped

@@ -36,7 +36,9 @@ from quart import Quart
 from volthub.http import ratelimit
 from volthub.http.access import Principal, authenticate
 from volthub.http.errors import ApiError
-from volthub.http.events.engineio import CLOSE_TRY_AGAIN_LATER, Connection, EngineIOEndpoint, Refusal, Scope
+from volthub.http.events.asgi import CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
+from volthub.http.events.connection import Connection
+from volthub.http.events.engineio import EngineIOEndpoint
 from volthub.http.params import uuid_param
 from volthub.http.runtime import Runtime
 from volthub.hub.fanout import Fanout, Subscription
@@ -139,7 +141,7 @@ class EventsSocketHandler:
 
     @property
     def fanout(self) -> Fanout:
-        return self._rt.services["fanout"]
+        return self._rt.services.fanout
 
     # ------------------------------------------------------------------ Handler protocol
 
@@ -250,7 +252,7 @@ class EventsSocketHandler:
             channel_id = uuid_param(channel_id, "channelId")
         except ApiError:
             return []  # not a channel id: no channel has rewards under it
-        service: ChannelPoints = self._rt.services["channel_points"]
+        service: ChannelPoints = self._rt.services.channel_points
         if await self._rt.db.read(lambda tx: users_repo.get_by_id(tx, channel_id)) is None:
             return []
         return [socket_shape(reward) for reward in await service.rewards(channel_id)]
@@ -340,24 +342,22 @@ def protocol_settings(rt: Runtime) -> Settings:
 
 
 async def install(rt: Runtime) -> None:
-    """Start-up hook: the fan-out on the bus, presence, and the channel-points service."""
+    """Start-up hook: the fan-out on the bus, and presence."""
     events = rt.settings.events
     fanout = Fanout(resume_size=events.resume_buffer_size, resume_channels=events.resume_channels)
     for namespace in ("/", SPEC_NAMESPACE):
         fanout.register_wire(socket_wire(namespace), socket_encoder(namespace))
     fanout.register_wire(SSE_WIRE, sse_encode)
-    rt.services["fanout"] = fanout
-    rt.services["presence"] = fanout  # snapshot(channel_id) -> (user ids, anonymous count)
-    rt.services["channel_points"] = ChannelPoints(rt.db, rt.clock)
-    unsubscribe = rt.bus.subscribe(fanout.publish)
-    rt.services["_fanout_unsubscribe"] = unsubscribe
+    rt.services.fanout = fanout
+    rt.services.presence = fanout  # snapshot(channel_id) -> (user ids, anonymous count)
+    rt.bus.subscribe(fanout.publish)
 
 
 def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
     """New Engine.IO sessions count against the global per-IP budget, as any request does."""
 
     def admit(scope: Scope) -> Refusal | None:
-        limits = rt.services.get(ratelimit.SERVICE)
+        limits = rt.rate_limits
         if limits is None:
             return None
         peer = (scope.get("client") or (None,))[0]
@@ -379,29 +379,31 @@ def mount(app: Quart) -> None:
     rt: Runtime = app.extensions["volthub"]
     handler = EventsSocketHandler(app, rt)
     settings = protocol_settings(rt)
-    common = {"cors_origins": rt.settings.events.cors_origins, "admission": _admission(rt)}
+    cors, admission = rt.settings.events.cors_origins, _admission(rt)
     endpoints = {
-        ENGINEIO_PATH: EngineIOEndpoint(settings, handler, namespaces={"/"}, **common),
-        DEFAULT_PATH: EngineIOEndpoint(settings, handler, namespaces={SPEC_NAMESPACE, "/"}, **common),
+        path: EngineIOEndpoint(settings, handler, namespaces=namespaces, cors_origins=cors, admission=admission)
+        for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"}))
     }
-    rt.services["engineio_endpoints"] = endpoints
+    rt.engineio_endpoints = endpoints
     inner = app.asgi_app
 
-    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    # Quart types its ASGI callable with Hypercorn's TypedDict scopes; this layer passes the
+    # plain dicts of ASGI through unchanged, hence the two targeted ignores.
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
             path = scope.get("path", "")
             endpoint = endpoints.get(path[:-1] if path.endswith("/") else path)
             if endpoint is not None:
                 await endpoint(scope, receive, send)
                 return
-        await inner(scope, receive, send)
+        await inner(scope, receive, send)  # type: ignore[arg-type]
 
-    app.asgi_app = asgi  # type: ignore[method-assign]
+    app.asgi_app = asgi  # type: ignore[method-assign, assignment]
 
 
-async def service(rt: Runtime, nursery: trio.Nursery) -> None:
+async def service(rt: Runtime) -> None:
     """Run the Engine.IO endpoints' session drivers for the app's lifetime."""
-    endpoints: dict[str, EngineIOEndpoint] = rt.services.get("engineio_endpoints", {})
+    endpoints = rt.engineio_endpoints
     async with trio.open_nursery() as own:
         for endpoint in endpoints.values():
             await own.start(_supervised, endpoint)

@@ -1,9 +1,15 @@
-"""Chat rules, sans-IO: validation, mentions, emotes, chat modes and moderation decisions.
+"""The chat component (DESIGN §2): chat's records, rules and state machine, sans-IO.
 
-Nothing here touches the store, the clock or Trio: callers pass `now_ms` and what they
-know about the people involved, and get back a value or a `Refusal`. The channel actor
-(hub/actors.py) applies these decisions inside its store transaction; the HTTP models use
-the validators so a rule exists in one place only.
+Nothing here touches the store, the clock or Trio. The rules are pure functions over what
+the caller knows (`now_ms`, the people involved) and return a value or a `Refusal`; the HTTP
+models use the validators, so each rule exists in one place only. `ChatComponent` is the
+channel actor's chat part: it decides each chat command through a `ChatStore` port (reads
+the actor implements over its transaction, faked in unit tests) and returns the writes and
+events of the decision.
+
+Longer than ~500 lines on purpose: it is one concern (what chat allows and what a chat
+command changes), and its sections (limits, validators, records, rules, commands, the
+component) are read together when a chat rule changes.
 """
 
 from __future__ import annotations
@@ -11,14 +17,14 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from volthub.hub.clock import iso8601
-
-# The records the rules are written over live with the store that fills them; importing
-# them from here is the intended way.
-from volthub.persistence.chat import ChatSettings, Standing
+from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused, refuse
+from volthub.protocol import catalogue
 
 # --- limits (spec §2.1, §2.2, §8) ------------------------------------------------------------
 
@@ -133,6 +139,93 @@ def is_emote_only(text: str) -> bool:
     return bool(tokens) and all(is_emote(token) for token in tokens)
 
 
+# --- records: a channel's chat settings, and who someone is in a channel ---------------------
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    slow_mode: bool = False
+    slow_mode_seconds: int = 0
+    followers_only: bool = False
+    subscribers_only: bool = False
+    emote_only: bool = False
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ChatSettings:
+        """From the store's plain column values."""
+        return cls(
+            slow_mode=bool(row["slow_mode"]),
+            slow_mode_seconds=int(row["slow_mode_seconds"]),
+            followers_only=bool(row["followers_only"]),
+            subscribers_only=bool(row["subscribers_only"]),
+            emote_only=bool(row["emote_only"]),
+        )
+
+    def as_api(self) -> dict[str, Any]:
+        return {
+            "slowMode": self.slow_mode,
+            "slowModeSeconds": self.slow_mode_seconds,
+            "followersOnly": self.followers_only,
+            "subscribersOnly": self.subscribers_only,
+            "emoteOnly": self.emote_only,
+        }
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One user in one channel, as of one moment."""
+
+    user_id: str
+    username: str
+    display_name: str
+    is_broadcaster: bool = False
+    is_moderator: bool = False
+    is_vip: bool = False
+    is_follower: bool = False
+    subscriber_months: int | None = None  # None: not an active subscriber
+    banned: bool = False
+    timeout_ends_at: int | None = None  # epoch ms of an active timeout's end
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Standing:
+        """From the store's plain values (persistence.chat.standings)."""
+        return cls(**{name: row[name] for name in _STANDING_FIELDS})
+
+    @property
+    def is_subscriber(self) -> bool:
+        return self.subscriber_months is not None
+
+    @property
+    def exempt_from_modes(self) -> bool:
+        return self.is_broadcaster or self.is_moderator
+
+
+_STANDING_FIELDS = (
+    "user_id",
+    "username",
+    "display_name",
+    "is_broadcaster",
+    "is_moderator",
+    "is_vip",
+    "is_follower",
+    "subscriber_months",
+    "banned",
+    "timeout_ends_at",
+)
+
+
+@dataclass(frozen=True)
+class Member:
+    """A viewer-list entry: the standing and the avatar."""
+
+    standing: Standing
+    avatar_url: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Member:
+        return cls(Standing.from_row(row), row["avatar_url"])
+
+
 # --- chat settings (spec §2.3) ---------------------------------------------------------------
 
 
@@ -197,14 +290,6 @@ def badges(standing: Standing) -> list[str]:
 def roles(standing: Standing) -> list[str]:
     """The viewer list's roles: the same words as the badges."""
     return badges(standing)
-
-
-@dataclass(frozen=True)
-class Refusal:
-    status: int
-    code: str
-    message: str
-    details: dict[str, Any] | None = None
 
 
 def _ceil_seconds(ms: int) -> int:
@@ -289,47 +374,385 @@ def timeout_ends_at(now_ms: int, duration_seconds: int) -> int:
     return now_ms + duration_seconds * 1000
 
 
-# --- the chat.message payload (spec §2.6) -----------------------------------------------------
-
-
 def person(user_id: str, username: str, display_name: str) -> dict[str, str]:
     return {"userId": user_id, "username": username, "displayName": display_name}
 
 
-def message_payload(
-    *,
-    message_id: str,
-    channel_id: str,
-    standing: Standing,
-    text: str,
-    timestamp: str,
-    mentions: list[dict[str, str]] | None = None,
-    reply_to: dict[str, Any] | None = None,
-    effect: str | None = None,
-    effect_color: str | None = None,
-    card: dict[str, Any] | None = None,
-    is_system: bool = False,
-) -> dict[str, Any]:
-    """Optional members appear only when they have a value, as the spec describes them."""
-    payload: dict[str, Any] = {
-        "messageId": message_id,
-        "channelId": channel_id,
-        **person(standing.user_id, standing.username, standing.display_name),
-        "message": text,
-        "badges": badges(standing),
-        "isMod": standing.is_moderator,
-        "isVip": standing.is_vip,
-        "isSubscriber": standing.is_subscriber,
-        "timestamp": timestamp,
+def who(standing: Standing) -> dict[str, str]:
+    return person(standing.user_id, standing.username, standing.display_name)
+
+
+def _person(standing: Standing) -> catalogue.Person:
+    return catalogue.Person(standing.user_id, standing.username, standing.display_name)
+
+
+# --- requests and commands -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplyRef:
+    message_id: str
+    username: str
+    snippet: str
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    text: str
+    effect: str | None = None
+    effect_color: str | None = None
+    reply_to: ReplyRef | None = None
+    as_bot: bool = False
+
+
+@dataclass(frozen=True)
+class ModerationRequest:
+    action: str  # timeout | ban | unban | delete
+    user_id: str | None = None
+    username: str | None = None
+    duration_seconds: int | None = None
+    message_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ModerationResult:
+    action: str
+    changed: bool  # false: nothing to undo (unban of someone not banned, message already gone)
+    user: dict[str, str] | None = None
+    ends_at: int | None = None
+    message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SendMessage:
+    """A viewer's chat message; checked against bans and chat modes. Replies its id."""
+
+    sender_id: str
+    message: OutgoingMessage
+
+
+@dataclass(frozen=True)
+class PostSystem:
+    """A card or system line: no chat-mode or ban checks. The sender defaults to the
+    broadcaster. Replies the message id."""
+
+    text: str
+    card: dict[str, Any] | None = None
+    sender_id: str | None = None
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """A partial PATCH body in API names. Replies the resulting `ChatSettings`."""
+
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Moderate:
+    """Timeout, ban, unban or delete. Replies a `ModerationResult`."""
+
+    moderator_id: str
+    request: ModerationRequest
+
+
+COMMANDS: tuple[type, ...] = (SendMessage, PostSystem, UpdateSettings, Moderate)
+
+
+# --- the store port: what chat reads and writes inside the actor's transaction ----------------
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    id: str
+    user_id: str
+    username: str | None  # as stored in the message
+    deleted: bool
+
+
+class ChatStore(Protocol):
+    """Reads for chat decisions, and `apply` for the writes below (hub/chat_store.py)."""
+
+    def settings(self) -> ChatSettings: ...
+    def standing(self, user_id: str) -> Standing | None: ...
+    def user_id_of(self, username: str) -> str | None:
+        """Any case."""
+
+    def people_named(self, usernames: list[str]) -> dict[str, dict[str, str]]:
+        """Lower-cased username -> person, for the names that are users (any case)."""
+
+    def message(self, message_id: str) -> MessageRef | None: ...
+    def last_message_at(self, user_id: str) -> int | None:
+        """When the user last chatted here (system/card messages do not count)."""
+
+    def ban_is_permanent(self, user_id: str) -> bool | None:
+        """The active ban's kind (True: ban, False: timeout); None when none is in force."""
+
+    def next_message_seq(self) -> int:
+        """Moves the channel's message sequence on and returns the new number."""
+
+    def apply(self, write: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class InsertMessage:
+    message_id: str
+    seq: int
+    user_id: str
+    is_system: bool
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PruneHistory:
+    """Drop messages numbered `up_to_seq` or lower that are older than `before_ms`."""
+
+    up_to_seq: int
+    before_ms: int
+
+
+@dataclass(frozen=True)
+class SaveSettings:
+    settings: ChatSettings
+
+
+@dataclass(frozen=True)
+class SetBan:
+    user_id: str
+    moderator_id: str
+    reason: str | None
+    expires_at: int | None  # None: permanent
+
+
+@dataclass(frozen=True)
+class RemoveBan:
+    user_id: str
+
+
+@dataclass(frozen=True)
+class DeleteMessage:
+    message_id: str
+    moderator_id: str
+
+
+# --- the component ---------------------------------------------------------------------------
+
+HISTORY_LIMIT_DEFAULT = 1000
+
+
+class ChatComponent:
+    """A channel's chat: keeps the settings; every other fact is read through the store.
+
+    History is bounded: once the sequence passes `history_limit`, every `prune_every`-th
+    message drops the older ones, except those younger than the longest slow mode (the
+    slow-mode clock reads the sender's last message, so that one must stay).
+    """
+
+    def __init__(self, channel_id: str, *, history_limit: int = HISTORY_LIMIT_DEFAULT) -> None:
+        if history_limit < 1:
+            raise ValueError("history_limit must be at least 1")
+        self.channel_id = channel_id
+        self.history_limit = history_limit
+        # Pruning every message would cost a DELETE each time; every tenth of the limit
+        # keeps the table within 10% of it.
+        self.prune_every = max(1, min(100, history_limit // 10))
+        self.settings = ChatSettings()
+
+    # -- the component protocol --
+
+    def load(self, store: ChatStore) -> None:
+        self.settings = store.settings()
+
+    def next_deadline(self) -> int | None:
+        return None  # chat has no timed step: an expired timeout is ignored where read
+
+    def on_deadline(self, now_ms: int, store: ChatStore) -> Outcome:
+        return Outcome()
+
+    def is_idle(self) -> bool:
+        return True  # everything chat keeps is a cache of the store
+
+    def handle(self, command: Any, now_ms: int, store: ChatStore) -> Outcome:
+        if isinstance(command, SendMessage):
+            return self._send(command, now_ms, store)
+        if isinstance(command, PostSystem):
+            return self._post_system(command, now_ms, store)
+        if isinstance(command, UpdateSettings):
+            return self._update_settings(command)
+        if isinstance(command, Moderate):
+            return self._moderate(command, now_ms, store)
+        raise TypeError(f"chat does not handle {type(command).__name__}")
+
+    # -- messages --
+
+    def _send(self, command: SendMessage, now_ms: int, store: ChatStore) -> Outcome:
+        message = command.message
+        if message.as_bot:
+            # Bots are connected per channel by a later feature; until then, say so plainly.
+            raise Refused(
+                Refusal(403, "bot_not_connected", "no bot is connected to this channel, so sendAsBot is not available")
+            )
+        sender = _member(store, command.sender_id)
+        refuse(check_standing(sender, now_ms))
+        last = None
+        if needs_last_message(self.settings, sender):  # the slow-mode clock is the store's
+            last = store.last_message_at(sender.user_id)
+        refuse(check_modes(self.settings, sender, message.text, now_ms, last))
+        mentions = _mentions(store, message.text)
+        reply_to = _reply(store, message.reply_to)
+        return self._message(
+            store,
+            now_ms,
+            sender,
+            False,
+            text=message.text,
+            mentions=mentions,
+            reply_to=reply_to,
+            effect=message.effect,
+            effect_color=message.effect_color,
+        )
+
+    def _post_system(self, command: PostSystem, now_ms: int, store: ChatStore) -> Outcome:
+        sender = _member(store, command.sender_id or self.channel_id)
+        mentions = _mentions(store, command.text)
+        return self._message(store, now_ms, sender, True, text=command.text, mentions=mentions, card=command.card)
+
+    def _message(self, store: ChatStore, now_ms: int, sender: Standing, system: bool, **content: Any) -> Outcome:
+        message_id = str(uuid.uuid4())
+        payload = catalogue.chat_message(
+            message_id=message_id,
+            channel_id=self.channel_id,
+            sender=_person(sender),
+            badges=badges(sender),
+            is_mod=sender.is_moderator,
+            is_vip=sender.is_vip,
+            subscriber_months=sender.subscriber_months,
+            timestamp=iso8601(now_ms),
+            is_system=system,
+            **content,
+        )
+        seq = store.next_message_seq()
+        writes: list[Any] = [InsertMessage(message_id, seq, sender.user_id, system, payload)]
+        if seq > self.history_limit and seq % self.prune_every == 0:
+            writes.append(PruneHistory(seq - self.history_limit, now_ms - SLOW_MODE_MAX_SECONDS * 1000))
+        return Outcome(message_id, writes, [Emitted("chat.message", payload)])
+
+    # -- settings --
+
+    def _update_settings(self, command: UpdateSettings) -> Outcome:
+        try:
+            wanted = apply_settings_patch(self.settings, command.patch)
+        except SettingsError as exc:
+            raise Refused(Refusal(400, "invalid_settings", str(exc), {"field": exc.field})) from None
+        if wanted == self.settings:
+            return Outcome(wanted)
+        self.settings = wanted
+        return Outcome(wanted, [SaveSettings(wanted)], shared_state_changed=True)
+
+    # -- moderation --
+
+    def _moderate(self, command: Moderate, now_ms: int, store: ChatStore) -> Outcome:
+        request = command.request
+        moderator = _member(store, command.moderator_id)
+        refuse(check_moderator(moderator))
+        if request.action == "delete":
+            return _delete(store, moderator, request)
+        target = _target(store, request)
+        refuse(check_moderation_target(moderator, target, request.action))
+        if request.action == "unban":
+            return _unban(store, moderator, target, now_ms)
+        return _ban(moderator, target, request, now_ms)
+
+
+def _member(store: ChatStore, user_id: str) -> Standing:
+    found = store.standing(user_id)
+    if found is None:
+        raise Refused(Refusal(404, "not_found", "user not found", {"userId": user_id}))
+    return found
+
+
+def _mentions(store: ChatStore, text: str) -> list[dict[str, str]]:
+    """Valid `@username`s only: looked up case-insensitively, shown as stored."""
+    names = extract_mentions(text)
+    if not names:
+        return []
+    found = store.people_named(names)
+    return [found[name.lower()] for name in names if name.lower() in found]
+
+
+def _reply(store: ChatStore, reply: ReplyRef | None) -> dict[str, Any] | None:
+    """The message replied to must be in this channel and not deleted. The author's id and
+    stored username are taken from it (the client's copy may be stale)."""
+    if reply is None:
+        return None
+    original = store.message(reply.message_id)
+    if original is None or original.deleted:
+        raise Refused(
+            Refusal(
+                400,
+                "invalid_reply_to",
+                "replyTo.messageId is not a message in this channel's chat",
+                {"field": "replyTo.messageId"},
+            )
+        )
+    return {
+        "messageId": original.id,
+        "userId": original.user_id,
+        "username": original.username if original.username is not None else reply.username,
+        "snippet": reply.snippet,
     }
-    optional = {
-        "subscriberMonths": standing.subscriber_months,
-        "mentions": mentions or None,
-        "replyTo": reply_to,
-        "effect": effect,
-        "effectColor": effect_color,
-        "card": card,
-        "isSystem": True if is_system or card is not None else None,
-    }
-    payload.update({key: value for key, value in optional.items() if value is not None})
-    return payload
+
+
+def _target(store: ChatStore, request: ModerationRequest) -> Standing:
+    user_id = request.user_id
+    if user_id is None and request.username is not None:
+        user_id = store.user_id_of(request.username)
+    found = store.standing(user_id) if user_id else None
+    if found is None:
+        details = {"userId": request.user_id} if request.user_id else {"username": request.username}
+        raise Refused(Refusal(404, "not_found", "the user to moderate does not exist", details))
+    return found
+
+
+def _ban(moderator: Standing, target: Standing, request: ModerationRequest, now_ms: int) -> Outcome:
+    timeout = request.action == "timeout"
+    ends_at = timeout_ends_at(now_ms, request.duration_seconds or 0) if timeout else None
+    data = catalogue.channel_ban(
+        user=_person(target),
+        moderator=_person(moderator),
+        reason=request.reason,
+        is_permanent=not timeout,
+        banned_at=iso8601(now_ms),
+        ends_at=iso8601(ends_at) if ends_at is not None else None,
+        duration_seconds=request.duration_seconds,
+    )
+    return Outcome(
+        ModerationResult(request.action, True, who(target), ends_at),
+        [SetBan(target.user_id, moderator.user_id, request.reason, ends_at)],
+        [Emitted("channel.ban", data)],
+    )
+
+
+def _unban(store: ChatStore, moderator: Standing, target: Standing, now_ms: int) -> Outcome:
+    was_permanent = store.ban_is_permanent(target.user_id)
+    # Always delete: an expired timeout's row just goes.
+    outcome = Outcome(ModerationResult("unban", was_permanent is not None, who(target)), [RemoveBan(target.user_id)])
+    if was_permanent is not None:
+        data = catalogue.channel_unban(
+            user=_person(target), moderator=_person(moderator), was_permanent=was_permanent, unbanned_at=iso8601(now_ms)
+        )
+        outcome.events.append(Emitted("channel.unban", data))
+    return outcome
+
+
+def _delete(store: ChatStore, moderator: Standing, request: ModerationRequest) -> Outcome:
+    message = store.message(request.message_id or "")
+    if message is None:
+        raise Refused(Refusal(404, "not_found", "message not found in this channel", {"messageId": request.message_id}))
+    author = _member(store, message.user_id)
+    refuse(check_moderation_target(moderator, author, "delete"))
+    # Not in the event catalogue (spec §6.1), so nothing is emitted: it just leaves history.
+    result = ModerationResult("delete", not message.deleted, who(author), message_id=message.id)
+    writes = [] if message.deleted else [DeleteMessage(message.id, moderator.user_id)]
+    return Outcome(result, writes)

@@ -15,9 +15,12 @@ import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import orjson
+
+if TYPE_CHECKING:  # session.py builds on this module; the event type is all we need of it
+    from volthub.protocol.engineio.session import SessionEvent
 
 PROTOCOL_VERSION: Final = 4
 SEPARATOR: Final = "\x1e"
@@ -37,7 +40,7 @@ class ProtocolError(Exception):
         super().__init__(message)
         self.message = message
         self.http_status = http_status
-        self.events: list[object] = []
+        self.events: list[SessionEvent] = []
 
 
 class EngineIOProtocolError(ProtocolError):

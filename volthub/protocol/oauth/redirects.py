@@ -86,7 +86,7 @@ def _check_web(uri: str, parts: SplitResult) -> None:
         raise InvalidRedirectURI("redirect URI must not contain user information")
     host = parts.netloc.rsplit(":", 1)[0] if not parts.netloc.endswith("]") else parts.netloc
     try:
-        parts.port  # raises ValueError on a non-numeric or out-of-range port
+        _ = parts.port  # raises ValueError on a non-numeric or out-of-range port
     except ValueError:
         raise InvalidRedirectURI("redirect URI has an invalid port") from None
     if not host or not _valid_host(host):

@@ -201,11 +201,11 @@ class SocketIOSession(EngineIOSession):
         if kind is SioType.EVENT or kind is SioType.BINARY_EVENT:
             return [EventReceived(namespace, packet.data[0], packet.data[1:], packet.ack_id)]
         if kind is SioType.ACK or kind is SioType.BINARY_ACK:
-            key = (namespace, packet.ack_id)
-            if key not in self._awaited_acks:
+            ack_id = packet.ack_id  # never None: the decoder refuses an ACK without an id
+            if ack_id is None or (namespace, ack_id) not in self._awaited_acks:
                 return []  # not asked for, or already answered: ignore, as the reference does
-            self._awaited_acks.discard(key)
-            return [AckReceived(namespace, packet.ack_id, packet.data)]
+            self._awaited_acks.discard((namespace, ack_id))
+            return [AckReceived(namespace, ack_id, packet.data)]
         self._leave(namespace)  # DISCONNECT
         return [Disconnected(namespace, DISCONNECT_CLIENT)]
 

@@ -1,0 +1,105 @@
+"""Chat test support: the app with rate limits off, on TrioClock, with its events captured.
+
+Time: the app reads `TrioClock(start=CHAT_EPOCH)`, which follows Trio's clock. A test that
+moves time takes pytest-trio's `mock_clock` fixture (pytest-trio installs only a clock the
+test itself names) and calls `mock_clock.jump(seconds)`; the app's time jumps with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quart import Quart
+
+from tests.conftest import RegisteredUser, make_settings, register
+from volthub.config import Settings
+from volthub.hub.clock import Clock, TrioClock
+
+# The app's wall time when a test starts: fixed, so timestamps read the same on every run.
+CHAT_EPOCH = 1_800_000_000.0
+
+
+def chat_test_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
+    """Rate limits off (when the key exists), so chat tests can send freely."""
+    ratelimit = Settings.model_fields["ratelimit"].annotation
+    if ratelimit is not None and "enabled" in getattr(ratelimit, "model_fields", {}):
+        sections = {"ratelimit": {"enabled": False}, **sections}
+    return make_settings(database_url, **sections)
+
+
+def chat_app(database_url: str, clock: Clock | None = None, **sections: dict[str, Any]) -> Quart:
+    """The app for chat tests; pass one `clock` to apps that must share a timeline."""
+    from volthub.http.app import create_app
+
+    return create_app(chat_test_settings(database_url, **sections), clock=clock or TrioClock(start=CHAT_EPOCH))
+
+
+class ChatEnv:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.client = app.test_client()
+        self.events: list[Any] = []
+        self.rt.bus.subscribe(self.events.append)
+
+    @property
+    def rt(self) -> Any:
+        return self.app.extensions["volthub"]
+
+    @property
+    def clock(self) -> Clock:
+        """The app's clock (read it; move it with the test's `mock_clock`)."""
+        clock: Clock = self.rt.clock
+        return clock
+
+    def named(self, name: str) -> list[Any]:
+        return [event for event in self.events if event.name == name]
+
+    async def user(self, username: str | None = None) -> RegisteredUser:
+        return await register(self.client, username)
+
+    async def send(self, user: RegisteredUser, channel_id: str, message: str = "hello", **body: Any) -> Any:
+        return await self.client.post(
+            f"/api/integrations/oauth/chat/channels/{channel_id}/messages",
+            json={"message": message, **body},
+            headers=user.headers,
+        )
+
+    async def moderate(self, user: RegisteredUser, channel_id: str, **body: Any) -> Any:
+        return await self.client.post(
+            f"/api/integrations/oauth/chat/channels/{channel_id}/moderate", json=body, headers=user.headers
+        )
+
+    async def patch_settings(self, user: RegisteredUser, **body: Any) -> Any:
+        return await self.client.patch("/api/integrations/oauth/chat/settings", json=body, headers=user.headers)
+
+    async def follow(self, user: RegisteredUser, channel_id: str) -> None:
+        response = await self.client.post(f"/api/users/follow/{channel_id}", headers=user.headers)
+        assert response.status_code == 200, await response.get_data(as_text=True)
+
+    def now_ms(self) -> int:
+        return int(self.clock.now() * 1000)
+
+    async def grant(self, channel_id: str, user_id: str, role: str, expires_at: int | None = None) -> None:
+        from volthub.persistence import chat as chat_repo
+
+        now = self.now_ms()
+        await self.rt.db.write(lambda tx: chat_repo.grant_role(tx, channel_id, user_id, role, now, expires_at))
+
+    async def subscribe(self, channel_id: str, user_id: str, months: int = 1, days: int = 30) -> None:
+        import uuid
+
+        from volthub.persistence import chat as chat_repo
+
+        now = self.now_ms()
+        await self.rt.db.write(
+            lambda tx: chat_repo.add_subscription(
+                tx,
+                subscription_id=str(uuid.uuid4()),
+                channel_id=channel_id,
+                user_id=user_id,
+                tier="tier1",
+                started_at=now,
+                expires_at=now + days * 86_400_000,
+                months=months,
+            )
+        )

@@ -1,0 +1,21 @@
+"""Fixtures of the HTTP tests (tests/http/): the chat environment.
+
+The app, its test client, users and live servers are in tests/conftest.py; the webhook
+receiver in tests/services/webhooks/support.py (loaded as a plugin for every area).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.http.chat_env import ChatEnv, chat_app
+
+
+@pytest.fixture
+async def chat_env(sqlite_url: str) -> AsyncIterator[ChatEnv]:
+    """The app for chat tests (tests/http/chat_env.py): rate limits off, on TrioClock."""
+    application = chat_app(sqlite_url)
+    async with application.test_app():
+        yield ChatEnv(application)

@@ -1,0 +1,51 @@
+"""An OAuth access token backed by a real grant, without the consent flow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], client_id: str | None = None) -> str:
+    """An OAuth access token for `user_id` holding `scopes` (real or legacy names), backed by
+    a real grant, so `runtime().services["grant_lookup"]` accepts it and revoking the grant
+    ends it. Without `client_id`, a fresh app owned by the user is created; sensitive scopes
+    are granted to the app as an operator would (`volthub apps grant`)."""
+    import uuid
+
+    from volthub.persistence import apps as apps_repo
+    from volthub.persistence import oauth as oauth_repo
+    from volthub.protocol.oauth.scopes import (
+        SENSITIVE_SCOPES,
+        effective_scopes,
+        format_scope,
+    )
+
+    rt = app.extensions["volthub"]
+    scope = format_scope(scopes)
+    held = effective_scopes(scope)
+
+    def create(tx: Any) -> tuple[str, str]:
+        cid = client_id or str(uuid.uuid4())
+        if client_id is None:
+            apps_repo.create_app(
+                tx,
+                client_id=cid,
+                owner_id=user_id,
+                name="Test app",
+                description="",
+                logo_url=None,
+                redirect_uris=["https://app.example/callback"],
+                client_secret_hash="unused",
+                bot_app=False,
+                now_ms=1,
+            )
+        for name in held & SENSITIVE_SCOPES:
+            oauth_repo.grant_app_scope(tx, cid, name, 1)
+        grant = oauth_repo.create_grant(
+            tx, grant_id=str(uuid.uuid4()), user_id=user_id, client_id=cid, consented_scope=scope, held=held, now_ms=1
+        )
+        return cid, grant.id
+
+    cid, grant_id = await rt.db.write(create)
+    token, _ = rt.tokens.issue_access(user_id, cid, scope, grant_id, 3600)
+    return token

@@ -1,0 +1,49 @@
+"""Fixtures of the actor-runtime tests: a registry started in the test's nursery."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from volthub.hub.bus import InProcessBus
+from volthub.hub.clock import TrioClock
+from volthub.hub.publisher import EventPublisher
+from volthub.hub.registry import ActorRegistry
+from volthub.persistence import users as users_repo
+
+
+class Hub:
+    """A registry with its own bus; `events` is everything it published."""
+
+    def __init__(self, db, bus=None, clock=None, **options):
+        self.db = db
+        self.bus = bus or InProcessBus()
+        self.events = []
+        self.bus.subscribe(self.events.append)
+        clock = clock or TrioClock()
+        self.publisher = EventPublisher(db, self.bus, clock)
+        self.registry = ActorRegistry(db, self.publisher, clock, **options)
+
+    def named(self, name):
+        return [event for event in self.events if event.name == name]
+
+
+@pytest.fixture
+async def start_hub(db, nursery):
+    async def start(**options) -> Hub:
+        hub = Hub(db, **options)
+        await nursery.start(hub.registry.run)
+        return hub
+
+    return start
+
+
+async def make_user(db, name):
+    user_id = str(uuid.uuid4())
+    await db.write(
+        lambda tx: users_repo.create_user(
+            tx, user_id=user_id, username=name, display_name=name.title(), password_hash="h", now_ms=1
+        )
+    )
+    return user_id

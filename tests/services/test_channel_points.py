@@ -1,0 +1,105 @@
+"""services/channel_points.py on SQLite and PostgreSQL: listing, and the per-channel cap
+held by the database under concurrent creates (migration 0008)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from volthub.hub.clock import TrioClock
+from volthub.persistence import Database, Tx, migrate, open_database
+from volthub.persistence import channel_points as repo
+from volthub.persistence import users as users_repo
+from volthub.services.channel_points import (
+    MAX_REWARDS_PER_CHANNEL,
+    ChannelNotFound,
+    ChannelPoints,
+    Reward,
+    TooManyRewards,
+)
+
+CONCURRENCY = 8
+ROUNDS = 4
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = open_database(database_url, CONCURRENCY)
+    await database.open()
+    await migrate(database)
+    yield database
+    await database.close()
+
+
+async def make_channel(db: Database) -> str:
+    user_id = str(uuid.uuid4())
+    name = f"chan{user_id[:8]}"
+    await db.write(
+        lambda tx: users_repo.create_user(
+            tx, user_id=user_id, username=name, display_name=name, password_hash="h", now_ms=1
+        )
+    )
+    return user_id
+
+
+def fields(number: int) -> dict[str, object]:
+    return {"name": f"reward {number}", "cost": 10 + number}
+
+
+async def test_built_in_rewards_first_then_custom_oldest_first(db: Database) -> None:
+    points = ChannelPoints(db, TrioClock(1_800_000_000.0))
+    channel = await make_channel(db)
+    first = await points.create(channel, fields(1))
+    second = await points.create(channel, fields(2))
+    assert [r.id for r in await points.rewards(channel, built_in=False)] == [first.id, second.id]
+    listed = await points.rewards(channel)
+    assert [r.built_in_type for r in listed] == ["first", None, None]
+    assert {r.channel_id for r in listed} == {channel}
+
+
+async def test_unknown_channel(db: Database) -> None:
+    with pytest.raises(ChannelNotFound):
+        await ChannelPoints(db, TrioClock()).rewards(str(uuid.uuid4()))
+
+
+def fill(tx: Tx, channel: str, count: int) -> None:
+    """`count` rewards in one transaction, each through the cap as the service does it."""
+    for number in range(count):
+        assert repo.claim_reward_slot(tx, channel)
+        repo.insert_reward(tx, Reward(str(uuid.uuid4()), channel, f"r{number}", 1, "", None, True, False, None, None))
+
+
+async def race(points: ChannelPoints, channel: str, contenders: int) -> int:
+    """Start `contenders` creates at once; how many got a reward in."""
+    created: list[str] = []
+
+    async def create(number: int) -> None:
+        with contextlib.suppress(TooManyRewards):
+            created.append((await points.create(channel, fields(number))).id)
+
+    async with trio.open_nursery() as nursery:
+        for number in range(contenders):
+            nursery.start_soon(create, 1000 + number)
+    return len(created)
+
+
+async def test_the_cap_holds_under_concurrent_creates(db: Database) -> None:
+    """Creates racing for the last free places: exactly those places are filled.
+
+    With a count-then-insert check, PostgreSQL lets several transactions see the same
+    count and all insert; the guarded counter row lets one through per free place.
+    Several channels: a race that is lost only sometimes still shows.
+    """
+    points = ChannelPoints(db, TrioClock())
+    free = 3
+    for _channel in range(ROUNDS):
+        channel = await make_channel(db)
+        await db.write(functools.partial(fill, channel=channel, count=MAX_REWARDS_PER_CHANNEL - free))
+        assert await race(points, channel, CONCURRENCY * 2) == free
+        stored = await db.read(functools.partial(repo.count_rewards, channel_id=channel))
+        assert stored == MAX_REWARDS_PER_CHANNEL

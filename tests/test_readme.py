@@ -1,0 +1,313 @@
+"""The README runs as written: every `sh` block, in order, against a server of the test's own.
+
+The README's shell examples are meant to be pasted, in order, into one bash terminal
+while `make serve` runs in another. This test does the same:
+
+- It works in a scratch stand-in for the repository root (every top-level entry of the
+  checkout linked in, `.venv` pointing at the running interpreter's environment, a fresh
+  `var/`), so `.venv/bin/volthub …`, `docs/examples/…` and `var/…` resolve as they do for a
+  reader, and the server's `var/volthub.db` is a throw-away SQLite file.
+- Each block runs in its own `bash` under `set -euo pipefail`. The shell variables and
+  functions it defines are saved and loaded into the next block, as one terminal would keep
+  them. The only substitutions are environment variables the README reads with a default:
+  `BASE` (a free loopback port instead of 8080) and `RECEIVER_PORT`.
+- `<!-- readme-test: skip (why) -->` before a block: not run (it blocks, downloads, or
+  takes minutes). `<!-- readme-test: server (why) -->`: the block starts the server with
+  `make serve`; the test runs it with `make` standing in for "(re)start the test's server
+  with the `VOLTHUB_…` settings given to it".
+- Programs a block leaves in the background are stopped at the end (each block is its own
+  process group), whether the README's own `kill` ran or not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from volthub.loadtest.servers import free_port
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+FENCE_OPEN = re.compile(r"^```(\w*)\s*$")
+DIRECTIVE = re.compile(r"^<!--\s*readme-test:\s*(\w+)\b.*-->\s*$")
+SHELL_LANGUAGES = {"sh", "bash", "shell", "console", "zsh"}
+BLOCK_TIMEOUT = 30.0
+SERVER_START_TIMEOUT = 30.0
+MAX_SKIPPED = 8  # skipping is the exception: a README whose examples do not run is the bug
+
+# Runs one block inside the session: load what earlier blocks defined, run the block under
+# strict mode, then save every variable and function it added (not the environment's).
+WRAPPER = """\
+__readme_known=" $(compgen -v | tr '\\n' ' ') "
+if [ -f {state} ]; then source {state}; fi
+set -euo pipefail
+{prelude}
+{block}
+__readme_status=$?
+set +euo pipefail
+{{
+  for __readme_name in $(compgen -v); do
+    case "$__readme_known" in *" $__readme_name "*) continue ;; esac
+    case "$__readme_name" in __readme_*) continue ;; esac
+    declare -p "$__readme_name"
+  done
+  declare -f
+}} > {state}.next && mv {state}.next {state}
+exit $__readme_status
+"""
+
+# In a server block, `make serve` hands the test the settings it would start the server with.
+MAKE_SHIM = """\
+make() {{
+  if [ "$*" != serve ]; then echo "readme-test: a server block may only run 'make serve', not 'make $*'" >&2; return 2; fi
+  env -0 > {settings}
+}}
+"""
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int  # of the opening fence, 1-based
+    language: str
+    text: str
+    directive: str | None  # "skip", "server" or None (run)
+
+
+def readme_blocks(markdown: str) -> list[Block]:
+    """Every fenced block with its language and the readme-test directive right before it."""
+    blocks: list[Block] = []
+    lines = markdown.splitlines()
+    index = 0
+    while index < len(lines):
+        opening = FENCE_OPEN.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        start = index
+        index += 1
+        while index < len(lines) and not lines[index].startswith("```"):
+            index += 1
+        previous = next((lines[i] for i in range(start - 1, -1, -1) if lines[i].strip()), "")
+        directive = DIRECTIVE.match(previous)
+        body = "\n".join(lines[start + 1 : index])
+        blocks.append(Block(start + 1, opening.group(1), body, directive.group(1) if directive else None))
+        index += 1
+    return blocks
+
+
+def shell_blocks() -> list[Block]:
+    return [block for block in readme_blocks(README.read_text(encoding="utf-8")) if block.language == "sh"]
+
+
+def test_readme_shell_blocks_follow_one_convention() -> None:
+    blocks = readme_blocks(README.read_text(encoding="utf-8"))
+    others = [f"line {b.line}: ```{b.language}" for b in blocks if b.language in SHELL_LANGUAGES - {"sh"}]
+    assert not others, f"shell examples are fenced as ```sh so the README test runs them: {others}"
+    unknown = [f"line {b.line}: {b.directive}" for b in blocks if b.directive not in (None, "skip", "server")]
+    assert not unknown, f"readme-test directives are 'skip' and 'server' only: {unknown}"
+    sh = [b for b in blocks if b.language == "sh"]
+    assert sh and sh[0].directive == "server", "the first shell block starts the server"
+    skipped = [b.line for b in sh if b.directive == "skip"]
+    assert len(skipped) <= MAX_SKIPPED, f"too many README blocks skipped by the test: lines {skipped}"
+
+
+class Server:
+    """`volthub serve` in the scratch root, as `make serve` runs it, on a free loopback port."""
+
+    def __init__(self, root: Path, env: dict[str, str], port: int) -> None:
+        self.root, self.env, self.port = root, env, port
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = root / "server.log"
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, settings: dict[str, str]) -> None:
+        argv = [str(self.root / ".venv" / "bin" / "volthub"), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                argv, cwd=self.root, env={**self.env, **settings}, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"the server exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.base}/healthz", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        pytest.fail(f"the server did not become ready in {SERVER_START_TIMEOUT} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log.exists():
+            return "(no server log)"
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+class Session:
+    """The reader's second terminal: blocks run one after another, sharing their variables."""
+
+    def __init__(self, root: Path, env: dict[str, str], server: Server) -> None:
+        self.root, self.env, self.server = root, env, server
+        self.state = root / ".readme-test-state.sh"
+        self.process_groups: list[int] = []
+        self.started = False
+
+    def run(self, block: Block, prelude: str = "") -> tuple[int, str]:
+        script = self.root / f".readme-test-block-{block.line}.sh"
+        script.write_text(WRAPPER.format(state=self.state, prelude=prelude, block=block.text))
+        output = self.root / f".readme-test-block-{block.line}.out"
+        with output.open("wb") as sink:
+            # Output goes to a file, not a pipe: a program the block leaves running in the
+            # background keeps its copy of the descriptor, and a pipe would never close.
+            process = subprocess.Popen(
+                ["bash", str(script)],
+                cwd=self.root,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            self.process_groups.append(process.pid)
+            try:
+                status = process.wait(timeout=BLOCK_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                status = -1
+        return status, output.read_text(errors="replace")
+
+    def run_server_block(self, block: Block) -> tuple[int, str]:
+        settings_file = self.root / ".readme-test-settings"
+        settings_file.unlink(missing_ok=True)
+        status, output = self.run(block, prelude=MAKE_SHIM.format(settings=settings_file))
+        if status != 0:
+            return status, output
+        if not settings_file.exists():
+            return 1, output + "\n(readme-test: the server block never ran 'make serve')"
+        given = dict(item.split("=", 1) for item in settings_file.read_text().split("\0") if "=" in item)
+        settings = {k: v for k, v in given.items() if k.startswith("VOLTHUB_") and self.env.get(k) != v}
+        self.server.stop()
+        self.server.start(settings)
+        return 0, output + f"\n(readme-test: server (re)started with {settings or 'the defaults'})"
+
+    def close(self) -> None:
+        for group in self.process_groups:
+            # Gone already when the block and everything it started have exited.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGTERM)
+
+
+def scratch_root(tmp_path: Path) -> Path:
+    """A stand-in for the repository root: the checkout linked in, its own var/, our venv."""
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "volthub").exists():
+        pytest.fail(f"the README uses .venv/bin/volthub; this interpreter's environment {venv} has none")
+    root = tmp_path / "repo"
+    root.mkdir()
+    for entry in REPO.iterdir():
+        if entry.name not in {".git", ".venv", "var"}:
+            (root / entry.name).symlink_to(entry)
+    (root / ".venv").symlink_to(venv)
+    return root
+
+
+def required_tools() -> None:
+    missing = [tool for tool in ("bash", "curl", "openssl", "python3") if shutil.which(tool) is None]
+    if missing:
+        message = f"the README's examples need {', '.join(missing)} (Debian: apt-get install curl openssl)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[Session]:
+    required_tools()
+    root = scratch_root(tmp_path)
+    # The reader's environment, less any volthub settings of the machine running the tests.
+    env = {k: v for k, v in os.environ.items() if not (k.startswith("VOLTHUB_") and "__" in k)}
+    server = Server(root, env, free_port())
+    env.update(BASE=server.base, RECEIVER_PORT=str(free_port()))
+    running = Session(root, env, server)
+    try:
+        yield running
+    finally:
+        running.close()
+        server.stop()
+
+
+def test_the_session_keeps_shell_state_and_reports_failures(tmp_path: Path) -> None:
+    """The runner itself: what one block defines the next sees, and failures are not lost."""
+    running = Session(tmp_path, {"PATH": os.environ["PATH"]}, server=None)  # type: ignore[arg-type]
+    try:
+        first = Block(1, "sh", 'GREETING="hello world"\ncount_words() { echo $#; }\nexport SHARED=yes', None)
+        assert running.run(first) == (0, "")
+        second = Block(2, "sh", "count_words $GREETING\nbash -c 'echo \"$SHARED\"'", None)
+        assert running.run(second) == (0, "2\nyes\n")
+        # Under `set -e` a failing `a && b` list does not stop bash: its status must still count.
+        assert running.run(Block(3, "sh", 'test "$GREETING" = other && echo same', None))[0] != 0
+        assert running.run(Block(4, "sh", "false | cat\necho unreachable", None)) == (1, "")
+        assert running.run(Block(5, "sh", "echo $UNSET_VARIABLE", None))[0] != 0
+        background = Block(6, "sh", "sleep 600 > /dev/null 2>&1 &\necho $! > sleeper.pid", None)
+        assert running.run(background)[0] == 0
+    finally:
+        running.close()
+    sleeper = int((tmp_path / "sleeper.pid").read_text())
+    for _ in range(100):  # SIGTERM was sent to its group; wait until it is gone
+        try:
+            os.kill(sleeper, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("close() left a block's background program running")
+
+
+def test_every_shell_block_of_the_readme_runs_in_order(session: Session) -> None:
+    ran: list[int] = []
+    for block in shell_blocks():
+        if block.directive == "skip":
+            continue
+        if block.directive == "server":
+            status, output = session.run_server_block(block)
+        else:
+            status, output = session.run(block)
+        if status != 0:
+            pytest.fail(
+                f"README.md block at line {block.line} failed (exit {status}):\n"
+                f"```sh\n{block.text}\n```\n--- its output ---\n{output}\n"
+                f"--- blocks that passed before it: lines {ran} ---\n"
+                f"--- server log (last lines) ---\n{session.server.log_tail()}",
+                pytrace=False,
+            )
+        ran.append(block.line)
+    assert ran, "README.md has no runnable shell block"

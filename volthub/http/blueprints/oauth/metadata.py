@@ -1,0 +1,77 @@
+"""What a client discovers: the scope catalogue and the authorization server metadata (RFC 8414)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+from quart import jsonify, request
+from quart_schema import document_response, tag
+
+from volthub.http import access
+from volthub.http.blueprints.oauth.common import blueprint
+from volthub.http.blueprints.oauth.token_endpoint import GRANT_TYPES
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Model
+from volthub.protocol.oauth.scopes import SCOPE_NAMES, catalogue_document
+
+# --- catalogue and metadata --------------------------------------------------------------------------
+
+
+class ScopeInfo(Model):
+    name: str
+    category: str
+    description: str
+    sensitive: bool
+
+
+class ScopeCatalogue(Model):
+    scopes: list[ScopeInfo]
+    aliases: dict[str, str | None] = Field(
+        description="legacy scope string -> the real scope it grants (null: nothing extra)"
+    )
+
+
+@blueprint.get("/api/developer/oauth/scopes")
+@access.public
+@tag(["OAuth"])
+@document_response(ScopeCatalogue)
+async def scopes() -> Any:
+    """Every scope an app can request, with category, description and sensitivity.
+
+    The spec's prose says 22 scopes but its table lists 23; volthub serves the table's 23
+    (DESIGN §5). Legacy aliases are accepted on authorize and in stored tokens.
+    """
+    return jsonify(catalogue_document())
+
+
+def issuer() -> str:
+    public_url = runtime().settings.server.public_url
+    return (public_url or request.host_url).rstrip("/")
+
+
+@blueprint.get("/.well-known/oauth-authorization-server")
+@access.public
+@tag(["OAuth"])
+async def metadata() -> Any:
+    """Authorization server metadata (RFC 8414). The issuer is `[server] public_url`, or
+    the request's own origin when that is empty."""
+    base = issuer()
+    methods = ["S256", "plain"] if runtime().settings.oauth.allow_plain_pkce else ["S256"]
+    auth_methods = ["client_secret_basic", "client_secret_post", "none"]
+    return jsonify(
+        {
+            "issuer": base,
+            "authorization_endpoint": f"{base}/oauth/authorize",
+            "token_endpoint": f"{base}/api/developer/oauth/token",
+            "revocation_endpoint": f"{base}/api/developer/oauth/revoke",
+            "scopes_supported": list(SCOPE_NAMES),
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": list(GRANT_TYPES),
+            "token_endpoint_auth_methods_supported": auth_methods,
+            "revocation_endpoint_auth_methods_supported": auth_methods,
+            "code_challenge_methods_supported": methods,
+            "service_documentation": f"{base}/api/openapi.json",
+        }
+    )

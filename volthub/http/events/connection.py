@@ -1,0 +1,118 @@
+"""One Engine.IO session as the Trio adapter holds it, and the application's interface.
+
+A :class:`Connection` pairs a sans-IO session with the signals its tasks wait on; the
+:class:`Handler` is what sits on top (the Events API, or the conformance apps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+
+from volthub.http.events.asgi import CLOSE_NORMAL
+from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClosed
+from volthub.protocol.socketio.session import Disconnected, SocketIOSession
+
+if TYPE_CHECKING:  # the endpoint owns its connections; only the type is needed here
+    from volthub.http.events.engineio import EngineIOEndpoint
+
+
+class Handler(Protocol):
+    """The application on top of the sessions (the Events API, or the conformance apps)."""
+
+    async def on_request(self, conn: Connection, event: Event) -> None:
+        """ConnectRequest, EventReceived, AckReceived or MessageReceived; one at a time
+        per connection, in order."""
+
+    def on_leave(self, conn: Connection, event: Disconnected | SessionClosed) -> None:
+        """A namespace was left, or the session ended (always last). Must not block."""
+
+
+class Signal:
+    """Wakes every task waiting on it; each re-checks its own condition."""
+
+    __slots__ = ("_lot",)
+
+    def __init__(self) -> None:
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def fire(self) -> None:
+        if self._lot:
+            self._lot.unpark_all()
+
+    async def wait(self) -> None:
+        await self._lot.park()
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            await self._lot.park()
+
+
+class Connection:
+    """One Engine.IO session, whatever carries it, plus what the application hangs on it."""
+
+    __slots__ = (
+        "sid",
+        "session",
+        "endpoint",
+        "query",
+        "client",
+        "output",
+        "control",
+        "lock",
+        "detached",
+        "close_code",
+        "close_reason",
+        "probe_scope",
+        "app",
+    )
+
+    def __init__(
+        self,
+        sid: str,
+        session: EngineIOSession,
+        endpoint: EngineIOEndpoint,
+        query: Mapping[str, str],
+        client: tuple[str, int] | None,
+    ) -> None:
+        self.sid = sid
+        self.session = session
+        self.endpoint = endpoint
+        self.query = query  # of the request that opened the session
+        self.client = client
+        self.output = Signal()
+        self.control = Signal()
+        self.lock = trio.Lock()  # application events are handled one at a time, in order
+        self.detached = False  # its WebSocket is gone: nothing more can be delivered
+        self.close_code = CLOSE_NORMAL
+        self.close_reason = ""
+        self.probe_scope: trio.CancelScope | None = None
+        self.app: Any = None  # the handler's per-connection state
+
+    @property
+    def socketio(self) -> SocketIOSession:
+        assert isinstance(self.session, SocketIOSession)
+        return self.session
+
+    def now(self) -> float:
+        return self.endpoint.now()
+
+    def flush(self) -> None:
+        """New output is queued: wake the writer or the pending GET."""
+        self.output.fire()
+
+    def changed(self) -> None:
+        """Deadlines or the session's state may have changed: wake everyone."""
+        self.output.fire()
+        self.control.fire()
+
+    def close(self, reason: str, code: int = CLOSE_NORMAL) -> list[Event]:
+        """Close from the server side; queued frames still go out. Returns closing events
+        for the caller to pass to ``endpoint.dispatch_leave``."""
+        if not self.session.closed:
+            self.close_code, self.close_reason = code, reason
+        events = self.session.close(self.now(), reason)
+        self.changed()
+        return events

@@ -1,0 +1,94 @@
+"""One supervisor for the process's background services (DESIGN §2 "Runtime shape").
+
+Each service runs in the supervisor's nursery. An exception is logged and the service is
+started again after an exponential back-off (doubling from `initial_delay` up to
+`max_delay`), so one crashing service never tears down the app. A service that stayed up
+for `healthy_after` seconds before it failed starts again from `initial_delay`: the back-off
+grows only while it keeps failing fast. A service that returns is done and not restarted.
+Cancelling the supervisor (`stop`, or cancelling the enclosing scope) stops every service;
+the back-off waits are Trio sleeps, so MockClock drives them in tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import trio
+
+log = logging.getLogger(__name__)
+
+ServiceFn = Callable[[], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    initial_delay: float = 1.0
+    max_delay: float = 60.0
+    factor: float = 2.0
+    healthy_after: float = 60.0
+
+    def delay(self, failures: int) -> float:
+        """The wait before restart number `failures` (1 = after the first failure)."""
+        exponent = max(0, failures - 1)
+        # Compared in log space, so a long run of failures cannot overflow the power.
+        if exponent * math.log(self.factor) >= math.log(self.max_delay / self.initial_delay):
+            return self.max_delay
+        return min(self.max_delay, self.initial_delay * self.factor**exponent)
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    run: ServiceFn
+
+
+class Supervisor:
+    """Runs `Service`s until cancelled. Counters are kept for logs and tests."""
+
+    def __init__(self, backoff: Backoff | None = None) -> None:
+        self.backoff = backoff or Backoff()
+        self.restarts: dict[str, int] = {}
+        self._scope: trio.CancelScope | None = None
+        self._stopped = trio.Event()
+
+    async def run(
+        self, services: Sequence[Service], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Start every service, report started, and supervise until cancelled or `stop()`."""
+        try:
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                async with trio.open_nursery() as nursery:
+                    for service in services:
+                        self.restarts[service.name] = 0
+                        nursery.start_soon(self._keep_running, service, name=f"service:{service.name}")
+                    task_status.started()
+        finally:
+            self._stopped.set()
+
+    async def stop(self) -> None:
+        """Cancel every service and wait until they have all ended."""
+        if self._scope is not None:
+            self._scope.cancel()
+            await self._stopped.wait()
+
+    async def _keep_running(self, service: Service) -> None:
+        failures = 0
+        while True:
+            started = trio.current_time()
+            try:
+                await service.run()
+            except Exception:
+                if trio.current_time() - started >= self.backoff.healthy_after:
+                    failures = 0
+                failures += 1
+                delay = self.backoff.delay(failures)
+                log.exception("service %s failed; restarting in %g s", service.name, delay)
+            else:
+                log.info("service %s finished", service.name)
+                return
+            await trio.sleep(delay)
+            self.restarts[service.name] += 1
