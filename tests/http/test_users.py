@@ -41,6 +41,14 @@ async def test_profile_update_rejects_bad_values(client, make_user, body):
     assert me["displayName"] == user.username and me["bio"] == ""
 
 
+async def test_null_bio_clears_it(client, make_user):
+    user = await make_user()
+    await client.put("/api/users/me", headers=user.headers, json={"bio": "hello"})
+    response = await client.put("/api/users/me", headers=user.headers, json={"bio": None})
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    assert (await response.get_json())["bio"] == ""
+
+
 async def test_public_profile_is_case_sensitive(client):
     user = await register(client, "CaseUser")
     found = await client.get("/api/users/CaseUser")

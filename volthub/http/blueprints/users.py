@@ -21,8 +21,14 @@ blueprint = Blueprint("users", __name__, url_prefix="/api/users")
 
 class ProfileBody(Body):
     displayName: DisplayName | None = None
-    bio: str | None = Field(None, max_length=300)
+    bio: str | None = Field(None, max_length=300, description='null clears the bio (as "" does)')
     avatarUrl: str | None = Field(None, max_length=2048)
+
+    @field_validator("bio")
+    @classmethod
+    def _null_clears(cls, value: str | None) -> str:
+        # The column holds "" for no bio; a client sending null means the same.
+        return value or ""
 
     @field_validator("avatarUrl")
     @classmethod
