@@ -22,6 +22,7 @@ import secrets
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,11 +112,26 @@ async def db(database_url: str) -> AsyncIterator[Any]:
     """A migrated database, once per backend."""
     from volthub.persistence import migrate, open_database
 
-    database = open_database(database_url, pool_size=4)
+    # Eight connections: the concurrency tests race that many transactions.
+    database = open_database(database_url, pool_size=8)
     await database.open()
     await migrate(database)
     yield database
     await database.close()
+
+
+async def stored_user(db: Any, username: str | None = None) -> str:
+    """A user written straight to the store (no HTTP, no password hashing); its id."""
+    from volthub.persistence import users as users_repo
+
+    user_id = str(uuid.uuid4())
+    name = username or f"u{uuid.uuid4().hex[:12]}"
+    await db.write(
+        lambda tx: users_repo.create_user(
+            tx, user_id=user_id, username=name, display_name=name, password_hash="h", now_ms=1
+        )
+    )
+    return user_id
 
 
 def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:

@@ -4,21 +4,10 @@ from __future__ import annotations
 
 import uuid
 
+from tests.conftest import stored_user as make_channel
 from volthub.persistence import Database, Tx, migrate
 from volthub.persistence import channel_points as repo
-from volthub.persistence import users as users_repo
 from volthub.persistence.channel_points import MAX_REWARDS_PER_CHANNEL, Reward
-
-
-async def make_channel(db: Database) -> str:
-    user_id = str(uuid.uuid4())
-    name = f"chan{user_id[:8]}"
-    await db.write(
-        lambda tx: users_repo.create_user(
-            tx, user_id=user_id, username=name, display_name=name, password_hash="h", now_ms=1
-        )
-    )
-    return user_id
 
 
 def reward(channel_id: str, number: int) -> Reward:

@@ -7,22 +7,13 @@ import uuid
 
 import pytest
 
+from tests.conftest import stored_user as user
 from volthub.persistence import IntegrityError
 from volthub.persistence import channels as channels_repo
 from volthub.persistence import chat as repo
 from volthub.persistence import users as users_repo
 
 NOW = 1_800_000_000_000
-
-
-async def user(db, name):
-    user_id = str(uuid.uuid4())
-    await db.write(
-        lambda tx: users_repo.create_user(
-            tx, user_id=user_id, username=name, display_name=name, password_hash="h", now_ms=1
-        )
-    )
-    return user_id
 
 
 async def test_roles_grant_expire_and_revoke(db):

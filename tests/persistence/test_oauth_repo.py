@@ -5,33 +5,10 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
+from tests.conftest import stored_user as _user
 from volthub.persistence import apps as apps_repo
-from volthub.persistence import migrate, open_database
 from volthub.persistence import oauth as repo
-from volthub.persistence import users as users_repo
 from volthub.persistence.oauth import AuthorizationCode
-
-
-@pytest.fixture
-async def db(database_url):
-    database = open_database(database_url, pool_size=4)
-    await database.open()
-    await migrate(database)
-    yield database
-    await database.close()
-
-
-async def _user(db) -> str:
-    user_id = str(uuid.uuid4())
-    name = f"u{uuid.uuid4().hex[:10]}"
-    await db.write(
-        lambda tx: users_repo.create_user(
-            tx, user_id=user_id, username=name, display_name=name, password_hash="h", now_ms=1
-        )
-    )
-    return user_id
 
 
 async def _app(db, owner: str, secret_hash: str | None = "hash") -> apps_repo.App:

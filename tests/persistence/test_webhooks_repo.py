@@ -8,17 +8,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import insert_app
-from volthub.persistence import users
+from tests.conftest import stored_user as _owner
 from volthub.persistence import webhooks as repo
-
-
-async def _owner(db: Any) -> str:
-    user_id = str(uuid.uuid4())
-    name = f"u{uuid.uuid4().hex[:12]}"
-    await db.write(
-        lambda tx: users.create_user(tx, user_id=user_id, username=name, display_name=name, password_hash="x", now_ms=1)
-    )
-    return user_id
 
 
 def _create(tx: Any, client_id: str, limit: int | None) -> repo.Webhook:

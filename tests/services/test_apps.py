@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 
+from tests.conftest import stored_user as _user
 from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import SystemClock
 from volthub.hub.publisher import EventPublisher
-from volthub.persistence import users
 from volthub.services.apps import AppFields, AppNotFound, Apps, PublicClient, owned_app
 from volthub.services.oauth import build_oauth_service, secret_matches
-
-
-async def _user(db: Any) -> str:
-    user_id, name = str(uuid.uuid4()), f"u{uuid.uuid4().hex[:12]}"
-    await db.write(
-        lambda tx: users.create_user(tx, user_id=user_id, username=name, display_name=name, password_hash="x", now_ms=1)
-    )
-    return user_id
 
 
 def _apps(db: Any) -> Apps:

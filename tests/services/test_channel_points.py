@@ -6,15 +6,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 import trio
 
+from tests.conftest import stored_user as make_channel
 from volthub.hub.clock import TrioClock
-from volthub.persistence import Database, Tx, migrate, open_database
+from volthub.persistence import Database, Tx
 from volthub.persistence import channel_points as repo
-from volthub.persistence import users as users_repo
 from volthub.services.channel_points import (
     MAX_REWARDS_PER_CHANNEL,
     ChannelNotFound,
@@ -25,26 +24,6 @@ from volthub.services.channel_points import (
 
 CONCURRENCY = 8
 ROUNDS = 4
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = open_database(database_url, CONCURRENCY)
-    await database.open()
-    await migrate(database)
-    yield database
-    await database.close()
-
-
-async def make_channel(db: Database) -> str:
-    user_id = str(uuid.uuid4())
-    name = f"chan{user_id[:8]}"
-    await db.write(
-        lambda tx: users_repo.create_user(
-            tx, user_id=user_id, username=name, display_name=name, password_hash="h", now_ms=1
-        )
-    )
-    return user_id
 
 
 def fields(number: int) -> dict[str, object]:

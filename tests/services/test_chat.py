@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 import trio
 
 from volthub.hub.clock import TrioClock, to_ms
-from volthub.persistence import Database, Tx, migrate, open_database
+from volthub.persistence import Database, Tx
 from volthub.persistence import chat as chat_repo
 from volthub.services.chat import STANDINGS_BATCH, VIEWER_LIST_MAX, ChannelNotFound, ChatReads
 
 START = 1_800_000_000.0
 # PostgreSQL refuses a statement with more bind parameters than this.
 POSTGRES_PARAMETER_CAP = 65_535
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = open_database(database_url, 4)
-    await database.open()
-    await migrate(database)
-    yield database
-    await database.close()
 
 
 class FakePresence:

@@ -3,39 +3,18 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 import trio
 
+from tests.conftest import stored_user as make_user
 from volthub.hub.clock import TrioClock, to_ms
-from volthub.persistence import Database, migrate, open_database
+from volthub.persistence import Database
 from volthub.persistence import notifications as repo
-from volthub.persistence import users as users_repo
 from volthub.persistence.pagination import InvalidCursor
 from volthub.services.notifications import NotificationNotFound, Notifications
 
 START = 1_800_000_000.0
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = open_database(database_url, 4)
-    await database.open()
-    await migrate(database)
-    yield database
-    await database.close()
-
-
-async def make_user(db: Database) -> str:
-    user_id = str(uuid.uuid4())
-    name = f"n{user_id[:8]}"
-    await db.write(
-        lambda tx: users_repo.create_user(
-            tx, user_id=user_id, username=name, display_name=name, password_hash="h", now_ms=1
-        )
-    )
-    return user_id
 
 
 async def add(db: Database, user_id: str, created_at: int) -> str:

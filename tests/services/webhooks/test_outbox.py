@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -11,21 +10,13 @@ import pytest
 import trio
 
 from tests.conftest import insert_app
+from tests.conftest import stored_user as make_user
 from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import SystemClock, to_ms
 from volthub.hub.publisher import Emitter, EventPublisher
-from volthub.persistence import Database, Tx, migrate, open_database, users
+from volthub.persistence import Database, Tx
 from volthub.persistence import webhooks as repo
 from volthub.services.webhooks.outbox import OutboxSink
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = open_database(database_url, 8)
-    await database.open()
-    await migrate(database)
-    yield database
-    await database.close()
 
 
 class Scopes:
@@ -46,15 +37,6 @@ def publisher(db: Database, scopes: Scopes) -> EventPublisher:
     publisher = EventPublisher(db, InProcessBus(), SystemClock())
     publisher.add_transaction_sink(OutboxSink(0, scope_check=scopes))
     return publisher
-
-
-async def make_user(db: Database) -> str:
-    user_id = str(uuid.uuid4())
-    name = f"u{uuid.uuid4().hex[:10]}"
-    await db.write(
-        lambda tx: users.create_user(tx, user_id=user_id, username=name, display_name=name, password_hash="x", now_ms=1)
-    )
-    return user_id
 
 
 async def make_webhook(db: Database, client_id: str, events: list[str], enabled: bool = True) -> str:
