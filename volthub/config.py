@@ -157,6 +157,41 @@ class OAuthSettings(Section):
     grant_cache_seconds: float = Field(2.0, ge=0, le=60)
 
 
+class IngestSettings(Section):
+    """Media-server hooks and ingest addresses (DESIGN §4.1 "Stream")."""
+
+    # Shared secret the media server presents on every hook (Bearer header, or query
+    # parameter `secret` where the server cannot send headers). Empty: hooks are refused
+    # with 403 ingest_not_configured and a warning is logged at start.
+    hook_secret: str = ""
+    # Secret the stream keys are derived from. Empty: generated once and kept in the
+    # database. Set it here to keep keys out of database dumps; changing it changes every key.
+    stream_key_secret: str = ""
+    # A live stream with no hook or heartbeat for this long is closed (its media server
+    # vanished). 0 never closes a stream on silence.
+    silence_timeout_seconds: float = Field(120.0, ge=0, le=86400)
+    # What `stream/setup` hands to encoders; `{username}` is replaced. WHIP is listed first.
+    whip_url: str = "http://127.0.0.1:8889/{username}/whip"
+    rtmp_url: str = "rtmp://127.0.0.1:1935/live"
+
+    @field_validator("whip_url", "rtmp_url")
+    @classmethod
+    def _no_srt(cls, url: str) -> str:
+        if url.lower().startswith("srt://"):
+            raise ValueError("SRT ingest is not offered (spec §2.12)")
+        return url
+
+
+class StreamsSettings(Section):
+    """Browse lists and the category catalogue (spec §4.5, §4.6)."""
+
+    # Usernames of the channels `GET /api/streams/featured` lists (those live, in this order).
+    featured: list[str] = Field([], max_length=1000)
+    # A JSON file of extra categories, merged over the built-in volthub/data/categories.json
+    # (same shape: [{"slug", "name", "group"}]; a slug already known replaces the built-in).
+    categories_file: str = ""
+
+
 class Settings(Section):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
@@ -166,6 +201,8 @@ class Settings(Section):
     webhooks: WebhookSettings = WebhookSettings()
     chat: ChatHubSettings = ChatHubSettings()
     events: EventsSettings = EventsSettings()
+    ingest: IngestSettings = IngestSettings()
+    streams: StreamsSettings = StreamsSettings()
 
 
 class ConfigError(Exception):

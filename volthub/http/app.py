@@ -11,6 +11,7 @@ back-off; after_serving stops it.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,12 +41,16 @@ from volthub.persistence import secrets as secret_store
 from volthub.services import webhooks as webhook_delivery
 from volthub.services.accounts import Accounts
 from volthub.services.apps import Apps
+from volthub.services.categories import Categories
 from volthub.services.channel_points import ChannelPoints
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
+from volthub.services.streams import Streams
 from volthub.services.tokens import TokenService
 from volthub.services.users import Users
 from volthub.services.webhooks import Dispatcher, WebhookAdmin
+
+log = logging.getLogger(__name__)
 
 # A background service runs in the supervisor's nursery until shutdown; if it fails, the
 # supervisor restarts it with back-off (volthub.hub.supervisor).
@@ -59,6 +64,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("webhooks", webhook_delivery.service),
     ("chat", chat_blueprint.run_chat_hub),
     ("engineio", events_api.service),
+    ("ingest-silence", lambda rt: rt.services.streams.watch_silence()),
 ]
 
 
@@ -234,7 +240,20 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         webhooks=dispatcher,
         webhook_admin=WebhookAdmin(database, clock, dispatcher),
         channel_points=ChannelPoints(database, clock),
+        streams=await _make_streams(rt, database, publisher),
     )
+
+
+async def _make_streams(rt: Runtime, database: Database, publisher: EventPublisher) -> Streams:
+    """Streams need the categories file and the stream-key secret (config, or kept in the database)."""
+    ingest = rt.settings.ingest
+    key_secret = ingest.stream_key_secret or await database.write(
+        secret_store.get_or_create("stream_key_secret", to_ms(rt.clock.now()))
+    )
+    if not ingest.hook_secret:
+        log.warning("[ingest] hook_secret is not set: media-server hooks are refused, no stream can go live")
+    categories = Categories.load(rt.settings.streams.categories_file)
+    return Streams(database, publisher, rt.clock, categories, key_secret, ingest.silence_timeout_seconds)
 
 
 async def _supervise(rt: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

@@ -17,6 +17,14 @@ from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.channel_points import TooManyRewards
 from volthub.services.channels import ChannelNotFound
 from volthub.services.notifications import NotificationNotFound
+from volthub.services.streams import (
+    ClipNotFound,
+    ClipOutOfRange,
+    NoStreamToClip,
+    TagsRefused,
+    UnknownCategory,
+    VodNotFound,
+)
 from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
 
 # Codes for Quart's own HTTP errors, so 404/405/413 look like ours.
@@ -125,7 +133,23 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     TooManyWebhooks: lambda error: ApiError(409, "too_many_webhooks", str(error)),
     WebhookDisabled: lambda _: ApiError(409, "webhook_disabled", "re-enable the webhook before redelivering"),
     InvalidTarget: lambda error: ApiError(400, error.code, error.message, {"field": "url"}),
+    # Streams, tags and clips (services.streams).
+    TagsRefused: lambda error: ApiError(400, error.problem.code, error.problem.message, _tag_details(error.problem)),
+    UnknownCategory: lambda error: ApiError(400, "unknown_category", str(error), {"field": "category"}),
+    NoStreamToClip: lambda _: ApiError(409, "no_stream", "the channel is not live and has no recorded stream"),
+    ClipOutOfRange: lambda error: ApiError(
+        400, "clip_out_of_range", str(error), {"field": "startOffsetMs", "availableMs": error.available_ms}
+    ),
+    ClipNotFound: lambda error: not_found("clip", clipId=str(error)),
+    VodNotFound: lambda error: not_found("vod", vodId=str(error)),
 }
+
+
+def _tag_details(problem: Any) -> dict[str, Any]:
+    details = {"field": problem.field, "limit": problem.limit, "counted": problem.counted}
+    if problem.tag is not None:
+        details["tag"] = problem.tag
+    return details
 
 
 def install_error_handlers(app: Quart) -> None:

@@ -132,6 +132,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "The channel went live.",
         *_STREAM,
         _f("title", "string", "stream title"),
+        _f("category", "string|null", "category slug"),
         _f("startedAt", "string", "ISO 8601"),
         public=True,
     ),
@@ -141,6 +142,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "The channel's stream ended.",
         *_STREAM,
         _f("endedAt", "string", "ISO 8601"),
+        _f("vodId", "string", "the VOD record the stream left", optional=True),
         public=True,
     ),
     _event(
@@ -150,8 +152,9 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_STREAM[1:],
         _f("title", "string", "stream title"),
         _f("category", "string|null", "category slug"),
-        _f("tags", "string[]", "stream tags"),
-        _f("contentWarnings", "string[]", "content warnings"),
+        _f("tags", "string[]", "stream tags (slugs)"),
+        _f("channelTags", "string[]", "the channel's identity tags (slugs)"),
+        _f("contentWarnings", "string[]", "content-warning tags of both lists"),
         public=True,
     ),
     # ---------------------------------------------------------------- Channel
@@ -485,6 +488,10 @@ PRODUCERS: Final[dict[str, str]] = {
     "chat.message": "volthub.hub.components.chat",
     "channel.ban": "volthub.hub.components.chat",
     "channel.unban": "volthub.hub.components.chat",
+    "stream.online": "volthub.services.streams",
+    "stream.offline": "volthub.services.streams",
+    "stream.update": "volthub.services.streams",
+    "channel.update": "volthub.services.streams",
 }
 
 EVENTS_API_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports)
@@ -617,6 +624,55 @@ def _tested(data: dict[str, Any], is_test: bool) -> dict[str, Any]:
     if is_test:
         data["isTest"] = True
     return data
+
+
+# --- builders: streams (volthub.services.streams) ------------------------------------------
+
+
+def _broadcaster(channel: Person) -> dict[str, str]:
+    return {"userId": channel.user_id, "username": channel.username}
+
+
+def stream_online(
+    *, stream_id: str, channel: Person, title: str, category: str | None, started_at: str
+) -> dict[str, Any]:
+    return {
+        "streamId": stream_id,
+        **_broadcaster(channel),
+        "title": title,
+        "category": category,
+        "startedAt": started_at,
+    }
+
+
+def stream_offline(*, stream_id: str, channel: Person, ended_at: str, vod_id: str | None = None) -> dict[str, Any]:
+    data = {"streamId": stream_id, **_broadcaster(channel), "endedAt": ended_at}
+    if vod_id is not None:
+        data["vodId"] = vod_id
+    return data
+
+
+def stream_update(
+    *,
+    channel: Person,
+    title: str,
+    category: str | None,
+    tags: Iterable[str],
+    channel_tags: Iterable[str],
+    content_warnings: Iterable[str],
+) -> dict[str, Any]:
+    return {
+        **_broadcaster(channel),
+        "title": title,
+        "category": category,
+        "tags": list(tags),
+        "channelTags": list(channel_tags),
+        "contentWarnings": list(content_warnings),
+    }
+
+
+def channel_update(*, channel: Person, updated_at: str) -> dict[str, Any]:
+    return {**channel.fields(), "updatedAt": updated_at}
 
 
 # --- builders: follows (volthub.services.accounts) -----------------------------------------

@@ -13,3 +13,7 @@ BLUEPRINTS += [events.blueprint, sandbox.blueprint, channel_points.blueprint]
 from volthub.http.blueprints import consent, developer_apps, oauth  # noqa: E402  (issue 3: OAuth)
 
 BLUEPRINTS += [developer_apps.blueprint, oauth.blueprint, consent.blueprint]
+from volthub.http.blueprints import ingest, stream_control, streams  # noqa: E402  (issue 13: streams)
+
+BLUEPRINTS += [streams.blueprint, streams.clips_blueprint, streams.categories_blueprint]
+BLUEPRINTS += [stream_control.blueprint, ingest.blueprint]

@@ -1,0 +1,240 @@
+"""Media-server hooks: live state comes from the server that receives the video (DESIGN §4.1).
+
+Every hook carries `[ingest] hook_secret`: as `Authorization: Bearer <secret>`, or as the
+query parameter `secret` where the media server cannot add headers. Unset, every hook is
+refused with 403 `ingest_not_configured`.
+
+- Generic: `POST /api/ingest/publish|unpublish|heartbeat` with `{streamKey}`.
+- nginx-rtmp: `on_publish`, `on_publish_done`, `on_update` at `/api/ingest/nginx/publish`,
+  `/nginx/unpublish`, `/nginx/update` (form-encoded, the key in `name`). A 2xx lets the
+  publisher in; the 403 for a wrong key makes nginx drop it.
+- MediaMTX: `authHTTPAddress` at `/api/ingest/mediamtx/auth`, its JSON request as MediaMTX
+  sends it (`user, password, token, ip, action, path, protocol, id, query`). `publish` with a
+  valid key goes live; `read` and `playback` are allowed (streams are public); other actions
+  (api, metrics, pprof) are refused. MediaMTX has no unpublish in its auth protocol:
+  `runOnNotReady` calls `/api/ingest/mediamtx/unpublish` with `{path}` (README).
+
+The stream key is never logged and never echoed back.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from pydantic import Field
+from quart import Blueprint, request
+from quart_schema import tag, validate_request
+
+from volthub.http import access
+from volthub.http.blueprints.streams import streams
+from volthub.http.errors import ApiError
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body
+from volthub.services.streams import NotLive, StreamKeyRefused
+
+log = logging.getLogger(__name__)
+blueprint = Blueprint("ingest", __name__, url_prefix="/api/ingest")
+FORM = "application/x-www-form-urlencoded"
+
+
+def _check_secret() -> None:
+    configured = runtime().settings.ingest.hook_secret
+    if not configured:
+        raise ApiError(403, "ingest_not_configured", "set [ingest] hook_secret to accept media-server hooks")
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    presented = value.strip() if scheme.lower() == "bearer" else request.args.get("secret", "")
+    if not hmac.compare_digest(presented.encode(), configured.encode()):
+        raise ApiError(401, "invalid_hook_secret", "the hook secret is missing or wrong")
+
+
+def _refused_key() -> ApiError:
+    return ApiError(403, "invalid_stream_key", "no channel has this stream key")
+
+
+def _not_live() -> ApiError:
+    return ApiError(404, "not_live", "no live stream matches this hook")
+
+
+async def _publish(key: str, source: str, media_path: str | None = None) -> dict[str, Any]:
+    if not key:
+        raise _refused_key()
+    try:
+        published = await streams().publish(key, source=source, media_path=media_path)
+    except StreamKeyRefused:
+        log.info("publish refused: unknown stream key (source %s)", source)
+        raise _refused_key() from None
+    return {"live": True, "streamId": published.stream.id, "channelId": published.channel.id}
+
+
+async def _unpublish(key: str) -> dict[str, Any]:
+    try:
+        vod = await streams().unpublish(key)
+    except NotLive:
+        raise _not_live() from None
+    return {"live": False, "streamId": vod.stream_id, "vodId": vod.id}
+
+
+async def _heartbeat(key: str) -> dict[str, Any]:
+    try:
+        stream = await streams().heartbeat(key)
+    except NotLive:
+        raise _not_live() from None
+    return {"live": True, "streamId": stream.id}
+
+
+# --- the generic hooks ----------------------------------------------------------------------
+
+
+class KeyBody(Body):
+    streamKey: str = Field(min_length=1, max_length=200)
+
+
+@blueprint.post("/publish")
+@access.public
+@tag(["Ingest"])
+@validate_request(KeyBody)
+async def publish(data: KeyBody) -> dict[str, Any]:
+    """The media server admitted a publisher: the channel goes live (`stream.online`).
+    403 `invalid_stream_key` for a key no channel has; repeating it while live is a no-op."""
+    _check_secret()
+    return await _publish(data.streamKey, "hook")
+
+
+@blueprint.post("/unpublish")
+@access.public
+@tag(["Ingest"])
+@validate_request(KeyBody)
+async def unpublish(data: KeyBody) -> dict[str, Any]:
+    """The publisher stopped: the stream closes, leaves a VOD (`stream.offline`)."""
+    _check_secret()
+    return await _unpublish(data.streamKey)
+
+
+@blueprint.post("/heartbeat")
+@access.public
+@tag(["Ingest"])
+@validate_request(KeyBody)
+async def heartbeat(data: KeyBody) -> dict[str, Any]:
+    """The publisher is still there: holds off the silence timeout."""
+    _check_secret()
+    return await _heartbeat(data.streamKey)
+
+
+# --- nginx-rtmp -----------------------------------------------------------------------------
+
+
+async def _form_name() -> str:
+    form = await request.form
+    return str(form.get("name", "")).strip()
+
+
+@blueprint.post("/nginx/publish")
+@access.public
+@access.accepts(FORM)
+@tag(["Ingest"])
+async def nginx_publish() -> dict[str, Any]:
+    """nginx-rtmp `on_publish` (form-encoded, key in `name`, secret in `?secret=`)."""
+    _check_secret()
+    return await _publish(await _form_name(), "nginx-rtmp")
+
+
+@blueprint.post("/nginx/unpublish")
+@access.public
+@access.accepts(FORM)
+@tag(["Ingest"])
+async def nginx_unpublish() -> dict[str, Any]:
+    """nginx-rtmp `on_publish_done`."""
+    _check_secret()
+    return await _unpublish(await _form_name())
+
+
+@blueprint.post("/nginx/update")
+@access.public
+@access.accepts(FORM)
+@tag(["Ingest"])
+async def nginx_update() -> dict[str, Any]:
+    """nginx-rtmp `on_update` (every `notify_update_timeout`): a heartbeat."""
+    _check_secret()
+    return await _heartbeat(await _form_name())
+
+
+# --- MediaMTX -------------------------------------------------------------------------------
+
+
+class MediaMTXAuth(Body):
+    """MediaMTX's external-authentication request (`authHTTPAddress`), as it sends it."""
+
+    user: str = Field("", max_length=1000)
+    password: str = Field("", max_length=1000)
+    token: str = Field("", max_length=4000)
+    ip: str = Field("", max_length=100)
+    action: str = Field(max_length=50, description="publish, read, playback, api, metrics, pprof")
+    path: str = Field("", max_length=1000)
+    protocol: str = Field("", max_length=50)
+    id: str | None = Field(None, max_length=100)
+    query: str = Field("", max_length=4000)
+
+
+def _mediamtx_key(data: MediaMTXAuth) -> str:
+    """Where publishers put the key: the password, a Bearer token (WHIP), `?key=` in the
+    publish URL, or else the last segment of the path (`rtmp://host/live/<key>`)."""
+    if data.password:
+        return data.password
+    if data.token:
+        return data.token
+    query = parse_qs(data.query)
+    for name in ("key", "streamKey", "stream_key"):
+        if query.get(name):
+            return query[name][0]
+    return data.path.rsplit("/", 1)[-1]
+
+
+@blueprint.post("/mediamtx/auth")
+@access.public
+@tag(["Ingest"])
+@validate_request(MediaMTXAuth)
+async def mediamtx_auth(data: MediaMTXAuth) -> dict[str, Any]:
+    """MediaMTX `authHTTPAddress`: `publish` with a valid key goes live (2xx admits, 403
+    refuses); `read` / `playback` are allowed; other actions are refused."""
+    _check_secret()
+    if data.action == "publish":
+        return await _publish(_mediamtx_key(data), "mediamtx", media_path=data.path)
+    if data.action in ("read", "playback"):
+        return {"allowed": True}
+    raise ApiError(403, "action_refused", f"volthub does not grant MediaMTX action {data.action!r}")
+
+
+class PathBody(Body):
+    path: str = Field(min_length=1, max_length=1000)
+
+
+@blueprint.post("/mediamtx/unpublish")
+@access.public
+@tag(["Ingest"])
+@validate_request(PathBody)
+async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
+    """MediaMTX `runOnNotReady` (curl with `{"path": "$MTX_PATH"}`): the stream closes."""
+    _check_secret()
+    try:
+        vod = await streams().unpublish_path("mediamtx", data.path)
+    except NotLive:
+        raise _not_live() from None
+    return {"live": False, "streamId": vod.stream_id, "vodId": vod.id}
+
+
+@blueprint.post("/mediamtx/heartbeat")
+@access.public
+@tag(["Ingest"])
+@validate_request(PathBody)
+async def mediamtx_heartbeat(data: PathBody) -> dict[str, Any]:
+    """A `runOnReady` loop's heartbeat for a MediaMTX path."""
+    _check_secret()
+    try:
+        stream = await streams().heartbeat_path("mediamtx", data.path)
+    except NotLive:
+        raise _not_live() from None
+    return {"live": True, "streamId": stream.id}

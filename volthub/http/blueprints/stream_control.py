@@ -1,0 +1,191 @@
+"""Stream info, tags, categories and ingest setup of the token owner's channel (spec §2.12,
+§4.5), under /api/integrations/oauth/stream.
+
+`PUT info` is checked whole before anything is written: a tag list over its limit (7 stream
+tags, 5 channel tags; content warnings never count) or an unknown category is a 400 and
+nothing of that request is saved. Omitted fields are left unchanged. The ingest setup lists
+WHIP first, says `preferredProtocol: "whip"` and never offers an srt:// URL.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from quart import Blueprint
+from quart_schema import tag, validate_request, validate_response
+
+from volthub.http import access
+from volthub.http.blueprints.streams import CategoryList, categories_out, streams
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, Model
+from volthub.protocol import streamtags
+from volthub.services.streams import Info, Setup
+
+blueprint = Blueprint("stream_control", __name__, url_prefix="/api/integrations/oauth/stream")
+
+# Raw list lengths accepted before slugging and the limit check (repeats and warnings are
+# allowed in a list, so it may be longer than the limit; this only bounds the work).
+_MAX_RAW_TAGS = 40
+
+
+class InfoOut(Model):
+    title: str
+    category: str | None = Field(description="category slug")
+    categoryName: str | None
+    tags: list[str] = Field(description="stream tags (slugs); at most 7 not counting content warnings")
+    channelTags: list[str] = Field(description="identity tags (slugs); at most 5 not counting content warnings")
+    contentWarnings: list[str] = Field(description="the content-warning tags of both lists")
+    language: str | None
+    live: bool
+    streamId: str | None
+
+
+class InfoBody(Body):
+    title: str | None = Field(None, max_length=140)
+    category: str | None = Field(None, max_length=100, description="slug or name; null clears")
+    tags: list[str] | None = Field(None, max_length=_MAX_RAW_TAGS)
+    channelTags: list[str] | None = Field(None, max_length=_MAX_RAW_TAGS)
+    language: str | None = Field(None, min_length=2, max_length=16, description="e.g. en, pt-br; null clears")
+
+    @field_validator("tags", "channelTags")
+    @classmethod
+    def _short(cls, tags: list[str] | None) -> list[str] | None:
+        if tags is not None and any(len(text) > 64 for text in tags):
+            raise ValueError("each tag has at most 64 characters")
+        return tags
+
+    @field_validator("language")
+    @classmethod
+    def _lower(cls, value: str | None) -> str | None:
+        return value.strip().lower() if value else None
+
+
+class TagOut(Model):
+    slug: str
+    name: str
+    tier: str = Field(description="session, identity or both")
+    contentWarning: bool
+
+
+class TagLimits(Model):
+    tags: int
+    channelTags: int
+    contentWarningsCount: bool = Field(description="false: content warnings never count toward a limit")
+
+
+class TagVocabulary(Model):
+    tags: list[TagOut]
+    limits: TagLimits
+    customTagsAllowed: bool
+
+
+class IngestOut(Model):
+    protocol: str
+    url: str
+
+
+class SetupOut(Model):
+    streamKey: str
+    preferredProtocol: str
+    ingest: list[IngestOut] = Field(description="WHIP first; never srt://")
+
+
+def info_out(info: Info) -> InfoOut:
+    settings = info.settings
+    category = streams().categories.get(settings.category) if settings.category else None
+    return InfoOut(
+        title=settings.title,
+        category=settings.category,
+        categoryName=category.name if category else None,
+        tags=list(settings.tags),
+        channelTags=list(settings.channel_tags),
+        contentWarnings=info.content_warnings,
+        language=settings.language,
+        live=info.live is not None,
+        streamId=info.live.id if info.live else None,
+    )
+
+
+def setup_out(setup: Setup) -> SetupOut:
+    ingest = runtime().settings.ingest
+    name = setup.channel.username
+    return SetupOut(
+        streamKey=setup.stream_key,
+        preferredProtocol="whip",
+        ingest=[
+            IngestOut(protocol="whip", url=ingest.whip_url.replace("{username}", name)),
+            IngestOut(protocol="rtmp", url=ingest.rtmp_url.replace("{username}", name)),
+        ],
+    )
+
+
+@blueprint.get("/info")
+@access.token("stream:read")
+@tag(["Streams"])
+@validate_response(InfoOut)
+async def get_info() -> InfoOut:
+    """Title, category, tags, channelTags and contentWarnings (the warnings of both lists)."""
+    return info_out(await streams().info(access.principal().user_id))
+
+
+@blueprint.put("/info")
+@access.token("stream:write")
+@tag(["Streams"])
+@validate_request(InfoBody)
+@validate_response(InfoOut)
+async def put_info(data: InfoBody) -> InfoOut:
+    """Change title, category, tags, channelTags or language; omitted fields stay as they are.
+
+    Tags are stored as slugs (`Speed Run` → `speed-run`). A list over its limit is 400
+    `too_many_tags` and nothing of the request is saved. A change emits `stream.update`
+    (and `channel.update` to webhooks), also while live."""
+    fields = data.model_dump(exclude_unset=True)
+    for field in ("title", "tags", "channelTags"):
+        if field in fields and fields[field] is None:
+            fields.pop(field)  # null is "leave unchanged" for fields that cannot be cleared
+    return info_out(await streams().update_info(access.principal().user_id, fields))
+
+
+@blueprint.get("/categories")
+@access.token()
+@tag(["Streams"])
+@validate_response(CategoryList)
+async def categories() -> CategoryList:
+    """The categories a stream may be set to (the same list as GET /api/categories)."""
+    return categories_out()
+
+
+@blueprint.get("/tags")
+@access.token()
+@tag(["Streams"])
+@validate_response(TagVocabulary)
+async def tag_vocabulary() -> TagVocabulary:
+    """The curated tags with their tier and content-warning flag, and the limits. Tags
+    outside the vocabulary are allowed too."""
+    return TagVocabulary(
+        tags=[
+            TagOut(slug=t.slug, name=t.name, tier=t.tier, contentWarning=t.content_warning)
+            for t in streamtags.VOCABULARY
+        ],
+        limits=TagLimits(
+            tags=streamtags.STREAM_TAG_LIMIT, channelTags=streamtags.CHANNEL_TAG_LIMIT, contentWarningsCount=False
+        ),
+        customTagsAllowed=True,
+    )
+
+
+@blueprint.get("/setup")
+@access.token("stream:key")
+@tag(["Streams"])
+@validate_response(SetupOut)
+async def setup() -> SetupOut:
+    """The stream key and ingest URLs: WHIP first (preferred), then RTMP; never SRT."""
+    return setup_out(await streams().setup(access.principal().user_id))
+
+
+@blueprint.post("/key/regenerate")
+@access.token("stream:key")
+@tag(["Streams"])
+@validate_response(SetupOut)
+async def regenerate_key() -> SetupOut:
+    """A new stream key; the old one is refused from now on. Returns the new setup."""
+    return setup_out(await streams().regenerate_key(access.principal().user_id))

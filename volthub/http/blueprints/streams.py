@@ -1,0 +1,396 @@
+"""Public streams (spec §4.5), clips (spec §2.11, §4.7) and categories (spec §4.6).
+
+Lists use the cursor style of DESIGN §4 (`{items, nextCursor}`, `limit` ≤ 100). `live` and
+`browse` are newest first; `top` ranks by viewers now connected to the channel's Events API
+(the hub's presence, the count `GET /api/chat/channels/:id/viewers` reports), `growing` by
+viewers gained per minute live; their cursor is a position in that ranking. `featured`
+lists the live ones among `[streams] featured`.
+
+Clips are records of a span of a live or recorded stream: volthub cuts no video.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from quart import Blueprint
+from quart_schema import tag, validate_querystring, validate_request, validate_response
+
+from volthub.http import access
+from volthub.http.params import uuid_param
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, Model, PageQuery, PersonOut, Query
+from volthub.hub.clock import iso8601, to_ms
+from volthub.protocol import streamtags
+from volthub.services.streams import ClipView, Info, LiveFilter, LiveStream, Streams, Vod
+
+blueprint = Blueprint("stream_browse", __name__, url_prefix="/api/streams")
+clips_blueprint = Blueprint("clips", __name__, url_prefix="/api/clips")
+categories_blueprint = Blueprint("categories", __name__, url_prefix="/api/categories")
+
+
+def streams() -> Streams:
+    return runtime().services.streams
+
+
+def viewer_count(channel_id: str) -> int:
+    """Connections to the channel's Events API now: signed-in viewers plus anonymous ones."""
+    ids, anonymous = runtime().services.presence.snapshot(channel_id)
+    return len(ids) + int(anonymous)
+
+
+# --- shapes ---------------------------------------------------------------------------------
+
+
+class CategoryOut(Model):
+    slug: str
+    name: str
+    group: str
+
+
+class StreamOut(Model):
+    id: str = Field(description="the stream's id (a new one each time the channel goes live)")
+    channelId: str
+    username: str
+    displayName: str
+    avatarUrl: str | None
+    title: str
+    category: str | None = Field(description="category slug")
+    categoryName: str | None
+    tags: list[str]
+    channelTags: list[str]
+    contentWarnings: list[str]
+    language: str | None
+    startedAt: str
+    viewers: int
+
+
+class StreamPage(Model):
+    items: list[StreamOut]
+    nextCursor: str | None
+
+
+class ChannelStreamOut(Model):
+    channelId: str
+    username: str
+    displayName: str
+    live: bool
+    title: str
+    category: str | None
+    categoryName: str | None
+    tags: list[str]
+    channelTags: list[str]
+    contentWarnings: list[str]
+    language: str | None
+    stream: StreamOut | None
+
+
+class VodOut(Model):
+    id: str
+    streamId: str
+    channelId: str
+    title: str
+    category: str | None
+    tags: list[str]
+    startedAt: str
+    endedAt: str
+    durationMs: int
+    createdAt: str
+
+
+class VodPage(Model):
+    items: list[VodOut]
+    nextCursor: str | None
+
+
+def _category_name(slug: str | None) -> str | None:
+    found = streams().categories.get(slug) if slug else None
+    return found.name if found else None
+
+
+def stream_out(live: LiveStream, viewers: int | None = None) -> StreamOut:
+    settings, channel = live.settings, live.channel
+    return StreamOut(
+        id=live.stream.id,
+        channelId=channel.id,
+        username=channel.username,
+        displayName=channel.display_name,
+        avatarUrl=channel.avatar_url,
+        title=settings.title,
+        category=settings.category,
+        categoryName=_category_name(settings.category),
+        tags=list(settings.tags),
+        channelTags=list(settings.channel_tags),
+        contentWarnings=streamtags.content_warnings(settings.tags, settings.channel_tags),
+        language=settings.language,
+        startedAt=iso8601(live.stream.started_at),
+        viewers=viewer_count(channel.id) if viewers is None else viewers,
+    )
+
+
+def vod_out(vod: Vod) -> VodOut:
+    return VodOut(
+        id=vod.id,
+        streamId=vod.stream_id,
+        channelId=vod.channel_id,
+        title=vod.title,
+        category=vod.category,
+        tags=list(vod.tags),
+        startedAt=iso8601(vod.started_at),
+        endedAt=iso8601(vod.ended_at),
+        durationMs=vod.duration_ms,
+        createdAt=iso8601(vod.created_at),
+    )
+
+
+def channel_stream_out(info: Info) -> ChannelStreamOut:
+    settings, channel = info.settings, info.channel
+    live = LiveStream(info.live, channel, settings) if info.live else None
+    return ChannelStreamOut(
+        channelId=channel.id,
+        username=channel.username,
+        displayName=channel.display_name,
+        live=live is not None,
+        title=settings.title,
+        category=settings.category,
+        categoryName=_category_name(settings.category),
+        tags=list(settings.tags),
+        channelTags=list(settings.channel_tags),
+        contentWarnings=info.content_warnings,
+        language=settings.language,
+        stream=stream_out(live) if live else None,
+    )
+
+
+# --- live lists -----------------------------------------------------------------------------
+
+
+class BrowseQuery(PageQuery):
+    category: str | None = Field(None, max_length=100, description="category slug or name")
+    tags: str | None = Field(None, max_length=500, description="comma-separated; every one must be present")
+    language: str | None = Field(None, max_length=16)
+
+
+@blueprint.get("/live")
+@access.public
+@tag(["Streams"])
+@validate_querystring(PageQuery)
+@validate_response(StreamPage)
+async def live(query_args: PageQuery) -> StreamPage:
+    """Channels live now, most recently started first."""
+    page = await streams().live_page(LiveFilter(), query_args.limit, query_args.cursor)
+    return StreamPage(items=[stream_out(item) for item in page.items], nextCursor=page.next_cursor)
+
+
+@blueprint.get("/browse")
+@access.public
+@tag(["Streams"])
+@validate_querystring(BrowseQuery)
+@validate_response(StreamPage)
+async def browse(query_args: BrowseQuery) -> StreamPage:
+    """Live channels filtered by category, tags (stream or channel tags, all of them) and
+    language (as the channel set it in `stream/info`)."""
+    tags = tuple(streamtags.slugify(part) for part in (query_args.tags or "").split(",") if part.strip())
+    filters = LiveFilter(
+        category=streamtags.slugify(query_args.category) if query_args.category else None,
+        tags=tuple(slug for slug in tags if slug),
+        language=query_args.language.lower() if query_args.language else None,
+    )
+    page = await streams().live_page(filters, query_args.limit, query_args.cursor)
+    return StreamPage(items=[stream_out(item) for item in page.items], nextCursor=page.next_cursor)
+
+
+class StreamList(Model):
+    items: list[StreamOut]
+
+
+@blueprint.get("/featured")
+@access.public
+@tag(["Streams"])
+@validate_response(StreamList)
+async def featured() -> StreamList:
+    """The live ones among the channels the operator features (`[streams] featured`), in order."""
+    found = await streams().featured(runtime().settings.streams.featured)
+    return StreamList(items=[stream_out(item) for item in found])
+
+
+@blueprint.get("/top")
+@access.public
+@tag(["Streams"])
+@validate_querystring(PageQuery)
+@validate_response(StreamPage)
+async def top(query_args: PageQuery) -> StreamPage:
+    """Live channels by viewers now, most first."""
+    ranked, cursor = await streams().ranked(
+        lambda item: viewer_count(item.channel.id), query_args.limit, query_args.cursor
+    )
+    return StreamPage(items=[stream_out(item, int(score)) for item, score in ranked], nextCursor=cursor)
+
+
+@blueprint.get("/growing")
+@access.public
+@tag(["Streams"])
+@validate_querystring(PageQuery)
+@validate_response(StreamPage)
+async def growing(query_args: PageQuery) -> StreamPage:
+    """Live channels by viewers gained per minute live (viewers now / minutes since start)."""
+    now = to_ms(runtime().clock.now())
+
+    def per_minute(item: LiveStream) -> float:
+        minutes = max(1.0, (now - item.stream.started_at) / 60_000)
+        return viewer_count(item.channel.id) / minutes
+
+    ranked, cursor = await streams().ranked(per_minute, query_args.limit, query_args.cursor)
+    return StreamPage(items=[stream_out(item) for item, _ in ranked], nextCursor=cursor)
+
+
+@blueprint.get("/user/<username>")
+@access.public
+@tag(["Streams"])
+@validate_response(ChannelStreamOut)
+async def channel_stream(username: str) -> ChannelStreamOut:
+    """A channel's stream info, and its live stream when it is live (username in any case)."""
+    return channel_stream_out(await streams().channel(username))
+
+
+@blueprint.get("/user/<username>/vods")
+@access.public
+@tag(["Streams"])
+@validate_querystring(PageQuery)
+@validate_response(VodPage)
+async def vods(username: str, query_args: PageQuery) -> VodPage:
+    """The records the channel's finished streams left, newest first."""
+    _, page = await streams().vods(username, query_args.limit, query_args.cursor)
+    return VodPage(items=[vod_out(vod) for vod in page.items], nextCursor=page.next_cursor)
+
+
+# --- clips ----------------------------------------------------------------------------------
+
+
+class ClipBody(Body):
+    title: str = Field(min_length=3, max_length=160)
+    durationMs: int = Field(ge=15_000, le=120_000)
+    startOffsetMs: int = Field(ge=0, le=7 * 24 * 3600 * 1000, description="milliseconds from the stream start")
+    description: str | None = Field(None, max_length=500)
+    highlight: bool = False
+    vodId: str | None = Field(None, description="clip this recorded stream; default: the live one, else the latest")
+
+    @field_validator("title")
+    @classmethod
+    def _trimmed(cls, value: str) -> str:
+        if len(value.strip()) < 3:
+            raise ValueError("title must have 3 to 160 characters (surrounding space not counted)")
+        return value.strip()
+
+
+class ClipOut(Model):
+    id: str
+    channelId: str
+    username: str
+    streamId: str
+    vodId: str | None
+    creator: PersonOut | None
+    title: str
+    description: str
+    durationMs: int
+    startOffsetMs: int
+    highlight: bool
+    createdAt: str
+    videoUrl: None = Field(None, description="always null: clips are records, volthub processes no video")
+
+
+class ClipPage(Model):
+    items: list[ClipOut]
+    nextCursor: str | None
+
+
+def clip_out(view: ClipView) -> ClipOut:
+    clip, creator = view.clip, view.creator
+    return ClipOut(
+        id=clip.id,
+        channelId=clip.channel_id,
+        username=view.channel.username,
+        streamId=clip.stream_id,
+        vodId=view.vod_id,
+        creator=PersonOut(userId=creator.id, username=creator.username, displayName=creator.display_name)
+        if creator
+        else None,
+        title=clip.title,
+        description=clip.description,
+        durationMs=clip.duration_ms,
+        startOffsetMs=clip.start_offset_ms,
+        highlight=clip.highlight,
+        createdAt=iso8601(clip.created_at),
+    )
+
+
+@blueprint.get("/<username>/clips")
+@access.public
+@tag(["Clips"])
+@validate_querystring(PageQuery)
+@validate_response(ClipPage)
+async def list_clips(username: str, query_args: PageQuery) -> ClipPage:
+    """The channel's clips, newest first."""
+    page = await streams().clips(username, query_args.limit, query_args.cursor)
+    return ClipPage(items=[clip_out(view) for view in page.items], nextCursor=page.next_cursor)
+
+
+@blueprint.post("/<username>/clips")
+@access.token("user:write")
+@tag(["Clips"])
+@validate_request(ClipBody)
+@validate_response(ClipOut, 201)
+async def create_clip(username: str, data: ClipBody) -> tuple[ClipOut, int]:
+    """Clip the channel's live stream (or, when it is offline, its latest recorded stream, or
+    the one `vodId` names). The span must lie within that stream: 400 `clip_out_of_range`;
+    409 `no_stream` when there is nothing to clip. A record only: no video is cut."""
+    fields = data.model_dump()
+    if fields["vodId"] is not None:
+        fields["vodId"] = uuid_param(fields["vodId"], "vodId")
+    view = await streams().create_clip(username, access.principal().user_id, fields)
+    return clip_out(view), 201
+
+
+@clips_blueprint.get("/<clip_id>")
+@access.public
+@tag(["Clips"])
+@validate_response(ClipOut)
+async def get_clip(clip_id: str) -> ClipOut:
+    return clip_out(await streams().clip(uuid_param(clip_id, "clipId")))
+
+
+# --- categories -----------------------------------------------------------------------------
+
+
+class CategoryList(Model):
+    items: list[CategoryOut]
+
+
+class CategorySearch(Query):
+    q: str = Field(min_length=1, max_length=100)
+    limit: int = Field(20, ge=1, le=100)
+
+
+def categories_out() -> CategoryList:
+    return CategoryList(
+        items=[CategoryOut(slug=c.slug, name=c.name, group=c.group) for c in streams().categories.all()]
+    )
+
+
+@categories_blueprint.get("")
+@access.public
+@tag(["Categories"])
+@validate_response(CategoryList)
+async def categories() -> CategoryList:
+    """Every category, by name (built in, plus the operator's `[streams] categories_file`)."""
+    return categories_out()
+
+
+@categories_blueprint.get("/search")
+@access.public
+@tag(["Categories"])
+@validate_querystring(CategorySearch)
+@validate_response(CategoryList)
+async def search_categories(query_args: CategorySearch) -> CategoryList:
+    """Categories whose name or slug starts with q (case-insensitive), then those containing it."""
+    found = streams().categories.search(query_args.q, query_args.limit)
+    return CategoryList(items=[CategoryOut(slug=c.slug, name=c.name, group=c.group) for c in found])

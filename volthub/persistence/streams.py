@@ -1,0 +1,440 @@
+"""Streams: a channel's stream settings and key, its broadcasts, VODs and clips (migration 0020)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from volthub.persistence.database import Row, Tx
+from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.users import Page, User
+
+# Live listings (top, growing, featured) sort in memory by presence; this bounds one read.
+MAX_LIVE_SCAN = 5000
+
+
+def _tags(value: str) -> tuple[str, ...]:
+    return tuple(orjson.loads(value))
+
+
+def _json(tags: tuple[str, ...] | list[str]) -> str:
+    return orjson.dumps(list(tags)).decode()
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    channel_id: str
+    title: str
+    category: str | None
+    tags: tuple[str, ...]
+    channel_tags: tuple[str, ...]
+    language: str | None
+    key_nonce: str
+    key_hash: str
+    updated_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> StreamSettings:
+        return cls(
+            channel_id=row["channel_id"],
+            title=row["title"],
+            category=row["category"],
+            tags=_tags(row["tags"]),
+            channel_tags=_tags(row["channel_tags"]),
+            language=row["language"],
+            key_nonce=row["key_nonce"],
+            key_hash=row["key_hash"],
+            updated_at=int(row["updated_at"]),
+        )
+
+
+_SETTINGS = "channel_id, title, category, tags, channel_tags, language, key_nonce, key_hash, updated_at"
+
+
+def get_settings(tx: Tx, channel_id: str) -> StreamSettings | None:
+    row = tx.one(f"SELECT {_SETTINGS} FROM stream_settings WHERE channel_id = ?", (channel_id,))
+    return StreamSettings.from_row(row) if row else None
+
+
+def ensure_settings(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_ms: int) -> StreamSettings:
+    """The channel's settings, created with this key when it has none yet."""
+    tx.execute(
+        "INSERT INTO stream_settings (channel_id, key_nonce, key_hash, updated_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (channel_id) DO NOTHING",
+        (channel_id, key_nonce, key_hash, now_ms),
+    )
+    found = get_settings(tx, channel_id)
+    assert found is not None
+    return found
+
+
+def settings_by_key_hash(tx: Tx, key_hash: str) -> StreamSettings | None:
+    row = tx.one(f"SELECT {_SETTINGS} FROM stream_settings WHERE key_hash = ?", (key_hash,))
+    return StreamSettings.from_row(row) if row else None
+
+
+_INFO_COLUMNS = {"title": "title", "category": "category", "language": "language"}
+
+
+def update_info(tx: Tx, channel_id: str, changes: dict[str, Any], now_ms: int) -> None:
+    """Write the given fields (title, category, language, tags, channel_tags) and nothing else."""
+    sets: list[str] = []
+    values: list[Any] = []
+    for key, value in changes.items():
+        if key in ("tags", "channel_tags"):
+            sets.append(f"{key} = ?")
+            values.append(_json(value))
+        else:
+            sets.append(f"{_INFO_COLUMNS[key]} = ?")
+            values.append(value)
+    tx.execute(
+        f"UPDATE stream_settings SET {', '.join([*sets, 'updated_at = ?'])} WHERE channel_id = ?",
+        (*values, now_ms, channel_id),
+    )
+
+
+def set_key(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_ms: int) -> None:
+    tx.execute(
+        "UPDATE stream_settings SET key_nonce = ?, key_hash = ?, updated_at = ? WHERE channel_id = ?",
+        (key_nonce, key_hash, now_ms, channel_id),
+    )
+
+
+# --- broadcasts -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stream:
+    id: str
+    channel_id: str
+    key_hash: str
+    source: str
+    media_path: str | None
+    started_at: int
+    last_seen_at: int
+    ended_at: int | None = None
+    end_reason: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Stream:
+        ended = row["ended_at"]
+        return cls(
+            id=row["id"],
+            channel_id=row["channel_id"],
+            key_hash=row["key_hash"],
+            source=row["source"],
+            media_path=row["media_path"],
+            started_at=int(row["started_at"]),
+            last_seen_at=int(row["last_seen_at"]),
+            ended_at=None if ended is None else int(ended),
+            end_reason=row["end_reason"],
+        )
+
+
+_STREAM = "id, channel_id, key_hash, source, media_path, started_at, last_seen_at, ended_at, end_reason"
+
+
+def open_stream(tx: Tx, channel_id: str) -> Stream | None:
+    row = tx.one(f"SELECT {_STREAM} FROM streams WHERE channel_id = ? AND ended_at IS NULL", (channel_id,))
+    return Stream.from_row(row) if row else None
+
+
+def open_stream_by_key(tx: Tx, key_hash: str) -> Stream | None:
+    row = tx.one(f"SELECT {_STREAM} FROM streams WHERE key_hash = ? AND ended_at IS NULL", (key_hash,))
+    return Stream.from_row(row) if row else None
+
+
+def open_stream_by_path(tx: Tx, source: str, media_path: str) -> Stream | None:
+    row = tx.one(
+        f"SELECT {_STREAM} FROM streams WHERE source = ? AND media_path = ? AND ended_at IS NULL",
+        (source, media_path),
+    )
+    return Stream.from_row(row) if row else None
+
+
+def insert_stream(tx: Tx, stream: Stream) -> None:
+    tx.execute(
+        f"INSERT INTO streams ({_STREAM}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+        (
+            stream.id,
+            stream.channel_id,
+            stream.key_hash,
+            stream.source,
+            stream.media_path,
+            stream.started_at,
+            stream.last_seen_at,
+        ),
+    )
+
+
+def touch_stream(tx: Tx, stream_id: str, now_ms: int) -> None:
+    tx.execute("UPDATE streams SET last_seen_at = ? WHERE id = ? AND ended_at IS NULL", (now_ms, stream_id))
+
+
+def close_stream(tx: Tx, stream_id: str, now_ms: int, reason: str) -> bool:
+    """End an open stream; False when it had ended already (a hook and the silence sweep raced)."""
+    row = tx.one(
+        "UPDATE streams SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL RETURNING id",
+        (now_ms, reason, stream_id),
+    )
+    return row is not None
+
+
+def silent_streams(tx: Tx, seen_before_ms: int, limit: int = 100) -> list[Stream]:
+    rows = tx.execute(
+        f"SELECT {_STREAM} FROM streams WHERE ended_at IS NULL AND last_seen_at < ? ORDER BY last_seen_at LIMIT ?",
+        (seen_before_ms, limit),
+    )
+    return [Stream.from_row(row) for row in rows]
+
+
+def get_stream(tx: Tx, stream_id: str) -> Stream | None:
+    row = tx.one(f"SELECT {_STREAM} FROM streams WHERE id = ?", (stream_id,))
+    return Stream.from_row(row) if row else None
+
+
+# --- live listings --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LiveStream:
+    """An open stream with its channel and the channel's current settings."""
+
+    stream: Stream
+    channel: User
+    settings: StreamSettings
+
+
+_LIVE = (
+    "SELECT s.id, s.channel_id, s.key_hash, s.source, s.media_path, s.started_at, s.last_seen_at,"
+    " s.ended_at, s.end_reason,"
+    " u.username, u.display_name, u.avatar_url, u.bio, u.created_at AS user_created_at,"
+    " u.updated_at AS user_updated_at,"
+    " i.title, i.category, i.tags, i.channel_tags, i.language, i.key_nonce, i.key_hash AS settings_key_hash,"
+    " i.updated_at AS settings_updated_at"
+    " FROM streams s JOIN users u ON u.id = s.channel_id JOIN stream_settings i ON i.channel_id = s.channel_id"
+    " WHERE s.ended_at IS NULL"
+)
+
+
+def _live(row: Row) -> LiveStream:
+    channel = User(
+        id=row["channel_id"],
+        username=row["username"],
+        display_name=row["display_name"],
+        avatar_url=row["avatar_url"],
+        bio=row["bio"],
+        created_at=int(row["user_created_at"]),
+        updated_at=int(row["user_updated_at"]),
+    )
+    settings = StreamSettings(
+        channel_id=row["channel_id"],
+        title=row["title"],
+        category=row["category"],
+        tags=_tags(row["tags"]),
+        channel_tags=_tags(row["channel_tags"]),
+        language=row["language"],
+        key_nonce=row["key_nonce"],
+        key_hash=row["settings_key_hash"],
+        updated_at=int(row["settings_updated_at"]),
+    )
+    return LiveStream(Stream.from_row(row), channel, settings)
+
+
+def _like_tag(slug: str) -> str:
+    # Slugs are [a-z0-9-]: nothing in them is special to LIKE or JSON.
+    return f'%"{slug}"%'
+
+
+@dataclass(frozen=True)
+class LiveFilter:
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    language: str | None = None
+
+
+def live_page(tx: Tx, filters: LiveFilter, limit: int, cursor: str | None) -> Page:
+    """Open streams, newest first, filtered; keyset cursor on (started_at, id)."""
+    sql = _LIVE
+    params: list[Any] = []
+    if filters.category is not None:
+        sql += " AND i.category = ?"
+        params.append(filters.category)
+    if filters.language is not None:
+        sql += " AND i.language = ?"
+        params.append(filters.language)
+    for slug in filters.tags:
+        sql += " AND (i.tags LIKE ? OR i.channel_tags LIKE ?)"
+        params += [_like_tag(slug), _like_tag(slug)]
+    if cursor is not None:
+        started, stream_id = decode_cursor(cursor, 2)
+        sql += " AND (s.started_at < ? OR (s.started_at = ? AND s.id < ?))"
+        params += [started, started, stream_id]
+    sql += " ORDER BY s.started_at DESC, s.id DESC LIMIT ?"
+    rows = tx.execute(sql, (*params, limit + 1))
+    items = [_live(row) for row in rows[:limit]]
+    more = len(rows) > limit
+    last = items[-1].stream if items else None
+    return Page(items, encode_cursor(last.started_at, last.id) if more and last else None)
+
+
+def live_all(tx: Tx) -> list[LiveStream]:
+    rows = tx.execute(_LIVE + " ORDER BY s.started_at DESC, s.id DESC LIMIT ?", (MAX_LIVE_SCAN,))
+    return [_live(row) for row in rows]
+
+
+def live_of_channels(tx: Tx, channel_ids: list[str]) -> list[LiveStream]:
+    if not channel_ids:
+        return []
+    marks = ", ".join("?" for _ in channel_ids)
+    rows = tx.execute(_LIVE + f" AND s.channel_id IN ({marks})", tuple(channel_ids))
+    return [_live(row) for row in rows]
+
+
+# --- VODs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Vod:
+    id: str
+    channel_id: str
+    stream_id: str
+    title: str
+    category: str | None
+    tags: tuple[str, ...]
+    started_at: int
+    ended_at: int
+    duration_ms: int
+    created_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> Vod:
+        return cls(
+            id=row["id"],
+            channel_id=row["channel_id"],
+            stream_id=row["stream_id"],
+            title=row["title"],
+            category=row["category"],
+            tags=_tags(row["tags"]),
+            started_at=int(row["started_at"]),
+            ended_at=int(row["ended_at"]),
+            duration_ms=int(row["duration_ms"]),
+            created_at=int(row["created_at"]),
+        )
+
+
+_VOD = "id, channel_id, stream_id, title, category, tags, started_at, ended_at, duration_ms, created_at"
+
+
+def insert_vod(tx: Tx, vod: Vod) -> None:
+    tx.execute(
+        f"INSERT INTO vods ({_VOD}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            vod.id,
+            vod.channel_id,
+            vod.stream_id,
+            vod.title,
+            vod.category,
+            _json(vod.tags),
+            vod.started_at,
+            vod.ended_at,
+            vod.duration_ms,
+            vod.created_at,
+        ),
+    )
+
+
+def get_vod(tx: Tx, vod_id: str) -> Vod | None:
+    row = tx.one(f"SELECT {_VOD} FROM vods WHERE id = ?", (vod_id,))
+    return Vod.from_row(row) if row else None
+
+
+def latest_vod(tx: Tx, channel_id: str) -> Vod | None:
+    row = tx.one(
+        f"SELECT {_VOD} FROM vods WHERE channel_id = ? ORDER BY created_at DESC, id DESC LIMIT 1", (channel_id,)
+    )
+    return Vod.from_row(row) if row else None
+
+
+def _newest_first(tx: Tx, table: str, columns: str, channel_id: str, limit: int, cursor: str | None) -> list[Row]:
+    sql = f"SELECT {columns} FROM {table} WHERE channel_id = ?"
+    params: list[Any] = [channel_id]
+    if cursor is not None:
+        created, row_id = decode_cursor(cursor, 2)
+        sql += " AND (created_at < ? OR (created_at = ? AND id < ?))"
+        params += [created, created, row_id]
+    return tx.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit + 1))
+
+
+def vods_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
+    rows = _newest_first(tx, "vods", _VOD, channel_id, limit, cursor)
+    items = [Vod.from_row(row) for row in rows[:limit]]
+    more = len(rows) > limit and items
+    return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more else None)
+
+
+# --- clips ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Clip:
+    id: str
+    channel_id: str
+    stream_id: str
+    creator_id: str | None
+    title: str
+    description: str
+    duration_ms: int
+    start_offset_ms: int
+    highlight: bool
+    created_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> Clip:
+        return cls(
+            id=row["id"],
+            channel_id=row["channel_id"],
+            stream_id=row["stream_id"],
+            creator_id=row["creator_id"],
+            title=row["title"],
+            description=row["description"],
+            duration_ms=int(row["duration_ms"]),
+            start_offset_ms=int(row["start_offset_ms"]),
+            highlight=bool(row["highlight"]),
+            created_at=int(row["created_at"]),
+        )
+
+
+_CLIP = "id, channel_id, stream_id, creator_id, title, description, duration_ms, start_offset_ms, highlight, created_at"
+
+
+def insert_clip(tx: Tx, clip: Clip) -> None:
+    tx.execute(
+        f"INSERT INTO clips ({_CLIP}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            clip.id,
+            clip.channel_id,
+            clip.stream_id,
+            clip.creator_id,
+            clip.title,
+            clip.description,
+            clip.duration_ms,
+            clip.start_offset_ms,
+            clip.highlight,
+            clip.created_at,
+        ),
+    )
+
+
+def get_clip(tx: Tx, clip_id: str) -> Clip | None:
+    row = tx.one(f"SELECT {_CLIP} FROM clips WHERE id = ?", (clip_id,))
+    return Clip.from_row(row) if row else None
+
+
+def clips_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
+    rows = _newest_first(tx, "clips", _CLIP, channel_id, limit, cursor)
+    items = [Clip.from_row(row) for row in rows[:limit]]
+    more = len(rows) > limit and items
+    return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more else None)
