@@ -87,9 +87,7 @@ async def test_hooks_need_the_secret_and_a_real_key(http: httpx.AsyncClient, ser
     key = await stream_key(http, owner.headers)
     no_secret = await http.post("/api/ingest/publish", json={"streamKey": key})
     assert no_secret.status_code == 401 and no_secret.json()["error"] == "invalid_hook_secret"
-    wrong = await http.post(
-        "/api/ingest/publish", json={"streamKey": key}, headers={"Authorization": "Bearer nope"}
-    )
+    wrong = await http.post("/api/ingest/publish", json={"streamKey": key}, headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401
     refused = await hook(http, "publish", key + "x")
     assert refused.status_code == 403 and refused.json()["error"] == "invalid_stream_key"
