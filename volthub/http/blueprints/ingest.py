@@ -26,18 +26,34 @@ from urllib.parse import parse_qs
 
 from pydantic import Field
 from quart import Blueprint, request
-from quart_schema import tag, validate_request
+from quart_schema import document_response, tag, validate_request
 
 from volthub.http import access
 from volthub.http.blueprints.streams import streams
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body
+from volthub.http.schemas import Body, ErrorBody, Model
 from volthub.services.streams import NotLive, StreamKeyRefused
 
 log = logging.getLogger(__name__)
 blueprint = Blueprint("ingest", __name__, url_prefix="/api/ingest")
 FORM = "application/x-www-form-urlencoded"
+
+
+class HookOut(Model):
+    live: bool
+    streamId: str | None = None
+    channelId: str | None = None
+    vodId: str | None = None
+    allowed: bool | None = None
+
+
+def _documented(fn: Any) -> Any:
+    """The answers every hook may give (the media server only looks at 2xx or not)."""
+    fn = document_response(HookOut, 200)(fn)
+    fn = document_response(ErrorBody, 401)(fn)
+    fn = document_response(ErrorBody, 403)(fn)
+    return document_response(ErrorBody, 404)(fn)
 
 
 def _check_secret() -> None:
@@ -96,6 +112,7 @@ class KeyBody(Body):
 @blueprint.post("/publish")
 @access.public
 @tag(["Ingest"])
+@_documented
 @validate_request(KeyBody)
 async def publish(data: KeyBody) -> dict[str, Any]:
     """The media server admitted a publisher: the channel goes live (`stream.online`).
@@ -107,6 +124,7 @@ async def publish(data: KeyBody) -> dict[str, Any]:
 @blueprint.post("/unpublish")
 @access.public
 @tag(["Ingest"])
+@_documented
 @validate_request(KeyBody)
 async def unpublish(data: KeyBody) -> dict[str, Any]:
     """The publisher stopped: the stream closes, leaves a VOD (`stream.offline`)."""
@@ -117,6 +135,7 @@ async def unpublish(data: KeyBody) -> dict[str, Any]:
 @blueprint.post("/heartbeat")
 @access.public
 @tag(["Ingest"])
+@_documented
 @validate_request(KeyBody)
 async def heartbeat(data: KeyBody) -> dict[str, Any]:
     """The publisher is still there: holds off the silence timeout."""
@@ -136,6 +155,7 @@ async def _form_name() -> str:
 @access.public
 @access.accepts(FORM)
 @tag(["Ingest"])
+@_documented
 async def nginx_publish() -> dict[str, Any]:
     """nginx-rtmp `on_publish` (form-encoded, key in `name`, secret in `?secret=`)."""
     _check_secret()
@@ -146,6 +166,7 @@ async def nginx_publish() -> dict[str, Any]:
 @access.public
 @access.accepts(FORM)
 @tag(["Ingest"])
+@_documented
 async def nginx_unpublish() -> dict[str, Any]:
     """nginx-rtmp `on_publish_done`."""
     _check_secret()
@@ -156,6 +177,7 @@ async def nginx_unpublish() -> dict[str, Any]:
 @access.public
 @access.accepts(FORM)
 @tag(["Ingest"])
+@_documented
 async def nginx_update() -> dict[str, Any]:
     """nginx-rtmp `on_update` (every `notify_update_timeout`): a heartbeat."""
     _check_secret()
@@ -196,6 +218,7 @@ def _mediamtx_key(data: MediaMTXAuth) -> str:
 @blueprint.post("/mediamtx/auth")
 @access.public
 @tag(["Ingest"])
+@_documented
 @validate_request(MediaMTXAuth)
 async def mediamtx_auth(data: MediaMTXAuth) -> dict[str, Any]:
     """MediaMTX `authHTTPAddress`: `publish` with a valid key goes live (2xx admits, 403
@@ -204,7 +227,7 @@ async def mediamtx_auth(data: MediaMTXAuth) -> dict[str, Any]:
     if data.action == "publish":
         return await _publish(_mediamtx_key(data), "mediamtx", media_path=data.path)
     if data.action in ("read", "playback"):
-        return {"allowed": True}
+        return {"live": False, "allowed": True}
     raise ApiError(403, "action_refused", f"volthub does not grant MediaMTX action {data.action!r}")
 
 
@@ -215,6 +238,7 @@ class PathBody(Body):
 @blueprint.post("/mediamtx/unpublish")
 @access.public
 @tag(["Ingest"])
+@_documented
 @validate_request(PathBody)
 async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
     """MediaMTX `runOnNotReady` (curl with `{"path": "$MTX_PATH"}`): the stream closes."""
@@ -229,6 +253,7 @@ async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
 @blueprint.post("/mediamtx/heartbeat")
 @access.public
 @tag(["Ingest"])
+@_documented
 @validate_request(PathBody)
 async def mediamtx_heartbeat(data: PathBody) -> dict[str, Any]:
     """A `runOnReady` loop's heartbeat for a MediaMTX path."""

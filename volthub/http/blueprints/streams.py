@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 from quart import Blueprint
-from quart_schema import tag, validate_querystring, validate_request, validate_response
+from quart_schema import document_response, tag, validate_querystring, validate_request, validate_response
 
 from volthub.http import access
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model, PageQuery, PersonOut, Query
+from volthub.http.schemas import Body, ErrorBody, Model, PageQuery, PersonOut, Query
 from volthub.hub.clock import iso8601, to_ms
 from volthub.protocol import streamtags
 from volthub.services.streams import ClipView, Info, LiveFilter, LiveStream, Streams, Vod
@@ -247,6 +247,7 @@ async def growing(query_args: PageQuery) -> StreamPage:
 @access.public
 @tag(["Streams"])
 @validate_response(ChannelStreamOut)
+@document_response(ErrorBody, 404)
 async def channel_stream(username: str) -> ChannelStreamOut:
     """A channel's stream info, and its live stream when it is live (username in any case)."""
     return channel_stream_out(await streams().channel(username))
@@ -257,6 +258,7 @@ async def channel_stream(username: str) -> ChannelStreamOut:
 @tag(["Streams"])
 @validate_querystring(PageQuery)
 @validate_response(VodPage)
+@document_response(ErrorBody, 404)
 async def vods(username: str, query_args: PageQuery) -> VodPage:
     """The records the channel's finished streams left, newest first."""
     _, page = await streams().vods(username, query_args.limit, query_args.cursor)
@@ -328,6 +330,7 @@ def clip_out(view: ClipView) -> ClipOut:
 @tag(["Clips"])
 @validate_querystring(PageQuery)
 @validate_response(ClipPage)
+@document_response(ErrorBody, 404)
 async def list_clips(username: str, query_args: PageQuery) -> ClipPage:
     """The channel's clips, newest first."""
     page = await streams().clips(username, query_args.limit, query_args.cursor)
@@ -339,6 +342,8 @@ async def list_clips(username: str, query_args: PageQuery) -> ClipPage:
 @tag(["Clips"])
 @validate_request(ClipBody)
 @validate_response(ClipOut, 201)
+@document_response(ErrorBody, 404)
+@document_response(ErrorBody, 409)
 async def create_clip(username: str, data: ClipBody) -> tuple[ClipOut, int]:
     """Clip the channel's live stream (or, when it is offline, its latest recorded stream, or
     the one `vodId` names). The span must lie within that stream: 400 `clip_out_of_range`;
@@ -354,6 +359,7 @@ async def create_clip(username: str, data: ClipBody) -> tuple[ClipOut, int]:
 @access.public
 @tag(["Clips"])
 @validate_response(ClipOut)
+@document_response(ErrorBody, 404)
 async def get_clip(clip_id: str) -> ClipOut:
     return clip_out(await streams().clip(uuid_param(clip_id, "clipId")))
 
