@@ -33,7 +33,11 @@ async def test_an_info_change_emits_stream_update_and_channel_update(
     await streams.update_info(channel, {"title": "Hi", "tags": ["Speed Run"], "channelTags": ["18+"]})
     assert [event.name for event in written] == ["stream.update", "channel.update"]
     update = written[0].data
-    assert (update["tags"], update["channelTags"], update["contentWarnings"]) == (["speed-run"], ["18-plus"], ["18-plus"])
+    assert (update["tags"], update["channelTags"], update["contentWarnings"]) == (
+        ["speed-run"],
+        ["18-plus"],
+        ["18-plus"],
+    )
     assert written[1].data["userId"] == channel
 
     written.clear()
@@ -42,9 +46,7 @@ async def test_an_info_change_emits_stream_update_and_channel_update(
     assert written == []
 
 
-async def test_a_refused_list_writes_nothing_and_emits_nothing(
-    db: Any, streams: Streams, written: list[Event]
-) -> None:
+async def test_a_refused_list_writes_nothing_and_emits_nothing(db: Any, streams: Streams, written: list[Event]) -> None:
     channel = await stored_user(db)
     with pytest.raises(TagsRefused):
         await streams.update_info(channel, {"title": "Lost", "channelTags": [f"c{i}" for i in range(6)]})
