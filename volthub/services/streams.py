@@ -33,7 +33,7 @@ from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Database, IntegrityError, Tx
 from volthub.persistence import streams as repo
 from volthub.persistence import users as users_repo
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.pagination import InvalidCursor, decode_cursor, encode_cursor
 from volthub.persistence.streams import Clip, LiveFilter, LiveStream, Stream, StreamSettings, Vod
 from volthub.persistence.users import Page, User
 from volthub.protocol import catalogue, streamtags
@@ -430,7 +430,9 @@ class Streams:
         self, score: Callable[[LiveStream], float], limit: int, cursor: str | None
     ) -> tuple[list[tuple[LiveStream, float]], str | None]:
         """Live streams by `score`, highest first; the cursor is a position in this ranking."""
-        start = int(decode_cursor(cursor, 1)[0]) if cursor is not None else 0
+        start = decode_cursor(cursor, 1)[0] if cursor is not None else 0
+        if not isinstance(start, int) or start < 0:
+            raise InvalidCursor("cursor is not one this server issued")
         found = await self._db.read(repo.live_all)
         scored = sorted(((live, score(live)) for live in found), key=lambda item: (-item[1], item[0].stream.id))
         page = scored[start : start + limit]

@@ -98,6 +98,8 @@ async def test_top_and_growing_rank_by_presence(app: Any, client: Any, mock_cloc
     first = await (await client.get("/api/streams/top?limit=1")).get_json()
     second = await (await client.get(f"/api/streams/top?limit=1&cursor={first['nextCursor']}")).get_json()
     assert [s["channelId"] for s in second["items"]] == [late.id]
+    for bad in ("garbage", "WyJ4Il0", "Wy0xXQ"):  # not base64 JSON, ["x"], [-1]
+        assert (await client.get(f"/api/streams/top?cursor={bad}")).status_code == 400
 
 
 async def test_featured_lists_the_configured_live_channels(sqlite_url: str, mock_clock: MockClock) -> None:
