@@ -190,6 +190,12 @@ def silent_streams(tx: Tx, seen_before_ms: int, limit: int = 100) -> list[Stream
     return [Stream.from_row(row) for row in rows]
 
 
+def oldest_open_heartbeat(tx: Tx) -> int | None:
+    """The earliest `last_seen_at` of the open streams: the next one that may fall silent."""
+    value = tx.scalar("SELECT MIN(last_seen_at) FROM streams WHERE ended_at IS NULL")
+    return None if value is None else int(value)
+
+
 def get_stream(tx: Tx, stream_id: str) -> Stream | None:
     row = tx.one(f"SELECT {_STREAM} FROM streams WHERE id = ?", (stream_id,))
     return Stream.from_row(row) if row else None

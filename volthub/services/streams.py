@@ -158,6 +158,8 @@ class Streams:
         self.categories = categories
         self._key_secret = key_secret.encode()
         self.silence_timeout_seconds = silence_timeout_seconds
+        # Set when a stream opens in this process: wakes the silence watcher.
+        self._went_live = trio.Event()
 
     # --- keys -------------------------------------------------------------------------------
 
@@ -327,7 +329,11 @@ class Streams:
             )
             return Published(stream, channel, started=True)
 
-        return await self._publisher.write(change)
+        published = await self._publisher.write(change)
+        if published.started:
+            self._went_live.set()
+            self._went_live = trio.Event()
+        return published
 
     async def unpublish(self, key: str) -> Vod:
         """The publisher with `key` stopped; NotLive when no stream is open for that key."""
@@ -413,13 +419,28 @@ class Streams:
         return closed
 
     async def watch_silence(self) -> None:
-        """Run forever: sweep for silent streams a few times per timeout (a supervised service)."""
+        """Run forever (a supervised service): close each live stream once it has been silent
+        for the timeout. It sleeps until the oldest heartbeat's deadline, so nothing runs while
+        every stream is fresh; with no live stream it waits for one to open here, and looks
+        again every ten timeouts for streams that other processes opened (and may have left
+        behind when they died)."""
         if self.silence_timeout_seconds <= 0:
             await trio.sleep_forever()
-        interval = min(max(self.silence_timeout_seconds / 4, 0.05), 15.0)
+        timeout_ms = to_ms(self.silence_timeout_seconds)
         while True:
-            await trio.sleep(interval)
-            await self.close_silent()
+            oldest = await self._db.read(repo.oldest_open_heartbeat)
+            if oldest is None:
+                wait = self.silence_timeout_seconds * 10
+            else:
+                # A little past the deadline (the sweep closes strictly older streams), and never
+                # a busy loop if a heartbeat raced the sweep.
+                wait = max(0.05, (oldest + timeout_ms - self._now() + 1) / 1000)
+            went_live = self._went_live
+            with trio.move_on_after(wait):
+                await went_live.wait()
+                continue  # a stream opened here: its deadline may be the next one
+            if oldest is not None:
+                await self.close_silent()
 
     # --- browse -----------------------------------------------------------------------------
 
