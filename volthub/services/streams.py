@@ -340,7 +340,7 @@ class Streams:
         return await self._close(lambda tx: repo.open_stream_by_key(tx, hash_key(key)), "unpublished")
 
     async def unpublish_path(self, source: str, media_path: str) -> Vod:
-        """MediaMTX reports paths, not keys, when a stream stops (runOnNotReady)."""
+        """MediaMTX reports paths, not keys, when a stream stops (runOnUnavailable)."""
         return await self._close(lambda tx: repo.open_stream_by_path(tx, source, media_path), "unpublished")
 
     async def heartbeat(self, key: str) -> Stream:

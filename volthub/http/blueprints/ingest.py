@@ -9,10 +9,11 @@ refused with 403 `ingest_not_configured`.
   `/nginx/unpublish`, `/nginx/update` (form-encoded, the key in `name`). A 2xx lets the
   publisher in; the 403 for a wrong key makes nginx drop it.
 - MediaMTX: `authHTTPAddress` at `/api/ingest/mediamtx/auth`, its JSON request as MediaMTX
-  sends it (`user, password, token, ip, action, path, protocol, id, query`). `publish` with a
+  sends it (`ip, user, password, token, action, path, protocol, id, query, userAgent`). `publish` with a
   valid key goes live; `read` and `playback` are allowed (streams are public); other actions
   (api, metrics, pprof) are refused. MediaMTX has no unpublish in its auth protocol:
-  `runOnNotReady` calls `/api/ingest/mediamtx/unpublish` with `{path}` (README).
+  `runOnUnavailable` (formerly `runOnNotReady`) calls `/api/ingest/mediamtx/unpublish` with
+  `{path}`, and a `runOnAvailable` loop `/mediamtx/heartbeat` (README).
 
 The stream key is never logged and never echoed back.
 """
@@ -241,7 +242,7 @@ class PathBody(Body):
 @_documented
 @validate_request(PathBody)
 async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
-    """MediaMTX `runOnNotReady` (curl with `{"path": "$MTX_PATH"}`): the stream closes."""
+    """MediaMTX `runOnUnavailable` (curl with `{"path": "$MTX_PATH"}`): the stream closes."""
     _check_secret()
     try:
         vod = await streams().unpublish_path("mediamtx", data.path)
@@ -256,7 +257,7 @@ async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
 @_documented
 @validate_request(PathBody)
 async def mediamtx_heartbeat(data: PathBody) -> dict[str, Any]:
-    """A `runOnReady` loop's heartbeat for a MediaMTX path."""
+    """A `runOnAvailable` loop's heartbeat for a MediaMTX path."""
     _check_secret()
     try:
         stream = await streams().heartbeat_path("mediamtx", data.path)
