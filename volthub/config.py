@@ -157,6 +157,11 @@ class OAuthSettings(Section):
     grant_cache_seconds: float = Field(2.0, ge=0, le=60)
 
 
+class BotSettings(Section):
+    # Spec §8: a bot name stays reserved this long after a bot stops using it.
+    name_hold_days: int = Field(45, ge=0, le=3650)
+
+
 class Settings(Section):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
@@ -166,6 +171,7 @@ class Settings(Section):
     webhooks: WebhookSettings = WebhookSettings()
     chat: ChatHubSettings = ChatHubSettings()
     events: EventsSettings = EventsSettings()
+    bots: BotSettings = BotSettings()
 
 
 class ConfigError(Exception):

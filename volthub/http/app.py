@@ -40,6 +40,7 @@ from volthub.persistence import secrets as secret_store
 from volthub.services import webhooks as webhook_delivery
 from volthub.services.accounts import Accounts
 from volthub.services.apps import Apps
+from volthub.services.bots import Bots
 from volthub.services.channel_points import ChannelPoints
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
@@ -234,6 +235,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         webhooks=dispatcher,
         webhook_admin=WebhookAdmin(database, clock, dispatcher),
         channel_points=ChannelPoints(database, clock),
+        bots=Bots(database, clock, hold_days=settings.bots.name_hold_days),
     )
 
 

@@ -10,10 +10,12 @@ from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
 from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused, UnknownChannel
+from volthub.hub.clock import iso8601
 from volthub.persistence import InvalidData
 from volthub.persistence.pagination import InvalidCursor
 from volthub.protocol.webhooks import InvalidTarget
 from volthub.services.apps import AppNotFound, PublicClient
+from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected, NotABotApp
 from volthub.services.channel_points import TooManyRewards
 from volthub.services.channels import ChannelNotFound
 from volthub.services.notifications import NotificationNotFound
@@ -125,6 +127,22 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     TooManyWebhooks: lambda error: ApiError(409, "too_many_webhooks", str(error)),
     WebhookDisabled: lambda _: ApiError(409, "webhook_disabled", "re-enable the webhook before redelivering"),
     InvalidTarget: lambda error: ApiError(400, error.code, error.message, {"field": "url"}),
+    # Bots (services.bots).
+    NotABotApp: lambda error: ApiError(
+        400, "not_a_bot_app", "this app is not a bot app (set botApp: true)", {"clientId": error.client_id}
+    ),
+    BotNotConfigured: lambda error: ApiError(
+        404, "bot_not_configured", "this app has no bot configured", {"clientId": error.client_id}
+    ),
+    NoBotConnected: lambda _: ApiError(
+        404, "bot_not_connected", "no bot is connected to this channel: authorise a bot app or select a bot"
+    ),
+    BotNameTaken: lambda error: ApiError(
+        409,
+        "name_taken",
+        "that name is taken or reserved",
+        {"name": error.name, **({"reservedUntil": iso8601(error.reserved_until)} if error.reserved_until else {})},
+    ),
 }
 
 

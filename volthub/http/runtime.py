@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from volthub.hub.supervisor import Supervisor
     from volthub.services.accounts import Accounts
     from volthub.services.apps import Apps
+    from volthub.services.bots import Bots
     from volthub.services.channel_points import ChannelPoints
     from volthub.services.oauth import OAuthService
     from volthub.services.users import Users
@@ -52,6 +53,7 @@ class Services:
     webhooks: Dispatcher
     webhook_admin: WebhookAdmin
     channel_points: ChannelPoints
+    bots: Bots
     # The channel actors' registry: made on first use (blueprints.chat.hub_for).
     chat: ActorRegistry | None = None
     # Set by the Events API start-up hook (http/events/socketio.install), which runs right

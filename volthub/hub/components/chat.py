@@ -274,6 +274,11 @@ def apply_settings_patch(current: ChatSettings, patch: dict[str, Any]) -> ChatSe
 # --- who is sending: the facts the rules need ------------------------------------------------
 
 
+# The badge of a message a bot posted (sendAsBot); a slug of the badge catalogue's system
+# category like the ones `badges` gives.
+BOT_BADGE = "bot"
+
+
 def badges(standing: Standing) -> list[str]:
     found = []
     if standing.is_broadcaster:
@@ -425,11 +430,23 @@ class ModerationResult:
 
 
 @dataclass(frozen=True)
+class BotSender:
+    """The channel's bot, resolved by the caller: its account and the name it uses here."""
+
+    user_id: str
+    name: str
+
+
+@dataclass(frozen=True)
 class SendMessage:
-    """A viewer's chat message; checked against bans and chat modes. Replies its id."""
+    """A viewer's chat message; checked against bans and chat modes. Replies its id.
+
+    With `message.as_bot` the channel's bot (`bot`) posts instead, under its name here and
+    with the `bot` badge; the same bans and modes apply to the bot's account."""
 
     sender_id: str
     message: OutgoingMessage
+    bot: BotSender | None = None
 
 
 @dataclass(frozen=True)
@@ -588,12 +605,20 @@ class ChatComponent:
 
     def _send(self, command: SendMessage, now_ms: int, store: ChatStore) -> Outcome:
         message = command.message
+        extra_badges: tuple[str, ...] = ()
         if message.as_bot:
-            # Bots are connected per channel by a later feature; until then, say so plainly.
-            raise Refused(
-                Refusal(403, "bot_not_connected", "no bot is connected to this channel, so sendAsBot is not available")
+            if command.bot is None:
+                raise Refused(
+                    Refusal(
+                        403, "bot_not_connected", "no bot is connected to this channel, so sendAsBot is not available"
+                    )
+                )
+            sender = replace(
+                _member(store, command.bot.user_id), username=command.bot.name, display_name=command.bot.name
             )
-        sender = _member(store, command.sender_id)
+            extra_badges = (BOT_BADGE,)
+        else:
+            sender = _member(store, command.sender_id)
         refuse(check_standing(sender, now_ms))
         last = None
         if needs_last_message(self.settings, sender):  # the slow-mode clock is the store's
@@ -611,6 +636,7 @@ class ChatComponent:
             reply_to=reply_to,
             effect=message.effect,
             effect_color=message.effect_color,
+            extra_badges=extra_badges,
         )
 
     def _post_system(self, command: PostSystem, now_ms: int, store: ChatStore) -> Outcome:
@@ -618,13 +644,21 @@ class ChatComponent:
         mentions = _mentions(store, command.text)
         return self._message(store, now_ms, sender, True, text=command.text, mentions=mentions, card=command.card)
 
-    def _message(self, store: ChatStore, now_ms: int, sender: Standing, system: bool, **content: Any) -> Outcome:
+    def _message(
+        self,
+        store: ChatStore,
+        now_ms: int,
+        sender: Standing,
+        system: bool,
+        extra_badges: tuple[str, ...] = (),
+        **content: Any,
+    ) -> Outcome:
         message_id = str(uuid.uuid4())
         payload = catalogue.chat_message(
             message_id=message_id,
             channel_id=self.channel_id,
             sender=_person(sender),
-            badges=badges(sender),
+            badges=[*badges(sender), *extra_badges],
             is_mod=sender.is_moderator,
             is_vip=sender.is_vip,
             subscriber_months=sender.subscriber_months,
