@@ -12,7 +12,7 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -162,6 +162,17 @@ class BotSettings(Section):
     name_hold_days: int = Field(45, ge=0, le=3650)
 
 
+class MediaSettings(Section):
+    # Where uploaded images (emotes, journal images) live: "database" or "disk".
+    storage: Literal["database", "disk"] = "database"
+    # With storage = "disk": the directory of the image files.
+    directory: str = "var/media"
+    # Largest accepted emote image and journal image, in bytes. A request body is also
+    # capped by [server] max_body_bytes: raise both for larger images.
+    emote_max_bytes: int = Field(65536, ge=64, le=64 * 1024 * 1024)
+    journal_image_max_bytes: int = Field(65536, ge=64, le=64 * 1024 * 1024)
+
+
 class Settings(Section):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
@@ -172,6 +183,7 @@ class Settings(Section):
     chat: ChatHubSettings = ChatHubSettings()
     events: EventsSettings = EventsSettings()
     bots: BotSettings = BotSettings()
+    media: MediaSettings = MediaSettings()
 
 
 class ConfigError(Exception):

@@ -41,7 +41,10 @@ from volthub.services import webhooks as webhook_delivery
 from volthub.services.accounts import Accounts
 from volthub.services.apps import Apps
 from volthub.services.bots import Bots
+from volthub.services.catalogue import BadgeCatalogue, Teams
 from volthub.services.channel_points import ChannelPoints
+from volthub.services.emotes import Emotes
+from volthub.services.media import MediaStore
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
 from volthub.services.tokens import TokenService
@@ -226,6 +229,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
     csrf_key = await database.write(secret_store.get_or_create("oauth_csrf_key", to_ms(clock.now())))
     dispatcher = Dispatcher.from_settings(database, clock, settings.webhooks)
     webhook_delivery.install(dispatcher, publisher)  # the outbox sink and its wake-up listener
+    media = MediaStore(database, clock, storage=settings.media.storage, directory=settings.media.directory)
     return Services(
         accounts=Accounts(database, publisher, passwords),
         users=Users(database),
@@ -236,6 +240,10 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         webhook_admin=WebhookAdmin(database, clock, dispatcher),
         channel_points=ChannelPoints(database, clock),
         bots=Bots(database, clock, hold_days=settings.bots.name_hold_days),
+        media=media,
+        emotes=Emotes(database, clock, media, max_bytes=settings.media.emote_max_bytes),
+        badges=BadgeCatalogue(database, clock),
+        teams=Teams(database, clock),
     )
 
 

@@ -16,8 +16,11 @@ from volthub.persistence.pagination import InvalidCursor
 from volthub.protocol.webhooks import InvalidTarget
 from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected, NotABotApp
+from volthub.services.catalogue import TeamNotFound
 from volthub.services.channel_points import TooManyRewards
 from volthub.services.channels import ChannelNotFound
+from volthub.services.emotes import EmoteExists, EmoteNotFound
+from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
 
@@ -127,6 +130,13 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     TooManyWebhooks: lambda error: ApiError(409, "too_many_webhooks", str(error)),
     WebhookDisabled: lambda _: ApiError(409, "webhook_disabled", "re-enable the webhook before redelivering"),
     InvalidTarget: lambda error: ApiError(400, error.code, error.message, {"field": "url"}),
+    # Uploads, emotes (services.media, services.emotes).
+    UploadRefused: lambda error: ApiError(error.status, error.code, error.message, error.details),
+    EmoteExists: lambda error: ApiError(
+        409, "emote_exists", "this collection already has that code", {"code": str(error)}
+    ),
+    EmoteNotFound: lambda error: not_found("emote", code=error.code),
+    TeamNotFound: lambda error: not_found("team", slug=str(error)),
     # Bots (services.bots).
     NotABotApp: lambda error: ApiError(
         400, "not_a_bot_app", "this app is not a bot app (set botApp: true)", {"clientId": error.client_id}

@@ -28,7 +28,10 @@ if TYPE_CHECKING:
     from volthub.services.accounts import Accounts
     from volthub.services.apps import Apps
     from volthub.services.bots import Bots
+    from volthub.services.catalogue import BadgeCatalogue, Teams
     from volthub.services.channel_points import ChannelPoints
+    from volthub.services.emotes import Emotes
+    from volthub.services.media import MediaStore
     from volthub.services.oauth import OAuthService
     from volthub.services.users import Users
     from volthub.services.webhooks import Dispatcher, WebhookAdmin
@@ -54,6 +57,10 @@ class Services:
     webhook_admin: WebhookAdmin
     channel_points: ChannelPoints
     bots: Bots
+    media: MediaStore
+    emotes: Emotes
+    badges: BadgeCatalogue
+    teams: Teams
     # The channel actors' registry: made on first use (blueprints.chat.hub_for).
     chat: ActorRegistry | None = None
     # Set by the Events API start-up hook (http/events/socketio.install), which runs right

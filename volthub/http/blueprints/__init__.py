@@ -13,6 +13,7 @@ BLUEPRINTS += [events.blueprint, sandbox.blueprint, channel_points.blueprint]
 from volthub.http.blueprints import consent, developer_apps, oauth  # noqa: E402  (issue 3: OAuth)
 
 BLUEPRINTS += [developer_apps.blueprint, oauth.blueprint, consent.blueprint]
-from volthub.http.blueprints import bots  # noqa: E402  (issue 15: bots and the catalogue)
+from volthub.http.blueprints import bots, catalogue, emotes, media  # noqa: E402  (issue 15: bots, catalogue)
 
-BLUEPRINTS += [bots.blueprint]
+BLUEPRINTS += [bots.blueprint, media.blueprint, emotes.blueprint]
+BLUEPRINTS += [catalogue.badges_blueprint, catalogue.teams_blueprint]
