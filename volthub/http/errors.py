@@ -20,6 +20,7 @@ from volthub.services.catalogue import TeamNotFound
 from volthub.services.channel_points import TooManyRewards
 from volthub.services.channels import ChannelNotFound
 from volthub.services.emotes import EmoteExists, EmoteNotFound
+from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
@@ -137,6 +138,11 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     ),
     EmoteNotFound: lambda error: not_found("emote", code=error.code),
     TeamNotFound: lambda error: not_found("team", slug=str(error)),
+    JournalNotFound: lambda error: not_found("journal", slug=str(error)),
+    SlugTaken: lambda error: ApiError(
+        409, "slug_taken", "you already have a journal with that slug", {"slug": str(error)}
+    ),
+    TooManyImages: lambda error: ApiError(409, "too_many_images", f"a journal holds at most {error} images"),
     # Bots (services.bots).
     NotABotApp: lambda error: ApiError(
         400, "not_a_bot_app", "this app is not a bot app (set botApp: true)", {"clientId": error.client_id}
