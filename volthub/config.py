@@ -173,6 +173,26 @@ class MediaSettings(Section):
     journal_image_max_bytes: int = Field(65536, ge=64, le=64 * 1024 * 1024)
 
 
+class ExtVideoSettings(Section):
+    # The external video platform's API base URL (e.g. https://api.video.example); empty:
+    # the integration is off and its routes answer 503 extvideo_not_configured.
+    base_url: str = ""
+    # Its OAuth endpoints; empty: base_url + /oauth/authorize, /oauth/token, /oauth/revoke.
+    authorize_url: str = ""
+    token_url: str = ""
+    revoke_url: str = ""
+    # This platform's OAuth client at the provider.
+    client_id: str = ""
+    client_secret: str = ""
+    # Where the provider sends the person back; empty: [server] public_url +
+    # /api/extvideo/auth/callback.
+    redirect_uri: str = ""
+    scope: str = "videos.read playlists.read"
+    timeout_seconds: float = Field(10.0, gt=0, le=120)
+    # Seconds the public widget serves a user's recent videos from memory before asking again.
+    widget_cache_seconds: float = Field(60.0, ge=0, le=86400)
+
+
 class Settings(Section):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
@@ -184,6 +204,7 @@ class Settings(Section):
     events: EventsSettings = EventsSettings()
     bots: BotSettings = BotSettings()
     media: MediaSettings = MediaSettings()
+    extvideo: ExtVideoSettings = ExtVideoSettings()
 
 
 class ConfigError(Exception):

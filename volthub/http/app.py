@@ -44,6 +44,7 @@ from volthub.services.bots import Bots
 from volthub.services.catalogue import BadgeCatalogue, Teams
 from volthub.services.channel_points import ChannelPoints
 from volthub.services.emotes import Emotes
+from volthub.services.extvideo import ExtVideo
 from volthub.services.journals import Journals
 from volthub.services.media import MediaStore
 from volthub.services.oauth import build_oauth_service
@@ -246,6 +247,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         badges=BadgeCatalogue(database, clock),
         teams=Teams(database, clock),
         journals=Journals(database, clock, media, image_max_bytes=settings.media.journal_image_max_bytes),
+        extvideo=ExtVideo(database, clock, settings.extvideo, settings.server.public_url),
     )
 
 

@@ -20,6 +20,9 @@ from volthub.services.catalogue import TeamNotFound
 from volthub.services.channel_points import TooManyRewards
 from volthub.services.channels import ChannelNotFound
 from volthub.services.emotes import EmoteExists, EmoteNotFound
+from volthub.services.extvideo import InvalidState, ProviderError, ReauthRequired
+from volthub.services.extvideo import NotConfigured as ExtNotConfigured
+from volthub.services.extvideo import NotConnected as ExtNotConnected
 from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
@@ -143,6 +146,16 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
         409, "slug_taken", "you already have a journal with that slug", {"slug": str(error)}
     ),
     TooManyImages: lambda error: ApiError(409, "too_many_images", f"a journal holds at most {error} images"),
+    # The external video platform (services.extvideo).
+    ExtNotConfigured: lambda _: ApiError(
+        503, "extvideo_not_configured", "the external video integration is not set up on this server"
+    ),
+    ExtNotConnected: lambda _: ApiError(409, "extvideo_not_connected", "connect your video platform account first"),
+    ReauthRequired: lambda _: ApiError(
+        409, "extvideo_reauth_required", "the video platform no longer accepts this connection: connect again"
+    ),
+    InvalidState: lambda _: ApiError(400, "invalid_state", "this authorisation is unknown, used or expired"),
+    ProviderError: lambda error: ApiError(502, "extvideo_provider_error", str(error)),
     # Bots (services.bots).
     NotABotApp: lambda error: ApiError(
         400, "not_a_bot_app", "this app is not a bot app (set botApp: true)", {"clientId": error.client_id}

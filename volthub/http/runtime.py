@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from volthub.services.catalogue import BadgeCatalogue, Teams
     from volthub.services.channel_points import ChannelPoints
     from volthub.services.emotes import Emotes
+    from volthub.services.extvideo import ExtVideo
     from volthub.services.journals import Journals
     from volthub.services.media import MediaStore
     from volthub.services.oauth import OAuthService
@@ -63,6 +64,7 @@ class Services:
     badges: BadgeCatalogue
     teams: Teams
     journals: Journals
+    extvideo: ExtVideo
     # The channel actors' registry: made on first use (blueprints.chat.hub_for).
     chat: ActorRegistry | None = None
     # Set by the Events API start-up hook (http/events/socketio.install), which runs right

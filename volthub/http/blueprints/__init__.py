@@ -17,6 +17,6 @@ from volthub.http.blueprints import bots, catalogue, emotes, media  # noqa: E402
 
 BLUEPRINTS += [bots.blueprint, media.blueprint, emotes.blueprint]
 BLUEPRINTS += [catalogue.badges_blueprint, catalogue.teams_blueprint]
-from volthub.http.blueprints import journals  # noqa: E402
+from volthub.http.blueprints import extvideo, journals  # noqa: E402
 
-BLUEPRINTS += [journals.blueprint]
+BLUEPRINTS += [journals.blueprint, extvideo.blueprint]
