@@ -167,7 +167,7 @@ async def test_connect_read_refresh_and_disconnect(volthub: Any, provider: tuple
     assert (await client.get("/api/extvideo/auth/url", headers=reader)).status_code == 403  # needs manage
     callback = await connect(volthub, client, manager)
     assert callback.status_code == 200 and (await callback.get_json())["account"]["name"] == "Video Person"
-    replay = await client.get(f"/api/extvideo/auth/callback?state=forged&code=x")
+    replay = await client.get("/api/extvideo/auth/callback?state=forged&code=x")
     assert replay.status_code == 400 and (await replay.get_json())["error"] == "invalid_state"
     status = await (await client.get("/api/extvideo/status", headers=reader)).get_json()
     assert status["connected"] is True and status["account"]["id"] == "acct-1"
