@@ -175,7 +175,7 @@ class MediaSettings(Section):
 
 class ExtVideoSettings(Section):
     # The external video platform's API base URL (e.g. https://api.video.example); empty:
-    # the integration is off and its routes answer 503 extvideo_not_configured.
+    # the integration is off and its routes answer 409 extvideo_not_configured.
     base_url: str = ""
     # Its OAuth endpoints; empty: base_url + /oauth/authorize, /oauth/token, /oauth/revoke.
     authorize_url: str = ""

@@ -200,7 +200,7 @@ async def test_connect_read_refresh_and_disconnect(volthub: Any, provider: tuple
     assert (await client.get("/api/extvideo/widgets/nobody_at_all")).status_code == 404
 
 
-async def test_provider_down_is_a_502_and_unconfigured_is_a_503(sqlite_url: str):
+async def test_provider_down_is_a_502_and_unconfigured_is_a_409(sqlite_url: str):
     from volthub.http.app import create_app
 
     app = create_app(make_settings(sqlite_url))
@@ -208,7 +208,7 @@ async def test_provider_down_is_a_502_and_unconfigured_is_a_503(sqlite_url: str)
         client = app.test_client()
         user = await register(client)
         refused = await client.get("/api/extvideo/auth/url", headers=user.headers)
-        assert refused.status_code == 503 and (await refused.get_json())["error"] == "extvideo_not_configured"
+        assert refused.status_code == 409 and (await refused.get_json())["error"] == "extvideo_not_configured"
         status = await (await client.get("/api/extvideo/status", headers=user.headers)).get_json()
         assert status["configured"] is False
     from volthub.loadtest.servers import free_port

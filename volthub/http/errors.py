@@ -148,7 +148,7 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     TooManyImages: lambda error: ApiError(409, "too_many_images", f"a journal holds at most {error} images"),
     # The external video platform (services.extvideo).
     ExtNotConfigured: lambda _: ApiError(
-        503, "extvideo_not_configured", "the external video integration is not set up on this server"
+        409, "extvideo_not_configured", "the external video integration is not set up on this server"
     ),
     ExtNotConnected: lambda _: ApiError(409, "extvideo_not_connected", "connect your video platform account first"),
     ReauthRequired: lambda _: ApiError(

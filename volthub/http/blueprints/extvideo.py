@@ -3,7 +3,7 @@
 `GET auth/url` (extvideo:manage) returns the provider's consent address; the provider sends
 the person back to `GET auth/callback` (public: the person's browser arrives there; the
 one-time `state` ties it to the user who asked). Reads need extvideo:read. Without
-`[extvideo]` configured every route but `status` and `widgets` answers 503
+`[extvideo]` configured every route but `status` and `widgets` answers 409
 `extvideo_not_configured`. A provider failure is 502 `extvideo_provider_error`.
 """
 
