@@ -15,6 +15,7 @@ from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
@@ -178,6 +179,7 @@ class LevelsOut(Model):
 @blueprint.post(f"{DEVELOPER}/configure")
 @access.first_party
 @tag(["Bots"])
+@error_responses(404, 409)
 @validate_request(ConfigureBody)
 @validate_response(BotOut)
 async def configure(client_id: str, data: ConfigureBody) -> BotOut:
@@ -198,6 +200,7 @@ async def configure(client_id: str, data: ConfigureBody) -> BotOut:
 @blueprint.get(f"{DEVELOPER}/instances")
 @access.first_party
 @tag(["Bots"])
+@error_responses(404)
 @validate_response(InstancesOut)
 async def instances(client_id: str) -> InstancesOut:
     """The default bot, its custom names per channel, and the names it holds in reserve."""
@@ -217,6 +220,7 @@ async def instances(client_id: str) -> InstancesOut:
 @blueprint.get(f"{DEVELOPER}/check-name/<bot_name>")
 @access.first_party
 @tag(["Bots"])
+@error_responses(404)
 @validate_response(NameCheckOut)
 async def check_name(client_id: str, bot_name: str) -> NameCheckOut:
     """Whether the app's bot could take this name (usernames, other bots' names and names
@@ -243,6 +247,7 @@ async def current() -> CurrentOut:
 @blueprint.post(f"{CHANNEL}/customize")
 @access.token("bot:write")
 @tag(["Bots"])
+@error_responses(404, 409)
 @validate_request(CustomizeBody)
 @validate_response(CurrentOut)
 async def customize(data: CustomizeBody) -> CurrentOut:
@@ -260,6 +265,7 @@ async def customize(data: CustomizeBody) -> CurrentOut:
 @blueprint.delete(f"{CHANNEL}/customize")
 @access.token("bot:write")
 @tag(["Bots"])
+@error_responses(404)
 @validate_response(RevertOut)
 async def revert() -> RevertOut:
     """Back to the default name; the custom name stays reserved for 45 days (spec §8)."""
@@ -288,6 +294,7 @@ async def directory() -> DirectoryOut:
 @blueprint.post(f"{CHANNEL}/select")
 @access.first_party
 @tag(["Bots"])
+@error_responses(404)
 @validate_request(SelectBody)
 @validate_response(CurrentOut)
 async def select(data: SelectBody) -> CurrentOut:
@@ -318,6 +325,7 @@ async def levels() -> LevelsOut:
 @blueprint.post(f"{CHANNEL}/commands/check")
 @access.token("chat:read")
 @tag(["Bots"])
+@error_responses(404)
 @validate_request(CheckBody)
 @validate_response(CheckOut)
 async def check_command(data: CheckBody) -> CheckOut:

@@ -14,6 +14,7 @@ from quart import Blueprint
 from quart_schema import tag, validate_querystring, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, PageQuery, Query
 from volthub.hub.clock import iso8601
@@ -96,6 +97,7 @@ async def catalog(query_args: CatalogQuery) -> CatalogOut:
 @badges_blueprint.get("/channel/<username>")
 @access.public
 @tag(["Badges"])
+@error_responses(404)
 @validate_response(ChannelBadgesOut)
 async def channel_badges(username: str) -> ChannelBadgesOut:
     """A channel's subscription badges: the `subscriber` badge per tier and tenure milestone."""
@@ -109,6 +111,7 @@ async def channel_badges(username: str) -> ChannelBadgesOut:
 @badges_blueprint.get("/user/<username>")
 @access.public
 @tag(["Badges"])
+@error_responses(404)
 @validate_querystring(UserBadgesQuery)
 @validate_response(UserBadgesOut)
 async def user_badges(username: str, query_args: UserBadgesQuery) -> UserBadgesOut:
@@ -184,6 +187,7 @@ async def list_teams(query_args: PageQuery) -> TeamList:
 @teams_blueprint.get("/<slug>")
 @access.public
 @tag(["Teams"])
+@error_responses(404)
 @validate_response(TeamOut)
 async def get_team(slug: str) -> TeamOut:
     return team_out(await teams().get(slug))
@@ -192,6 +196,7 @@ async def get_team(slug: str) -> TeamOut:
 @teams_blueprint.get("/<slug>/members")
 @access.public
 @tag(["Teams"])
+@error_responses(404)
 @validate_querystring(PageQuery)
 @validate_response(MemberList)
 async def team_members(slug: str, query_args: PageQuery) -> MemberList:

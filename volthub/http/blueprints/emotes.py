@@ -13,6 +13,7 @@ from quart import Blueprint, Response
 from quart_schema import tag, validate_querystring, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
@@ -80,6 +81,7 @@ class ResolveOut(Model):
 @blueprint.get("")
 @access.public
 @tag(["Emotes"])
+@error_responses(404)
 @validate_querystring(ChannelQuery)
 @validate_response(CollectionsOut)
 async def all_collections(query_args: ChannelQuery) -> CollectionsOut:
@@ -107,6 +109,7 @@ async def global_emotes() -> EmotesOut:
 @blueprint.get("/channel/<username>")
 @access.public
 @tag(["Emotes"])
+@error_responses(404)
 @validate_response(EmotesOut)
 async def channel_emotes(username: str) -> EmotesOut:
     """A channel's own emotes (404 for an unknown channel)."""
@@ -145,6 +148,7 @@ def _code(code: str) -> str:
 @access.first_party
 @access.accepts(*ACCEPTED)
 @tag(["Emotes"])
+@error_responses(409, 413, 415)
 @validate_response(EmoteOut, 201)
 async def upload_channel_emote(code: str) -> tuple[EmoteOut, int]:
     """Add an emote to your channel: the body is the image (PNG, JPEG, GIF or WebP, by
@@ -161,6 +165,7 @@ async def upload_channel_emote(code: str) -> tuple[EmoteOut, int]:
 @blueprint.delete("/mine/<code>")
 @access.first_party
 @tag(["Emotes"])
+@error_responses(404)
 async def delete_channel_emote(code: str) -> Response:
     """Remove one of your channel's emotes and its image."""
     await emotes().remove(access.principal().user_id, _code(code))

@@ -16,6 +16,7 @@ from quart import Blueprint
 from quart_schema import tag, validate_querystring, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
@@ -119,6 +120,7 @@ class LibraryQuery(LimitQuery):
 @blueprint.get("/auth/url")
 @access.token("extvideo:manage")
 @tag(["External video"])
+@error_responses(409)
 @validate_response(AuthUrlOut)
 async def auth_url() -> AuthUrlOut:
     """The provider's consent URL with a one-time state (valid 10 minutes)."""
@@ -129,6 +131,7 @@ async def auth_url() -> AuthUrlOut:
 @blueprint.get("/auth/callback")
 @access.public
 @tag(["External video"])
+@error_responses(409, 502)
 @validate_querystring(CallbackQuery)
 @validate_response(StatusOut)
 async def auth_callback(query_args: CallbackQuery) -> StatusOut:
@@ -152,6 +155,7 @@ async def status() -> StatusOut:
 @blueprint.get("/videos/recent")
 @access.token("extvideo:read")
 @tag(["External video"])
+@error_responses(409, 502)
 @validate_querystring(LimitQuery)
 @validate_response(VideoList)
 async def recent_videos(query_args: LimitQuery) -> VideoList:
@@ -163,6 +167,7 @@ async def recent_videos(query_args: LimitQuery) -> VideoList:
 @blueprint.get("/library")
 @access.token("extvideo:read")
 @tag(["External video"])
+@error_responses(409, 502)
 @validate_querystring(LibraryQuery)
 @validate_response(LibraryOut)
 async def library(query_args: LibraryQuery) -> LibraryOut:
@@ -173,6 +178,7 @@ async def library(query_args: LibraryQuery) -> LibraryOut:
 @blueprint.get("/playlists")
 @access.token("extvideo:read")
 @tag(["External video"])
+@error_responses(409, 502)
 @validate_querystring(LimitQuery)
 @validate_response(PlaylistList)
 async def playlists(query_args: LimitQuery) -> PlaylistList:
@@ -183,6 +189,7 @@ async def playlists(query_args: LimitQuery) -> PlaylistList:
 @blueprint.get("/widgets/<username>")
 @access.public
 @tag(["External video"])
+@error_responses(404)
 @validate_response(WidgetOut)
 async def widget(username: str) -> WidgetOut:
     """A user's public widget: account and six most recent videos; `connected: false` when

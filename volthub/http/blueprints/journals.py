@@ -18,6 +18,7 @@ from quart import Blueprint, Response
 from quart_schema import tag, validate_querystring, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model, PageQuery
@@ -140,6 +141,7 @@ class ImageOut(Model):
 @blueprint.get("/api/users/<username>/journals")
 @access.public
 @tag(["Journals"])
+@error_responses(404)
 @validate_querystring(PageQuery)
 @validate_response(JournalList)
 async def public_list(username: str, query_args: PageQuery) -> JournalList:
@@ -151,6 +153,7 @@ async def public_list(username: str, query_args: PageQuery) -> JournalList:
 @blueprint.get("/api/users/<username>/journals/<slug>")
 @access.public
 @tag(["Journals"])
+@error_responses(404)
 @validate_response(JournalOut)
 async def public_read(username: str, slug: str) -> JournalOut:
     """One published journal (a draft is 404 here)."""
@@ -176,6 +179,7 @@ async def my_journals(query_args: PageQuery) -> JournalList:
 @blueprint.post("/api/journals")
 @access.token("journal:write")
 @tag(["Journals"])
+@error_responses(409)
 @validate_request(CreateBody)
 @validate_response(JournalOut, 201)
 async def create(data: CreateBody) -> tuple[JournalOut, int]:
@@ -190,6 +194,7 @@ async def create(data: CreateBody) -> tuple[JournalOut, int]:
 @blueprint.get("/api/journals/<slug>")
 @access.token("journal:read")
 @tag(["Journals"])
+@error_responses(404)
 @validate_response(JournalOut)
 async def read_mine(slug: str) -> JournalOut:
     """One of your journals, draft or published."""
@@ -199,6 +204,7 @@ async def read_mine(slug: str) -> JournalOut:
 @blueprint.put("/api/journals/<slug>")
 @access.token("journal:write")
 @tag(["Journals"])
+@error_responses(404, 409)
 @validate_request(UpdateBody)
 @validate_response(JournalOut)
 async def update(slug: str, data: UpdateBody) -> JournalOut:
@@ -214,6 +220,7 @@ async def update(slug: str, data: UpdateBody) -> JournalOut:
 @blueprint.delete("/api/journals/<slug>")
 @access.token("journal:write")
 @tag(["Journals"])
+@error_responses(404)
 async def delete(slug: str) -> Response:
     """Delete a journal and its images."""
     await journals().delete(access.principal().user_id, slug)
@@ -223,6 +230,7 @@ async def delete(slug: str) -> Response:
 @blueprint.post("/api/journals/<slug>/publish")
 @access.token("journal:write")
 @tag(["Journals"])
+@error_responses(404)
 @validate_response(JournalOut)
 async def publish(slug: str) -> JournalOut:
     """Publish a draft; publishing again keeps the first publication time."""
@@ -233,6 +241,7 @@ async def publish(slug: str) -> JournalOut:
 @access.token("journal:write")
 @access.accepts(*ACCEPTED)
 @tag(["Journals"])
+@error_responses(404, 409, 413, 415)
 @validate_response(ImageOut, 201)
 async def upload_image(slug: str) -> tuple[ImageOut, int]:
     """Upload an image for a journal: the body is the image. 413 `file_too_large`, 415

@@ -6,6 +6,7 @@ from quart import Blueprint, Response, request
 from quart_schema import tag
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.errors import not_found
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
@@ -19,6 +20,7 @@ CACHE_CONTROL = "public, max-age=31536000, immutable"
 @blueprint.get("/<media_id>")
 @access.public
 @tag(["Media"])
+@error_responses(404)
 async def get_media(media_id: str) -> Response:
     """An uploaded image (emote, journal image) with long-lived cache headers and an ETag."""
     media_id = uuid_param(media_id, "mediaId")
