@@ -274,3 +274,61 @@ def test_levels_are_documented(level: str):
     from volthub.protocol.commands import LEVELS
 
     assert level in LEVELS
+
+
+def _csrf(page: str) -> str:
+    import re
+
+    found = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert found, page
+    return found.group(1)
+
+
+async def test_bot_select_page_signs_in_and_connects(chat_env: ChatEnv):
+    dev, streamer = await chat_env.user(), await chat_env.user()
+    client_id, name = await bot_app(chat_env, dev)
+    client = chat_env.client
+    page = await client.get(f"/oauth/bot/select?client_id={client_id}")
+    html = await page.get_data(as_text=True)
+    assert page.status_code == 200 and 'id="login-form"' in html and name in html
+    assert "default-src 'none'" in page.headers["Content-Security-Policy"]
+    bad = await client.post(
+        "/oauth/bot/select",
+        form={
+            "action": "login",
+            "client_id": client_id,
+            "csrf_token": "forged",
+            "username": streamer.username,
+            "password": streamer.password,
+        },
+    )
+    assert bad.status_code == 400
+    signed = await client.post(
+        "/oauth/bot/select",
+        form={
+            "action": "login",
+            "client_id": client_id,
+            "csrf_token": _csrf(html),
+            "username": streamer.username,
+            "password": streamer.password,
+        },
+    )
+    assert signed.status_code == 303
+    page = await client.get(signed.headers["Location"])
+    html = await page.get_data(as_text=True)
+    assert 'id="bot-form"' in html and streamer.username in html
+    cancelled = await client.post(
+        "/oauth/bot/select",
+        form={"action": "select", "decision": "cancel", "client_id": client_id, "csrf_token": _csrf(html)},
+    )
+    assert "Nothing was changed" in await cancelled.get_data(as_text=True)
+    assert (await chat_env.rt.services.bots.current(streamer.id, None)) is None
+    connected = await client.post(
+        "/oauth/bot/select",
+        form={"action": "select", "decision": "connect", "client_id": client_id, "csrf_token": _csrf(html)},
+    )
+    assert connected.status_code == 200 and "now your channel" in await connected.get_data(as_text=True)
+    chosen = await chat_env.rt.services.bots.current(streamer.id, None)
+    assert chosen is not None and chosen.name == name and chosen.via == "selected"
+    unknown = await client.get("/oauth/bot/select?client_id=nope")
+    assert unknown.status_code == 400

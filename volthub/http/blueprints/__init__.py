@@ -20,3 +20,6 @@ BLUEPRINTS += [catalogue.badges_blueprint, catalogue.teams_blueprint]
 from volthub.http.blueprints import extvideo, journals  # noqa: E402
 
 BLUEPRINTS += [journals.blueprint, extvideo.blueprint]
+from volthub.http.blueprints import bot_select  # noqa: E402
+
+BLUEPRINTS += [bot_select.blueprint]
