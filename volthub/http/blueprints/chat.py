@@ -247,8 +247,14 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
     `slow_mode` (details.waitSeconds), `followers_only`, `subscribers_only`, `emote_only`,
     `channel_not_owned`, `bot_not_connected`. The broadcaster and the channel's moderators
     are exempt from chat modes. In emote-only mode every word must be an emote code
-    `:name:` or an emoji. `replyTo.messageId` must be a message of this channel (400
-    `invalid_reply_to`). 503 `channel_busy` when the channel's queue is full.
+    `:name:` of a global or this channel's emote (the `/api/emotes/resolve` resolver) or an
+    emoji. `replyTo.messageId` must be a message of this channel (400 `invalid_reply_to`).
+    503 `channel_busy` when the channel's queue is full.
+
+    `sendAsBot: true` posts as the channel's bot (the token's own bot when its app is a bot
+    app, else the bot chosen at `/oauth/bot/select`), with the `bot` badge and the bot's
+    name in this channel; only the channel's owner may, and without a bot it is 403
+    `bot_not_connected`. The message carries `emotes: [{code, url}]` for resolved codes.
     """
     outgoing = OutgoingMessage(
         text=data.message,

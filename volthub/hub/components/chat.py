@@ -346,7 +346,11 @@ def check_modes(
     if settings.subscribers_only and not standing.is_subscriber:
         return Refusal(403, "subscribers_only", "this chat is in subscribers-only mode")
     if settings.emote_only and not is_emote_only(text, known_emotes):
-        return Refusal(403, "emote_only", "this chat is in emote-only mode: send only emotes (:name: codes or emoji)")
+        return Refusal(
+            403,
+            "emote_only",
+            "this chat is in emote-only mode: send only emotes (:code: of this chat's emotes) or emoji",
+        )
     if settings.slow_mode and settings.slow_mode_seconds > 0 and last_message_ms is not None:
         ready_at = last_message_ms + settings.slow_mode_seconds * 1000
         if ready_at > now_ms:
