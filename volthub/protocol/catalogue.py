@@ -462,6 +462,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("effectColor", "string", "#rrggbb, with glow", optional=True),
         _f("card", "object", "{type, payload} on card messages", optional=True),
         _f("isSystem", "boolean", "true for system or card messages", optional=True),
+        _f("emotes", "array", "[{code, url}] of the message's :code: emotes that resolved", optional=True),
         _TEST,
         public=True,
         webhook_scope="chat:read",
