@@ -332,3 +332,14 @@ async def test_bot_select_page_signs_in_and_connects(chat_env: ChatEnv):
     assert chosen is not None and chosen.name == name and chosen.via == "selected"
     unknown = await client.get("/oauth/bot/select?client_id=nope")
     assert unknown.status_code == 400
+
+
+async def test_bot_names_follow_the_reserved_usernames(chat_env: ChatEnv):
+    dev = await chat_env.user()
+    created = await chat_env.client.post("/api/developer/apps", json={"name": "B", "botApp": True}, headers=dev.headers)
+    client_id = (await created.get_json())["clientId"]
+    for name in ("search", "ME", "Admin"):
+        refused = await chat_env.client.post(
+            f"/api/developer/apps/{client_id}/bot/configure", json={"name": name}, headers=dev.headers
+        )
+        assert refused.status_code == 400, name

@@ -15,6 +15,7 @@ from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.blueprints.accounts import RESERVED as RESERVED_USERNAMES
 from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
@@ -62,6 +63,13 @@ def bot_out(bot: Bot) -> BotOut:
     )
 
 
+def _bot_name(value: str) -> str:
+    """A bot name is a username: the same alphabet and the same reserved words."""
+    if value.lower() in RESERVED_USERNAMES:
+        raise ValueError("this name is reserved")
+    return check_bot_name(value)
+
+
 class ConfigureBody(Body):
     name: str | None = Field(None, description="the default bot name (3–25 of A–Z, a–z, 0–9, _); required at first")
     commandPrefix: str | None = Field(None, min_length=1, max_length=3)
@@ -70,7 +78,7 @@ class ConfigureBody(Body):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        return None if value is None else check_bot_name(value)
+        return None if value is None else _bot_name(value)
 
     @field_validator("commandPrefix")
     @classmethod
@@ -134,7 +142,7 @@ class CustomizeBody(Body):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        return check_bot_name(value)
+        return _bot_name(value)
 
 
 class RevertOut(CurrentOut):
@@ -226,6 +234,8 @@ async def check_name(client_id: str, bot_name: str) -> NameCheckOut:
     """Whether the app's bot could take this name (usernames, other bots' names and names
     in their 45-day reserve are taken; the bot's own reserved names are available)."""
     found = await bots().check_name(access.principal().user_id, client_id, bot_name)
+    if found.available and bot_name.lower() in RESERVED_USERNAMES:
+        return NameCheckOut(name=bot_name, available=False, reason="invalid", reservedUntil=None)
     until = iso8601(found.reserved_until) if found.reserved_until else None
     return NameCheckOut(name=found.name, available=found.available, reason=found.reason, reservedUntil=until)
 
