@@ -42,6 +42,9 @@ async def test_configure_reserves_the_name_for_registration_in_any_case(chat_env
     client_id, name = await bot_app(chat_env, dev)
     again = await chat_env.client.post("/api/auth/register", json={"username": name.upper(), "password": "x" * 12})
     assert again.status_code == 409 and (await again.get_json())["error"] == "username_taken"
+    # The bot's account never signs in.
+    login = await chat_env.client.post("/api/auth/login", json={"username": name, "password": "!bot"})
+    assert login.status_code == 401
     taken = await chat_env.client.get(
         f"/api/developer/apps/{client_id}/bot/check-name/{dev.username}", headers=dev.headers
     )
