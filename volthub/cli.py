@@ -212,7 +212,7 @@ def _load_plugins() -> None:
     """Sub-commands defined by feature modules register themselves on import."""
     import importlib
 
-    for module in ("volthub.loadtest.cli", "volthub.tools.conformance", "volthub.cli_apps"):
+    for module in ("volthub.loadtest.cli", "volthub.tools.conformance", "volthub.cli_apps", "volthub.cli_catalogue"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -12,7 +12,7 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -192,6 +192,42 @@ class StreamsSettings(Section):
     categories_file: str = ""
 
 
+class BotSettings(Section):
+    # Spec §8: a bot name stays reserved this long after a bot stops using it.
+    name_hold_days: int = Field(45, ge=0, le=3650)
+
+
+class MediaSettings(Section):
+    # Where uploaded images (emotes, journal images) live: "database" or "disk".
+    storage: Literal["database", "disk"] = "database"
+    # With storage = "disk": the directory of the image files.
+    directory: str = "var/media"
+    # Largest accepted emote image and journal image, in bytes. A request body is also
+    # capped by [server] max_body_bytes: raise both for larger images.
+    emote_max_bytes: int = Field(65536, ge=64, le=64 * 1024 * 1024)
+    journal_image_max_bytes: int = Field(65536, ge=64, le=64 * 1024 * 1024)
+
+
+class ExtVideoSettings(Section):
+    # The external video platform's API base URL (e.g. https://api.video.example); empty:
+    # the integration is off and its routes answer 409 extvideo_not_configured.
+    base_url: str = ""
+    # Its OAuth endpoints; empty: base_url + /oauth/authorize, /oauth/token, /oauth/revoke.
+    authorize_url: str = ""
+    token_url: str = ""
+    revoke_url: str = ""
+    # This platform's OAuth client at the provider.
+    client_id: str = ""
+    client_secret: str = ""
+    # Where the provider sends the person back; empty: [server] public_url +
+    # /api/extvideo/auth/callback.
+    redirect_uri: str = ""
+    scope: str = "videos.read playlists.read"
+    timeout_seconds: float = Field(10.0, gt=0, le=120)
+    # Seconds the public widget serves a user's recent videos from memory before asking again.
+    widget_cache_seconds: float = Field(60.0, ge=0, le=86400)
+
+
 class Settings(Section):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
@@ -203,6 +239,9 @@ class Settings(Section):
     events: EventsSettings = EventsSettings()
     ingest: IngestSettings = IngestSettings()
     streams: StreamsSettings = StreamsSettings()
+    bots: BotSettings = BotSettings()
+    media: MediaSettings = MediaSettings()
+    extvideo: ExtVideoSettings = ExtVideoSettings()
 
 
 class ConfigError(Exception):

@@ -41,8 +41,14 @@ from volthub.persistence import secrets as secret_store
 from volthub.services import webhooks as webhook_delivery
 from volthub.services.accounts import Accounts
 from volthub.services.apps import Apps
+from volthub.services.bots import Bots
+from volthub.services.catalogue import BadgeCatalogue, Teams
 from volthub.services.categories import Categories
 from volthub.services.channel_points import ChannelPoints
+from volthub.services.emotes import Emotes
+from volthub.services.extvideo import ExtVideo
+from volthub.services.journals import Journals
+from volthub.services.media import MediaStore
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
 from volthub.services.streams import Streams
@@ -231,6 +237,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
     csrf_key = await database.write(secret_store.get_or_create("oauth_csrf_key", to_ms(clock.now())))
     dispatcher = Dispatcher.from_settings(database, clock, settings.webhooks)
     webhook_delivery.install(dispatcher, publisher)  # the outbox sink and its wake-up listener
+    media = MediaStore(database, clock, storage=settings.media.storage, directory=settings.media.directory)
     return Services(
         accounts=Accounts(database, publisher, passwords),
         users=Users(database),
@@ -241,6 +248,13 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         webhook_admin=WebhookAdmin(database, clock, dispatcher),
         channel_points=ChannelPoints(database, clock),
         streams=await _make_streams(rt, database, publisher),
+        bots=Bots(database, clock, hold_days=settings.bots.name_hold_days),
+        media=media,
+        emotes=Emotes(database, clock, media, max_bytes=settings.media.emote_max_bytes),
+        badges=BadgeCatalogue(database, clock),
+        teams=Teams(database, clock),
+        journals=Journals(database, clock, media, image_max_bytes=settings.media.journal_image_max_bytes),
+        extvideo=ExtVideo(database, clock, settings.extvideo, settings.server.public_url),
     )
 
 

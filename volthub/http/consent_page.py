@@ -26,12 +26,14 @@ from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 __all__ = [
+    "BOT_SELECT_ACTION",
     "CONTENT_SECURITY_POLICY",
     "FORM_ACTION",
     "OAUTH_PARAMS",
     "SECURITY_HEADERS",
     "ConsentApp",
     "ConsentUser",
+    "render_bot_select_page",
     "render_consent_page",
     "render_error_page",
 ]
@@ -334,3 +336,68 @@ def render_error_page(title: str, message: str) -> str:
         "You can close this window.</p>"
     )
     return _page(f"{title} – volthub", body)
+
+
+# --- the bot-select page (spec §2.1: "a bot connected through the bot-select flow") ----------
+
+BOT_SELECT_ACTION = "/oauth/bot/select"
+
+
+def _bot_fields(action: str, client_id: str, csrf_token: str) -> str:
+    fields = [("action", action), ("csrf_token", csrf_token), ("client_id", client_id)]
+    return "".join(f'<input type="hidden" name="{_e(k)}" value="{_e(v)}">' for k, v in fields)
+
+
+def render_bot_select_page(
+    *,
+    bot: Mapping[str, Any],
+    user: Mapping[str, Any] | None,
+    csrf_token: str,
+    current: str | None = None,
+    error: str | None = None,
+    done: str | None = None,
+) -> str:
+    """Choose a bot for your channel: sign in first, then Cancel or Connect; `done` shows
+    the outcome instead of the form. ``bot``: clientId, name (the bot's), appName, logoUrl,
+    reviewed."""
+    app = {"name": bot.get("appName"), "logoUrl": bot.get("logoUrl"), "reviewed": bot.get("reviewed")}
+    bot_name = f'<span id="bot-name">{_e(bot.get("name"))}</span>'
+    client_id = str(bot.get("clientId") or "")
+    if done is not None:
+        body = _app_header(app, f"{bot_name}") + f'<p class="notice" id="done" role="status">{_e(done)}</p>'
+        body += '<p class="fine">You can close this window.</p>'
+        return _page(f"Bot – {bot.get('name')} – volthub", body)
+    if user is None:
+        body = (
+            _app_header(app, f"Sign in to connect {bot_name} to your channel")
+            + f'<form id="login-form" method="post" action="{BOT_SELECT_ACTION}">'
+            + _bot_fields("login", client_id, csrf_token)
+            + '<label for="login-username">Username</label>'
+            '<input type="text" id="login-username" name="username" autocomplete="username" '
+            'autocapitalize="none" spellcheck="false" maxlength="25" required>'
+            '<label for="login-password">Password</label>'
+            '<input type="password" id="login-password" name="password" '
+            'autocomplete="current-password" maxlength="128" required>'
+            '<div class="actions"><button type="submit" id="login-submit" class="primary">Sign in'
+            "</button></div></form>"
+        )
+        return _page(f"Sign in – {bot.get('name')} – volthub", _error_block(error) + body)
+    replacing = (
+        f'<p class="fine" id="current-bot">It replaces <strong>{_e(current)}</strong> as your channel\'s bot.</p>'
+        if current
+        else ""
+    )
+    body = (
+        _app_header(app, f"Connect {bot_name} to your channel?")
+        + _signed_in(user)
+        + '<p id="bot-explainer">Apps you authorised with <code>chat:write</code> will be able to post in your '
+        "chat as this bot. It moderates only if you make it a moderator.</p>"
+        + replacing
+        + f'<form id="bot-form" method="post" action="{BOT_SELECT_ACTION}">'
+        + _bot_fields("select", client_id, csrf_token)
+        + '<div class="actions">'
+        '<button type="submit" id="cancel" name="decision" value="cancel">Cancel</button>'
+        '<button type="submit" id="connect" class="primary" name="decision" value="connect">'
+        "Connect</button></div></form>"
+    )
+    return _page(f"Connect a bot – {bot.get('name')} – volthub", _error_block(error) + body)

@@ -10,12 +10,21 @@ from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
 from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused, UnknownChannel
+from volthub.hub.clock import iso8601
 from volthub.persistence import InvalidData
 from volthub.persistence.pagination import InvalidCursor
 from volthub.protocol.webhooks import InvalidTarget
 from volthub.services.apps import AppNotFound, PublicClient
+from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected, NotABotApp
+from volthub.services.catalogue import TeamNotFound
 from volthub.services.channel_points import TooManyRewards
 from volthub.services.channels import ChannelNotFound
+from volthub.services.emotes import EmoteExists, EmoteNotFound
+from volthub.services.extvideo import InvalidState, ProviderError, ReauthRequired
+from volthub.services.extvideo import NotConfigured as ExtNotConfigured
+from volthub.services.extvideo import NotConnected as ExtNotConnected
+from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
+from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.streams import (
     ClipNotFound,
@@ -142,6 +151,44 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     ),
     ClipNotFound: lambda error: not_found("clip", clipId=str(error)),
     VodNotFound: lambda error: not_found("vod", vodId=str(error)),
+    # Uploads, emotes (services.media, services.emotes).
+    UploadRefused: lambda error: ApiError(error.status, error.code, error.message, error.details),
+    EmoteExists: lambda error: ApiError(
+        409, "emote_exists", "this collection already has that code", {"code": str(error)}
+    ),
+    EmoteNotFound: lambda error: not_found("emote", code=error.code),
+    TeamNotFound: lambda error: not_found("team", slug=str(error)),
+    JournalNotFound: lambda error: not_found("journal", slug=str(error)),
+    SlugTaken: lambda error: ApiError(
+        409, "slug_taken", "you already have a journal with that slug", {"slug": str(error)}
+    ),
+    TooManyImages: lambda error: ApiError(409, "too_many_images", f"a journal holds at most {error} images"),
+    # The external video platform (services.extvideo).
+    ExtNotConfigured: lambda _: ApiError(
+        409, "extvideo_not_configured", "the external video integration is not set up on this server"
+    ),
+    ExtNotConnected: lambda _: ApiError(409, "extvideo_not_connected", "connect your video platform account first"),
+    ReauthRequired: lambda _: ApiError(
+        409, "extvideo_reauth_required", "the video platform no longer accepts this connection: connect again"
+    ),
+    InvalidState: lambda _: ApiError(400, "invalid_state", "this authorisation is unknown, used or expired"),
+    ProviderError: lambda error: ApiError(502, "extvideo_provider_error", str(error)),
+    # Bots (services.bots).
+    NotABotApp: lambda error: ApiError(
+        400, "not_a_bot_app", "this app is not a bot app (set botApp: true)", {"clientId": error.client_id}
+    ),
+    BotNotConfigured: lambda error: ApiError(
+        404, "bot_not_configured", "this app has no bot configured", {"clientId": error.client_id}
+    ),
+    NoBotConnected: lambda _: ApiError(
+        404, "bot_not_connected", "no bot is connected to this channel: authorise a bot app or select a bot"
+    ),
+    BotNameTaken: lambda error: ApiError(
+        409,
+        "name_taken",
+        "that name is taken or reserved",
+        {"name": error.name, **({"reservedUntil": iso8601(error.reserved_until)} if error.reserved_until else {})},
+    ),
 }
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from quart_schema.openapi import OpenAPIProvider
 from werkzeug.routing import Rule
 
-from volthub.http.access import declaration_of
+from volthub.http.access import JSON_ONLY, accepted_body_types, declaration_of
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 
@@ -28,9 +28,11 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
 
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
         paths, components = super().build_paths(rule)
-        declaration = declaration_of(self._app.view_functions[rule.endpoint])
+        view = self._app.view_functions[rule.endpoint]
+        declaration = declaration_of(view)
         for operations in paths.values():
             for method, operation in operations.items():
+                _describe_raw_body(operation, accepted_body_types(view))
                 # Function names repeat across blueprints (rotate_secret); endpoints do not.
                 operation["operationId"] = f"{method}_{rule.endpoint.replace('.', '_')}"
                 _describe_access(operation, declaration)
@@ -78,6 +80,14 @@ def _describe_access(operation: dict[str, Any], declaration: Any) -> None:
         operation["x-access"] = "token"
         if declaration.scope:
             operation["x-required-scope"] = declaration.scope
+
+
+def _describe_raw_body(operation: dict[str, Any], accepted: tuple[str, ...]) -> None:
+    """A route that takes a raw body (an image upload) documents its accepted types."""
+    if accepted == JSON_ONLY or "requestBody" in operation or not all(t.startswith("image/") for t in accepted):
+        return
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    operation["requestBody"] = {"required": True, "content": {kind: binary for kind in accepted}}
 
 
 def _error(description: str) -> dict[str, Any]:

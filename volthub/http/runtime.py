@@ -27,7 +27,13 @@ if TYPE_CHECKING:
     from volthub.hub.supervisor import Supervisor
     from volthub.services.accounts import Accounts
     from volthub.services.apps import Apps
+    from volthub.services.bots import Bots
+    from volthub.services.catalogue import BadgeCatalogue, Teams
     from volthub.services.channel_points import ChannelPoints
+    from volthub.services.emotes import Emotes
+    from volthub.services.extvideo import ExtVideo
+    from volthub.services.journals import Journals
+    from volthub.services.media import MediaStore
     from volthub.services.oauth import OAuthService
     from volthub.services.streams import Streams
     from volthub.services.users import Users
@@ -54,6 +60,13 @@ class Services:
     webhook_admin: WebhookAdmin
     channel_points: ChannelPoints
     streams: Streams
+    bots: Bots
+    media: MediaStore
+    emotes: Emotes
+    badges: BadgeCatalogue
+    teams: Teams
+    journals: Journals
+    extvideo: ExtVideo
     # The channel actors' registry: made on first use (blueprints.chat.hub_for).
     chat: ActorRegistry | None = None
     # Set by the Events API start-up hook (http/events/socketio.install), which runs right

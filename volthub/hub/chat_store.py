@@ -15,7 +15,9 @@ from volthub.hub.components import chat
 from volthub.hub.components.chat import ChatSettings, Member, MessageRef, Standing
 from volthub.persistence import Tx
 from volthub.persistence import chat as repo
+from volthub.persistence import emotes as emotes_repo
 from volthub.persistence import users as users_repo
+from volthub.protocol.images import media_path
 
 
 def read_settings(tx: Tx, channel_id: str) -> ChatSettings:
@@ -59,6 +61,10 @@ class TxChatStore:
             return None
         username = stored.payload.get("username")
         return MessageRef(stored.id, stored.user_id, username, stored.deleted_at is not None)
+
+    def emotes(self, codes: list[str]) -> dict[str, str]:
+        found = emotes_repo.resolve(self._tx, codes, self._channel_id)
+        return {code: media_path(found[code].media_id) for code in codes if code in found}
 
     def last_message_at(self, user_id: str) -> int | None:
         return repo.last_message_at(self._tx, self._channel_id, user_id)

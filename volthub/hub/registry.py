@@ -133,8 +133,10 @@ class ActorRegistry:
 
     # -- the chat operations other code calls --
 
-    async def send_message(self, channel_id: str, sender_id: str, message: OutgoingMessage) -> str:
-        result: str = await self.call(channel_id, chat.SendMessage(sender_id, message))
+    async def send_message(
+        self, channel_id: str, sender_id: str, message: OutgoingMessage, bot: chat.BotSender | None = None
+    ) -> str:
+        result: str = await self.call(channel_id, chat.SendMessage(sender_id, message, bot))
         return result
 
     async def post_card(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from volthub.persistence import names
 from volthub.persistence.database import IntegrityError, Row, Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
 
@@ -44,7 +45,23 @@ class Page:
     next_cursor: str | None
 
 
-def create_user(tx: Tx, *, user_id: str, username: str, display_name: str, password_hash: str, now_ms: int) -> User:
+def create_user(
+    tx: Tx,
+    *,
+    user_id: str,
+    username: str,
+    display_name: str,
+    password_hash: str,
+    now_ms: int,
+    kind: str = "user",
+    holder: str | None = None,
+) -> User:
+    """`kind`/`holder` name the claim on the username (persistence.names): a bot's account
+    claims its name as the bot. A name held by anyone, or in reserve, is `UsernameTaken`."""
+    try:
+        names.claim(tx, username, kind, holder or user_id, now_ms)
+    except names.NameTaken:
+        raise UsernameTaken(username) from None
     try:
         with tx.savepoint():
             tx.execute(

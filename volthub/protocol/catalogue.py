@@ -465,6 +465,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("effectColor", "string", "#rrggbb, with glow", optional=True),
         _f("card", "object", "{type, payload} on card messages", optional=True),
         _f("isSystem", "boolean", "true for system or card messages", optional=True),
+        _f("emotes", "array", "[{code, url}] of the message's :code: emotes that resolved", optional=True),
         _TEST,
         public=True,
         webhook_scope="chat:read",
@@ -823,6 +824,7 @@ def chat_message(
     card: dict[str, Any] | None = None,
     is_system: bool = False,
     is_test: bool = False,
+    emotes: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Spec §2.6. Optional members appear only when they have a value; a card message is
     always a system message. `subscriber_months` None: not a subscriber."""
@@ -845,6 +847,8 @@ def chat_message(
         "effectColor": effect_color,
         "card": card,
         "isSystem": True if is_system or card is not None else None,
+        # The message's `:code:` emotes that resolved, [{code, url}] (emote resolver).
+        "emotes": emotes or None,
     }
     data.update({key: value for key, value in optional.items() if value is not None})
     return _tested(data, is_test)

@@ -40,6 +40,7 @@ class FakeStore:
     stored_settings: ChatSettings = field(default_factory=ChatSettings)
     seq: int = 0
     applied: list[Any] = field(default_factory=list)
+    known_emotes: dict[str, str] = field(default_factory=dict)  # code -> url
 
     def settings(self) -> ChatSettings:
         return self.stored_settings
@@ -59,6 +60,9 @@ class FakeStore:
 
     def last_message_at(self, user_id: str) -> int | None:
         return self.last_at.get(user_id)
+
+    def emotes(self, codes: list[str]) -> dict[str, str]:
+        return {code: self.known_emotes[code] for code in codes if code in self.known_emotes}
 
     def ban_is_permanent(self, user_id: str) -> bool | None:
         return self.bans.get(user_id)
@@ -265,3 +269,31 @@ def test_chat_is_always_idle_and_has_no_deadline(store):
         made.handle(object(), NOW, store)
     with pytest.raises(ValueError):
         ChatComponent(CHANNEL, history_limit=0)
+
+
+# --- bots and emotes (issue 15) -----------------------------------------------------------------
+
+
+def test_send_as_bot_posts_as_the_bot_with_its_badge(store: FakeStore) -> None:
+    bot = Standing("bot-account", "DefaultBot", "DefaultBot")
+    store.people[bot.user_id] = bot
+    component = ChatComponent(CHANNEL)
+    command = SendMessage(FAN.user_id, OutgoingMessage("beep", as_bot=True), chat.BotSender(bot.user_id, "Custom"))
+    outcome = component.handle(command, NOW, store)
+    data = outcome.events[0].data
+    assert (data["userId"], data["username"], data["displayName"]) == ("bot-account", "Custom", "Custom")
+    assert data["badges"] == ["bot"]
+    with pytest.raises(Refused) as refused:
+        component.handle(SendMessage(FAN.user_id, OutgoingMessage("beep", as_bot=True)), NOW, store)
+    assert refused.value.refusal.code == "bot_not_connected"
+
+
+def test_emote_only_uses_the_resolver_and_messages_carry_resolved_emotes(store: FakeStore) -> None:
+    store.known_emotes = {"hype": "/api/media/1"}
+    store.stored_settings = ChatSettings(emote_only=True)
+    component = ChatComponent(CHANNEL)
+    component.load(store)
+    with pytest.raises(Refused):
+        component.handle(SendMessage(FAN.user_id, OutgoingMessage(":nothere:")), NOW, store)
+    outcome = component.handle(SendMessage(FAN.user_id, OutgoingMessage(":hype: :hype:")), NOW, store)
+    assert outcome.events[0].data["emotes"] == [{"code": "hype", "url": "/api/media/1"}]

@@ -17,3 +17,13 @@ from volthub.http.blueprints import ingest, stream_control, streams  # noqa: E40
 
 BLUEPRINTS += [streams.blueprint, streams.clips_blueprint, streams.categories_blueprint]
 BLUEPRINTS += [stream_control.blueprint, ingest.blueprint]
+from volthub.http.blueprints import bots, catalogue, emotes, media  # noqa: E402  (issue 15: bots, catalogue)
+
+BLUEPRINTS += [bots.blueprint, media.blueprint, emotes.blueprint]
+BLUEPRINTS += [catalogue.badges_blueprint, catalogue.teams_blueprint]
+from volthub.http.blueprints import extvideo, journals  # noqa: E402
+
+BLUEPRINTS += [journals.blueprint, extvideo.blueprint]
+from volthub.http.blueprints import bot_select  # noqa: E402
+
+BLUEPRINTS += [bot_select.blueprint]

@@ -17,12 +17,14 @@ from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.errors import ApiError
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import Runtime, runtime
 from volthub.http.schemas import Body, Model, PersonOut
 from volthub.hub.clock import iso8601
 from volthub.hub.components import chat as rules
 from volthub.hub.components.chat import (
+    BotSender,
     ChatSettings,
     Effect,
     ModerationAction,
@@ -115,7 +117,11 @@ class SendBody(Body):
     message: str = Field(
         min_length=1, max_length=rules.MESSAGE_MAX, description="1–500 Unicode code points, not blank."
     )
-    sendAsBot: bool = Field(False, description="Post as the channel's connected bot (none can be connected yet).")
+    sendAsBot: bool = Field(
+        False,
+        description="Post as the channel's bot: the token's own bot when its app is a bot app, else the bot"
+        " the channel chose in the bot-select flow. Needs chat:write only (DESIGN §5).",
+    )
     effect: Effect | None = None
     effectColor: str | None = Field(
         None, pattern=r"^#[0-9a-fA-F]{6}$", description="#rrggbb; returned lower-case. Used by glow."
@@ -169,6 +175,10 @@ class ModerateBody(Body):
     durationSeconds: int | None = Field(None, ge=1, le=rules.TIMEOUT_MAX_SECONDS, description="timeout only.")
     messageId: str | None = Field(None, min_length=1, max_length=64, description="delete only.")
     reason: str | None = Field(None, max_length=rules.REASON_MAX)
+    asBot: bool = Field(
+        False,
+        description="Moderate as the channel's bot; the bot needs the moderator role in the channel (spec §5).",
+    )
 
     @field_validator("userId")
     @classmethod
@@ -237,8 +247,14 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
     `slow_mode` (details.waitSeconds), `followers_only`, `subscribers_only`, `emote_only`,
     `channel_not_owned`, `bot_not_connected`. The broadcaster and the channel's moderators
     are exempt from chat modes. In emote-only mode every word must be an emote code
-    `:name:` or an emoji. `replyTo.messageId` must be a message of this channel (400
-    `invalid_reply_to`). 503 `channel_busy` when the channel's queue is full.
+    `:name:` of a global or this channel's emote (the `/api/emotes/resolve` resolver) or an
+    emoji. `replyTo.messageId` must be a message of this channel (400 `invalid_reply_to`).
+    503 `channel_busy` when the channel's queue is full.
+
+    `sendAsBot: true` posts as the channel's bot (the token's own bot when its app is a bot
+    app, else the bot chosen at `/oauth/bot/select`), with the `bot` badge and the bot's
+    name in this channel; only the channel's owner may, and without a bot it is 403
+    `bot_not_connected`. The message carries `emotes: [{code, url}]` for resolved codes.
     """
     outgoing = OutgoingMessage(
         text=data.message,
@@ -247,8 +263,21 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
         reply_to=data.replyTo.ref() if data.replyTo else None,
         as_bot=data.sendAsBot,
     )
-    message_id = await chat_hub().send_message(channel_id, access.principal().user_id, outgoing)
+    caller = access.principal()
+    bot = await channel_bot(channel_id, caller) if data.sendAsBot else None
+    message_id = await chat_hub().send_message(channel_id, caller.user_id, outgoing, bot)
     return SendOut(success=True, messageId=message_id)
+
+
+async def channel_bot(channel_id: str, caller: access.Principal) -> BotSender | None:
+    """The bot that posts in `channel_id` for this caller (None: none connected). Only the
+    channel's owner speaks through its bot, even with a first-party token."""
+    if channel_id != caller.user_id:
+        raise ApiError(
+            403, "channel_not_owned", "only the channel's owner may act as its bot", {"channelId": channel_id}
+        )
+    identity = await runtime().services.bots.current(channel_id, caller.client_id)
+    return None if identity is None else BotSender(identity.bot.user_id, identity.name)
 
 
 @blueprint.post("/channels/<channel_id>/moderate")
@@ -272,7 +301,14 @@ async def moderate(channel_id: str, data: ModerateBody) -> ModerateOut:
     Unban of someone not banned, and deleting a deleted message, succeed with
     `changed: false`.
     """
-    result = await chat_hub().moderate(channel_id, access.principal().user_id, data.request())
+    caller = access.principal()
+    moderator_id = caller.user_id
+    if data.asBot:
+        bot = await channel_bot(channel_id, caller)
+        if bot is None:
+            raise ApiError(403, "bot_not_connected", "no bot is connected to this channel")
+        moderator_id = bot.user_id
+    result = await chat_hub().moderate(channel_id, moderator_id, data.request())
     return ModerateOut(
         success=True,
         action=result.action,

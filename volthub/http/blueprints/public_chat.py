@@ -217,7 +217,9 @@ def _rules_text(settings: SettingsOut) -> list[str]:
     if settings.subscribersOnly:
         lines.append("Subscribers-only: only subscribers can chat.")
     if settings.emoteOnly:
-        lines.append("Emote-only: every word must be an emote code like :name: or an emoji.")
+        lines.append(
+            "Emote-only: every word must be an emote (:code: of a global or this channel's emote) or an emoji."
+        )
     if any((settings.slowMode, settings.followersOnly, settings.subscribersOnly, settings.emoteOnly)):
         lines.append("The broadcaster and moderators are exempt from chat modes.")
     return lines

@@ -18,7 +18,7 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, get_args
 
@@ -127,16 +127,27 @@ def _is_emoji(token: str) -> bool:
     return has_symbol
 
 
-def is_emote(token: str) -> bool:
-    """An emote is an emote code `:name:` or an emoji; several may touch (`:a::b:`)."""
+def emote_codes(text: str) -> list[str]:
+    """The codes written `:code:` in a message, first-seen order, without the colons."""
+    return list(dict.fromkeys(match.group(0)[1:-1] for match in _EMOTE_CODE.finditer(text)))
+
+
+def is_emote(token: str, known: Container[str] | None = None) -> bool:
+    """An emote is an emote code `:name:` or an emoji; several may touch (`:a::b:`).
+
+    `known`: the codes the channel's emote resolver found (global and the channel's); a
+    code not among them is not an emote. None checks the shape only."""
+    codes = [match.group(0)[1:-1] for match in _EMOTE_CODE.finditer(token)]
+    if known is not None and not all(code in known for code in codes):
+        return False
     rest = _EMOTE_CODE.sub("", token)
     return rest == "" or _is_emoji(rest)
 
 
-def is_emote_only(text: str) -> bool:
+def is_emote_only(text: str, known: Container[str] | None = None) -> bool:
     """True when every whitespace-separated token is an emote (see `is_emote`)."""
     tokens = text.split()
-    return bool(tokens) and all(is_emote(token) for token in tokens)
+    return bool(tokens) and all(is_emote(token, known) for token in tokens)
 
 
 # --- records: a channel's chat settings, and who someone is in a channel ---------------------
@@ -274,6 +285,11 @@ def apply_settings_patch(current: ChatSettings, patch: dict[str, Any]) -> ChatSe
 # --- who is sending: the facts the rules need ------------------------------------------------
 
 
+# The badge of a message a bot posted (sendAsBot); a slug of the badge catalogue's system
+# category like the ones `badges` gives.
+BOT_BADGE = "bot"
+
+
 def badges(standing: Standing) -> list[str]:
     found = []
     if standing.is_broadcaster:
@@ -314,17 +330,27 @@ def check_standing(standing: Standing, now_ms: int) -> Refusal | None:
 
 
 def check_modes(
-    settings: ChatSettings, standing: Standing, text: str, now_ms: int, last_message_ms: int | None
+    settings: ChatSettings,
+    standing: Standing,
+    text: str,
+    now_ms: int,
+    last_message_ms: int | None,
+    known_emotes: Container[str] | None = None,
 ) -> Refusal | None:
-    """Chat modes; the broadcaster and the channel's moderators are exempt from all."""
+    """Chat modes; the broadcaster and the channel's moderators are exempt from all.
+    `known_emotes`: the resolver's codes for emote-only mode (see `is_emote`)."""
     if standing.exempt_from_modes:
         return None
     if settings.followers_only and not standing.is_follower:
         return Refusal(403, "followers_only", "this chat is in followers-only mode: follow the channel to chat")
     if settings.subscribers_only and not standing.is_subscriber:
         return Refusal(403, "subscribers_only", "this chat is in subscribers-only mode")
-    if settings.emote_only and not is_emote_only(text):
-        return Refusal(403, "emote_only", "this chat is in emote-only mode: send only emotes (:name: codes or emoji)")
+    if settings.emote_only and not is_emote_only(text, known_emotes):
+        return Refusal(
+            403,
+            "emote_only",
+            "this chat is in emote-only mode: send only emotes (:code: of this chat's emotes) or emoji",
+        )
     if settings.slow_mode and settings.slow_mode_seconds > 0 and last_message_ms is not None:
         ready_at = last_message_ms + settings.slow_mode_seconds * 1000
         if ready_at > now_ms:
@@ -425,11 +451,23 @@ class ModerationResult:
 
 
 @dataclass(frozen=True)
+class BotSender:
+    """The channel's bot, resolved by the caller: its account and the name it uses here."""
+
+    user_id: str
+    name: str
+
+
+@dataclass(frozen=True)
 class SendMessage:
-    """A viewer's chat message; checked against bans and chat modes. Replies its id."""
+    """A viewer's chat message; checked against bans and chat modes. Replies its id.
+
+    With `message.as_bot` the channel's bot (`bot`) posts instead, under its name here and
+    with the `bot` badge; the same bans and modes apply to the bot's account."""
 
     sender_id: str
     message: OutgoingMessage
+    bot: BotSender | None = None
 
 
 @dataclass(frozen=True)
@@ -483,6 +521,9 @@ class ChatStore(Protocol):
         """Lower-cased username -> person, for the names that are users (any case)."""
 
     def message(self, message_id: str) -> MessageRef | None: ...
+    def emotes(self, codes: list[str]) -> dict[str, str]:
+        """Code -> image URL for the codes that are emotes here (global or the channel's)."""
+
     def last_message_at(self, user_id: str) -> int | None:
         """When the user last chatted here (system/card messages do not count)."""
 
@@ -588,17 +629,28 @@ class ChatComponent:
 
     def _send(self, command: SendMessage, now_ms: int, store: ChatStore) -> Outcome:
         message = command.message
+        extra_badges: tuple[str, ...] = ()
         if message.as_bot:
-            # Bots are connected per channel by a later feature; until then, say so plainly.
-            raise Refused(
-                Refusal(403, "bot_not_connected", "no bot is connected to this channel, so sendAsBot is not available")
+            if command.bot is None:
+                raise Refused(
+                    Refusal(
+                        403, "bot_not_connected", "no bot is connected to this channel, so sendAsBot is not available"
+                    )
+                )
+            sender = replace(
+                _member(store, command.bot.user_id), username=command.bot.name, display_name=command.bot.name
             )
-        sender = _member(store, command.sender_id)
+            extra_badges = (BOT_BADGE,)
+        else:
+            sender = _member(store, command.sender_id)
         refuse(check_standing(sender, now_ms))
         last = None
         if needs_last_message(self.settings, sender):  # the slow-mode clock is the store's
             last = store.last_message_at(sender.user_id)
-        refuse(check_modes(self.settings, sender, message.text, now_ms, last))
+        # One resolver for emote-only mode and for the emotes the message carries.
+        codes = emote_codes(message.text)
+        emotes = store.emotes(codes) if codes else {}
+        refuse(check_modes(self.settings, sender, message.text, now_ms, last, emotes))
         mentions = _mentions(store, message.text)
         reply_to = _reply(store, message.reply_to)
         return self._message(
@@ -611,6 +663,8 @@ class ChatComponent:
             reply_to=reply_to,
             effect=message.effect,
             effect_color=message.effect_color,
+            extra_badges=extra_badges,
+            emotes=[{"code": code, "url": url} for code, url in emotes.items()],
         )
 
     def _post_system(self, command: PostSystem, now_ms: int, store: ChatStore) -> Outcome:
@@ -618,13 +672,21 @@ class ChatComponent:
         mentions = _mentions(store, command.text)
         return self._message(store, now_ms, sender, True, text=command.text, mentions=mentions, card=command.card)
 
-    def _message(self, store: ChatStore, now_ms: int, sender: Standing, system: bool, **content: Any) -> Outcome:
+    def _message(
+        self,
+        store: ChatStore,
+        now_ms: int,
+        sender: Standing,
+        system: bool,
+        extra_badges: tuple[str, ...] = (),
+        **content: Any,
+    ) -> Outcome:
         message_id = str(uuid.uuid4())
         payload = catalogue.chat_message(
             message_id=message_id,
             channel_id=self.channel_id,
             sender=_person(sender),
-            badges=badges(sender),
+            badges=[*badges(sender), *extra_badges],
             is_mod=sender.is_moderator,
             is_vip=sender.is_vip,
             subscriber_months=sender.subscriber_months,

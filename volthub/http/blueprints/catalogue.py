@@ -1,0 +1,219 @@
+"""Badges (spec §4.6) and teams (spec §4.7): public reads.
+
+Badges are operator-managed (`volthub badges award|withdraw`); the catalogue ships with
+the system badges chat messages carry (broadcaster, moderator, vip, subscriber, bot, ...).
+Teams are operator-managed too (`volthub teams create|add-member|...`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from quart import Blueprint
+from quart_schema import tag, validate_querystring, validate_response
+
+from volthub.http import access
+from volthub.http.documented import error_responses
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Model, PageQuery, Query
+from volthub.hub.clock import iso8601
+from volthub.services.catalogue import Badge, BadgeCatalogue, Team, Teams
+
+badges_blueprint = Blueprint("badges", __name__, url_prefix="/api/badges")
+teams_blueprint = Blueprint("teams", __name__, url_prefix="/api/teams")
+
+
+def badge_catalogue() -> BadgeCatalogue:
+    return runtime().services.badges
+
+
+def teams() -> Teams:
+    return runtime().services.teams
+
+
+class BadgeOut(Model):
+    slug: str = Field(description="the slug chat messages carry in `badges`")
+    category: str
+    title: str
+    description: str
+
+
+def badge_out(badge: Badge) -> BadgeOut:
+    return BadgeOut(slug=badge.slug, category=badge.category, title=badge.title, description=badge.description)
+
+
+class CatalogQuery(Query):
+    category: Literal["event", "achievement", "system"] | None = None
+
+
+class CatalogOut(Model):
+    badges: list[BadgeOut]
+
+
+class ChannelRef(Model):
+    id: str
+    username: str
+
+
+class SubscriptionBadgeOut(Model):
+    slug: str
+    tier: str
+    months: int = Field(description="tenure from which this badge is shown")
+    title: str
+
+
+class ChannelBadgesOut(Model):
+    channel: ChannelRef
+    badges: list[SubscriptionBadgeOut]
+
+
+class UserBadgeOut(BadgeOut):
+    channelId: str | None = Field(description="the channel it belongs to; null for a global badge")
+    source: str = Field(description="awarded (stored) or chat (the user's standing in the channel)")
+    awardedAt: str | None
+
+
+class UserBadgesQuery(Query):
+    channel: str | None = Field(None, min_length=1, max_length=25, description="a channel username")
+
+
+class UserBadgesOut(Model):
+    user: ChannelRef
+    channel: ChannelRef | None
+    badges: list[UserBadgeOut]
+
+
+@badges_blueprint.get("/catalog")
+@access.public
+@tag(["Badges"])
+@validate_querystring(CatalogQuery)
+@validate_response(CatalogOut)
+async def catalog(query_args: CatalogQuery) -> CatalogOut:
+    """The badge catalogue, optionally one category (event, achievement, system)."""
+    return CatalogOut(badges=[badge_out(b) for b in await badge_catalogue().catalogue(query_args.category)])
+
+
+@badges_blueprint.get("/channel/<username>")
+@access.public
+@tag(["Badges"])
+@error_responses(404)
+@validate_response(ChannelBadgesOut)
+async def channel_badges(username: str) -> ChannelBadgesOut:
+    """A channel's subscription badges: the `subscriber` badge per tier and tenure milestone."""
+    channel, found = await badge_catalogue().of_channel(username)
+    return ChannelBadgesOut(
+        channel=ChannelRef(id=channel.id, username=channel.username),
+        badges=[SubscriptionBadgeOut(slug=b.slug, tier=b.tier, months=b.months, title=b.title) for b in found],
+    )
+
+
+@badges_blueprint.get("/user/<username>")
+@access.public
+@tag(["Badges"])
+@error_responses(404)
+@validate_querystring(UserBadgesQuery)
+@validate_response(UserBadgesOut)
+async def user_badges(username: str, query_args: UserBadgesQuery) -> UserBadgesOut:
+    """A user's badges: global awards, and with `?channel=` also that channel's awards and
+    the badges chat shows for them there (same slugs as chat messages). Usernames any case."""
+    found = await badge_catalogue().of_user(username, query_args.channel)
+    return UserBadgesOut(
+        user=ChannelRef(id=found.user.id, username=found.user.username),
+        channel=ChannelRef(id=found.channel.id, username=found.channel.username) if found.channel else None,
+        badges=[
+            UserBadgeOut(
+                **badge_out(b.badge).model_dump(),
+                channelId=b.channel_id,
+                source=b.source,
+                awardedAt=iso8601(b.awarded_at) if b.awarded_at is not None else None,
+            )
+            for b in found.badges
+        ],
+    )
+
+
+class TeamOut(Model):
+    id: str
+    slug: str
+    name: str
+    description: str
+    memberCount: int
+    createdAt: str
+
+
+def team_out(team: Team) -> TeamOut:
+    return TeamOut(
+        id=team.id,
+        slug=team.slug,
+        name=team.name,
+        description=team.description,
+        memberCount=team.member_count,
+        createdAt=iso8601(team.created_at),
+    )
+
+
+class TeamList(Model):
+    items: list[TeamOut]
+    nextCursor: str | None
+
+
+class MemberOut(Model):
+    userId: str
+    username: str
+    displayName: str
+    avatarUrl: str | None
+    role: str = Field(description="owner | member")
+    joinedAt: str
+
+
+class MemberList(Model):
+    team: TeamOut
+    items: list[MemberOut]
+    nextCursor: str | None
+
+
+@teams_blueprint.get("")
+@access.public
+@tag(["Teams"])
+@validate_querystring(PageQuery)
+@validate_response(TeamList)
+async def list_teams(query_args: PageQuery) -> TeamList:
+    """Teams by slug; cursor list."""
+    found, next_cursor = await teams().page(query_args.limit, query_args.cursor)
+    return TeamList(items=[team_out(t) for t in found], nextCursor=next_cursor)
+
+
+@teams_blueprint.get("/<slug>")
+@access.public
+@tag(["Teams"])
+@error_responses(404)
+@validate_response(TeamOut)
+async def get_team(slug: str) -> TeamOut:
+    return team_out(await teams().get(slug))
+
+
+@teams_blueprint.get("/<slug>/members")
+@access.public
+@tag(["Teams"])
+@error_responses(404)
+@validate_querystring(PageQuery)
+@validate_response(MemberList)
+async def team_members(slug: str, query_args: PageQuery) -> MemberList:
+    """Owners first, then by join time; cursor list."""
+    team, people, next_cursor = await teams().members(slug, query_args.limit, query_args.cursor)
+    return MemberList(
+        team=team_out(team),
+        items=[
+            MemberOut(
+                userId=m.user_id,
+                username=m.username,
+                displayName=m.display_name,
+                avatarUrl=m.avatar_url,
+                role=m.role,
+                joinedAt=iso8601(m.joined_at),
+            )
+            for m in people
+        ],
+        nextCursor=next_cursor,
+    )

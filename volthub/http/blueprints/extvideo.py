@@ -1,0 +1,216 @@
+"""The external video platform integration (spec §4.12): connect, read, disconnect.
+
+`GET auth/url` (extvideo:manage) returns the provider's consent address; the provider sends
+the person back to `GET auth/callback` (public: the person's browser arrives there; the
+one-time `state` ties it to the user who asked). Reads need extvideo:read. Without
+`[extvideo]` configured every route but `status` and `widgets` answers 409
+`extvideo_not_configured`. A provider failure is 502 `extvideo_provider_error`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+from quart import Blueprint
+from quart_schema import tag, validate_querystring, validate_response
+
+from volthub.http import access
+from volthub.http.documented import error_responses
+from volthub.http.errors import ApiError
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Model, Query
+from volthub.hub.clock import iso8601
+from volthub.services.extvideo import Connection, ExtVideo
+
+blueprint = Blueprint("extvideo", __name__, url_prefix="/api/extvideo")
+
+
+def extvideo() -> ExtVideo:
+    return runtime().services.extvideo
+
+
+class AuthUrlOut(Model):
+    url: str = Field(description="send the person here to consent at the video platform")
+    state: str
+    expiresAt: str
+
+
+class AccountOut(Model):
+    id: str
+    name: str
+    url: str | None
+
+
+class StatusOut(Model):
+    configured: bool = Field(description="whether this server has the integration set up")
+    connected: bool
+    status: str | None = Field(description="connected | reauth_required; null when not connected")
+    account: AccountOut | None
+    scope: str | None
+    connectedAt: str | None
+
+
+def status_out(configured: bool, connection: Connection | None) -> StatusOut:
+    if connection is None:
+        return StatusOut(
+            configured=configured, connected=False, status=None, account=None, scope=None, connectedAt=None
+        )
+    return StatusOut(
+        configured=configured,
+        connected=connection.status == "connected",
+        status=connection.status,
+        account=AccountOut(id=connection.account_id, name=connection.account_name, url=connection.account_url),
+        scope=connection.scope,
+        connectedAt=iso8601(connection.connected_at),
+    )
+
+
+class VideoOut(Model):
+    id: str
+    title: str
+    url: str | None
+    thumbnailUrl: str | None
+    publishedAt: str | None
+    durationSeconds: int | None
+    views: int | None
+
+
+class PlaylistOut(Model):
+    id: str
+    title: str
+    url: str | None
+    videoCount: int | None
+
+
+class VideoList(Model):
+    items: list[VideoOut]
+
+
+class LibraryOut(Model):
+    items: list[VideoOut]
+    nextCursor: str | None
+
+
+class PlaylistList(Model):
+    items: list[PlaylistOut]
+
+
+class WidgetOut(Model):
+    username: str
+    connected: bool
+    account: AccountOut | None
+    videos: list[VideoOut]
+
+
+class CallbackQuery(Query):
+    state: str = Field(min_length=1, max_length=200)
+    code: str | None = Field(None, min_length=1, max_length=2000)
+    error: str | None = Field(None, max_length=200)
+
+
+class LimitQuery(Query):
+    limit: int = Field(12, ge=1, le=50)
+
+
+class LibraryQuery(LimitQuery):
+    cursor: str | None = Field(None, max_length=512)
+
+
+@blueprint.get("/auth/url")
+@access.token("extvideo:manage")
+@tag(["External video"])
+@error_responses(409)
+@validate_response(AuthUrlOut)
+async def auth_url() -> AuthUrlOut:
+    """The provider's consent URL with a one-time state (valid 10 minutes)."""
+    url, state, expires = await extvideo().authorize_url(access.principal().user_id)
+    return AuthUrlOut(url=url, state=state, expiresAt=iso8601(expires))
+
+
+@blueprint.get("/auth/callback")
+@access.public
+@tag(["External video"])
+@error_responses(409, 502)
+@validate_querystring(CallbackQuery)
+@validate_response(StatusOut)
+async def auth_callback(query_args: CallbackQuery) -> StatusOut:
+    """Where the provider sends the person back (`code` and `state`). 400 `invalid_state`
+    for an unknown, used or expired state; 400 `access_denied` when the person declined."""
+    if query_args.error or not query_args.code:
+        raise ApiError(400, "access_denied", "the video platform did not grant access", {"error": query_args.error})
+    connection = await extvideo().complete(query_args.state, query_args.code)
+    return status_out(True, connection)
+
+
+@blueprint.get("/status")
+@access.token("extvideo:read")
+@tag(["External video"])
+@validate_response(StatusOut)
+async def status() -> StatusOut:
+    found = await extvideo().status(access.principal().user_id)
+    return status_out(found.configured, found.connection)
+
+
+@blueprint.get("/videos/recent")
+@access.token("extvideo:read")
+@tag(["External video"])
+@error_responses(409, 502)
+@validate_querystring(LimitQuery)
+@validate_response(VideoList)
+async def recent_videos(query_args: LimitQuery) -> VideoList:
+    """Your most recent videos on the platform (409 `extvideo_not_connected`)."""
+    found = await extvideo().recent(access.principal().user_id, query_args.limit)
+    return VideoList(items=[VideoOut(**video) for video in found])
+
+
+@blueprint.get("/library")
+@access.token("extvideo:read")
+@tag(["External video"])
+@error_responses(409, 502)
+@validate_querystring(LibraryQuery)
+@validate_response(LibraryOut)
+async def library(query_args: LibraryQuery) -> LibraryOut:
+    found, next_cursor = await extvideo().library(access.principal().user_id, query_args.limit, query_args.cursor)
+    return LibraryOut(items=[VideoOut(**video) for video in found], nextCursor=next_cursor)
+
+
+@blueprint.get("/playlists")
+@access.token("extvideo:read")
+@tag(["External video"])
+@error_responses(409, 502)
+@validate_querystring(LimitQuery)
+@validate_response(PlaylistList)
+async def playlists(query_args: LimitQuery) -> PlaylistList:
+    found = await extvideo().playlists(access.principal().user_id, query_args.limit)
+    return PlaylistList(items=[PlaylistOut(**playlist) for playlist in found])
+
+
+@blueprint.get("/widgets/<username>")
+@access.public
+@tag(["External video"])
+@error_responses(404)
+@validate_response(WidgetOut)
+async def widget(username: str) -> WidgetOut:
+    """A user's public widget: account and six most recent videos; `connected: false` when
+    they have not connected (or the platform is unreachable). Cached `[extvideo]
+    widget_cache_seconds`. 404 for an unknown user."""
+    found: dict[str, Any] = await extvideo().widget(username)
+    account = found["account"]
+    return WidgetOut(
+        username=found["username"],
+        connected=found["connected"],
+        account=AccountOut(**account) if account else None,
+        videos=[VideoOut(**video) for video in found["videos"]],
+    )
+
+
+@blueprint.post("/disconnect")
+@access.token("extvideo:manage")
+@tag(["External video"])
+@validate_response(StatusOut)
+async def disconnect() -> StatusOut:
+    """Forget the connection (and revoke its token at the provider, best effort)."""
+    me = access.principal().user_id
+    await extvideo().disconnect(me)
+    return status_out(extvideo().configured, None)

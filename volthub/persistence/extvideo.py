@@ -1,0 +1,110 @@
+"""Connections to the external video platform, and authorisations in flight."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from volthub.persistence.database import Row, Tx
+
+
+@dataclass(frozen=True)
+class Connection:
+    user_id: str
+    account_id: str
+    account_name: str
+    account_url: str | None
+    access_token: str
+    refresh_token: str | None
+    expires_at: int | None
+    scope: str
+    status: str
+    connected_at: int
+    updated_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> Connection:
+        expires = row["expires_at"]
+        return cls(
+            row["user_id"],
+            row["account_id"],
+            row["account_name"],
+            row["account_url"],
+            row["access_token"],
+            row["refresh_token"],
+            None if expires is None else int(expires),
+            row["scope"],
+            row["status"],
+            int(row["connected_at"]),
+            int(row["updated_at"]),
+        )
+
+
+_COLUMNS = (
+    "user_id, account_id, account_name, account_url, access_token, refresh_token, expires_at, scope, status,"
+    " connected_at, updated_at"
+)
+
+
+def add_state(tx: Tx, state_hash: str, user_id: str, now_ms: int, expires_at: int) -> None:
+    tx.execute("DELETE FROM extvideo_states WHERE expires_at <= ?", (now_ms,))
+    tx.execute(
+        "INSERT INTO extvideo_states (state_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+        (state_hash, user_id, now_ms, expires_at),
+    )
+
+
+def take_state(tx: Tx, state_hash: str, now_ms: int) -> str | None:
+    """The user a live state belongs to; the state is used up either way."""
+    rows = tx.execute("DELETE FROM extvideo_states WHERE state_hash = ? RETURNING user_id, expires_at", (state_hash,))
+    if not rows or int(rows[0]["expires_at"]) <= now_ms:
+        return None
+    return str(rows[0]["user_id"])
+
+
+def get(tx: Tx, user_id: str) -> Connection | None:
+    row = tx.one(f"SELECT {_COLUMNS} FROM extvideo_connections WHERE user_id = ?", (user_id,))
+    return Connection.from_row(row) if row else None
+
+
+def save(tx: Tx, connection: Connection) -> None:
+    tx.execute("DELETE FROM extvideo_connections WHERE user_id = ?", (connection.user_id,))
+    tx.execute(
+        f"INSERT INTO extvideo_connections ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            connection.user_id,
+            connection.account_id,
+            connection.account_name,
+            connection.account_url,
+            connection.access_token,
+            connection.refresh_token,
+            connection.expires_at,
+            connection.scope,
+            connection.status,
+            connection.connected_at,
+            connection.updated_at,
+        ),
+    )
+
+
+def update_tokens(
+    tx: Tx, user_id: str, access_token: str, refresh_token: str | None, expires_at: int | None, now_ms: int
+) -> None:
+    tx.execute(
+        "UPDATE extvideo_connections SET access_token = ?, refresh_token = COALESCE(?, refresh_token),"
+        " expires_at = ?, status = 'connected', updated_at = ? WHERE user_id = ?",
+        (access_token, refresh_token, expires_at, now_ms, user_id),
+    )
+
+
+def mark_reauth(tx: Tx, user_id: str, now_ms: int) -> None:
+    tx.execute(
+        "UPDATE extvideo_connections SET status = 'reauth_required', updated_at = ? WHERE user_id = ?",
+        (now_ms, user_id),
+    )
+
+
+def delete(tx: Tx, user_id: str) -> Connection | None:
+    found = get(tx, user_id)
+    if found is not None:
+        tx.execute("DELETE FROM extvideo_connections WHERE user_id = ?", (user_id,))
+    return found

@@ -1,0 +1,133 @@
+"""Journals and their images."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.pagination import decode_cursor, encode_cursor
+
+_COLUMNS = (
+    "j.id, j.user_id, j.slug, j.title, j.body, j.status, j.created_at, j.updated_at, j.published_at,"
+    " u.username, u.display_name"
+)
+_FROM = " FROM journals j JOIN users u ON u.id = j.user_id"
+
+
+class SlugTaken(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Journal:
+    id: str
+    user_id: str
+    username: str
+    display_name: str
+    slug: str
+    title: str
+    body: str
+    status: str
+    created_at: int
+    updated_at: int
+    published_at: int | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Journal:
+        published = row["published_at"]
+        return cls(
+            row["id"],
+            row["user_id"],
+            row["username"],
+            row["display_name"],
+            row["slug"],
+            row["title"],
+            row["body"],
+            row["status"],
+            int(row["created_at"]),
+            int(row["updated_at"]),
+            None if published is None else int(published),
+        )
+
+
+def slug_exists(tx: Tx, user_id: str, slug: str) -> bool:
+    return tx.one("SELECT id FROM journals WHERE user_id = ? AND slug = ?", (user_id, slug)) is not None
+
+
+def insert(tx: Tx, journal_id: str, user_id: str, slug: str, title: str, body: str, now_ms: int) -> None:
+    try:
+        with tx.savepoint():
+            tx.execute(
+                "INSERT INTO journals (id, user_id, slug, title, body, status, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, 'draft', ?, ?)",
+                (journal_id, user_id, slug, title, body, now_ms, now_ms),
+            )
+    except IntegrityError:
+        raise SlugTaken(slug) from None
+
+
+def get(tx: Tx, user_id: str, slug: str) -> Journal | None:
+    row = tx.one(f"SELECT {_COLUMNS}{_FROM} WHERE j.user_id = ? AND j.slug = ?", (user_id, slug))
+    return Journal.from_row(row) if row else None
+
+
+def update(tx: Tx, journal_id: str, changes: dict[str, str], now_ms: int) -> None:
+    sets = [f"{column} = ?" for column in changes]
+    try:
+        with tx.savepoint():
+            tx.execute(
+                f"UPDATE journals SET {', '.join(sets)}, updated_at = ? WHERE id = ?",
+                (*changes.values(), now_ms, journal_id),
+            )
+    except IntegrityError:
+        raise SlugTaken(changes.get("slug", "")) from None
+
+
+def publish(tx: Tx, journal_id: str, now_ms: int) -> None:
+    tx.execute(
+        "UPDATE journals SET status = 'published', published_at = COALESCE(published_at, ?), updated_at = ?"
+        " WHERE id = ?",
+        (now_ms, now_ms, journal_id),
+    )
+
+
+def delete(tx: Tx, journal_id: str) -> list[str]:
+    """Deletes the journal; returns the media ids of its images (for the caller to remove)."""
+    media = [
+        row["media_id"] for row in tx.execute("SELECT media_id FROM journal_images WHERE journal_id = ?", (journal_id,))
+    ]
+    tx.execute("DELETE FROM journals WHERE id = ?", (journal_id,))
+    return media
+
+
+def add_image(tx: Tx, journal_id: str, media_id: str, now_ms: int) -> None:
+    tx.execute(
+        "INSERT INTO journal_images (journal_id, media_id, created_at) VALUES (?, ?, ?)", (journal_id, media_id, now_ms)
+    )
+
+
+def count_images(tx: Tx, journal_id: str) -> int:
+    return int(tx.scalar("SELECT COUNT(*) FROM journal_images WHERE journal_id = ?", (journal_id,)))
+
+
+def page(
+    tx: Tx, user_id: str, *, published_only: bool, limit: int, cursor: str | None
+) -> tuple[list[Journal], str | None]:
+    """Newest first: published ones by publication time; with drafts, by last change."""
+    order = "j.published_at" if published_only else "j.updated_at"
+    where = "j.user_id = ?" + (" AND j.status = 'published'" if published_only else "")
+    params: list[object] = [user_id]
+    if cursor:
+        at, last_id = decode_cursor(cursor, 2)
+        where += f" AND ({order} < ? OR ({order} = ? AND j.id < ?))"
+        params += [at, at, last_id]
+    rows = tx.execute(
+        f"SELECT {_COLUMNS}{_FROM} WHERE {where} ORDER BY {order} DESC, j.id DESC LIMIT ?", (*params, limit + 1)
+    )
+    found = [Journal.from_row(row) for row in rows[:limit]]
+    next_cursor = None
+    if len(rows) > limit:
+        last = found[-1]
+        key = last.published_at if published_only else last.updated_at
+        next_cursor = encode_cursor(key, last.id)
+    return found, next_cursor

@@ -1,0 +1,66 @@
+"""Uploaded images (emotes, journal images): metadata, and the bytes when stored here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from volthub.persistence.database import Row, Tx
+
+
+@dataclass(frozen=True)
+class Media:
+    id: str
+    owner_id: str | None
+    purpose: str
+    content_type: str
+    size_bytes: int
+    sha256: str
+    data: str | None  # base64, when stored in the database
+    path: str | None  # file name under the media directory, when stored on disk
+    created_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> Media:
+        return cls(
+            row["id"],
+            row["owner_id"],
+            row["purpose"],
+            row["content_type"],
+            int(row["size_bytes"]),
+            row["sha256"],
+            row["data"],
+            row["path"],
+            int(row["created_at"]),
+        )
+
+
+_COLUMNS = "id, owner_id, purpose, content_type, size_bytes, sha256, data, path, created_at"
+
+
+def insert(tx: Tx, media: Media) -> None:
+    tx.execute(
+        f"INSERT INTO media ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            media.id,
+            media.owner_id,
+            media.purpose,
+            media.content_type,
+            media.size_bytes,
+            media.sha256,
+            media.data,
+            media.path,
+            media.created_at,
+        ),
+    )
+
+
+def get(tx: Tx, media_id: str) -> Media | None:
+    row = tx.one(f"SELECT {_COLUMNS} FROM media WHERE id = ?", (media_id,))
+    return Media.from_row(row) if row else None
+
+
+def delete(tx: Tx, media_id: str) -> Media | None:
+    found = get(tx, media_id)
+    if found is not None:
+        tx.execute("DELETE FROM media WHERE id = ?", (media_id,))
+    return found
