@@ -215,10 +215,20 @@ class Fanout:
 
     # ------------------------------------------------------------------ resume buffer
 
+    def remember(self, event: Event) -> None:
+        """Buffer an event for resume without delivering it: the bus relay's backfill of
+        events published before this process started (hub.bus.PostgresRelay)."""
+        if catalogue.delivered_over_events_api(event.name):
+            self._remember(event)
+
     def _remember(self, event: Event) -> None:
         if self._resume_size <= 0:
             return
         recent = self._recent.get(event.channel_id)
+        if recent is not None and event.seq is not None and recent:
+            newest = recent[-1].seq
+            if newest is not None and event.seq <= newest:
+                return  # already buffered (positions of a channel only grow)
         if recent is None:
             recent = self._recent[event.channel_id] = deque(maxlen=self._resume_size)
             while len(self._recent) > self._resume_channels:
@@ -232,6 +242,10 @@ class Fanout:
 
         Call it in the same synchronous step as ``subscribe`` (no await between), so an
         event is either in the returned list or delivered live, never both or neither.
+
+        On PostgreSQL every process buffers every channel's events in the same order (the
+        bus relay delivers them by channel position and backfills a starting process from
+        the event log), so an id handed out by one process resumes on any other.
         """
         recent = list(self._recent.get(channel_id, ()))
         if last_event_id is None:
