@@ -112,6 +112,8 @@ class PostgresRelay:
         self._pruned_at_ms = 0
         self._outgoing_send, self._outgoing = trio.open_memory_channel["Event"](10_000)
         self.connected = False
+        self._connected_event = trio.Event()
+        self.backend_pid: int | None = None  # of the LISTEN connection
         self.relayed = 0  # events handed to listeners, for tests and metrics
         self.duplicates = 0
         self.reconnects = 0
@@ -185,7 +187,8 @@ class PostgresRelay:
             except trio.RunFinishedError:
                 stop.set()
 
-        def on_listening() -> None:
+        def on_listening(backend_pid: int) -> None:
+            self.backend_pid = backend_pid
             token.run_sync_soon(listening.set)
 
         async def listen() -> None:
@@ -207,12 +210,19 @@ class PostgresRelay:
                 else:
                     await self._warm_start()
                 self.connected = True
+                self._connected_event.set()
                 async for payload in receive:
                     if payload is not None:
                         await self._heard(payload)
         finally:
             stop.set()
             self.connected = False
+            if self._connected_event.is_set():
+                self._connected_event = trio.Event()
+
+    async def wait_connected(self) -> None:
+        """Until LISTEN is in effect and the log has been caught up with (tests, health)."""
+        await self._connected_event.wait()
 
     async def _warm_start(self) -> None:
         since = to_ms(self._clock.now() - self.settings.retention_seconds)

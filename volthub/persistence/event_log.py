@@ -168,7 +168,7 @@ def prune(tx: Tx, before_ms: int, batch: int = 10_000) -> int:
 def listen(
     url: str,
     on_payload: Callable[[str], None],
-    on_listening: Callable[[], None],
+    on_listening: Callable[[int], None],
     stop: threading.Event,
     *,
     check_every: float = 5.0,
@@ -176,8 +176,8 @@ def listen(
     """LISTEN on a connection of its own and hand every payload to `on_payload`, until
     `stop` is set. Returns nothing on stop; raises when the connection is lost.
 
-    `on_listening` is called once LISTEN is in effect: every event committed after that is
-    heard. An idle connection is checked every `check_every` seconds, so a server that went
+    `on_listening(backend_pid)` is called once LISTEN is in effect: every event committed
+    after that is heard. An idle connection is checked every `check_every` seconds, so a server that went
     away silently is noticed (and the caller reconnects and replays).
     """
     import time
@@ -186,12 +186,18 @@ def listen(
     from psycopg import sql
 
     with psycopg.connect(
-        url, autocommit=True, connect_timeout=10, keepalives=1, keepalives_idle=10, keepalives_interval=5
+        url,
+        autocommit=True,
+        connect_timeout=10,
+        keepalives=1,
+        keepalives_idle=10,
+        keepalives_interval=5,
+        application_name="volthub event relay",
     ) as connection:
         row = connection.execute(f"SELECT {_CHANNEL_SQL}").fetchone()
         assert row is not None
         connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(row[0])))
-        on_listening()
+        on_listening(connection.info.backend_pid)
         checked = time.monotonic()
         while not stop.is_set():
             # Short waits: `stop` is looked at twice a second.
