@@ -99,6 +99,7 @@ async def test_two_processes_share_events_webhooks_and_resume(
         "VOLTHUB_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
         "VOLTHUB_WEBHOOKS__CA_FILE": str(receiver_tls[0]),
         "VOLTHUB_WEBHOOKS__POLL_SECONDS": "0.5",
+        "VOLTHUB_CLUSTER__PRESENCE_INTERVAL_SECONDS": "0.5",
     }
     first = await trio.to_thread.run_sync(server_process, postgres_url, env)
     second = await trio.to_thread.run_sync(server_process, postgres_url, env)
@@ -122,6 +123,14 @@ async def test_two_processes_share_events_webhooks_and_resume(
         handshake(await receive(ws))
         await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
         assert (await socket_event(ws, "connected"))["authenticated"] is True
+        # Presence adds up every process: the first lists the viewer connected to the second.
+        with trio.fail_after(10):
+            while True:
+                viewers = (await one.get(f"/api/chat/channels/{owner.id}/viewers")).json()
+                if viewers["authenticatedCount"] == 1:
+                    break
+                await trio.sleep(0.1)  # real processes: the second writes its presence every 0.5 s
+        assert [v["username"] for v in viewers["viewers"]] == [owner.username]
         async with aconnect_sse(two, "GET", STREAM, headers=owner.headers) as source:
             stream = SseReader(source.aiter_sse())
             with trio.fail_after(5):

@@ -60,6 +60,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("chat", chat_blueprint.run_chat_hub),
     ("engineio", events_api.service),
     ("relay", cluster.relay_service),
+    ("presence", cluster.presence_service),
 ]
 
 
@@ -217,8 +218,7 @@ async def _start(app: QuartTrio) -> None:
     rt.services = await _make_services(rt, database, rt.publisher)
     for hook in STARTUP_HOOKS:
         await hook(rt)
-    if relay is not None:  # a starting process's resume buffers, from the event log
-        relay.add_backfill(rt.services.fanout.remember)
+    cluster.install(rt, relay)  # PostgreSQL: resume backfill, presence over all processes
     await app.nursery.start(_supervise, rt)
     cluster.report_ready()
 

@@ -169,6 +169,10 @@ class Fanout:
 
     # ------------------------------------------------------------------ presence
 
+    def active_channels(self) -> list[str]:
+        """Channels with at least one subscription here (presence across processes)."""
+        return list(self._channels)
+
     def snapshot(self, channel_id: str) -> tuple[list[str], int]:
         """(ids of signed-in users connected to the channel, anonymous connections)."""
         channel = self._channels.get(channel_id)
