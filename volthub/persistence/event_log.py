@@ -68,26 +68,40 @@ def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent
         seq = next_seq[entry.channel_id]
         next_seq[entry.channel_id] = seq + 1
         body = orjson.dumps(entry.body).decode()
+        # One round trip per event: the row, and its NOTIFY, whose payload needs the row's
+        # position (spliced in by PostgreSQL in front of the rest, `payload_tail`).
         pos = tx.scalar(
-            "INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?) RETURNING pos",
-            (entry.channel_id, seq, entry.event_id, entry.name, body, now_ms),
+            "WITH logged AS (INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING pos)"
+            f" SELECT pos, pg_notify({_CHANNEL_SQL}, '{{\"p\":' || pos || ?) FROM logged",
+            (
+                entry.channel_id,
+                seq,
+                entry.event_id,
+                entry.name,
+                body,
+                now_ms,
+                payload_tail(entry.channel_id, seq, entry.event_id, entry.name, now_ms, body),
+            ),
         )
-        item = LoggedEvent(int(pos), entry.channel_id, seq, entry.event_id, entry.name, entry.body, now_ms)
-        logged.append(item)
-        tx.execute(f"SELECT pg_notify({_CHANNEL_SQL}, ?)", (notification(item, body),))
+        logged.append(LoggedEvent(int(pos), entry.channel_id, seq, entry.event_id, entry.name, entry.body, now_ms))
     return logged
 
 
+def payload_tail(channel_id: str, seq: int, event_id: str, name: str, created_at: int, body_json: str) -> str:
+    """The NOTIFY payload after `{"p":<pos>`: the whole event, or `,"r":1}` (a reference to
+    the row) when the event would not fit in NOTIFY's limit."""
+    head = orjson.dumps({"c": channel_id, "s": seq, "i": event_id, "n": name, "t": created_at}).decode()
+    tail = f',{head[1:-1]},"b":{body_json}}}'
+    if len(tail.encode()) + 32 <= MAX_INLINE_PAYLOAD:  # 32: room for the position
+        return tail
+    return ',"r":1}'
+
+
 def notification(item: LoggedEvent, body_json: str) -> str:
-    """The NOTIFY payload: the whole event, or a reference to its row when too large."""
-    head = orjson.dumps(
-        {"p": item.pos, "c": item.channel_id, "s": item.seq, "i": item.event_id, "n": item.name, "t": item.created_at}
-    ).decode()
-    whole = f'{head[:-1]},"b":{body_json}}}'
-    if len(whole.encode()) <= MAX_INLINE_PAYLOAD:
-        return whole
-    return orjson.dumps({"p": item.pos, "r": 1}).decode()
+    """The NOTIFY payload of a logged event (what `append` has PostgreSQL send)."""
+    tail = payload_tail(item.channel_id, item.seq, item.event_id, item.name, item.created_at, body_json)
+    return f'{{"p":{item.pos}{tail}'
 
 
 def parse_notification(payload: str) -> LoggedEvent | int:
