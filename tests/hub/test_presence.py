@@ -17,6 +17,7 @@ from volthub.persistence import Database, migrate, open_database
 class Local:
     def __init__(self, channels: dict[str, tuple[list[str], int]]) -> None:
         self.channels = channels
+        self.presence_listeners: list[Any] = []
 
     def snapshot(self, channel_id: str) -> tuple[list[str], int]:
         return self.channels.get(channel_id, ([], 0))

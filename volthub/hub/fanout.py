@@ -94,6 +94,8 @@ class Fanout:
         self._resume_channels = resume_channels
         # channel id -> its recent events; least recently active channel first.
         self._recent: OrderedDict[str, deque[Event]] = OrderedDict()
+        # Called when a channel's viewers change (presence across processes listens).
+        self.presence_listeners: list[Callable[[], None]] = []
         self.delivered = 0  # offers accepted, for tests and metrics
         self.overflowed = 0
 
@@ -129,6 +131,7 @@ class Fanout:
                 channel.anonymous += 1
             else:
                 channel.viewers[user_id] += 1
+            self._presence_changed()
         self._by_subscriber.setdefault(subscriber, []).append(subscription)
         return subscription
 
@@ -144,6 +147,7 @@ class Fanout:
                 channel.viewers[subscription.user_id] -= 1
                 if channel.viewers[subscription.user_id] <= 0:
                     del channel.viewers[subscription.user_id]
+            self._presence_changed()
         if not channel.subscriptions:
             del self._channels[subscription.channel_id]
         mine = self._by_subscriber.get(subscription.subscriber)
@@ -168,6 +172,10 @@ class Fanout:
         return len(channel.subscriptions) if channel else 0
 
     # ------------------------------------------------------------------ presence
+
+    def _presence_changed(self) -> None:
+        for listener in self.presence_listeners:
+            listener()
 
     def active_channels(self) -> list[str]:
         """Channels with at least one subscription here (presence across processes)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import trio
@@ -22,6 +23,8 @@ log = logging.getLogger(__name__)
 
 
 class LocalPresence(Protocol):
+    presence_listeners: list[Callable[[], None]]  # called when the local viewers change
+
     def snapshot(self, channel_id: str) -> tuple[list[str], int]: ...
 
     def active_channels(self) -> list[str]: ...
@@ -35,6 +38,11 @@ class ClusterPresence:
         self.interval = interval
         self.process_id = str(uuid.uuid4())
         self._published_nothing = False
+        self._changed = trio.Event()
+        local.presence_listeners.append(self._on_change)
+
+    def _on_change(self) -> None:
+        self._changed.set()
 
     async def snapshot(self, channel_id: str) -> tuple[list[str], int]:
         users, anonymous = self._local.snapshot(channel_id)
@@ -56,15 +64,25 @@ class ClusterPresence:
         )
 
     async def run(self) -> None:
-        """Background service: write this process's presence every interval; on shutdown
-        remove it, so the others stop counting its connections at once."""
+        """Background service: write this process's presence when it changes (at most
+        twice a second) and every interval while it has connections, so others see it is
+        alive; on shutdown remove it, so the others stop counting its connections at once.
+
+        With no connections it waits for one without a deadline: an idle process (and a
+        MockClock test) has no timer ticking here."""
         try:
             while True:
+                self._changed = trio.Event()
                 try:
                     await self.publish_once()
                 except Exception:
                     log.exception("presence: writing this process's connections failed")
-                await trio.sleep(self.interval)
+                if self._local.active_channels():
+                    with trio.move_on_after(self.interval):
+                        await self._changed.wait()
+                    await trio.sleep(min(0.5, self.interval))  # bursts of connects: one write
+                else:
+                    await self._changed.wait()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(2):
                 await self._database.write(lambda tx: repo.delete_mine(tx, self.process_id))
