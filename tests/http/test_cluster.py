@@ -176,4 +176,13 @@ async def test_two_processes_share_events_webhooks_and_resume(
         assert "missed" not in names
         replayed = [orjson.loads(e.data)["data"]["messageId"] for e in resumed if e.event == "chat.message"]
         assert replayed == later
+
+        # An Engine.IO polling request that reaches a process other than the one holding its
+        # session gets the protocol's "Session ID unknown" 400, on which the official
+        # client reconnects with a new session (README "Sticky sessions").
+        handshake_response = await one.get("/ws/events/", params={"EIO": "4", "transport": "polling"})
+        sid = orjson.loads(handshake_response.text[1:])["sid"]
+        astray = await two.get("/ws/events/", params={"EIO": "4", "transport": "polling", "sid": sid})
+        assert astray.status_code == 400
+        assert astray.json() == {"code": 1, "message": "Session ID unknown"}
     stop_receiver.set()
