@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -177,15 +177,27 @@ class PostgresRelay:
 
     async def _session(self) -> None:
         token = trio.lowlevel.current_trio_token()
-        send, receive = trio.open_memory_channel[str | None](math.inf)  # the thread never waits
+        send, receive = trio.open_memory_channel[str](math.inf)  # the thread never waits
         stop = threading.Event()
         listening = trio.Event()
 
-        def from_thread(payload: str | None) -> None:
-            try:
-                token.run_sync_soon(send.send_nowait, payload)
-            except trio.RunFinishedError:
-                stop.set()
+        # Payloads queue here; the Trio thread is woken once per batch, not per event.
+        pending: deque[str] = deque()
+        scheduled = threading.Event()
+
+        def drain() -> None:  # in the Trio thread
+            scheduled.clear()  # first: a payload queued after this schedules another drain
+            while pending:
+                send.send_nowait(pending.popleft())
+
+        def from_thread(payload: str) -> None:
+            pending.append(payload)
+            if not scheduled.is_set():
+                scheduled.set()
+                try:
+                    token.run_sync_soon(drain)
+                except trio.RunFinishedError:
+                    stop.set()
 
         def on_listening(backend_pid: int) -> None:
             self.backend_pid = backend_pid
@@ -212,8 +224,7 @@ class PostgresRelay:
                 self.connected = True
                 self._connected_event.set()
                 async for payload in receive:
-                    if payload is not None:
-                        await self._heard(payload)
+                    await self._heard(payload)
         finally:
             stop.set()
             self.connected = False
