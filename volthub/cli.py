@@ -51,16 +51,23 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     _common(parser)
     parser.add_argument("--host", help="address to bind (default [server] host)")
     parser.add_argument("--port", type=int, help="port to bind (default [server] port)")
+    from volthub import cli_workers
+
+    cli_workers.configure(parser)
 
 
 @command("serve", _configure_serve)
 def serve(args: argparse.Namespace) -> int:
     settings = settings_from(args, host=args.host, port=args.port)
-    trio.run(_serve, settings)
+    if args.workers > 1:  # a parent that runs N of these (volthub/cli_workers.py)
+        from volthub import cli_workers
+
+        return cli_workers.run(args, settings)
+    trio.run(_serve, settings, args.listen_fd)
     return 0
 
 
-async def _serve(settings: Settings) -> None:
+async def _serve(settings: Settings, listen_fd: int | None = None) -> None:
     from hypercorn.config import Config as HypercornConfig
     from hypercorn.trio import serve as hypercorn_serve
 
@@ -68,6 +75,8 @@ async def _serve(settings: Settings) -> None:
 
     config = HypercornConfig()
     config.bind = [f"{_bracket(settings.server.host)}:{settings.server.port}"]
+    if listen_fd is not None:  # a worker of `serve --workers N`: the parent's socket
+        config.bind = [f"fd://{listen_fd}"]
     config.graceful_timeout = settings.server.graceful_timeout_seconds
     config.accesslog = None
     config.keep_alive_timeout = 75

@@ -36,6 +36,9 @@ class ServerSettings(Section):
 class DatabaseSettings(Section):
     url: str = "sqlite:///var/volthub.db"
     pool_size: int = Field(8, ge=1, le=256)
+    # Apply pending migrations when the server starts. `volthub serve --workers N` runs
+    # them once in the parent and starts its workers with this off.
+    migrate_on_start: bool = True
 
     @field_validator("url")
     @classmethod
@@ -228,6 +231,23 @@ class ExtVideoSettings(Section):
     widget_cache_seconds: float = Field(60.0, ge=0, le=86400)
 
 
+class ClusterSettings(Section):
+    """Several processes on one PostgreSQL database (issue 17). SQLite ignores this section."""
+
+    # Events are kept in the database's event log this long: a process whose LISTEN
+    # connection dropped replays from it, and a starting process fills its resume buffers.
+    event_log_retention_seconds: float = Field(600.0, ge=10, le=7 * 86400)
+    # Newest event-log rows a starting process loads into its resume buffers.
+    warm_start_rows: int = Field(50_000, ge=0, le=10_000_000)
+    # Rate-limit budgets counted in the database, shared by every process (PostgreSQL).
+    # false: each process counts on its own.
+    shared_rate_limits: bool = True
+    # Each process publishes its Events API connections per channel this often, and the
+    # viewers list adds up every process's count; a process silent for 3 times this long
+    # (killed) is left out.
+    presence_interval_seconds: float = Field(5.0, ge=0.5, le=300)
+
+
 class Settings(Section):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
@@ -242,6 +262,7 @@ class Settings(Section):
     bots: BotSettings = BotSettings()
     media: MediaSettings = MediaSettings()
     extvideo: ExtVideoSettings = ExtVideoSettings()
+    cluster: ClusterSettings = ClusterSettings()
 
 
 class ConfigError(Exception):

@@ -25,14 +25,14 @@ from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioRequest
 
 from volthub.config import Settings, load_settings
-from volthub.http import access, ratelimit
+from volthub.http import access, cluster, ratelimit
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import chat as chat_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import socketio as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
 from volthub.http.runtime import Runtime, Services
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBus, PostgresRelay, RelaySettings
 from volthub.hub.clock import Clock, SystemClock, to_ms
 from volthub.hub.publisher import EventPublisher
 from volthub.hub.supervisor import Service, Supervisor
@@ -71,6 +71,8 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("chat", chat_blueprint.run_chat_hub),
     ("engineio", events_api.service),
     ("ingest-silence", lambda rt: rt.services.streams.watch_silence()),
+    ("relay", cluster.relay_service),
+    ("presence", cluster.presence_service),
 ]
 
 
@@ -216,17 +218,35 @@ async def _start(app: QuartTrio) -> None:
     rt: Runtime = app.extensions["volthub"]
     database = open_database(rt.settings.database.url, rt.settings.database.pool_size)
     await database.open()
-    await migrate(database)
+    if rt.settings.database.migrate_on_start:
+        await migrate(database)
     rt.database = database
+    relay = _relay_for(rt, database)
     secret = rt.settings.auth.token_secret or await database.write(
         secret_store.get_or_create("token_secret", to_ms(rt.clock.now()))
     )
     rt.tokens = TokenService(secret, rt.clock, rt.settings.auth.session_ttl_seconds)
-    rt.publisher = EventPublisher(database, rt.bus, rt.clock)
+    rt.publisher = EventPublisher(database, rt.bus, rt.clock, event_log=relay)
     rt.services = await _make_services(rt, database, rt.publisher)
     for hook in STARTUP_HOOKS:
         await hook(rt)
+    cluster.install(rt, relay)  # PostgreSQL: resume backfill, presence over all processes
     await app.nursery.start(_supervise, rt)
+    cluster.report_ready()
+
+
+def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | None:
+    """On PostgreSQL the bus is the LISTEN/NOTIFY relay between processes (DESIGN §2)."""
+    if database.dialect != "postgresql":
+        return None
+    cluster = rt.settings.cluster
+    relay = PostgresRelay(
+        database,
+        rt.clock,
+        RelaySettings(retention_seconds=cluster.event_log_retention_seconds, warm_rows=cluster.warm_start_rows),
+    )
+    rt.bus = relay
+    return relay
 
 
 async def _make_services(rt: Runtime, database: Database, publisher: EventPublisher) -> Services:

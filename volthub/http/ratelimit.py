@@ -24,9 +24,12 @@ Other users of the budgets (the Events API counts new Engine.IO sessions, which 
 Quart): `runtime().rate_limits` is a `RateLimits` (None when disabled);
 `.per_ip.hit(("ip", client_ip(...)), now_ns)` and `too_many_requests(decision, "global")`.
 
-The arithmetic is `ratelimit_core.Gcra` (sans-IO). Counts live in this process's memory:
-with several processes, each enforces its own share (a client may get up to N times each
-budget from N processes). `[ratelimit] enabled = false` installs nothing at all.
+The arithmetic is `protocol.ratelimit` (sans-IO). On SQLite (one process) the counts live
+in this process's memory. On PostgreSQL with `[cluster] shared_rate_limits` (the default)
+each budget is one row of the database (`persistence.rate_limits`), so every process
+spends the same budget: a client gets each budget once, whichever process it reaches.
+New Engine.IO sessions (checked synchronously, outside Quart) are counted against the
+per-IP budget in memory in either mode. `[ratelimit] enabled = false` installs nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from volthub.config import RateLimitSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
+from volthub.persistence import rate_limits as rate_limits_repo
 from volthub.protocol.oauth.client_auth import MalformedBasic, parse_basic
 from volthub.protocol.ratelimit import Decision, Gcra, Rate, tightest, to_ns
 
@@ -57,6 +61,8 @@ BUDGETS: dict[str, tuple[str, int]] = {
     "roles_write": ("roles_write_per_minute", 60),
     "interactive": ("interactive_per_minute", 60),
 }
+# Shared mode: every this many hits a process deletes the rows of full budgets.
+_FORGET_EVERY = 1000
 # Client-chosen strings end up in keys: cap them so keys stay small.
 _MAX_CLIENT_ID = 128
 
@@ -138,6 +144,10 @@ class RateLimits:
 
     def __init__(self, settings: RateLimitSettings) -> None:
         self.settings = settings
+        # Counted in the database, shared by every process (decided at the first request,
+        # once the database is open); False: in this process's memory.
+        self.shared: bool | None = None
+        self._hits = 0
         self.per_ip = Gcra(Rate.per(settings.global_per_ip_per_minute, 60))
         self.budgets = {
             category: Gcra(Rate.per(getattr(settings, field), window)) for category, (field, window) in BUDGETS.items()
@@ -164,7 +174,7 @@ async def _check_client_ip() -> None:
     peer = (request.scope.get("client") or (None,))[0]
     g.ratelimit_ip = client_ip(peer, request.headers.get("X-Forwarded-For"), limits.settings.trust_forwarded_for)
     g.ratelimit_decisions = []
-    _spend(limits.per_ip, ("ip", g.ratelimit_ip), "global")
+    await _spend(limits.per_ip, ("ip", g.ratelimit_ip), "global")
 
 
 async def _check_category() -> None:
@@ -174,11 +184,23 @@ async def _check_category() -> None:
         return
     client_id = await _token_client_id() if category == "token" else None
     key = budget_key(category, access.optional_principal(), g.ratelimit_ip, client_id)
-    _spend(_limits().budgets[category], key, category)
+    await _spend(_limits().budgets[category], key, category)
 
 
-def _spend(limiter: Gcra, key: Hashable, name: str) -> None:
-    decision = limiter.hit(key, to_ns(runtime().clock.now()))
+async def _spend(limiter: Gcra, key: Hashable, name: str) -> None:
+    rt = runtime()
+    now_ns = to_ns(rt.clock.now())
+    limits = _limits()
+    if limits.shared is None:
+        limits.shared = rt.db.dialect == "postgresql" and rt.settings.cluster.shared_rate_limits
+    if limits.shared:
+        stored_key = f"{name}:{key!r}:{limiter.rate.limit}/{limiter.rate.period_ns}"
+        decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
+        limits._hits += 1
+        if limits._hits % _FORGET_EVERY == 0:  # full budgets mean the same as no row
+            await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns))
+    else:
+        decision = limiter.hit(key, now_ns)
     g.ratelimit_decisions.append(decision)
     if not decision.allowed:
         raise too_many_requests(decision, name)

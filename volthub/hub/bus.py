@@ -1,14 +1,24 @@
 """The event bus: `publish(event)` reaches every listener of every process.
 
-In one process it is a direct call. Listeners must not block: they hand the event to
+With SQLite (one process) it is a direct call (`InProcessBus`). With PostgreSQL it is
+`PostgresRelay`: LISTEN/NOTIFY between processes, backed by an event log. Listeners must not block: they hand the event to
 bounded queues with `send_nowait` (DESIGN §2), so one slow consumer never delays another.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+
+from volthub.hub.clock import Clock, to_ms
+from volthub.persistence import Database, Tx, event_log
 
 if TYPE_CHECKING:
     from volthub.hub.publisher import Event
@@ -43,3 +53,296 @@ class InProcessBus:
                 self._listeners.remove(listener)
 
         return unsubscribe
+
+
+# --- PostgreSQL: the relay between processes ---------------------------------------------------
+
+
+class ConnectionLost(Exception):
+    """The LISTEN connection ended without being asked to."""
+
+
+@dataclass(frozen=True)
+class RelaySettings:
+    # Rows older than this are pruned from the event log.
+    retention_seconds: float = 600.0
+    # A process that starts loads at most this many of the newest rows into the resume buffers.
+    warm_rows: int = 50_000
+    # On reconnect, rows written this long before the newest one seen are read again too:
+    # a row becomes visible at commit, not in the order its position was taken.
+    replay_margin_seconds: float = 10.0
+    # Channels whose last position is remembered (for dropping duplicates).
+    channels: int = 100_000
+    reconnect_initial: float = 0.2
+    reconnect_max: float = 5.0
+    prune_every_seconds: float = 60.0
+
+
+class PostgresRelay:
+    """The bus of a PostgreSQL deployment: every process hears every event once, in order.
+
+    - The publisher stamps events through :meth:`append` inside its transaction: each gets
+      the next position (``seq``) of its channel, a row in ``event_log`` and a NOTIFY sent
+      at commit. Unstamped events (sandbox events, written nowhere else) are logged by a
+      task of :meth:`run`, so they cross processes the same way.
+    - Delivery, local events included, comes only from the notifications: each process
+      LISTENs on one connection in one thread (``persistence.event_log.listen``) that hands
+      payloads to Trio through the run's token. So a process never delivers an event twice
+      (no local shortcut plus its own notification), and a channel's events reach every
+      listener in commit order.
+    - An event whose ``seq`` is not above the last one delivered for its channel is a
+      duplicate and dropped; one above it by more than one means events were missed and
+      the gap is read back from the log first.
+    - A lost connection reconnects with back-off and replays the log past the last row
+      seen; a process that starts loads the log's tail into the "backfill" listeners (the
+      resume buffers) without delivering it.
+    """
+
+    def __init__(self, database: Database, clock: Clock, settings: RelaySettings | None = None) -> None:
+        self._database = database
+        self._clock = clock
+        self.settings = settings or RelaySettings()
+        self._listeners: list[Listener] = []
+        self._backfill: list[Listener] = []
+        self._last_seq: OrderedDict[str, int] = OrderedDict()
+        self._last_pos = 0
+        self._last_seen_ms = 0
+        self._warm = False
+        self._prune_due = trio.Event()
+        self._pruned_at_ms = 0
+        self._outgoing_send, self._outgoing = trio.open_memory_channel["Event"](10_000)
+        self.connected = False
+        self._connected_event = trio.Event()
+        self.backend_pid: int | None = None  # of the LISTEN connection
+        self.relayed = 0  # events handed to listeners, for tests and metrics
+        self.duplicates = 0
+        self.reconnects = 0
+
+    # ------------------------------------------------------------------ Bus
+
+    def publish(self, event: Event) -> None:
+        if event.seq is not None:
+            return  # logged and NOTIFYed by its transaction: delivered when heard
+        try:
+            self._outgoing_send.send_nowait(event)
+        except trio.WouldBlock:
+            log.error("relay outbox full: dropped unlogged event %s (%s)", event.id, event.name)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def add_backfill(self, listener: Listener) -> None:
+        """`listener` gets the log's tail at start (events older than this process), not
+        as deliveries: the fan-out's resume buffer, so `Last-Event-ID` resumes anywhere."""
+        self._backfill.append(listener)
+
+    # ------------------------------------------------------------------ EventLog (publisher)
+
+    def append(self, tx: Tx, events: list[Event], now_ms: int) -> list[Event]:
+        logged = event_log.append(
+            tx, [event_log.NewEntry(e.channel_id, e.id, e.name, _body(e)) for e in events], now_ms
+        )
+        return [replace(event, seq=entry.seq) for event, entry in zip(events, logged, strict=True)]
+
+    # ------------------------------------------------------------------ the service
+
+    async def run(self) -> None:
+        """Listen, relay, reconnect; log unstamped events; prune the log. Until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._log_unstamped)
+            nursery.start_soon(self._prune)
+            await self._keep_listening()
+
+    async def _keep_listening(self) -> None:
+        failures = 0
+        while True:
+            started = trio.current_time()
+            try:
+                await self._session()
+            except Exception as exc:
+                self.connected = False
+                if trio.current_time() - started > 30:
+                    failures = 0
+                failures += 1
+                delay = min(self.settings.reconnect_max, self.settings.reconnect_initial * 2 ** (failures - 1))
+                log.warning("event relay connection lost (%s); reconnecting in %.1f s", exc, delay)
+                await trio.sleep(delay)
+                self.reconnects += 1
+
+    async def _session(self) -> None:
+        token = trio.lowlevel.current_trio_token()
+        send, receive = trio.open_memory_channel[str](math.inf)  # the thread never waits
+        stop = threading.Event()
+        listening = trio.Event()
+
+        # Payloads queue here; the Trio thread is woken once per batch, not per event.
+        pending: deque[str] = deque()
+        scheduled = threading.Event()
+
+        def drain() -> None:  # in the Trio thread
+            scheduled.clear()  # first: a payload queued after this schedules another drain
+            while pending:
+                send.send_nowait(pending.popleft())
+
+        def from_thread(payload: str) -> None:
+            pending.append(payload)
+            if not scheduled.is_set():
+                scheduled.set()
+                try:
+                    token.run_sync_soon(drain)
+                except trio.RunFinishedError:
+                    stop.set()
+
+        def on_listening(backend_pid: int) -> None:
+            self.backend_pid = backend_pid
+            token.run_sync_soon(listening.set)
+
+        async def listen() -> None:
+            try:
+                await trio.to_thread.run_sync(
+                    event_log.listen, self._database.url, from_thread, on_listening, stop, abandon_on_cancel=True
+                )
+            finally:
+                stop.set()
+            raise ConnectionLost("the LISTEN connection returned")
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(listen)
+                await listening.wait()
+                # Heard from now on; what committed before is read from the log.
+                if self._warm:
+                    await self._replay()
+                else:
+                    await self._warm_start()
+                self.connected = True
+                self._connected_event.set()
+                async for payload in receive:
+                    await self._heard(payload)
+        finally:
+            stop.set()
+            self.connected = False
+            if self._connected_event.is_set():
+                self._connected_event = trio.Event()
+
+    async def wait_connected(self) -> None:
+        """Until LISTEN is in effect and the log has been caught up with (tests, health)."""
+        await self._connected_event.wait()
+
+    async def _warm_start(self) -> None:
+        since = to_ms(self._clock.now() - self.settings.retention_seconds)
+        rows = await self._database.read(lambda tx: event_log.tail(tx, since, self.settings.warm_rows))
+        last = await self._database.read(event_log.last_position)
+        for row in rows:
+            event = self._note(row)
+            if event is not None:
+                for listener in self._backfill:
+                    _call(listener, event)
+        self._last_pos = max(self._last_pos, last)
+        self._last_seen_ms = max(self._last_seen_ms, to_ms(self._clock.now()))
+        self._warm = True
+
+    async def _replay(self) -> None:
+        margin = to_ms(self.settings.replay_margin_seconds)
+        pos, since = self._last_pos, self._last_seen_ms - margin
+        batch = 10_000
+        while True:
+            rows = await self._database.read(lambda tx: event_log.after(tx, pos, since, batch))
+            for row in rows:
+                await self._deliver(row)
+            if len(rows) < batch:
+                return
+            pos, since = rows[-1].pos, to_ms(self._clock.now()) + margin  # page on by position only
+
+    async def _heard(self, payload: str) -> None:
+        try:
+            parsed = event_log.parse_notification(payload)
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignored a malformed relay notification: %.200s", payload)
+            return
+        if isinstance(parsed, int):  # too large for NOTIFY: read its row
+            pos = parsed
+            row = await self._database.read(lambda tx: event_log.by_position(tx, pos))
+            if row is None:
+                log.warning("relay: event log row %d is gone (pruned?)", pos)
+                return
+            parsed = row
+        await self._deliver(parsed)
+
+    async def _deliver(self, row: event_log.LoggedEvent) -> None:
+        last = self._last_seq.get(row.channel_id)
+        if last is not None and row.seq > last + 1:
+            missed = await self._database.read(lambda tx: event_log.channel_range(tx, row.channel_id, last, row.seq))
+            for earlier in missed:
+                self._hand_over(earlier)
+        self._hand_over(row)
+
+    def _hand_over(self, row: event_log.LoggedEvent) -> None:
+        event = self._note(row)
+        if event is None:
+            self.duplicates += 1
+            return
+        self.relayed += 1
+        if row.created_at - self._pruned_at_ms >= to_ms(self.settings.prune_every_seconds):
+            self._pruned_at_ms = row.created_at
+            self._prune_due.set()
+        for listener in list(self._listeners):
+            _call(listener, event)
+
+    def _note(self, row: event_log.LoggedEvent) -> Event | None:
+        """Record `row` as seen; its Event, or None when it is a duplicate."""
+        self._last_pos = max(self._last_pos, row.pos)
+        self._last_seen_ms = max(self._last_seen_ms, row.created_at)
+        last = self._last_seq.get(row.channel_id)
+        if last is not None and row.seq <= last:
+            return None
+        self._last_seq[row.channel_id] = row.seq
+        self._last_seq.move_to_end(row.channel_id)
+        while len(self._last_seq) > self.settings.channels:
+            self._last_seq.popitem(last=False)
+        return _event(row)
+
+    async def _log_unstamped(self) -> None:
+        async for event in self._outgoing:
+            now_ms = to_ms(self._clock.now())
+            try:
+                await self._database.write(lambda tx, e=event: self.append(tx, [e], now_ms))  # type: ignore[misc]
+            except Exception:
+                log.exception("relay: could not log event %s (%s); it is not delivered", event.id, event.name)
+
+    async def _prune(self) -> None:
+        # Woken by traffic (`_hand_over`), not by a timer: an idle log does not grow, and a
+        # periodic deadline would make MockClock tests hop through time in small steps.
+        while True:
+            await self._prune_due.wait()
+            self._prune_due = trio.Event()
+            before = to_ms(self._clock.now() - self.settings.retention_seconds)
+            try:
+                while await self._database.write(lambda tx: event_log.prune(tx, before)) >= 10_000:
+                    await trio.sleep(0)
+            except Exception:
+                log.exception("relay: pruning the event log failed; trying again later")
+
+
+def _body(event: Event) -> dict[str, Any]:
+    return {"d": event.data, "t": event.timestamp, "x": event.is_test}
+
+
+def _event(row: event_log.LoggedEvent) -> Event:
+    from volthub.hub.publisher import Event
+
+    body = row.body
+    return Event(row.event_id, row.name, row.channel_id, body["d"], body["t"], bool(body.get("x")), row.seq)
+
+
+def _call(listener: Listener, event: Event) -> None:
+    try:
+        listener(event)
+    except Exception:  # one broken listener must not starve the others
+        log.exception("event listener failed for %s", event.name)

@@ -94,6 +94,8 @@ class Fanout:
         self._resume_channels = resume_channels
         # channel id -> its recent events; least recently active channel first.
         self._recent: OrderedDict[str, deque[Event]] = OrderedDict()
+        # Called when a channel's viewers change (presence across processes listens).
+        self.presence_listeners: list[Callable[[], None]] = []
         self.delivered = 0  # offers accepted, for tests and metrics
         self.overflowed = 0
 
@@ -129,6 +131,7 @@ class Fanout:
                 channel.anonymous += 1
             else:
                 channel.viewers[user_id] += 1
+            self._presence_changed()
         self._by_subscriber.setdefault(subscriber, []).append(subscription)
         return subscription
 
@@ -144,6 +147,7 @@ class Fanout:
                 channel.viewers[subscription.user_id] -= 1
                 if channel.viewers[subscription.user_id] <= 0:
                     del channel.viewers[subscription.user_id]
+            self._presence_changed()
         if not channel.subscriptions:
             del self._channels[subscription.channel_id]
         mine = self._by_subscriber.get(subscription.subscriber)
@@ -168,6 +172,14 @@ class Fanout:
         return len(channel.subscriptions) if channel else 0
 
     # ------------------------------------------------------------------ presence
+
+    def _presence_changed(self) -> None:
+        for listener in self.presence_listeners:
+            listener()
+
+    def active_channels(self) -> list[str]:
+        """Channels with at least one subscription here (presence across processes)."""
+        return list(self._channels)
 
     def snapshot(self, channel_id: str) -> tuple[list[str], int]:
         """(ids of signed-in users connected to the channel, anonymous connections)."""
@@ -215,10 +227,20 @@ class Fanout:
 
     # ------------------------------------------------------------------ resume buffer
 
+    def remember(self, event: Event) -> None:
+        """Buffer an event for resume without delivering it: the bus relay's backfill of
+        events published before this process started (hub.bus.PostgresRelay)."""
+        if catalogue.delivered_over_events_api(event.name):
+            self._remember(event)
+
     def _remember(self, event: Event) -> None:
         if self._resume_size <= 0:
             return
         recent = self._recent.get(event.channel_id)
+        if recent is not None and event.seq is not None and recent:
+            newest = recent[-1].seq
+            if newest is not None and event.seq <= newest:
+                return  # already buffered (positions of a channel only grow)
         if recent is None:
             recent = self._recent[event.channel_id] = deque(maxlen=self._resume_size)
             while len(self._recent) > self._resume_channels:
@@ -232,6 +254,10 @@ class Fanout:
 
         Call it in the same synchronous step as ``subscribe`` (no await between), so an
         event is either in the returned list or delivered live, never both or neither.
+
+        On PostgreSQL every process buffers every channel's events in the same order (the
+        bus relay delivers them by channel position and backfills a starting process from
+        the event log), so an id handed out by one process resumes on any other.
         """
         recent = list(self._recent.get(channel_id, ()))
         if last_event_id is None:

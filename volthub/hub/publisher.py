@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -31,6 +31,9 @@ class Event:
     data: dict[str, Any]
     timestamp: str
     is_test: bool = False
+    # Position in its channel's event log (PostgreSQL): commit order, the same in every
+    # process. None on SQLite (one process: publish order is the order) and before stamping.
+    seq: int | None = None
 
     def envelope(self) -> dict[str, Any]:
         """The Events API envelope of spec §2.5."""
@@ -69,11 +72,19 @@ class Emitter:
 TransactionSink = Callable[[Tx, list[Event]], None]
 
 
+class EventLog(Protocol):
+    """Where events are logged in their transaction, for other processes (hub.bus.PostgresRelay)."""
+
+    def append(self, tx: Tx, events: list[Event], now_ms: int) -> list[Event]:
+        """Log `events`; return them stamped with their channel positions (`seq`)."""
+
+
 class EventPublisher:
-    def __init__(self, database: Database, bus: Bus, clock: Clock) -> None:
+    def __init__(self, database: Database, bus: Bus, clock: Clock, event_log: EventLog | None = None) -> None:
         self._database = database
         self._bus = bus
         self._clock = clock
+        self._log = event_log
         self._sinks: list[TransactionSink] = []
 
     @property
@@ -91,6 +102,8 @@ class EventPublisher:
         def transaction(tx: Tx) -> T:
             result = change(tx, emitter)
             if emitter.events:
+                if self._log is not None:  # stamped first: sinks and the bus see `seq`
+                    emitter.events[:] = self._log.append(tx, emitter.events, emitter.now_ms)
                 for sink in self._sinks:
                     sink(tx, emitter.events)
             return result
@@ -101,7 +114,8 @@ class EventPublisher:
         return result
 
     def publish_ephemeral(self, channel_id: str, name: str, data: dict[str, Any]) -> Event:
-        """Sandbox events: same delivery pipeline, never stored (spec §2.4)."""
+        """Sandbox events: same delivery pipeline, never stored (spec §2.4). On PostgreSQL the
+        bus logs them for the relay (the event log is transport, pruned by age)."""
         emitter = Emitter(now_ms=to_ms(self._clock.now()))
         event = emitter.emit(channel_id, name, data, is_test=True)
         self._bus.publish(event)

@@ -88,19 +88,13 @@ class Gcra:
 
     def hit(self, key: Hashable, now_ns: int) -> Decision:
         """Count one request for `key` at `now_ns` if the budget allows it."""
-        limit = self.rate.limit
-        here = now_ns * limit
-        self._evict_idle(here)
-        tat = max(self._tats.get(key, here), here)
-        allowed = tat + self._cost - here <= self._capacity
-        if allowed:
-            tat += self._cost
+        self._evict_idle(now_ns * self.rate.limit)
+        decision, tat = decide(self.rate, self._tats.get(key), now_ns)
+        if decision.allowed:
             self._remember(key, tat)
         elif key in self._tats:
             self._tats.move_to_end(key)  # an active key must not be the next evicted
-        remaining = (here + self._capacity - tat) // self._cost
-        retry_ns = 0 if allowed else _ceil_div(tat + self._cost - self._capacity, limit) - now_ns
-        return Decision(allowed, limit, remaining, _ceil_div(tat, limit), retry_ns)
+        return decision
 
     def _remember(self, key: Hashable, tat: int) -> None:
         self._tats[key] = tat
@@ -120,6 +114,26 @@ class Gcra:
             if tat > here:
                 return
             del self._tats[key]
+
+
+def decide(rate: Rate, stored_tat: int | None, now_ns: int) -> tuple[Decision, int]:
+    """One request against a key's stored TAT (scaled units; None: a key never seen).
+
+    Returns the decision and the TAT to store: the new one when allowed, else the stored
+    one unchanged (a refused request is not counted). The same arithmetic serves the
+    in-memory `Gcra` and a shared store (several processes, one database row per key).
+    """
+    limit = rate.limit
+    cost, capacity = rate.period_ns, rate.period_ns * limit
+    here = now_ns * limit
+    tat = max(stored_tat if stored_tat is not None else here, here)
+    allowed = tat + cost - here <= capacity
+    if allowed:
+        tat += cost
+    remaining = (here + capacity - tat) // cost
+    retry_ns = 0 if allowed else _ceil_div(tat + cost - capacity, limit) - now_ns
+    decision = Decision(allowed, limit, remaining, _ceil_div(tat, limit), retry_ns)
+    return decision, tat if allowed else (stored_tat if stored_tat is not None else 0)
 
 
 def tightest(decisions: list[Decision]) -> Decision:

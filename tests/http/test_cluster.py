@@ -1,0 +1,188 @@
+"""Two `volthub serve` processes on one PostgreSQL database (issue 17, DESIGN §4.1
+"Several processes"): events cross processes through the LISTEN/NOTIFY relay, a webhook is
+delivered by one process only, and an SSE client resumes on the other process."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import trio
+from httpx_sse import ServerSentEvent, aconnect_sse
+
+from tests.conftest import register_live
+from tests.http.events.live import handshake, open_ws, receive
+from tests.services.webhooks.support import start_receiver
+from volthub.persistence import apps as apps_repo
+from volthub.persistence import oauth as oauth_repo
+from volthub.persistence import open_database
+
+STREAM = "/api/events/stream"
+# DESIGN §4.1: processes sharing one database see each other's events within a second.
+WITHIN = 1.0
+
+
+def chat_path(channel_id: str) -> str:
+    return f"/api/integrations/oauth/chat/channels/{channel_id}/messages"
+
+
+async def grant_chat_read(database_url: str, owner_id: str) -> str:
+    """An app of `owner_id` holding chat:read on the owner's channel (chat.message webhooks
+    need it, spec §6.2); its client id."""
+    database = open_database(database_url, 1)
+    await database.open()
+    client_id = f"app_{uuid.uuid4().hex[:12]}"
+
+    def create(tx: Any) -> None:
+        apps_repo.create_app(
+            tx,
+            client_id=client_id,
+            owner_id=owner_id,
+            name="cluster test app",
+            description="",
+            logo_url=None,
+            redirect_uris=["https://app.example/callback"],
+            client_secret_hash="unused",
+            bot_app=False,
+            now_ms=1,
+        )
+        oauth_repo.create_grant(
+            tx,
+            grant_id=str(uuid.uuid4()),
+            user_id=owner_id,
+            client_id=client_id,
+            consented_scope="chat:read",
+            held=frozenset({"chat:read"}),
+            now_ms=1,
+        )
+
+    try:
+        await database.write(create)
+    finally:
+        await database.close()
+    return client_id
+
+
+class SseReader:
+    def __init__(self, events: AsyncIterator[ServerSentEvent]) -> None:
+        self._events = events
+
+    async def next_named(self, name: str) -> ServerSentEvent:
+        async for sse in self._events:
+            if sse.event == name:
+                return sse
+        raise AssertionError("the stream ended")
+
+
+async def socket_event(ws: Any, name: str) -> Any:
+    """The data of the next `name` emitted on a raw Socket.IO WebSocket (namespace "/")."""
+    while True:
+        frame = await receive(ws, skip_pings=True)
+        if isinstance(frame, str) and frame.startswith("42"):
+            event, *args = orjson.loads(frame[2:])
+            if event == name:
+                return args[0] if args else None
+
+
+@pytest.mark.slow
+async def test_two_processes_share_events_webhooks_and_resume(
+    postgres_url: str, server_process: Any, receiver_tls: Any, nursery: trio.Nursery
+) -> None:
+    receiver, stop_receiver = await start_receiver(nursery, receiver_tls)
+    env = {
+        "VOLTHUB_RATELIMIT__ENABLED": "false",
+        "VOLTHUB_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
+        "VOLTHUB_WEBHOOKS__CA_FILE": str(receiver_tls[0]),
+        "VOLTHUB_WEBHOOKS__POLL_SECONDS": "0.5",
+        "VOLTHUB_CLUSTER__PRESENCE_INTERVAL_SECONDS": "0.5",
+    }
+    first = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    second = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    owner = await register_live(first.url)
+    client_id = await grant_chat_read(postgres_url, owner.id)
+
+    async with (
+        httpx.AsyncClient(base_url=first.url, timeout=10) as one,
+        httpx.AsyncClient(base_url=second.url, timeout=10) as two,
+    ):
+        created = await one.post(
+            f"/api/developer/apps/{client_id}/webhooks",
+            json={"url": receiver.url(), "events": ["chat.message"]},
+            headers=owner.headers,
+        )
+        assert created.status_code == 201, created.text
+        receiver.secret = created.json()["secret"]
+
+        # An SSE client and a Socket.IO client on the second process.
+        ws = await open_ws(nursery, second.url, "/ws/events/")
+        handshake(await receive(ws))
+        await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
+        assert (await socket_event(ws, "connected"))["authenticated"] is True
+        # Presence adds up every process: the first lists the viewer connected to the second.
+        with trio.fail_after(10):
+            while True:
+                viewers = (await one.get(f"/api/chat/channels/{owner.id}/viewers")).json()
+                if viewers["authenticatedCount"] == 1:
+                    break
+                await trio.sleep(0.1)  # real processes: the second writes its presence every 0.5 s
+        assert [v["username"] for v in viewers["viewers"]] == [owner.username]
+        async with aconnect_sse(two, "GET", STREAM, headers=owner.headers) as source:
+            stream = SseReader(source.aiter_sse())
+            with trio.fail_after(5):
+                await stream.next_named("connected")
+
+            # A chat message sent through the first process reaches both within a second.
+            started = time.monotonic()
+            sent = await one.post(chat_path(owner.id), json={"message": "across processes"}, headers=owner.headers)
+            assert sent.status_code == 200, sent.text
+            message_id = sent.json()["messageId"]
+            with trio.fail_after(WITHIN):
+                over_sse = await stream.next_named("chat.message")
+            with trio.fail_after(max(0.01, WITHIN - (time.monotonic() - started))):
+                over_socket = await socket_event(ws, "chat.message")
+            assert orjson.loads(over_sse.data)["data"]["messageId"] == message_id
+            assert over_socket["messageId"] == message_id
+            first_id = over_sse.id
+        await ws.aclose()
+
+        # The webhook gets the message once: both processes' workers poll the same outbox.
+        with trio.fail_after(15):
+            await receiver.wait_for(1)
+        await trio.sleep(2.5)  # real processes: several poll rounds of both dispatchers
+        bodies = [orjson.loads(d.body) for d in receiver.received]
+        assert [b["data"]["messageId"] for b in bodies] == [message_id]
+        assert receiver.received[0].verified
+
+        # Three more messages through the second process while the SSE client is away; it
+        # reconnects to the first process with Last-Event-ID and misses nothing.
+        later = []
+        for n in range(3):
+            response = await two.post(chat_path(owner.id), json={"message": f"later {n}"}, headers=owner.headers)
+            assert response.status_code == 200, response.text
+            later.append(response.json()["messageId"])
+        resumed: list[ServerSentEvent] = []
+        async with aconnect_sse(one, "GET", STREAM, headers={**owner.headers, "Last-Event-ID": first_id}) as source:
+            with trio.fail_after(5):
+                async for sse in source.aiter_sse():
+                    resumed.append(sse)
+                    if sum(1 for e in resumed if e.event == "chat.message") == len(later):
+                        break
+        names = [e.event for e in resumed]
+        assert "missed" not in names
+        replayed = [orjson.loads(e.data)["data"]["messageId"] for e in resumed if e.event == "chat.message"]
+        assert replayed == later
+
+        # An Engine.IO polling request that reaches a process other than the one holding its
+        # session gets the protocol's "Session ID unknown" 400, on which the official
+        # client reconnects with a new session (README "Sticky sessions").
+        handshake_response = await one.get("/ws/events/", params={"EIO": "4", "transport": "polling"})
+        sid = orjson.loads(handshake_response.text[1:])["sid"]
+        astray = await two.get("/ws/events/", params={"EIO": "4", "transport": "polling", "sid": sid})
+        assert astray.status_code == 400
+        assert astray.json() == {"code": 1, "message": "Session ID unknown"}
+    stop_receiver.set()

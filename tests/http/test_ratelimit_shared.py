@@ -1,0 +1,59 @@
+"""Rate-limit budgets shared by processes on one PostgreSQL database (issue 17): two apps
+(two processes' worth of state) on one schema spend one budget; SQLite keeps counting per
+process; `[cluster] shared_rate_limits = false` does too."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import trio
+
+from tests.conftest import make_settings
+from volthub.http.app import create_app
+from volthub.hub.clock import TrioClock
+
+START = 1_700_000_000
+
+
+@asynccontextmanager
+async def apps(database_url: str, count: int, **sections: Any) -> AsyncIterator[list[Any]]:
+    settings = make_settings(database_url, ratelimit={"global_per_ip_per_minute": 3}, **sections)
+    async with AsyncExitStack() as stack:
+        made = []
+        for _ in range(count):
+            app = create_app(settings, clock=TrioClock(start=START))
+            await stack.enter_async_context(app.test_app())
+            made.append(app)
+        yield made
+
+
+async def statuses(app: Any, n: int) -> list[int]:
+    client = app.test_client()
+    return [(await client.get("/api/events/types")).status_code for _ in range(n)]
+
+
+async def test_processes_on_postgresql_spend_one_budget(postgres_url: str, mock_clock: Any) -> None:
+    async with apps(postgres_url, 2) as (one, two):
+        assert await statuses(one, 2) == [200, 200]
+        client = two.test_client()
+        assert (await client.get("/api/events/types")).status_code == 200
+        refused = await client.get("/api/events/types")
+        assert refused.status_code == 429
+        assert refused.headers["X-RateLimit-Remaining"] == "0"
+        assert await statuses(one, 1) == [429]
+        mock_clock.jump(20)  # one request's worth of budget (3 per minute) comes back
+        assert await statuses(two, 2) == [200, 429]
+        await trio.sleep(0)
+
+
+async def test_each_process_counts_alone_when_sharing_is_off(postgres_url: str, mock_clock: Any) -> None:
+    async with apps(postgres_url, 2, cluster={"shared_rate_limits": False}) as (one, two):
+        assert await statuses(one, 4) == [200, 200, 200, 429]
+        assert await statuses(two, 3) == [200, 200, 200]
+
+
+async def test_sqlite_counts_in_memory(sqlite_url: str, mock_clock: Any) -> None:
+    async with apps(sqlite_url, 1) as (one,):
+        assert await statuses(one, 4) == [200, 200, 200, 429]

@@ -1,0 +1,91 @@
+"""`volthub serve --workers N` (volthub/cli_workers.py): N processes on one port, one
+migration run, a rolling restart on SIGHUP that refuses no request, SIGTERM stops all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import FAST_AUTH
+from volthub.loadtest.servers import free_port
+
+
+def children(pid: int) -> set[int]:
+    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return {int(child) for child in found}
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the parent exited"
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)  # real time: child processes are starting
+    raise AssertionError("not healthy")
+
+
+@pytest.mark.slow
+def test_workers_share_one_port_and_restart_one_by_one(postgres_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "VOLTHUB_AUTH__ARGON2_TIME_COST": str(FAST_AUTH["argon2_time_cost"]),
+        "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": str(FAST_AUTH["argon2_memory_kib"]),
+    }
+    log = open(tmp_path / "workers.log", "wb")  # noqa: SIM115 - the child writes to it
+    argv = [sys.executable, "-m", "volthub", "serve", "--workers", "2", "--port", str(port)]
+    parent = subprocess.Popen([*argv, "--database", postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_healthy(url, parent)
+        deadline = time.monotonic() + 30
+        while len(children(parent.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        before = children(parent.pid)
+        assert len(before) == 2
+        text = (tmp_path / "workers.log").read_text()
+        assert text.count("applied 0001_") == 1  # one migration run, by the parent
+
+        parent.send_signal(signal.SIGHUP)
+        statuses = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            statuses.append(httpx.get(f"{url}/healthz", timeout=5).status_code)
+            if "rolling restart done" in (tmp_path / "workers.log").read_text():
+                break
+            time.sleep(0.1)
+        assert "rolling restart done" in (tmp_path / "workers.log").read_text()
+        assert set(statuses) == {200}
+        after = children(parent.pid)
+        assert len(after) == 2 and not (after & before)
+
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(60) == 0
+        for pid in after:
+            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        log.close()
+
+
+def test_workers_refuse_sqlite(sqlite_url: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "volthub", "serve", "--workers", "2", "--database", sqlite_url],
+        capture_output=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert b"needs PostgreSQL" in result.stderr

@@ -1,0 +1,202 @@
+"""`volthub serve --workers N`: N server processes on one port (issue 17).
+
+The parent process serves nothing itself. It applies pending migrations once, binds the
+listening socket, and starts N workers (`volthub serve --listen-fd FD`, migrations off)
+that inherit the socket: the kernel hands each new connection to one of them. Events,
+webhook deliveries, rate limits and presence are shared through PostgreSQL (README
+"Several processes"); with SQLite only one process may write, so more than one worker is
+refused.
+
+Signals to the parent:
+- SIGTERM / SIGINT: every worker gets SIGTERM (graceful: stops accepting, lets requests
+  finish) and the parent exits when they have.
+- SIGHUP: rolling restart. Pending migrations are applied (by a fresh `volthub migrate`, so
+  upgraded code brings its own), then one worker at a time: a new worker starts, and once
+  it reports ready the old one gets SIGTERM. The socket never closes, so no connection
+  attempt is refused; Events API clients of the old worker reconnect (SSE with
+  Last-Event-ID, Socket.IO by its client) to the others.
+A worker that dies on its own is started again after a back-off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+
+from volthub.config import Settings
+
+log = logging.getLogger("volthub.workers")
+READY_FD_ENV = "VOLTHUB_READY_FD"  # volthub.http.cluster.report_ready writes to it
+READY_TIMEOUT = 120.0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N server processes on the one port (PostgreSQL only); SIGHUP restarts them one by one",
+    )
+    parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    if settings.database.url.startswith("sqlite"):
+        print("error: --workers needs PostgreSQL ([database] url); SQLite serves one process", file=sys.stderr)
+        return 2
+    if _migrate(args) != 0:
+        return 1
+    listener = _bind(settings)
+    parent = Parent(args, listener, args.workers, settings.server.graceful_timeout_seconds)
+    return parent.run()
+
+
+def _child_args(args: argparse.Namespace, command: str) -> list[str]:
+    argv = [sys.executable, "-m", "volthub", command]
+    if args.config:
+        argv += ["--config", args.config]
+    if args.database:
+        argv += ["--database", args.database]
+    return argv
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    """In a child process, so a rolling restart applies the migrations of the new code."""
+    return subprocess.call(_child_args(args, "migrate"))
+
+
+def _bind(settings: Settings) -> socket.socket:
+    host, port = settings.server.host, settings.server.port
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host.strip("[]"), port))
+    listener.listen(settings.server.listen_backlog)
+    listener.set_inheritable(True)
+    log.info("volthub workers listening on %s:%d", host, listener.getsockname()[1])
+    return listener
+
+
+@dataclass
+class Worker:
+    process: subprocess.Popen[bytes]
+    ready_fd: int  # read end of the readiness pipe
+    ready: bool = False
+
+
+@dataclass
+class Parent:
+    args: argparse.Namespace
+    listener: socket.socket
+    count: int
+    graceful_timeout: float
+    workers: list[Worker] = field(default_factory=list)
+    _stopping: bool = False
+    _roll: bool = False
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+        try:
+            for _ in range(self.count):
+                self.workers.append(self._start())
+            if not all(self._wait_ready(w) for w in self.workers):
+                log.error("a worker did not start; stopping")
+                return 1
+            log.info("%d workers serving (pids %s)", self.count, " ".join(str(w.process.pid) for w in self.workers))
+            failures = 0
+            while not self._stopping:
+                if self._roll:
+                    self._roll = False
+                    self._rolling_restart()
+                for index, worker in enumerate(self.workers):
+                    if worker.process.poll() is not None and not self._stopping:
+                        failures += 1
+                        log.warning(
+                            "worker %d exited with %s; starting another", worker.process.pid, worker.process.returncode
+                        )
+                        time.sleep(min(10.0, 0.5 * failures))
+                        self.workers[index] = self._start()
+                        if self._wait_ready(self.workers[index]):
+                            failures = 0
+                time.sleep(0.2)
+            return 0
+        finally:
+            self._stop_all()
+            self.listener.close()
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        log.info("received %s: stopping the workers", signal.Signals(signum).name)
+        self._stopping = True
+
+    def _on_hup(self, signum: int, frame: FrameType | None) -> None:
+        log.info("received SIGHUP: rolling restart")
+        self._roll = True
+
+    def _start(self) -> Worker:
+        read_fd, write_fd = os.pipe()
+        fd = self.listener.fileno()
+        env = {**os.environ, "VOLTHUB_DATABASE__MIGRATE_ON_START": "false", READY_FD_ENV: str(write_fd)}
+        argv = _child_args(self.args, "serve") + ["--listen-fd", str(fd)]
+        process = subprocess.Popen(argv, env=env, pass_fds=(fd, write_fd))
+        os.close(write_fd)
+        return Worker(process, read_fd)
+
+    def _wait_ready(self, worker: Worker) -> bool:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not worker.ready and time.monotonic() < deadline and not self._stopping:
+            readable, _, _ = select.select([worker.ready_fd], [], [], 0.5)
+            if readable:
+                worker.ready = os.read(worker.ready_fd, 1) == b"1"
+                if not worker.ready:  # end of file: the worker exited before it was ready
+                    break
+            elif worker.process.poll() is not None:
+                break
+        os.close(worker.ready_fd)
+        worker.ready_fd = -1
+        return worker.ready
+
+    def _rolling_restart(self) -> None:
+        if _migrate(self.args) != 0:
+            log.error("migrations failed: the running workers stay")
+            return
+        for index, old in enumerate(list(self.workers)):
+            if self._stopping:
+                return
+            new = self._start()
+            if not self._wait_ready(new):
+                log.error("a new worker did not start: the old ones stay")
+                self._terminate(new)
+                return
+            self.workers[index] = new
+            self._terminate(old)
+        log.info("rolling restart done (pids %s)", " ".join(str(w.process.pid) for w in self.workers))
+
+    def _terminate(self, worker: Worker) -> None:
+        if worker.process.poll() is None:
+            worker.process.terminate()
+        try:
+            worker.process.wait(self.graceful_timeout + 15)
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            worker.process.wait()
+
+    def _stop_all(self) -> None:
+        for worker in self.workers:
+            if worker.process.poll() is None:
+                worker.process.terminate()
+        for worker in self.workers:
+            self._terminate(worker)
+            if worker.ready_fd >= 0:
+                os.close(worker.ready_fd)

@@ -1,0 +1,54 @@
+"""Several processes on one PostgreSQL database (issue 17; README "Several processes").
+
+The app's side of it: the bus relay and presence as background services, and the readiness report a
+worker of `volthub serve --workers N` sends its parent (so a rolling restart replaces the
+next worker only once the new one serves).
+"""
+
+from __future__ import annotations
+
+import os
+
+from volthub.http.runtime import Runtime
+from volthub.hub.bus import PostgresRelay
+from volthub.hub.presence import ClusterPresence
+
+# Set by `volthub serve --workers N` in each worker's environment: a pipe to write one byte
+# to once the app has started.
+READY_FD_ENV = "VOLTHUB_READY_FD"
+
+
+def install(rt: Runtime, relay: PostgresRelay | None) -> None:
+    """After the start-up hooks: on PostgreSQL, resume buffers filled from the event log
+    and presence added up over every process."""
+    if relay is None:
+        return
+    fanout = rt.services.fanout
+    relay.add_backfill(fanout.remember)
+    rt.services.presence = ClusterPresence(rt.db, rt.clock, fanout, rt.settings.cluster.presence_interval_seconds)
+
+
+async def presence_service(rt: Runtime) -> None:
+    """Background service: this process's presence rows (nothing to do on SQLite)."""
+    presence = rt.services.presence
+    if isinstance(presence, ClusterPresence):
+        await presence.run()
+
+
+async def relay_service(rt: Runtime) -> None:
+    """Background service: the PostgreSQL bus relay (nothing to do on SQLite)."""
+    if isinstance(rt.bus, PostgresRelay):
+        await rt.bus.run()
+
+
+def report_ready() -> None:
+    """Tell the parent process this worker has started (no-op outside `--workers`)."""
+    raw = os.environ.pop(READY_FD_ENV, None)
+    if raw is None:
+        return
+    try:
+        fd = int(raw)
+        os.write(fd, b"1")
+        os.close(fd)
+    except (ValueError, OSError):
+        pass  # the parent went away or was not ours; serving goes on regardless

@@ -1,0 +1,309 @@
+"""Several processes on one PostgreSQL database: what the bus relay costs and carries.
+
+    .venv/bin/python -m volthub.loadtest.cluster_bench --database postgresql://postgres@127.0.0.1:5432/test
+        [--processes 1,2,4] [--sockets 400] [--channels 10] [--rate 20] [--duration 10]
+
+For each process count N it starts N `volthub serve` processes (each on a port of its own,
+rate limits off) on a fresh schema of the database, plus one *observer* process that
+serves no client. It registers one user per channel, opens `--sockets` Socket.IO
+WebSocket clients spread round-robin over the N processes (each auto-subscribed to its
+channel), then posts `--rate` chat messages per second for `--duration` seconds,
+round-robin over the channels and over the N processes. Every message crosses processes:
+its subscribers sit on all N of them.
+
+Reported per N: deliveries per second, end-to-end latency p50/p99 (POST sent to frame
+read, the send time travels in the text), server CPU per delivery (the N serving
+processes together, send phase plus drain), and the relay's cost per event: the observer's
+CPU per event published. The observer does only what the relay makes every process do for
+every event, wherever it was published and whoever listens (hear the NOTIFY in its LISTEN
+thread, hand it to Trio, parse it, drop duplicates, buffer it for resume), so that is the
+per-process, per-event price of scaling out; the publisher's side (an event-log row and a
+NOTIFY in the chat transaction) is inside the serving processes' CPU.
+
+One generator process drives everything; on a small machine it competes with the servers
+for CPU, so compare runs of the same machine and load only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import orjson
+import trio
+from trio_websocket import ConnectionClosed, connect_websocket_url
+
+from volthub.loadtest.metrics import machine_busy_seconds, percentile, read_proc
+from volthub.loadtest.servers import free_port
+
+SERVER_ENV = {
+    "VOLTHUB_RATELIMIT__ENABLED": "false",
+    "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
+    "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024",
+}
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def cpu(self) -> float:
+        sample = read_proc(self.process.pid, 0.0)
+        return sample.cpu_seconds if sample else 0.0
+
+
+@dataclass
+class Tally:
+    latencies: list[float] = field(default_factory=list)
+    connected: int = 0
+    failed: int = 0
+
+
+def _schema_url(database: str, schema: str) -> str:
+    separator = "&" if "?" in database else "?"
+    return f"{database}{separator}options={quote(f'-csearch_path={schema}')}"
+
+
+def _admin(database: str, statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(database, autocommit=True) as connection:
+        connection.execute(statement)
+
+
+def _start(url: str, workdir: Path, index: int) -> Server:
+    port = free_port()
+    log = workdir / f"server-{index}-{port}.log"
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port), "--database", url],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **SERVER_ENV},
+            cwd=workdir,
+        )
+    return Server(process, f"http://127.0.0.1:{port}", log)
+
+
+async def _healthy(server: Server, timeout: float = 60.0) -> None:
+    with trio.fail_after(timeout):
+        async with httpx.AsyncClient() as http:
+            while True:
+                if server.process.poll() is not None:
+                    raise RuntimeError(f"server exited: {server.log.read_text()[-2000:]}")
+                try:
+                    if (await http.get(f"{server.url}/healthz")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                await trio.sleep(0.2)
+
+
+async def _client(server: Server, token: str, tally: Tally, ready: trio.Semaphore, stop: trio.Event) -> None:
+    url = server.url.replace("http://", "ws://") + "/ws/events/?EIO=4&transport=websocket"
+    try:
+        async with trio.open_nursery() as nursery:
+            ws = await connect_websocket_url(nursery, url)
+            await ws.get_message()  # the Engine.IO open packet
+            await ws.send_message("40" + orjson.dumps({"token": token}).decode())
+            tally.connected += 1
+            ready.release()
+            while not stop.is_set():
+                with trio.move_on_after(0.5):
+                    frame = await ws.get_message()
+                    if frame == "2":
+                        await ws.send_message("3")
+                    elif isinstance(frame, str) and frame.startswith('42["event"'):
+                        envelope = orjson.loads(frame[2:])[1]
+                        if envelope["event"] == "chat.message":
+                            sent = float(envelope["data"]["message"].split("@", 1)[1])
+                            tally.latencies.append(time.time() - sent)
+            await ws.aclose()
+    except (OSError, ConnectionClosed, trio.TooSlowError):
+        tally.failed += 1
+        ready.release()
+
+
+async def _register(http: httpx.AsyncClient, base: str) -> tuple[str, str]:
+    name = f"bench_{secrets.token_hex(5)}"
+    response = await http.post(f"{base}/api/auth/register", json={"username": name, "password": "bench password 1"})
+    response.raise_for_status()
+    body = response.json()
+    return body["user"]["id"], body["token"]
+
+
+async def run_once(
+    database: str, processes: int, sockets: int, channels: int, rate: float, duration: float, workdir: Path
+) -> dict[str, Any]:
+    schema = f"bench_{secrets.token_hex(4)}"
+    _admin(database, f"CREATE SCHEMA {schema}")
+    url = _schema_url(database, schema)
+    servers: list[Server] = []
+    try:
+        # The first one applies the migrations; the others start on a migrated schema.
+        servers.append(_start(url, workdir, 0))
+        await _healthy(servers[0])
+        servers += [_start(url, workdir, i) for i in range(1, processes + 1)]
+        for server in servers:
+            await _healthy(server)
+        serving, observer = servers[:processes], servers[processes]
+        return await _measure(serving, observer, sockets, channels, rate, duration)
+    finally:
+        for server in servers:
+            server.process.terminate()
+        for server in servers:
+            try:
+                server.process.wait(20)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+        _admin(database, f"DROP SCHEMA {schema} CASCADE")
+
+
+async def _measure(
+    serving: list[Server], observer: Server, sockets: int, channels: int, rate: float, duration: float
+) -> dict[str, Any]:
+    tally = Tally()
+    stop = trio.Event()
+    async with httpx.AsyncClient(timeout=30) as http:
+        owners = [await _register(http, serving[0].url) for _ in range(channels)]
+        async with trio.open_nursery() as nursery:
+            ready = trio.Semaphore(0)
+            for i in range(sockets):
+                nursery.start_soon(_client, serving[i % len(serving)], owners[i % channels][1], tally, ready, stop)
+                if i % 50 == 49:
+                    await trio.sleep(0.05)  # a gentle ramp
+            with trio.fail_after(120):
+                for _ in range(sockets):
+                    await ready.acquire()
+            # Settle, and measure what the observer burns idle (its heartbeat loops), so
+            # the relay's per-event figure counts only the work events cause.
+            idle_started, idle_cpu = time.monotonic(), observer.cpu()
+            await trio.sleep(3.0)
+            idle_rate = (observer.cpu() - idle_cpu) / (time.monotonic() - idle_started)
+
+            cpu_before = [s.cpu() for s in serving]
+            observer_before = observer.cpu()
+            machine_before = machine_busy_seconds()
+            started = time.monotonic()
+            sent = accepted = 0
+            post_times: list[float] = []
+            total = int(rate * duration)
+            async with trio.open_nursery() as senders:
+                for n in range(total):
+                    channel_id, token = owners[n % channels]
+                    base = serving[n % len(serving)].url
+
+                    async def send(base: str = base, channel_id: str = channel_id, token: str = token) -> None:
+                        nonlocal accepted
+                        t0 = time.time()
+                        response = await http.post(
+                            f"{base}/api/integrations/oauth/chat/channels/{channel_id}/messages",
+                            json={"message": f"bench@{t0:.6f}"},
+                            headers={"Authorization": f"Bearer {token}"},
+                        )
+                        post_times.append(time.time() - t0)
+                        if response.status_code == 200:
+                            accepted += 1
+
+                    senders.start_soon(send)
+                    sent += 1
+                    await trio.sleep(max(0.0, started + (n + 1) / rate - time.monotonic()))
+            expected = accepted * (sockets // channels)
+            with trio.move_on_after(10):
+                while len(tally.latencies) < expected:
+                    await trio.sleep(0.1)
+            elapsed = time.monotonic() - started
+            cpu = sum(s.cpu() for s in serving) - sum(cpu_before)
+            observer_cpu = max(0.0, observer.cpu() - observer_before - idle_rate * elapsed)
+            machine_after = machine_busy_seconds()
+            machine = None if machine_before is None or machine_after is None else machine_after - machine_before
+            stop.set()
+    delivered = len(tally.latencies)
+    ordered = sorted(tally.latencies)
+    return {
+        "processes": len(serving),
+        "sockets_connected": tally.connected,
+        "connect_failures": tally.failed,
+        "messages_accepted": accepted,
+        "deliveries": delivered,
+        "deliveries_expected": expected,
+        "deliveries_per_second": round(delivered / elapsed, 1),
+        "latency_p50_ms": round(percentile(ordered, 50) * 1000, 2) if ordered else None,
+        "latency_p99_ms": round(percentile(ordered, 99) * 1000, 2) if ordered else None,
+        "post_p50_ms": round(percentile(sorted(post_times), 50) * 1000, 2) if post_times else None,
+        "server_cpu_seconds": round(cpu, 3),
+        "server_cpu_ms_per_delivery": round(cpu * 1000 / delivered, 4) if delivered else None,
+        "relay_cpu_ms_per_event_per_process": round(observer_cpu * 1000 / accepted, 4) if accepted else None,
+        "machine_busy_cpu_seconds": round(machine, 2) if machine is not None else None,
+        "elapsed_seconds": round(elapsed, 2),
+    }
+
+
+def _table(results: list[dict[str, Any]]) -> str:
+    rows = [
+        ("processes", "processes"),
+        ("sockets connected", "sockets_connected"),
+        ("messages accepted", "messages_accepted"),
+        ("deliveries / expected", None),
+        ("deliveries per second", "deliveries_per_second"),
+        ("latency p50 (ms)", "latency_p50_ms"),
+        ("latency p99 (ms)", "latency_p99_ms"),
+        ("chat POST p50 (ms)", "post_p50_ms"),
+        ("server CPU ms per delivery", "server_cpu_ms_per_delivery"),
+        ("relay CPU ms per event per process", "relay_cpu_ms_per_event_per_process"),
+        ("machine busy CPU s (all processes)", "machine_busy_cpu_seconds"),
+    ]
+    lines = []
+    for label, key in rows:
+        if key is None:
+            cells = [f"{r['deliveries']:,} / {r['deliveries_expected']:,}" for r in results]
+        else:
+            cells = [f"{r[key]:,}" if isinstance(r[key], int | float) else str(r[key]) for r in results]
+        lines.append(f"{label:<38}" + "".join(f"{c:>16}" for c in cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", required=True, help="postgresql://… (a fresh schema is made per run)")
+    parser.add_argument("--processes", default="1,2,4", help="comma-separated process counts")
+    parser.add_argument("--sockets", type=int, default=400)
+    parser.add_argument("--channels", type=int, default=10)
+    parser.add_argument("--rate", type=float, default=20.0, help="chat messages per second, all channels")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of sending")
+    parser.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    args = parser.parse_args(argv)
+    if not args.database.startswith(("postgresql://", "postgres://")):
+        parser.error("--database must be a PostgreSQL URL")
+    counts = [int(n) for n in args.processes.split(",") if n.strip()]
+    import tempfile
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="volthub-cluster-bench-") as tmp:
+        for count in counts:
+            print(f"-- {count} process(es) ...", flush=True)
+            result = trio.run(
+                run_once, args.database, count, args.sockets, args.channels, args.rate, args.duration, Path(tmp)
+            )
+            print(orjson.dumps(result).decode(), flush=True)
+            results.append(result)
+    print()
+    print(_table(results))
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

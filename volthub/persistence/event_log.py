@@ -1,0 +1,225 @@
+"""The event log and LISTEN/NOTIFY of the PostgreSQL bus relay (DESIGN §2 "Event bus", §3).
+
+`append` runs inside the transaction that publishes events: it hands each event the next
+position of its channel (`seq`, ordered per channel across processes), writes it to
+`event_log` and queues a NOTIFY that PostgreSQL sends at commit (and drops on rollback). A
+payload too large for NOTIFY (8000 bytes) is sent as a reference to its row.
+
+`listen` is the blocking side: one dedicated connection in one thread, which hands every
+notification payload to a callback. The other functions read the log back: replay after a
+lost connection, a channel's missing range, the tail for a process that just started.
+
+The NOTIFY channel is named after the connection's schema, so deployments (or tests) that
+share one database in different schemas never hear each other.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from volthub.persistence.database import Row, Tx
+
+# NOTIFY refuses payloads of 8000 bytes or more; stay clear of it.
+MAX_INLINE_PAYLOAD = 7800
+_CHANNEL_SQL = "left('volthub_ev_' || current_schema(), 63)"
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    channel_id: str
+    event_id: str
+    name: str
+    body: dict[str, Any]  # everything else the event carries (data, timestamp, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    pos: int  # global position in the log (insertion order, not commit order)
+    channel_id: str
+    seq: int  # position within the channel: commit order
+    event_id: str
+    name: str
+    body: dict[str, Any]
+    created_at: int
+
+
+def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent]:
+    """Log `entries` in this transaction and NOTIFY them at commit; returns them stamped."""
+    counts: dict[str, int] = {}
+    for entry in entries:
+        counts[entry.channel_id] = counts.get(entry.channel_id, 0) + 1
+    next_seq: dict[str, int] = {}
+    # Sorted: two transactions touching the same channels lock them in the same order.
+    for channel_id in sorted(counts):
+        last = tx.scalar(
+            "INSERT INTO event_channel_positions (channel_id, seq) VALUES (?, ?)"
+            " ON CONFLICT (channel_id) DO UPDATE SET seq = event_channel_positions.seq + EXCLUDED.seq"
+            " RETURNING seq",
+            (channel_id, counts[channel_id]),
+        )
+        next_seq[channel_id] = int(last) - counts[channel_id] + 1
+    logged = []
+    for entry in entries:
+        seq = next_seq[entry.channel_id]
+        next_seq[entry.channel_id] = seq + 1
+        body = orjson.dumps(entry.body).decode()
+        # One round trip per event: the row, and its NOTIFY, whose payload needs the row's
+        # position (spliced in by PostgreSQL in front of the rest, `payload_tail`).
+        pos = tx.scalar(
+            "WITH logged AS (INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING pos)"
+            f" SELECT pos, pg_notify({_CHANNEL_SQL}, '{{\"p\":' || pos || ?) FROM logged",
+            (
+                entry.channel_id,
+                seq,
+                entry.event_id,
+                entry.name,
+                body,
+                now_ms,
+                payload_tail(entry.channel_id, seq, entry.event_id, entry.name, now_ms, body),
+            ),
+        )
+        logged.append(LoggedEvent(int(pos), entry.channel_id, seq, entry.event_id, entry.name, entry.body, now_ms))
+    return logged
+
+
+def payload_tail(channel_id: str, seq: int, event_id: str, name: str, created_at: int, body_json: str) -> str:
+    """The NOTIFY payload after `{"p":<pos>`: the whole event, or `,"r":1}` (a reference to
+    the row) when the event would not fit in NOTIFY's limit."""
+    head = orjson.dumps({"c": channel_id, "s": seq, "i": event_id, "n": name, "t": created_at}).decode()
+    tail = f',{head[1:-1]},"b":{body_json}}}'
+    if len(tail.encode()) + 32 <= MAX_INLINE_PAYLOAD:  # 32: room for the position
+        return tail
+    return ',"r":1}'
+
+
+def notification(item: LoggedEvent, body_json: str) -> str:
+    """The NOTIFY payload of a logged event (what `append` has PostgreSQL send)."""
+    tail = payload_tail(item.channel_id, item.seq, item.event_id, item.name, item.created_at, body_json)
+    return f'{{"p":{item.pos}{tail}'
+
+
+def parse_notification(payload: str) -> LoggedEvent | int:
+    """A logged event, or the position of the row to read when the payload is a reference."""
+    document = orjson.loads(payload)
+    if document.get("r"):
+        return int(document["p"])
+    return LoggedEvent(
+        document["p"], document["c"], document["s"], document["i"], document["n"], document["b"], document["t"]
+    )
+
+
+def _logged(row: Row) -> LoggedEvent:
+    return LoggedEvent(
+        int(row["pos"]),
+        row["channel_id"],
+        int(row["seq"]),
+        row["event_id"],
+        row["name"],
+        orjson.loads(row["body"]),
+        int(row["created_at"]),
+    )
+
+
+_COLUMNS = "pos, channel_id, seq, event_id, name, body, created_at"
+
+
+def by_position(tx: Tx, pos: int) -> LoggedEvent | None:
+    row = tx.one(f"SELECT {_COLUMNS} FROM event_log WHERE pos = ?", (pos,))
+    return None if row is None else _logged(row)
+
+
+def after(tx: Tx, pos: int, since_ms: int, limit: int) -> list[LoggedEvent]:
+    """Rows past `pos`, or written since `since_ms` (a position is taken at insert but
+    becomes visible at commit, so a smaller one can appear late): what a reconnecting
+    relay replays. The caller drops what it already has by per-channel `seq`."""
+    rows = tx.execute(
+        f"SELECT {_COLUMNS} FROM event_log WHERE pos > ? OR created_at >= ? ORDER BY pos LIMIT ?",
+        (pos, since_ms, limit),
+    )
+    return [_logged(row) for row in rows]
+
+
+def channel_range(tx: Tx, channel_id: str, after_seq: int, before_seq: int) -> list[LoggedEvent]:
+    """A channel's events with after_seq < seq < before_seq, in order."""
+    rows = tx.execute(
+        f"SELECT {_COLUMNS} FROM event_log WHERE channel_id = ? AND seq > ? AND seq < ? ORDER BY seq",
+        (channel_id, after_seq, before_seq),
+    )
+    return [_logged(row) for row in rows]
+
+
+def tail(tx: Tx, since_ms: int, limit: int) -> list[LoggedEvent]:
+    """The newest `limit` rows written since `since_ms`, oldest first (a process's warm start)."""
+    rows = tx.execute(
+        f"SELECT {_COLUMNS} FROM event_log WHERE created_at >= ? ORDER BY pos DESC LIMIT ?", (since_ms, limit)
+    )
+    return [_logged(row) for row in reversed(rows)]
+
+
+def last_position(tx: Tx) -> int:
+    return int(tx.scalar("SELECT COALESCE(MAX(pos), 0) AS pos FROM event_log") or 0)
+
+
+def prune(tx: Tx, before_ms: int, batch: int = 10_000) -> int:
+    """Delete up to `batch` rows older than `before_ms`; returns how many went."""
+    rows = tx.execute(
+        "DELETE FROM event_log WHERE pos IN (SELECT pos FROM event_log WHERE created_at < ? ORDER BY pos LIMIT ?)"
+        " RETURNING pos",
+        (before_ms, batch),
+    )
+    return len(rows)
+
+
+# --- the listening connection (blocking: run it in its own thread) ---------------------------
+
+
+def listen(
+    url: str,
+    on_payload: Callable[[str], None],
+    on_listening: Callable[[int], None],
+    stop: threading.Event,
+    *,
+    check_every: float = 5.0,
+) -> None:
+    """LISTEN on a connection of its own and hand every payload to `on_payload`, until
+    `stop` is set. Returns nothing on stop; raises when the connection is lost.
+
+    `on_listening(backend_pid)` is called once LISTEN is in effect: every event committed
+    after that is heard. An idle connection is checked every `check_every` seconds, so a server that went
+    away silently is noticed (and the caller reconnects and replays).
+    """
+    import time
+
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(
+        url,
+        autocommit=True,
+        connect_timeout=10,
+        keepalives=1,
+        keepalives_idle=10,
+        keepalives_interval=5,
+        application_name="volthub event relay",
+    ) as connection:
+        row = connection.execute(f"SELECT {_CHANNEL_SQL}").fetchone()
+        assert row is not None
+        connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(row[0])))
+        on_listening(connection.info.backend_pid)
+        checked = time.monotonic()
+        while not stop.is_set():
+            # Short waits: `stop` is looked at twice a second.
+            for notify in connection.notifies(timeout=0.5):
+                checked = time.monotonic()  # the connection is evidently alive
+                on_payload(notify.payload)
+                if stop.is_set():
+                    return
+            if time.monotonic() - checked >= check_every:
+                connection.execute("SELECT 1")  # raises if the server is gone
+                checked = time.monotonic()
