@@ -61,28 +61,21 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings: Settings) -> None:
-    from hypercorn.config import Config as HypercornConfig
     from hypercorn.trio import serve as hypercorn_serve
 
     from volthub.http.app import create_app
+    from volthub.http.serving import hypercorn_config
 
-    config = HypercornConfig()
-    config.bind = [f"{_bracket(settings.server.host)}:{settings.server.port}"]
-    config.graceful_timeout = settings.server.graceful_timeout_seconds
-    config.accesslog = None
-    config.keep_alive_timeout = 75
-    # Bursts of hundreds of concurrent socket connects overflow Hypercorn's default 100.
-    config.backlog = settings.server.listen_backlog
-    # Events API: a WebSocket message over [events] max_payload is refused (1009) before it is buffered.
-    config.websocket_max_message_size = settings.events.max_payload + 1
-    app = create_app(settings)
+    config = hypercorn_config(settings)
+    app = create_app(settings)  # also patches Hypercorn and sets the connection caps
     _tune_garbage_collector(settings.server.gc_gen0_threshold)
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_wait_for_signal, stop)
         log.info("volthub listening on %s", config.bind[0])
-        # Hypercorn stops accepting, lets in-flight requests finish (graceful_timeout), then
-        # runs the app's after_serving, which cancels the background services' nursery.
+        # Hypercorn stops accepting, closes idle keep-alive connections, lets in-flight
+        # requests finish (shutdown_timeout), then runs the app's after_serving, which
+        # cancels the background services' nursery.
         await hypercorn_serve(app, config, shutdown_trigger=stop.wait)
         nursery.cancel_scope.cancel()
 
@@ -102,10 +95,6 @@ async def _wait_for_signal(stop: trio.Event) -> None:
             log.info("received %s, shutting down", signal.Signals(signum).name)
             stop.set()
             return
-
-
-def _bracket(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 # --- migrate -----------------------------------------------------------------------------

@@ -27,7 +27,14 @@ class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(65536, ge=1024, le=64 * 1024 * 1024)
-    graceful_timeout_seconds: float = Field(10.0, ge=0, le=600)
+    # On SIGTERM/SIGINT: stop accepting, finish requests in flight, end event streams, exit.
+    shutdown_timeout: float = Field(5.0, ge=0, le=600)
+    # An idle kept-alive HTTP connection is closed after this long.
+    keep_alive_timeout: float = Field(5.0, gt=0, le=3600)
+    # Open connections per process (0: the descriptor limit minus a reserve) and per client
+    # address (0: a third of the total); past either, a new connection gets 503 and is closed.
+    max_connections: int = Field(0, ge=0, le=10_000_000)
+    max_connections_per_address: int = Field(0, ge=0, le=10_000_000)
     public_url: str = ""
     listen_backlog: int = Field(2048, ge=16, le=65535)
     gc_gen0_threshold: int = Field(100_000, ge=0, le=10_000_000)
@@ -36,6 +43,8 @@ class ServerSettings(Section):
 class DatabaseSettings(Section):
     url: str = "sqlite:///var/volthub.db"
     pool_size: int = Field(8, ge=1, le=256)
+    # A request waits this long for a database connection, then gets 503 database_unavailable.
+    acquire_timeout: float = Field(5.0, gt=0, le=600)
 
     @field_validator("url")
     @classmethod

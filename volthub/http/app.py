@@ -24,7 +24,7 @@ from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioRequest
 
 from volthub.config import Settings, load_settings
-from volthub.http import access, ratelimit
+from volthub.http import access, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import chat as chat_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
@@ -135,6 +135,7 @@ def create_app(
         app.register_blueprint(blueprint)
     _declare_openapi_route(app)
     events_api.mount(app)  # Engine.IO paths (/ws/events, /socket.io) served ahead of Quart
+    serving.adapt(app, settings)  # Hypercorn's close fix, connection caps, early body reads
 
     @app.before_serving
     async def _startup() -> None:
