@@ -203,7 +203,9 @@ def _has_body() -> bool:
 
 async def _start(app: QuartTrio) -> None:
     rt: Runtime = app.extensions["volthub"]
-    database = open_database(rt.settings.database.url, rt.settings.database.pool_size)
+    database = open_database(
+        rt.settings.database.url, rt.settings.database.pool_size, rt.settings.database.acquire_timeout
+    )
     await database.open()
     await migrate(database)
     rt.database = database
