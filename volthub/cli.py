@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import logging
 import signal
@@ -76,8 +77,17 @@ async def _serve(settings: Settings) -> None:
         # Hypercorn stops accepting, closes idle keep-alive connections, lets in-flight
         # requests finish (shutdown_timeout), then runs the app's after_serving, which
         # cancels the background services' nursery.
-        await hypercorn_serve(app, config, shutdown_trigger=stop.wait)
+        await hypercorn_serve(app, config, shutdown_trigger=functools.partial(_stopping, stop, app))
         nursery.cancel_scope.cancel()
+
+
+async def _stopping(stop: trio.Event, app: Any) -> None:
+    """Hypercorn's shutdown trigger: on the signal, end event streams first (they would
+    otherwise hold the graceful wait until shutdown_timeout)."""
+    from volthub.http.serving import begin_shutdown
+
+    await stop.wait()
+    begin_shutdown(app)
 
 
 def _tune_garbage_collector(gen0_threshold: int) -> None:

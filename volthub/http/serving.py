@@ -225,32 +225,94 @@ async def _refuse(stream: Any) -> None:
             await stream.aclose()
 
 
-def drain_small_bodies(app: Any, max_body_bytes: int, timeout: float = 30.0) -> Any:
-    """ASGI middleware: read a request body of up to `max_body_bytes` before the app runs,
-    and hand it to the app as it came. A route that refuses early (401, 403, 404, 415, 429)
-    then leaves the connection at a message boundary, so it is kept alive and the client's
-    next request on it is answered, instead of a close with unread data (a reset)."""
+class OpenStreams:
+    """Event streams (SSE) being served, so a shutdown can end each one cleanly: a final
+    `shutdown` event and the end of the chunked body, rather than a cut connection."""
+
+    def __init__(self) -> None:
+        self.scopes: set[trio.CancelScope] = set()
+        self.ending = False
+
+    def end_all(self) -> None:
+        self.ending = True
+        for scope in list(self.scopes):
+            scope.cancel()
+
+
+STREAMS = OpenStreams()
+SHUTDOWN_EVENT = b'event: shutdown\ndata: {"reason":"server shutting down"}\n\n'
+
+
+def serving_middleware(app: Any, max_body_bytes: int, timeout: float = 30.0) -> Any:
+    """ASGI middleware for two things Hypercorn leaves to the app.
+
+    Early body reads: a request body of up to `max_body_bytes` is read before the app runs
+    and handed to it as it came. A route that refuses early (401, 403, 404, 415, 429) then
+    leaves the connection at a message boundary, so it is kept alive and the client's next
+    request on it is answered, instead of a close with unread data (a reset).
+
+    Clean stream ends: a response of type text/event-stream is registered in `STREAMS`;
+    at shutdown its app is cancelled and the stream ends with a `shutdown` event."""
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not _has_small_body(scope, max_body_bytes):
+        if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        early: collections.deque[dict[str, Any]] = collections.deque()
-        size = 0
-        with trio.move_on_after(timeout):
-            while size <= max_body_bytes:
-                message = await receive()
-                early.append(message)
-                if message["type"] != "http.request" or not message.get("more_body", False):
-                    break
-                size += len(message.get("body", b""))
-
-        async def replay() -> Any:
-            return early.popleft() if early else await receive()
-
-        await app(scope, replay, send)
+        if _has_small_body(scope, max_body_bytes):
+            receive = await _read_ahead(receive, max_body_bytes, timeout)
+        await _serve_watching_streams(app, scope, receive, send)
 
     return asgi
+
+
+async def _read_ahead(receive: Any, max_body_bytes: int, timeout: float) -> Any:
+    early: collections.deque[dict[str, Any]] = collections.deque()
+    size = 0
+    with trio.move_on_after(timeout):
+        while size <= max_body_bytes:
+            message = await receive()
+            early.append(message)
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+            size += len(message.get("body", b""))
+
+    async def replay() -> Any:
+        return early.popleft() if early else await receive()
+
+    return replay
+
+
+async def _serve_watching_streams(app: Any, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    streaming = False
+    finished = False
+    cancel_scope = trio.CancelScope()
+
+    async def watch(message: dict[str, Any]) -> None:
+        nonlocal streaming, finished
+        if message["type"] == "http.response.start" and _is_event_stream(message):
+            streaming = True
+            STREAMS.scopes.add(cancel_scope)
+            if STREAMS.ending:
+                cancel_scope.cancel()
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            finished = True
+        await send(message)
+
+    try:
+        with cancel_scope:
+            await app(scope, receive, watch)
+    finally:
+        STREAMS.scopes.discard(cancel_scope)
+    if streaming and not finished and cancel_scope.cancelled_caught:
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_DEADLINE_SECONDS):
+            await send({"type": "http.response.body", "body": SHUTDOWN_EVENT, "more_body": False})
+
+
+def _is_event_stream(message: dict[str, Any]) -> bool:
+    for name, value in message.get("headers", ()):
+        if name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream"):
+            return True
+    return False
 
 
 def _has_small_body(scope: dict[str, Any], max_body_bytes: int) -> bool:
@@ -314,4 +376,15 @@ def adapt(app: Any, settings: Any) -> None:
     `hypercorn ... "volthub.http.app:create_app()"`, the tests' in-process Hypercorn)."""
     install_hypercorn_fixes()
     configure_limits(settings.server.max_connections, settings.server.max_connections_per_address)
-    app.asgi_app = drain_small_bodies(app.asgi_app, settings.server.max_body_bytes)
+    app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes)
+
+
+def begin_shutdown(app: Any) -> None:
+    """The first step of a graceful stop, before Hypercorn waits for connections to finish:
+    end event streams (SSE with a `shutdown` event, Socket.IO sessions with a close packet)
+    so that only real requests in flight are waited for."""
+    log.info("shutting down: ending %d event stream(s) and the Socket.IO sessions", len(STREAMS.scopes))
+    STREAMS.end_all()
+    runtime = app.extensions.get("volthub")
+    for endpoint in getattr(runtime, "engineio_endpoints", {}).values():
+        endpoint.close_sessions_for_shutdown()
