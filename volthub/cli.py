@@ -180,7 +180,12 @@ async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
     try:
         await migrate(database)
         publisher = EventPublisher(database, InProcessBus(), SystemClock())
-        passwords = Passwords(settings.auth.argon2_time_cost, settings.auth.argon2_memory_kib)
+        passwords = Passwords(
+            settings.auth.argon2_time_cost,
+            settings.auth.argon2_memory_kib,
+            settings.auth.hash_concurrency,
+            settings.auth.hash_queue,
+        )
         user = await Accounts(database, publisher, passwords).register(body.username, body.password, body.displayName)
     except UsernameTaken:
         print(f"error: username {args.username!r} is taken", file=sys.stderr)

@@ -62,6 +62,15 @@ class AuthSettings(Section):
     # argon2id cost; the defaults follow argon2-cffi's (RFC 9106 "second choice").
     argon2_time_cost: int = Field(3, ge=1, le=20)
     argon2_memory_kib: int = Field(65536, ge=1024, le=4 * 1024 * 1024)
+    # Password hashes computed at once (each holds argon2_memory_kib), and how many more may
+    # wait; past that, login and register answer 503 busy instead of queueing without bound.
+    hash_concurrency: int = Field(2, ge=1, le=256)
+    hash_queue: int = Field(32, ge=0, le=100_000)
+    # Failed logins: this many per account and per client address within the window, then
+    # one more per window/limit; further attempts get 429 without a password hash being spent.
+    failed_logins_per_account: int = Field(10, ge=1, le=1_000_000)
+    failed_logins_per_address: int = Field(30, ge=1, le=1_000_000)
+    failed_login_window_seconds: float = Field(300.0, gt=0, le=86_400)
 
 
 class WebhookSettings(Section):

@@ -223,7 +223,12 @@ async def _start(app: QuartTrio) -> None:
 async def _make_services(rt: Runtime, database: Database, publisher: EventPublisher) -> Services:
     """Every long-lived service of the app, made once the database is open."""
     settings, clock = rt.settings, rt.clock
-    passwords = Passwords(settings.auth.argon2_time_cost, settings.auth.argon2_memory_kib)
+    passwords = Passwords(
+        settings.auth.argon2_time_cost,
+        settings.auth.argon2_memory_kib,
+        settings.auth.hash_concurrency,
+        settings.auth.hash_queue,
+    )
     oauth = build_oauth_service(database, publisher, clock, settings.oauth)
     csrf_key = await database.write(secret_store.get_or_create("oauth_csrf_key", to_ms(clock.now())))
     dispatcher = Dispatcher.from_settings(database, clock, settings.webhooks)

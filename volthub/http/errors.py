@@ -19,6 +19,7 @@ from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.channel_points import TooManyRewards
 from volthub.services.channels import ChannelNotFound
 from volthub.services.notifications import NotificationNotFound
+from volthub.services.passwords import PasswordWorkBusy
 from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
 
 # Codes for Quart's own HTTP errors, so 404/405/413 look like ours.
@@ -137,6 +138,9 @@ def _refused(error: ChatRefused) -> ApiError:
 DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     InvalidData: lambda _: ApiError(400, "invalid_value", "a value was refused by the database"),
     DatabaseUnavailable: _database_unavailable,
+    PasswordWorkBusy: lambda _: ApiError(
+        503, "busy", "too many sign-ins at once; retry in a moment", headers={"Retry-After": "1"}
+    ),
     StorageUnavailable: _storage_unavailable,
     InvalidCursor: lambda error: ApiError(400, "invalid_cursor", str(error), {"field": "cursor"}),
     ChatRefused: _refused,

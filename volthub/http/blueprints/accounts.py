@@ -10,10 +10,12 @@ from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
 from volthub.http.errors import ApiError
+from volthub.http.login_guard import login_throttle, request_address
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, DisplayName, Model, UserOut
 from volthub.http.users_view import user_out
 from volthub.hub.clock import iso8601
+from volthub.protocol.ratelimit import to_ns
 from volthub.services.accounts import Accounts, UsernameTaken
 
 blueprint = Blueprint("accounts", __name__, url_prefix="/api/auth")
@@ -81,8 +83,23 @@ async def register(data: RegisterBody) -> tuple[SessionOut, int]:
 @validate_request(LoginBody)
 @validate_response(SessionOut, 200)
 async def login(data: LoginBody) -> SessionOut:
-    """Sign in with username (any case) and password; returns a first-party token."""
+    """Sign in with username (any case) and password; returns a first-party token.
+
+    Failed attempts are throttled per account and per client address (`[auth]
+    failed_logins_per_*`): past the budget, 429 with Retry-After. While every password-hash
+    slot and its queue are busy: 503 `busy` with Retry-After."""
+    throttle, address, now_ns = login_throttle(), request_address(), to_ns(runtime().clock.now())
+    refused = throttle.refusal(data.username, address, now_ns)
+    if refused is not None:  # before any hashing: a flood must not take the slots
+        raise ApiError(
+            429,
+            "rate_limit_exceeded",
+            f"too many failed logins for this {refused.which}; retry in {refused.retry_after} s",
+            headers={"Retry-After": str(refused.retry_after)},
+            extra={"retry_after": refused.retry_after},
+        )
     user = await accounts().login(data.username, data.password)
     if user is None:
+        throttle.failed(data.username, address, now_ns)
         raise ApiError(401, "invalid_credentials", "username or password is wrong")
     return _session(user)
