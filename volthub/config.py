@@ -71,6 +71,8 @@ class AuthSettings(Section):
     failed_logins_per_account: int = Field(10, ge=1, le=1_000_000)
     failed_logins_per_address: int = Field(30, ge=1, le=1_000_000)
     failed_login_window_seconds: float = Field(300.0, gt=0, le=86_400)
+    # Logins being checked at once from one address; more get 429 at once.
+    concurrent_logins_per_address: int = Field(2, ge=1, le=10_000)
 
 
 class WebhookSettings(Section):

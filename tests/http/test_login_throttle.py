@@ -104,3 +104,21 @@ async def test_busy_hashing_is_503(throttled_app: Any, monkeypatch: pytest.Monke
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "1"
     assert (await response.get_json())["error"] == "busy"
+
+
+def test_concurrent_attempts_per_address_are_bounded() -> None:
+    from volthub.http.login_guard import TooManyAttempts
+
+    throttle = LoginThrottle(AuthSettings(concurrent_logins_per_address=2, failed_login_window_seconds=60))
+    now = NS_PER_SECOND
+    with throttle.attempt("10.0.0.1", now), throttle.attempt("10.0.0.1", now):
+        with pytest.raises(TooManyAttempts), throttle.attempt("10.0.0.1", now):
+            pass
+        with throttle.attempt("10.0.0.2", now):  # another address is not affected
+            pass
+    throttle.failed("someone", "10.0.0.1", now)  # a failing address gets one at a time
+    with throttle.attempt("10.0.0.1", now), pytest.raises(TooManyAttempts), throttle.attempt("10.0.0.1", now):
+        pass
+    later = now + 61 * NS_PER_SECOND
+    with throttle.attempt("10.0.0.1", later), throttle.attempt("10.0.0.1", later):
+        pass  # the window has passed: two again

@@ -10,7 +10,7 @@ from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
 from volthub.http.errors import ApiError
-from volthub.http.login_guard import login_throttle, request_address
+from volthub.http.login_guard import Throttled, TooManyAttempts, login_throttle, request_address
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, DisplayName, Model, UserOut
 from volthub.http.users_view import user_out
@@ -91,15 +91,27 @@ async def login(data: LoginBody) -> SessionOut:
     throttle, address, now_ns = login_throttle(), request_address(), to_ns(runtime().clock.now())
     refused = throttle.refusal(data.username, address, now_ns)
     if refused is not None:  # before any hashing: a flood must not take the slots
-        raise ApiError(
-            429,
-            "rate_limit_exceeded",
-            f"too many failed logins for this {refused.which}; retry in {refused.retry_after} s",
-            headers={"Retry-After": str(refused.retry_after)},
-            extra={"retry_after": refused.retry_after},
-        )
-    user = await accounts().login(data.username, data.password)
+        raise _throttled(refused)
+    try:
+        with throttle.attempt(address, now_ns):
+            user = await accounts().login(data.username, data.password)
+    except TooManyAttempts as busy:
+        raise _throttled(busy.throttled) from None
     if user is None:
         throttle.failed(data.username, address, now_ns)
         raise ApiError(401, "invalid_credentials", "username or password is wrong")
     return _session(user)
+
+
+def _throttled(refused: Throttled) -> ApiError:
+    if refused.which == "address" and refused.retry_after == 1:
+        message = "too many sign-ins in progress from this address; retry in 1 s"
+    else:
+        message = f"too many failed logins for this {refused.which}; retry in {refused.retry_after} s"
+    return ApiError(
+        429,
+        "rate_limit_exceeded",
+        message,
+        headers={"Retry-After": str(refused.retry_after)},
+        extra={"retry_after": refused.retry_after},
+    )
