@@ -6,13 +6,13 @@ import re
 
 from pydantic import Field, field_validator
 from quart import Blueprint
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import document_response, tag, validate_request, validate_response
 
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.login_guard import Throttled, TooManyAttempts, login_throttle, request_address
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, DisplayName, Model, UserOut
+from volthub.http.schemas import Body, DisplayName, ErrorBody, Model, UserOut
 from volthub.http.users_view import user_out
 from volthub.hub.clock import iso8601
 from volthub.protocol.ratelimit import to_ns
@@ -64,6 +64,7 @@ def _session(user) -> SessionOut:  # type: ignore[no-untyped-def]
 @tag(["Accounts"])
 @validate_request(RegisterBody)
 @validate_response(SessionOut, 201)
+@document_response(ErrorBody, 409)
 async def register(data: RegisterBody) -> tuple[SessionOut, int]:
     """Create a first-party account and sign in.
 
@@ -82,6 +83,7 @@ async def register(data: RegisterBody) -> tuple[SessionOut, int]:
 @tag(["Accounts"])
 @validate_request(LoginBody)
 @validate_response(SessionOut, 200)
+@document_response(ErrorBody, 401)
 async def login(data: LoginBody) -> SessionOut:
     """Sign in with username (any case) and password; returns a first-party token.
 

@@ -36,6 +36,7 @@ from volthub.http.consent_page import (
     render_consent_page,
     render_error_page,
 )
+from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.services.accounts import Accounts
 from volthub.services.oauth import OAuthError
@@ -54,6 +55,9 @@ _USERNAME = re.compile(r"[A-Za-z0-9_]{1,25}")
 @blueprint.get(FORM_ACTION)
 @access.public
 @tag(["OAuth"])
+@responds(200, "The consent page", "text/html")
+@responds(400, "A page saying what is wrong with the request", "text/html")
+@responds(303, "Back to the app's redirect URI with an error (RFC 6749 §4.1.2.1)")
 async def consent_page() -> Response:
     """The consent screen (HTML): the app's logo, name and reviewed badge, the requested
     scopes grouped by category with sensitive ones marked, Approve and Deny. Asks the person
@@ -68,6 +72,9 @@ async def consent_page() -> Response:
 
 
 @blueprint.post(FORM_ACTION)
+@responds(200, "The consent or sign-in page again, with an error", "text/html")
+@responds(400, "A page saying what is wrong with the form", "text/html")
+@responds(303, "To the app's redirect URI with a code or an error, or back to this page after sign-in")
 @access.public
 @access.accepts(FORM)
 @tag(["OAuth"])

@@ -11,6 +11,7 @@ from quart_schema import document_response, tag
 from volthub.http import access
 from volthub.http.blueprints.oauth.common import blueprint
 from volthub.http.blueprints.oauth.token_endpoint import GRANT_TYPES
+from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model
 from volthub.protocol.oauth.scopes import SCOPE_NAMES, catalogue_document
@@ -53,6 +54,7 @@ def issuer() -> str:
 @blueprint.get("/.well-known/oauth-authorization-server")
 @access.public
 @tag(["OAuth"])
+@responds(200, "Authorization server metadata (RFC 8414)", "application/json")
 async def metadata() -> Any:
     """Authorization server metadata (RFC 8414). The issuer is `[server] public_url`, or
     the request's own origin when that is empty."""
