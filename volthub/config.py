@@ -170,8 +170,9 @@ class OAuthSettings(Section):
     sensitive_scopes_need_review: bool = True
     # Public clients (no secret) must always use PKCE; true demands it of confidential ones too.
     require_pkce_for_confidential: bool = False
-    # Accept code_challenge_method=plain (RFC 7636 allows it; S256 is always accepted).
-    allow_plain_pkce: bool = True
+    # Accept code_challenge_method=plain from confidential clients (RFC 7636 allows it, RFC
+    # 9700 advises against it; public clients are always refused it; S256 is always accepted).
+    allow_plain_pkce: bool = False
     # How long a process may reuse a grant check for an access token. Revocations in the
     # same process take effect at once; other processes see them within this time. 0: no cache.
     grant_cache_seconds: float = Field(2.0, ge=0, le=60)

@@ -10,6 +10,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from volthub.config import AuthSettings
 from volthub.protocol.ratelimit import DEFAULT_MAX_KEYS, NS_PER_SECOND, Gcra, Rate
@@ -120,3 +121,30 @@ def request_address() -> str:
     peer = (request.scope.get("client") or (None,))[0]
     trust = runtime().settings.ratelimit.trust_forwarded_for
     return client_ip(peer, request.headers.get("X-Forwarded-For"), trust)
+
+
+class LoginThrottled(Exception):
+    def __init__(self, throttled: Throttled) -> None:
+        super().__init__(throttled.which)
+        self.throttled = throttled
+
+
+async def guarded_login(username: str, password: str) -> Any:
+    """`Accounts.login` behind the throttles: the one way a password is checked over HTTP
+    (the login route and the consent page). The user, None for wrong credentials, or
+    `LoginThrottled` before any hashing."""
+    from volthub.http.runtime import runtime
+    from volthub.protocol.ratelimit import to_ns
+
+    throttle, address, now_ns = login_throttle(), request_address(), to_ns(runtime().clock.now())
+    refused = throttle.refusal(username, address, now_ns)
+    if refused is not None:
+        raise LoginThrottled(refused)
+    try:
+        with throttle.attempt(address, now_ns):
+            user = await runtime().services.accounts.login(username, password)
+    except TooManyAttempts as busy:
+        raise LoginThrottled(busy.throttled) from None
+    if user is None:
+        throttle.failed(username, address, now_ns)
+    return user

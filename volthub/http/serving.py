@@ -375,6 +375,13 @@ def adapt(app: Any, settings: Any) -> None:
     """Everything serving needs of the app, wherever it is served from (`volthub serve`,
     `hypercorn ... "volthub.http.app:create_app()"`, the tests' in-process Hypercorn)."""
     install_hypercorn_fixes()
+    if not settings.server.public_url:
+        log.warning(
+            "[server] public_url is not set: the OAuth issuer and absolute links use the bind address"
+            " http://%s:%s; set it to the address clients use",
+            settings.server.host,
+            settings.server.port,
+        )
     configure_limits(settings.server.max_connections, settings.server.max_connections_per_address)
     app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes)
 

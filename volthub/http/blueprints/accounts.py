@@ -10,12 +10,11 @@ from quart_schema import document_response, tag, validate_request, validate_resp
 
 from volthub.http import access
 from volthub.http.errors import ApiError
-from volthub.http.login_guard import Throttled, TooManyAttempts, login_throttle, request_address
+from volthub.http.login_guard import LoginThrottled, Throttled, guarded_login
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, DisplayName, ErrorBody, Model, UserOut
 from volthub.http.users_view import user_out
 from volthub.hub.clock import iso8601
-from volthub.protocol.ratelimit import to_ns
 from volthub.services.accounts import Accounts, UsernameTaken
 
 blueprint = Blueprint("accounts", __name__, url_prefix="/api/auth")
@@ -90,17 +89,11 @@ async def login(data: LoginBody) -> SessionOut:
     Failed attempts are throttled per account and per client address (`[auth]
     failed_logins_per_*`): past the budget, 429 with Retry-After. While every password-hash
     slot and its queue are busy: 503 `busy` with Retry-After."""
-    throttle, address, now_ns = login_throttle(), request_address(), to_ns(runtime().clock.now())
-    refused = throttle.refusal(data.username, address, now_ns)
-    if refused is not None:  # before any hashing: a flood must not take the slots
-        raise _throttled(refused)
     try:
-        with throttle.attempt(address, now_ns):
-            user = await accounts().login(data.username, data.password)
-    except TooManyAttempts as busy:
-        raise _throttled(busy.throttled) from None
+        user = await guarded_login(data.username, data.password)
+    except LoginThrottled as refused:
+        raise _throttled(refused.throttled) from None
     if user is None:
-        throttle.failed(data.username, address, now_ns)
         raise ApiError(401, "invalid_credentials", "username or password is wrong")
     return _session(user)
 
