@@ -228,3 +228,38 @@ def test_descriptor_soft_limit_is_raised_to_hard() -> None:
     now_soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert soft == now_soft
     assert hard == resource.RLIM_INFINITY or now_soft == hard
+
+
+@pytest.mark.slow
+async def test_the_documented_hypercorn_command_closes_too(tmp_path: Any) -> None:
+    """README's `hypercorn --worker-class trio "volthub.http.app:create_app()"`: the app
+    module applies the same adaptation, so `Connection: close` is honoured there too."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from volthub.loadtest.servers import free_port
+
+    port = free_port()
+    hypercorn = Path(sys.executable).with_name("hypercorn")
+    env = {**os.environ, "VOLTHUB_DATABASE__URL": f"sqlite:///{tmp_path / 'h.db'}"}
+    command = [str(hypercorn), "--worker-class", "trio", "--bind", f"127.0.0.1:{port}", "volthub.http.app:create_app()"]
+    process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with trio.fail_after(30):
+            while True:
+                try:
+                    connection = await RawConnection.open(port)
+                    break
+                except OSError:
+                    await trio.sleep(0.1)
+        await connection.send(request("GET", "/livez", headers={"Connection": "close"}))
+        with trio.fail_after(30):
+            assert (await connection.response()).status == 200
+        with trio.fail_after(CLOSE_BOUND):
+            await connection.closed_by_server()
+        connection.close()
+    finally:
+        process.terminate()
+        process.wait(30)
