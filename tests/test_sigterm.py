@@ -33,8 +33,16 @@ async def _open_sse(port: int, token: str) -> RawConnection:
     return connection
 
 
-async def test_sigterm_exits_promptly_and_loses_nothing(database_url: str, tmp_path: Path) -> None:
-    server = ServerProcess(database_url, tmp_path).start()
+async def test_sigterm_exits_promptly_and_loses_nothing(
+    database_url: str, tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    from trio_websocket import ConnectionClosed
+
+    from tests.http.events.live import open_ws
+
+    # A login takes a noticeable while (argon2 at a real cost), so one can be in flight.
+    slow_hash = {"VOLTHUB_AUTH__ARGON2_TIME_COST": "6", "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "65536"}
+    server = ServerProcess(database_url, tmp_path, slow_hash).start()
     try:
         port = server.port
         async with httpx.AsyncClient(base_url=server.url) as http:
@@ -57,16 +65,39 @@ async def test_sigterm_exits_promptly_and_loses_nothing(database_url: str, tmp_p
         await idle.send(request("GET", "/livez"))
         assert (await idle.response()).status == 200
         stream = await _open_sse(port, token)
+        socket = await open_ws(nursery, server.url, "/ws/events", token=token)
+        assert str(await socket.get_message()).startswith("0")  # Engine.IO open
+        await socket.send_message("40")
+        assert str(await socket.get_message()).startswith("40")  # namespace joined
+
+        in_flight = await RawConnection.open(port)
+        body = b'{"username": "%s", "password": "correct horse battery"}' % users[1]["user"]["username"].encode()
+        await in_flight.send(
+            request("POST", "/api/auth/login", body=body, headers={"Content-Type": "application/json"})
+        )
+        await trio.sleep(0.05)  # the login is being hashed
 
         assert server.process is not None
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
+        socket_frames: list[str] = []
         with trio.fail_after(SHUTDOWN_TIMEOUT):
+            assert (await in_flight.response()).status == 200  # finished, not dropped
             await idle.closed_by_server()
             await stream.closed_by_server()
+            try:
+                while True:
+                    socket_frames.append(str(await socket.get_message()))
+            except ConnectionClosed as closed:
+                close_code = closed.reason.code
             while server.process.poll() is None:
                 await trio.sleep(0.02)
         elapsed = time.monotonic() - started
+        in_flight.close()
+        # A WebSocket close frame 1001 "going away" (Engine.IO over WebSocket has no close packet
+        # of its own; a polling session gets the "1" packet): clients reconnect elsewhere, where
+        # a Socket.IO "41" disconnect would tell them not to.
+        assert close_code == 1001, (close_code, socket_frames)
         idle.close()
         stream.close()
         assert server.process.returncode == 0, server.log()
