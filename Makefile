@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test lint format bench clean
+.PHONY: serve test fuzz lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ test: $(VENV)/.installed-test
 	@# The official socket.io-client for tests/http/events/test_socketio.py (needs Node.js + npm).
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# schemathesis over the whole OpenAPI document, both backends, many more examples per
+# operation than the few `make test` runs (tests/fuzz/test_schemathesis.py).
+FUZZ_EXAMPLES ?= 300
+fuzz: $(VENV)/.installed-test
+	VOLTHUB_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/fuzz $(PYTEST_ARGS)
 
 # Style (ruff lint + format check), types (mypy; strict on volthub/protocol) and the layer
 # contracts of DESIGN §1 (import-linter). `make format` applies ruff's fixes and format.

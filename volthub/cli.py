@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import logging
 import signal
@@ -68,32 +69,33 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings: Settings, listen_fd: int | None = None) -> None:
-    from hypercorn.config import Config as HypercornConfig
     from hypercorn.trio import serve as hypercorn_serve
 
     from volthub.http.app import create_app
+    from volthub.http.serving import hypercorn_config
 
-    config = HypercornConfig()
-    config.bind = [f"{_bracket(settings.server.host)}:{settings.server.port}"]
-    if listen_fd is not None:  # a worker of `serve --workers N`: the parent's socket
-        config.bind = [f"fd://{listen_fd}"]
-    config.graceful_timeout = settings.server.graceful_timeout_seconds
-    config.accesslog = None
-    config.keep_alive_timeout = 75
-    # Bursts of hundreds of concurrent socket connects overflow Hypercorn's default 100.
-    config.backlog = settings.server.listen_backlog
-    # Events API: a WebSocket message over [events] max_payload is refused (1009) before it is buffered.
-    config.websocket_max_message_size = settings.events.max_payload + 1
-    app = create_app(settings)
+    # A worker of `serve --workers N` serves the parent's socket.
+    config = hypercorn_config(settings, bind=f"fd://{listen_fd}" if listen_fd is not None else None)
+    app = create_app(settings)  # also patches Hypercorn and sets the connection caps
     _tune_garbage_collector(settings.server.gc_gen0_threshold)
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_wait_for_signal, stop)
         log.info("volthub listening on %s", config.bind[0])
-        # Hypercorn stops accepting, lets in-flight requests finish (graceful_timeout), then
-        # runs the app's after_serving, which cancels the background services' nursery.
-        await hypercorn_serve(app, config, shutdown_trigger=stop.wait)
+        # Hypercorn stops accepting, closes idle keep-alive connections, lets in-flight
+        # requests finish (shutdown_timeout), then runs the app's after_serving, which
+        # cancels the background services' nursery.
+        await hypercorn_serve(app, config, shutdown_trigger=functools.partial(_stopping, stop, app))
         nursery.cancel_scope.cancel()
+
+
+async def _stopping(stop: trio.Event, app: Any) -> None:
+    """Hypercorn's shutdown trigger: on the signal, end event streams first (they would
+    otherwise hold the graceful wait until shutdown_timeout)."""
+    from volthub.http.serving import begin_shutdown
+
+    await stop.wait()
+    begin_shutdown(app)
 
 
 def _tune_garbage_collector(gen0_threshold: int) -> None:
@@ -111,10 +113,6 @@ async def _wait_for_signal(stop: trio.Event) -> None:
             log.info("received %s, shutting down", signal.Signals(signum).name)
             stop.set()
             return
-
-
-def _bracket(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 # --- migrate -----------------------------------------------------------------------------
@@ -190,7 +188,12 @@ async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
     try:
         await migrate(database)
         publisher = EventPublisher(database, InProcessBus(), SystemClock())
-        passwords = Passwords(settings.auth.argon2_time_cost, settings.auth.argon2_memory_kib)
+        passwords = Passwords(
+            settings.auth.argon2_time_cost,
+            settings.auth.argon2_memory_kib,
+            settings.auth.hash_concurrency,
+            settings.auth.hash_queue,
+        )
         user = await Accounts(database, publisher, passwords).register(body.username, body.password, body.displayName)
     except UsernameTaken:
         print(f"error: username {args.username!r} is taken", file=sys.stderr)

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if _migrate(args) != 0:
         return 1
     listener = _bind(settings)
-    parent = Parent(args, listener, args.workers, settings.server.graceful_timeout_seconds)
+    parent = Parent(args, listener, args.workers, settings.server.shutdown_timeout)
     return parent.run()
 
 

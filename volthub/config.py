@@ -27,7 +27,14 @@ class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(65536, ge=1024, le=64 * 1024 * 1024)
-    graceful_timeout_seconds: float = Field(10.0, ge=0, le=600)
+    # On SIGTERM/SIGINT: stop accepting, finish requests in flight, end event streams, exit.
+    shutdown_timeout: float = Field(5.0, ge=0, le=600)
+    # An idle kept-alive HTTP connection is closed after this long.
+    keep_alive_timeout: float = Field(5.0, gt=0, le=3600)
+    # Open connections per process (0: the descriptor limit minus a reserve) and per client
+    # address (0: a third of the total); past either, a new connection gets 503 and is closed.
+    max_connections: int = Field(0, ge=0, le=10_000_000)
+    max_connections_per_address: int = Field(0, ge=0, le=10_000_000)
     public_url: str = ""
     listen_backlog: int = Field(2048, ge=16, le=65535)
     gc_gen0_threshold: int = Field(100_000, ge=0, le=10_000_000)
@@ -39,6 +46,8 @@ class DatabaseSettings(Section):
     # Apply pending migrations when the server starts. `volthub serve --workers N` runs
     # them once in the parent and starts its workers with this off.
     migrate_on_start: bool = True
+    # A request waits this long for a database connection, then gets 503 database_unavailable.
+    acquire_timeout: float = Field(5.0, gt=0, le=600)
 
     @field_validator("url")
     @classmethod
@@ -56,6 +65,17 @@ class AuthSettings(Section):
     # argon2id cost; the defaults follow argon2-cffi's (RFC 9106 "second choice").
     argon2_time_cost: int = Field(3, ge=1, le=20)
     argon2_memory_kib: int = Field(65536, ge=1024, le=4 * 1024 * 1024)
+    # Password hashes computed at once (each holds argon2_memory_kib), and how many more may
+    # wait; past that, login and register answer 503 busy instead of queueing without bound.
+    hash_concurrency: int = Field(2, ge=1, le=256)
+    hash_queue: int = Field(32, ge=0, le=100_000)
+    # Failed logins: this many per account and per client address within the window, then
+    # one more per window/limit; further attempts get 429 without a password hash being spent.
+    failed_logins_per_account: int = Field(10, ge=1, le=1_000_000)
+    failed_logins_per_address: int = Field(30, ge=1, le=1_000_000)
+    failed_login_window_seconds: float = Field(300.0, gt=0, le=86_400)
+    # Logins being checked at once from one address; more get 429 at once.
+    concurrent_logins_per_address: int = Field(2, ge=1, le=10_000)
 
 
 class WebhookSettings(Section):
@@ -153,8 +173,9 @@ class OAuthSettings(Section):
     sensitive_scopes_need_review: bool = True
     # Public clients (no secret) must always use PKCE; true demands it of confidential ones too.
     require_pkce_for_confidential: bool = False
-    # Accept code_challenge_method=plain (RFC 7636 allows it; S256 is always accepted).
-    allow_plain_pkce: bool = True
+    # Accept code_challenge_method=plain from confidential clients (RFC 7636 allows it, RFC
+    # 9700 advises against it; public clients are always refused it; S256 is always accepted).
+    allow_plain_pkce: bool = False
     # How long a process may reuse a grant check for an access token. Revocations in the
     # same process take effect at once; other processes see them within this time. 0: no cache.
     grant_cache_seconds: float = Field(2.0, ge=0, le=60)

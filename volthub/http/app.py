@@ -25,7 +25,7 @@ from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioRequest
 
 from volthub.config import Settings, load_settings
-from volthub.http import access, cluster, ratelimit
+from volthub.http import access, cluster, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import chat as chat_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
@@ -149,6 +149,7 @@ def create_app(
         app.register_blueprint(blueprint)
     _declare_openapi_route(app)
     events_api.mount(app)  # Engine.IO paths (/ws/events, /socket.io) served ahead of Quart
+    serving.adapt(app, settings)  # Hypercorn's close fix, connection caps, early body reads
 
     @app.before_serving
     async def _startup() -> None:
@@ -216,7 +217,9 @@ def _has_body() -> bool:
 
 async def _start(app: QuartTrio) -> None:
     rt: Runtime = app.extensions["volthub"]
-    database = open_database(rt.settings.database.url, rt.settings.database.pool_size)
+    database = open_database(
+        rt.settings.database.url, rt.settings.database.pool_size, rt.settings.database.acquire_timeout
+    )
     await database.open()
     if rt.settings.database.migrate_on_start:
         await migrate(database)
@@ -252,7 +255,12 @@ def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | None:
 async def _make_services(rt: Runtime, database: Database, publisher: EventPublisher) -> Services:
     """Every long-lived service of the app, made once the database is open."""
     settings, clock = rt.settings, rt.clock
-    passwords = Passwords(settings.auth.argon2_time_cost, settings.auth.argon2_memory_kib)
+    passwords = Passwords(
+        settings.auth.argon2_time_cost,
+        settings.auth.argon2_memory_kib,
+        settings.auth.hash_concurrency,
+        settings.auth.hash_queue,
+    )
     oauth = build_oauth_service(database, publisher, clock, settings.oauth)
     csrf_key = await database.write(secret_store.get_or_create("oauth_csrf_key", to_ms(clock.now())))
     dispatcher = Dispatcher.from_settings(database, clock, settings.webhooks)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +13,7 @@ from werkzeug.exceptions import HTTPException
 
 from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused, UnknownChannel
 from volthub.hub.clock import iso8601
-from volthub.persistence import InvalidData
+from volthub.persistence import DatabaseUnavailable, InvalidData, StorageUnavailable
 from volthub.persistence.pagination import InvalidCursor
 from volthub.protocol.webhooks import InvalidTarget
 from volthub.services.apps import AppNotFound, PublicClient
@@ -26,6 +28,7 @@ from volthub.services.extvideo import NotConnected as ExtNotConnected
 from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
+from volthub.services.passwords import PasswordWorkBusy
 from volthub.services.streams import (
     ClipNotFound,
     ClipOutOfRange,
@@ -112,6 +115,38 @@ def _validation_details(exc: RequestSchemaValidationError) -> tuple[str, dict[st
 DomainError = Callable[[Any], ApiError]
 
 
+# One log line per distinct store fault per this many seconds: a full disk must not write a
+# traceback per request (issue 18 measured 12,464 lines in 28 s).
+FAULT_LOG_INTERVAL = 10.0
+_fault_logged_at: dict[str, float] = {}
+_fault_log = logging.getLogger("volthub.database")
+
+
+def _log_fault(kind: str, message: str) -> None:
+    now = time.monotonic()
+    if now - _fault_logged_at.get(kind, -FAULT_LOG_INTERVAL) >= FAULT_LOG_INTERVAL:
+        _fault_logged_at[kind] = now
+        _fault_log.error("%s: %s (answering 503; logged at most every %gs)", kind, message, FAULT_LOG_INTERVAL)
+
+
+def _database_unavailable(error: DatabaseUnavailable) -> ApiError:
+    _log_fault("database_unavailable", str(error))
+    return ApiError(
+        503, "database_unavailable", "the database is unavailable; retry shortly", headers={"Retry-After": "5"}
+    )
+
+
+def _storage_unavailable(error: StorageUnavailable) -> ApiError:
+    _log_fault(f"storage_unavailable:{error.fault}", str(error))
+    return ApiError(
+        503,
+        "storage_unavailable",
+        f"the server cannot store data right now ({error})",
+        {"fault": error.fault},
+        headers={"Retry-After": "30"},
+    )
+
+
 def _refused(error: ChatRefused) -> ApiError:
     refusal = error.refusal
     return ApiError(refusal.status, refusal.code, refusal.message, refusal.details)
@@ -119,6 +154,11 @@ def _refused(error: ChatRefused) -> ApiError:
 
 DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     InvalidData: lambda _: ApiError(400, "invalid_value", "a value was refused by the database"),
+    DatabaseUnavailable: _database_unavailable,
+    PasswordWorkBusy: lambda _: ApiError(
+        503, "busy", "too many sign-ins at once; retry in a moment", headers={"Retry-After": "1"}
+    ),
+    StorageUnavailable: _storage_unavailable,
     InvalidCursor: lambda error: ApiError(400, "invalid_cursor", str(error), {"field": "cursor"}),
     ChatRefused: _refused,
     ChannelBusy: lambda _: ApiError(

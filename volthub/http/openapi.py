@@ -1,8 +1,25 @@
-"""The OpenAPI document: quart-schema's, plus each route's access declaration."""
+"""The OpenAPI document: quart-schema's, plus each route's access declaration, plus the
+answers every route can give, added BY RULE so that a new route comes out right without its
+author listing them (issue 18):
+
+- every operation: 400 (invalid input), 429 (rate limited), 503 (database or storage
+  unavailable, server busy; with Retry-After);
+- a route with path parameters: 404; a path parameter named `*_id` / `*Id` (except
+  `client_id`, which is an opaque app id) is declared `format: uuid`;
+- POST / PUT / PATCH: 413 (body over `[server] max_body_bytes`) and 415 (wrong content type);
+- a route that needs a token: 401 and 403;
+- a DELETE that documents no success: 204 (no content).
+
+What a rule cannot know, a route states where it is defined: an error status of its own with
+quart-schema's `document_response(ErrorBody, 409)`, a non-JSON answer (an HTML page, an
+event stream, a redirect) with `responds(...)` below.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from quart_schema.openapi import OpenAPIProvider
 from werkzeug.routing import Rule
@@ -10,6 +27,36 @@ from werkzeug.routing import Rule
 from volthub.http.access import JSON_ONLY, accepted_body_types, declaration_of
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+F = TypeVar("F", bound=Callable[..., Any])
+_RESPONSES = "__volthub_responses__"
+_UUID_PARAM = re.compile(r"(_id|Id)$")
+_NOT_UUID_PARAMS = frozenset({"client_id", "clientId"})
+_BODY_METHODS = frozenset({"post", "put", "patch"})
+
+
+def responds(
+    status: int, description: str, content_type: str | None = None, schema: dict[str, Any] | None = None
+) -> Callable[[F], F]:
+    """Document an answer the JSON rules cannot describe: `content_type` None is an empty
+    body (a redirect); a text type documents a string; the JSON error body for 4xx/5xx
+    unless `schema` says otherwise."""
+
+    def mark(fn: F) -> F:
+        entries: dict[str, Any] = dict(getattr(fn, _RESPONSES, {}))
+        response: dict[str, Any] = {"description": description}
+        if content_type is not None:
+            if schema is not None:
+                body = schema
+            elif content_type.startswith("text/"):
+                body = {"type": "string"}
+            else:
+                body = _ERROR_REF if status >= 400 else {"type": "object"}
+            response["content"] = {content_type: {"schema": body}}
+        entries[str(status)] = response
+        setattr(fn, _RESPONSES, entries)
+        return fn
+
+    return mark
 
 
 class VolthubOpenAPIProvider(OpenAPIProvider):
@@ -30,12 +77,17 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
         paths, components = super().build_paths(rule)
         view = self._app.view_functions[rule.endpoint]
         declaration = declaration_of(view)
+        stated: dict[str, Any] = getattr(view, _RESPONSES, {})
         for operations in paths.values():
             for method, operation in operations.items():
                 _describe_raw_body(operation, accepted_body_types(view))
                 # Function names repeat across blueprints (rotate_secret); endpoints do not.
                 operation["operationId"] = f"{method}_{rule.endpoint.replace('.', '_')}"
                 _describe_access(operation, declaration)
+                _answers_by_rule(operation, method)
+                operation["responses"].update(stated)
+                for response in operation["responses"].values():
+                    response.setdefault("headers", {}).update(_RATE_HEADERS)
         return paths, components
 
 
@@ -52,10 +104,30 @@ _RATE_HEADERS = {
 }
 
 
+def _answers_by_rule(operation: dict[str, Any], method: str) -> None:
+    responses = operation["responses"]
+    responses.setdefault(
+        "503",
+        {
+            **_error("Database or storage unavailable, or the server is busy; retry after Retry-After"),
+            "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
+        },
+    )
+    path_params = [param for param in operation.get("parameters", []) if param.get("in") == "path"]
+    if path_params:
+        responses.setdefault("404", _error("Not found"))
+    for param in path_params:
+        if _UUID_PARAM.search(param["name"]) and param["name"] not in _NOT_UUID_PARAMS:
+            param["schema"] = {"type": "string", "format": "uuid"}
+    if method in _BODY_METHODS:
+        responses.setdefault("413", _error("Request body larger than [server] max_body_bytes"))
+        responses.setdefault("415", _error("Request body of a content type this route does not take"))
+    if method == "delete" and not any(str(status).startswith("2") for status in responses):
+        responses["204"] = {"description": "Deleted (no content)"}
+
+
 def _describe_access(operation: dict[str, Any], declaration: Any) -> None:
     responses = operation.setdefault("responses", {})
-    for response in responses.values():
-        response.setdefault("headers", {}).update(_RATE_HEADERS)
     responses.setdefault("400", _error("Invalid input"))
     responses.setdefault(
         "429",

@@ -28,7 +28,7 @@ from volthub.hub.clock import Clock, to_ms
 from volthub.hub.components.base import Outcome, Refused
 from volthub.hub.kinds import ComponentKind
 from volthub.hub.publisher import Emitter, EventPublisher
-from volthub.persistence import Database, Tx
+from volthub.persistence import Database, DatabaseUnavailable, StorageUnavailable, Tx
 from volthub.persistence import channels as channels_repo
 
 log = logging.getLogger(__name__)
@@ -181,10 +181,14 @@ class ChannelActor:
             version, answers = await self._runtime.publisher.write(lambda tx, em: self._transaction(tx, em, calls))
         except Exception as exc:
             self._version = None  # components may hold state of the rolled-back transaction
-            if len(calls) == 1:
-                if not isinstance(exc, UnknownChannel):
+            if len(calls) == 1 or isinstance(exc, DatabaseUnavailable | StorageUnavailable):
+                # A database fault is the store's, not a command's: every caller gets it at
+                # once (retrying one by one would make each wait out the acquire timeout),
+                # and the HTTP layer logs it, rate-limited, instead of a traceback per command.
+                if not isinstance(exc, UnknownChannel | DatabaseUnavailable | StorageUnavailable):
                     log.exception("channel %s: command failed", self.channel_id)
-                calls[0].fail(exc)
+                for call in calls:
+                    call.fail(exc)
                 return
             for call in calls:  # one transaction each, so each caller gets its own answer
                 await self._commit([call])

@@ -25,6 +25,25 @@ class InvalidData(Exception):
     """The backend refused a value (e.g. NUL in PostgreSQL text): bad input, not a fault."""
 
 
+class DatabaseUnavailable(Exception):
+    """No connection could be had within `[database] acquire_timeout`, or the one in use was
+    lost: the request may be retried (HTTP 503 `database_unavailable` with Retry-After)."""
+
+
+class StorageUnavailable(Exception):
+    """The store cannot take writes: disk full, read-only file system or database file
+    (HTTP 503 `storage_unavailable`). `fault` names the kind, for rate-limited logging."""
+
+    def __init__(self, fault: str, message: str) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+
+class DatabaseError(Exception):
+    """Any other backend error, reduced to its code and primary message: never the row data
+    (PostgreSQL's DETAIL, statement parameters) that the driver's own message may carry."""
+
+
 class Tx(ABC):
     """One open transaction. Only ever used from the worker thread that runs it."""
 
@@ -63,6 +82,8 @@ class Savepoint:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> Literal[False]:
         if exc_type is None:
             self._tx.execute(f"RELEASE SAVEPOINT {self._name}")
+        elif isinstance(exc, DatabaseUnavailable | StorageUnavailable):
+            pass  # the transaction itself is gone (SQLite rolls back on SQLITE_FULL): report that
         else:
             self._tx.execute(f"ROLLBACK TO SAVEPOINT {self._name}")
             self._tx.execute(f"RELEASE SAVEPOINT {self._name}")

@@ -1,17 +1,37 @@
-"""PostgreSQL backend: psycopg 3's sync API in Trio worker threads (DESIGN §3)."""
+"""PostgreSQL backend: psycopg 3's sync API in Trio worker threads (DESIGN §3).
+
+Faults (issue 18): the pool checks a connection before handing it out, so one the server
+terminated is replaced instead of failing the request; waiting for a connection (the
+limiter and the pool together) is bounded by `acquire_timeout`, then `DatabaseUnavailable`;
+after an outage the pool retries connecting every second (psycopg_pool's default backoff
+doubles up to minutes), so service resumes within about a second of the database's
+return. Errors leave this module as our own exceptions carrying the SQLSTATE and primary
+message only, never DETAIL (which holds row data) or statement parameters.
+"""
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import psycopg
 import trio
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
-from volthub.persistence.database import Database, IntegrityError, InvalidData, Params, Row, Tx
+from volthub.persistence.database import (
+    Database,
+    DatabaseError,
+    DatabaseUnavailable,
+    IntegrityError,
+    InvalidData,
+    Params,
+    Row,
+    Tx,
+)
 
 T = TypeVar("T")
 
@@ -20,6 +40,22 @@ T = TypeVar("T")
 def to_pyformat(sql: str) -> str:
     """Repositories write qmark placeholders; psycopg wants %s (and a literal % doubled)."""
     return sql.replace("%", "%%").replace("?", "%s")
+
+
+def _summary(exc: psycopg.Error) -> str:
+    primary = exc.diag.message_primary if exc.diag is not None else None
+    return f"{exc.sqlstate or type(exc).__name__}: {primary or type(exc).__name__}"
+
+
+def _translate(exc: psycopg.Error) -> NoReturn:
+    """Our exception for a driver error, without its chain (whose message has DETAIL)."""
+    if isinstance(exc, psycopg.errors.IntegrityError):
+        raise IntegrityError(_summary(exc)) from None
+    if isinstance(exc, psycopg.DataError):
+        raise InvalidData(_summary(exc)) from None
+    if isinstance(exc, psycopg.OperationalError):
+        raise DatabaseUnavailable(_summary(exc)) from None
+    raise DatabaseError(_summary(exc)) from None
 
 
 class PostgresTx(Tx):
@@ -34,34 +70,49 @@ class PostgresTx(Tx):
                 cursor = self._connection.execute(to_pyformat(sql), tuple(params))
             else:  # without parameters psycopg sends the text as is: no % doubling
                 cursor = self._connection.execute(sql)
-        except psycopg.errors.IntegrityError as exc:
-            raise IntegrityError(str(exc)) from exc
-        except psycopg.DataError as exc:
-            raise InvalidData(str(exc)) from exc
-        return cursor.fetchall() if cursor.description else []
+            return cursor.fetchall() if cursor.description else []
+        except psycopg.Error as exc:
+            _translate(exc)
 
     def execute_many(self, sql: str, rows: Sequence[Params]) -> None:
         try:
             with self._connection.cursor() as cursor:
                 cursor.executemany(to_pyformat(sql), [tuple(r) for r in rows])
-        except psycopg.errors.IntegrityError as exc:
-            raise IntegrityError(str(exc)) from exc
+        except psycopg.Error as exc:
+            _translate(exc)
+
+
+class _SteadyRetry(AttemptWithBackoff):
+    """Reconnect attempts every second (±10%) instead of doubling: a database back from an
+    outage is used again within about a second."""
+
+    DELAY_BACKOFF = 1.0
+
+
+class _Pool(ConnectionPool[Any]):
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        super()._add_connection(attempt or _SteadyRetry(timeout=self.reconnect_timeout), growing)
 
 
 class PostgresDatabase(Database):
     dialect = "postgresql"
 
-    def __init__(self, url: str, pool_size: int = 8) -> None:
+    def __init__(self, url: str, pool_size: int = 8, acquire_timeout: float = 5.0) -> None:
         self.url = url
-        self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
+        self.acquire_timeout = acquire_timeout
+        self._pool: ConnectionPool[psycopg.Connection[Row]] = _Pool(
             url,
             connection_class=psycopg.Connection[Row],  # with dict_row: rows are dicts
             min_size=1,
             max_size=pool_size,
             open=False,
-            kwargs={"row_factory": dict_row, "autocommit": True},
+            kwargs={"row_factory": dict_row, "autocommit": True, "connect_timeout": max(1, round(acquire_timeout))},
+            timeout=acquire_timeout,
+            # Never give up reconnecting for good: the database may come back after hours.
+            reconnect_timeout=365 * 86400,
         )
         self._limiter = trio.CapacityLimiter(pool_size)
+        self._threads = trio.CapacityLimiter(pool_size)
 
     async def open(self) -> None:
         await trio.to_thread.run_sync(functools.partial(self._pool.open, wait=True, timeout=15))
@@ -70,15 +121,54 @@ class PostgresDatabase(Database):
         await trio.to_thread.run_sync(self._pool.close)
 
     async def read(self, fn: Callable[[Tx], T]) -> T:
-        return await trio.to_thread.run_sync(self._run, fn, limiter=self._limiter)
+        return await self._call(fn)
 
     async def write(self, fn: Callable[[Tx], T]) -> T:
-        return await trio.to_thread.run_sync(self._run, fn, limiter=self._limiter)
+        return await self._call(fn)
 
     def run_sync(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
-        return self._run(fn)
+        return self._run(fn, self.acquire_timeout)
 
-    def _run(self, fn: Callable[[Tx], T]) -> T:
-        # autocommit connections: transaction() issues an explicit BEGIN / COMMIT.
-        with self._pool.connection() as connection, connection.transaction():
-            return fn(PostgresTx(connection))
+    async def _call(self, fn: Callable[[Tx], T]) -> T:
+        """Waiting for a slot and then for a pooled connection share one acquire_timeout."""
+        deadline = trio.current_time() + self.acquire_timeout
+        with trio.move_on_at(deadline) as waited:
+            await self._limiter.acquire()
+        if waited.cancelled_caught:
+            raise DatabaseUnavailable("no database connection became free in time")
+        try:
+            remaining = max(0.05, deadline - trio.current_time())
+            return await trio.to_thread.run_sync(self._run, fn, remaining, limiter=self._threads)
+        finally:
+            self._limiter.release()
+
+    def _run(self, fn: Callable[[Tx], T], timeout: float) -> T:
+        connection = self._checked_connection(timeout)
+        try:
+            # autocommit connections: transaction() issues an explicit BEGIN / COMMIT.
+            with connection.transaction():
+                return fn(PostgresTx(connection))
+        except psycopg.Error as exc:  # BEGIN, COMMIT or ROLLBACK failed (statements translate their own)
+            _translate(exc)
+        finally:
+            self._pool.putconn(connection)
+
+    def _checked_connection(self, timeout: float) -> psycopg.Connection[Row]:
+        """A pooled connection that answered a round trip just now. One the server terminated
+        goes back to the pool (which drops and replaces it) and the next is tried at once:
+        psycopg_pool's own `check=` sleeps 1, 2, 4 s between failed checks, so a few dead
+        connections in a row would outlast the acquire timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                connection = self._pool.getconn(timeout=max(0.01, deadline - time.monotonic()))
+            except PoolTimeout:
+                raise DatabaseUnavailable("no database connection within the acquire timeout") from None
+            try:
+                ConnectionPool.check_connection(connection)
+            except psycopg.Error:
+                self._pool.putconn(connection)
+                if time.monotonic() >= deadline:
+                    raise DatabaseUnavailable("no live database connection within the acquire timeout") from None
+                continue
+            return connection

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -10,9 +11,39 @@ from typing import Any, TypeVar
 
 import trio
 
-from volthub.persistence.database import Database, IntegrityError, Params, Row, Tx
+from volthub.persistence.database import (
+    Database,
+    DatabaseError,
+    DatabaseUnavailable,
+    IntegrityError,
+    Params,
+    Row,
+    StorageUnavailable,
+    Tx,
+)
 
 T = TypeVar("T")
+
+# Primary result codes (the low byte of extended ones) that mean the storage, not the
+# request, is at fault: 503 storage_unavailable, never a 500 with a traceback per request.
+_STORAGE_FAULTS = {
+    8: ("read_only", "the database is read-only"),  # SQLITE_READONLY
+    10: ("io_error", "disk I/O error"),  # SQLITE_IOERR
+    13: ("disk_full", "the database or disk is full"),  # SQLITE_FULL
+    14: ("cannot_open", "the database file cannot be opened"),  # SQLITE_CANTOPEN
+}
+
+
+def _translate(exc: sqlite3.Error) -> Exception:
+    if isinstance(exc, sqlite3.IntegrityError):
+        return IntegrityError(str(exc))
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _STORAGE_FAULTS:
+        fault, message = _STORAGE_FAULTS[code & 0xFF]
+        return StorageUnavailable(fault, message)
+    if code is not None and code & 0xFF in (5, 6):  # SQLITE_BUSY, SQLITE_LOCKED past busy_timeout
+        return DatabaseUnavailable("the database stayed locked")
+    return DatabaseError(f"{getattr(exc, 'sqlite_errorname', type(exc).__name__)}: {exc}")
 
 
 def _dict_rows(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Row:
@@ -28,21 +59,22 @@ class SQLiteTx(Tx):
     def execute(self, sql: str, params: Params = ()) -> list[Row]:
         try:
             return self._connection.execute(sql, tuple(params)).fetchall()
-        except sqlite3.IntegrityError as exc:
-            raise IntegrityError(str(exc)) from exc
+        except sqlite3.Error as exc:
+            raise _translate(exc) from None
 
     def execute_many(self, sql: str, rows: Sequence[Params]) -> None:
         try:
             self._connection.executemany(sql, [tuple(r) for r in rows])
-        except sqlite3.IntegrityError as exc:
-            raise IntegrityError(str(exc)) from exc
+        except sqlite3.Error as exc:
+            raise _translate(exc) from None
 
 
 class SQLiteDatabase(Database):
     dialect = "sqlite"
 
-    def __init__(self, url: str, path: Path, pool_size: int = 8) -> None:
+    def __init__(self, url: str, path: Path, pool_size: int = 8, acquire_timeout: float = 5.0) -> None:
         self.url = url
+        self.acquire_timeout = acquire_timeout
         self.path = path
         self._idle: list[sqlite3.Connection] = []
         self._all: list[sqlite3.Connection] = []
@@ -72,7 +104,10 @@ class SQLiteDatabase(Database):
         return self._run(fn, write)
 
     def _run(self, fn: Callable[[Tx], T], write: bool) -> T:
-        connection = self._acquire()
+        try:
+            connection = self._acquire()
+        except sqlite3.Error as exc:
+            raise _translate(exc) from None
         try:
             # IMMEDIATE takes the write lock up front, so a read-then-write transaction
             # can never fail half-way with a lock upgrade error.
@@ -80,12 +115,26 @@ class SQLiteDatabase(Database):
             try:
                 result = fn(SQLiteTx(connection))
             except BaseException:
-                connection.execute("ROLLBACK")
+                self._rollback(connection)
                 raise
-            connection.execute("COMMIT")
+            try:
+                connection.execute("COMMIT")
+            except sqlite3.Error:
+                self._rollback(connection)
+                raise
             return result
+        except sqlite3.Error as exc:
+            raise _translate(exc) from None
         finally:
             self._release(connection)
+
+    @staticmethod
+    def _rollback(connection: sqlite3.Connection) -> None:
+        # SQLite may already have rolled back by itself (e.g. on SQLITE_FULL); a second
+        # ROLLBACK would raise and hide the error that matters.
+        if connection.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
 
     def _acquire(self) -> sqlite3.Connection:
         with self._idle_lock:

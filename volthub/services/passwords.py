@@ -7,14 +7,25 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 
+class PasswordWorkBusy(Exception):
+    """Every hashing slot is busy and the queue is full: answer 503 rather than queue
+    without bound (a flood of logins would otherwise delay everyone's by seconds)."""
+
+
 class Passwords:
-    def __init__(self, time_cost: int, memory_kib: int, parallel_hashes: int = 2) -> None:
+    def __init__(self, time_cost: int, memory_kib: int, parallel_hashes: int = 2, max_waiting: int = 32) -> None:
         self._hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_kib, parallelism=1)
         # Bounds memory: each hash in flight holds memory_kib.
         self._limiter = trio.CapacityLimiter(parallel_hashes)
+        self._max_waiting = max_waiting
         self._dummy = self._hasher.hash("volthub-timing-equaliser")
 
+    def _admit(self) -> None:
+        if self._limiter.available_tokens == 0 and self._limiter.statistics().tasks_waiting >= self._max_waiting:
+            raise PasswordWorkBusy()
+
     async def hash(self, password: str) -> str:
+        self._admit()
         return await trio.to_thread.run_sync(self._hasher.hash, password, limiter=self._limiter)
 
     async def verify(self, password_hash: str | None, password: str) -> bool:
@@ -27,4 +38,5 @@ class Passwords:
             except (VerificationError, InvalidHashError):
                 return False
 
+        self._admit()
         return await trio.to_thread.run_sync(check, limiter=self._limiter)

@@ -144,18 +144,27 @@ async def test_json_body_with_client_secret_post(client):
     assert response.status_code == 200 and (await response.get_json())["scope"] == "chat:read"
 
 
-async def test_plain_pkce(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
-    verifier = new_verifier()
-    code = await approve(client, user, dev, verifier=verifier, method="plain")
-    assert (await exchange(client, dev, code, verifier)).status_code == 200
-
-
-async def test_plain_pkce_can_be_switched_off(sqlite_url):
+async def test_plain_pkce_when_allowed_for_confidential_clients_only(sqlite_url):
     from volthub.http.app import create_app as make_app
 
-    application = make_app(make_settings(sqlite_url, oauth={"allow_plain_pkce": False}))
+    application = make_app(make_settings(sqlite_url, oauth={"allow_plain_pkce": True}))
+    async with application.test_app():
+        client = application.test_client()
+        owner, user = await register(client), await register(client)
+        dev = await create_app(client, owner)
+        verifier = new_verifier()
+        code = await approve(client, user, dev, verifier=verifier, method="plain")
+        assert (await exchange(client, dev, code, verifier)).status_code == 200
+        public = await create_app(client, owner, public=True)
+        refused = await client.get(AUTHORIZE, query_string=authorize_params(public, verifier=verifier, method="plain"))
+        body = await refused.get_json()
+        assert refused.status_code == 400 and body["error"] == "invalid_request" and "public" in body["message"]
+
+
+async def test_plain_pkce_is_refused_by_default(sqlite_url):
+    from volthub.http.app import create_app as make_app
+
+    application = make_app(make_settings(sqlite_url))
     async with application.test_app():
         client = application.test_client()
         owner = await register(client)
@@ -740,10 +749,12 @@ async def test_scope_catalogue(client):
     assert body["aliases"]["streams:key:read"] == "stream:key" and body["aliases"]["user:profile:read"] is None
 
 
-async def test_metadata_issuer_follows_public_url(client, sqlite_url):
-    metadata = await (await client.get("/.well-known/oauth-authorization-server")).get_json()
-    assert metadata["issuer"] == "http://localhost"
-    assert metadata["token_endpoint"] == "http://localhost/api/developer/oauth/token"
+async def test_metadata_issuer_follows_public_url_never_the_host_header(client, sqlite_url):
+    metadata = await (
+        await client.get("/.well-known/oauth-authorization-server", headers={"Host": "evil.example"})
+    ).get_json()
+    assert metadata["issuer"] == "http://127.0.0.1:8080"  # [server] host and port: no public_url set
+    assert metadata["token_endpoint"] == "http://127.0.0.1:8080/api/developer/oauth/token"
     assert metadata["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert "client_credentials" not in metadata["grant_types_supported"]
 
@@ -934,12 +945,13 @@ async def test_nul_and_other_odd_client_ids_are_unknown_on_both_backends(databas
         for path in ("/api/developer/apps/%00", "/api/users/me/connections/%00"):
             method = "GET" if "apps" in path else "DELETE"
             assert (await client.open(path, method=method, headers=owner.headers)).status_code == 400
-        page = await client.get("/oauth/authorize", query_string=authorize_params(dev, verifier=new_verifier()))
+        params = authorize_params(dev, verifier=new_verifier())
+        page = await client.get("/oauth/authorize", query_string=params)
         import re as _re
 
         csrf = _re.search(r'name="csrf_token" value="([^"]+)"', await page.get_data(as_text=True)).group(1)
         form = {
-            **authorize_params(dev, verifier=new_verifier()),
+            **params,
             "action": "login",
             "csrf_token": csrf,
             "username": "a\x00b",
@@ -947,3 +959,21 @@ async def test_nul_and_other_odd_client_ids_are_unknown_on_both_backends(databas
         }
         login = await client.post("/oauth/authorize", form=form)
         assert login.status_code == 200 and 'id="error"' in await login.get_data(as_text=True)
+
+
+async def test_consent_csrf_token_is_bound_to_its_authorization_request(client):
+    """A CSRF token from the consent page of one authorization request does not pass on the
+    form of another (another challenge here): the form is refused as expired."""
+    import re as _re
+
+    owner = await register(client)
+    dev = await create_app(client, owner)
+    first = authorize_params(dev, verifier=new_verifier())
+    page = await client.get("/oauth/authorize", query_string=first)
+    csrf = _re.search(r'name="csrf_token" value="([^"]+)"', await page.get_data(as_text=True)).group(1)
+    login = {"action": "login", "csrf_token": csrf, "username": "nobody_here", "password": "wrong password"}
+    other = authorize_params(dev, verifier=new_verifier())
+    refused = await client.post("/oauth/authorize", form={**other, **login})
+    assert refused.status_code == 400
+    taken = await client.post("/oauth/authorize", form={**first, **login})
+    assert taken.status_code == 200 and 'id="error"' in await taken.get_data(as_text=True)

@@ -20,7 +20,7 @@ printable = st.characters(blacklist_categories=("Cc", "Cs"))
 # --- message, snippet, effect, colour ----------------------------------------------------------
 
 
-@given(st.text(printable, min_size=1, max_size=rules.MESSAGE_MAX).filter(lambda s: s.strip()))
+@given(st.text(printable, min_size=1, max_size=rules.MESSAGE_MAX).filter(lambda s: any(map(rules.is_visible, s))))
 def test_messages_up_to_500_code_points_pass_unchanged(text):
     assert rules.check_message(text) == text
 
@@ -45,6 +45,23 @@ def test_the_500_boundary_counts_code_points_not_bytes_or_utf16_units():
 def test_blank_messages_are_refused(text):
     with pytest.raises(ValueError, match="blank"):
         rules.check_message(text)
+
+
+# Zero-width space, non-joiner, joiner, word joiner, BOM, Hangul filler, braille blank,
+# variation selector 16, combining grapheme joiner: each draws nothing on its own.
+INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u3164\u2800\ufe0f\u034f"
+
+
+@given(st.text(st.sampled_from(INVISIBLE + " \u00a0"), min_size=1, max_size=20))
+def test_messages_of_only_invisible_characters_are_refused_as_blank(text):
+    with pytest.raises(ValueError, match="blank"):
+        rules.check_message(text)
+
+
+def test_invisible_characters_beside_visible_ones_are_kept():
+    assert rules.check_message("hi\u200b there") == "hi\u200b there"
+    assert rules.check_message("\u2764\ufe0f") == "\u2764\ufe0f"  # a heart with its emoji selector
+    assert rules.check_message("\U0001f468\u200d\U0001f469") == "\U0001f468\u200d\U0001f469"
 
 
 @pytest.mark.parametrize("bad", ["a\x00b", "bell\x07", "esc\x1b[31m"])

@@ -6,12 +6,13 @@ import re
 
 from pydantic import Field, field_validator
 from quart import Blueprint
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import document_response, tag, validate_request, validate_response
 
 from volthub.http import access
 from volthub.http.errors import ApiError
+from volthub.http.login_guard import LoginThrottled, Throttled, guarded_login
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, DisplayName, Model, UserOut
+from volthub.http.schemas import Body, DisplayName, ErrorBody, Model, UserOut
 from volthub.http.users_view import user_out
 from volthub.hub.clock import iso8601
 from volthub.services.accounts import Accounts, UsernameTaken
@@ -62,6 +63,7 @@ def _session(user) -> SessionOut:  # type: ignore[no-untyped-def]
 @tag(["Accounts"])
 @validate_request(RegisterBody)
 @validate_response(SessionOut, 201)
+@document_response(ErrorBody, 409)
 async def register(data: RegisterBody) -> tuple[SessionOut, int]:
     """Create a first-party account and sign in.
 
@@ -80,9 +82,31 @@ async def register(data: RegisterBody) -> tuple[SessionOut, int]:
 @tag(["Accounts"])
 @validate_request(LoginBody)
 @validate_response(SessionOut, 200)
+@document_response(ErrorBody, 401)
 async def login(data: LoginBody) -> SessionOut:
-    """Sign in with username (any case) and password; returns a first-party token."""
-    user = await accounts().login(data.username, data.password)
+    """Sign in with username (any case) and password; returns a first-party token.
+
+    Failed attempts are throttled per account and per client address (`[auth]
+    failed_logins_per_*`): past the budget, 429 with Retry-After. While every password-hash
+    slot and its queue are busy: 503 `busy` with Retry-After."""
+    try:
+        user = await guarded_login(data.username, data.password)
+    except LoginThrottled as refused:
+        raise _throttled(refused.throttled) from None
     if user is None:
         raise ApiError(401, "invalid_credentials", "username or password is wrong")
     return _session(user)
+
+
+def _throttled(refused: Throttled) -> ApiError:
+    if refused.which == "address" and refused.retry_after == 1:
+        message = "too many sign-ins in progress from this address; retry in 1 s"
+    else:
+        message = f"too many failed logins for this {refused.which}; retry in {refused.retry_after} s"
+    return ApiError(
+        429,
+        "rate_limit_exceeded",
+        message,
+        headers={"Retry-After": str(refused.retry_after)},
+        extra={"retry_after": refused.retry_after},
+    )

@@ -36,8 +36,9 @@ from volthub.http.consent_page import (
     render_consent_page,
     render_error_page,
 )
+from volthub.http.login_guard import LoginThrottled, guarded_login
+from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
-from volthub.services.accounts import Accounts
 from volthub.services.oauth import OAuthError
 from volthub.services.tokens import SESSION, TokenError
 from volthub.services.users import User
@@ -54,6 +55,9 @@ _USERNAME = re.compile(r"[A-Za-z0-9_]{1,25}")
 @blueprint.get(FORM_ACTION)
 @access.public
 @tag(["OAuth"])
+@responds(200, "The consent page", "text/html")
+@responds(400, "A page saying what is wrong with the request", "text/html")
+@responds(303, "Back to the app's redirect URI with an error (RFC 6749 §4.1.2.1)")
 async def consent_page() -> Response:
     """The consent screen (HTML): the app's logo, name and reviewed badge, the requested
     scopes grouped by category with sensitive ones marked, Approve and Deny. Asks the person
@@ -68,6 +72,9 @@ async def consent_page() -> Response:
 
 
 @blueprint.post(FORM_ACTION)
+@responds(200, "The consent or sign-in page again, with an error", "text/html")
+@responds(400, "A page saying what is wrong with the form", "text/html")
+@responds(303, "To the app's redirect URI with a code or an error, or back to this page after sign-in")
 @access.public
 @access.accepts(FORM)
 @tag(["OAuth"])
@@ -84,7 +91,7 @@ async def consent_submit() -> Response:
     seed = request.cookies.get(CSRF_COOKIE)
     action = values.get("action")
     if action == "login":
-        if not _csrf_ok(seed, "login", values.get("csrf_token")):
+        if not _csrf_ok(seed, _login_purpose(checked), values.get("csrf_token")):
             return _form_expired()
         return await _login(checked, params, values, seed or "")
     if action == "consent":
@@ -102,7 +109,7 @@ async def _decide(
     if seed is None:  # the CSRF cookie is gone (cleared, or blocked): ask again with a new one
         error = "This page had expired. Choose again."
         return _page(checked, params, user, secrets.token_urlsafe(24), error=error)
-    if not _csrf_ok(seed, _consent_purpose(user), values.get("csrf_token")):
+    if not _csrf_ok(seed, _consent_purpose(user, checked), values.get("csrf_token")):
         return _form_expired()
     decision = values.get("decision")
     if decision == "approve":
@@ -117,11 +124,14 @@ async def _decide(
 
 async def _login(checked: AuthorizeRequest, params: dict[str, str], values: Mapping[str, str], seed: str) -> Response:
     username, password = values.get("username", ""), values.get("password", "")
-    accounts: Accounts = runtime().services.accounts
     user = None
     # Only what registration allows reaches the database (PostgreSQL refuses NUL in text).
     if _USERNAME.fullmatch(username) and 0 < len(password) <= 128:
-        user = await accounts.login(username, password)
+        try:  # the login route's throttles apply here too
+            user = await guarded_login(username, password)
+        except LoginThrottled as refused:
+            wait = refused.throttled.retry_after
+            return _page(checked, params, None, seed, error=f"Too many sign-in attempts. Try again in {wait} s.")
     if user is None:
         return _page(checked, params, None, seed, error="Wrong username or password.")
     tokens = runtime().tokens
@@ -151,8 +161,26 @@ async def _signed_in_user() -> User | None:
 # --- CSRF ------------------------------------------------------------------------------------------
 
 
-def _consent_purpose(user: User) -> str:
-    return f"consent|{user.id}"
+def _consent_purpose(user: User, checked: AuthorizeRequest) -> str:
+    return f"consent|{user.id}|{_request_digest(checked)}"
+
+
+def _login_purpose(checked: AuthorizeRequest) -> str:
+    return f"login|{_request_digest(checked)}"
+
+
+def _request_digest(checked: AuthorizeRequest) -> str:
+    """Binds a page's CSRF token to the authorization request it was issued for: a token
+    taken from one consent page cannot approve another app, scope, redirect or challenge."""
+    parts = (
+        checked.app.client_id,
+        checked.redirect_uri,
+        checked.scope,
+        checked.state or "",
+        checked.code_challenge or "",
+        checked.code_challenge_method or "",
+    )
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _csrf_token(seed: str, purpose: str) -> str:
@@ -173,7 +201,7 @@ def _page(
     checked: AuthorizeRequest, params: Mapping[str, str], user: User | None, seed: str, error: str | None = None
 ) -> Response:
     app = checked.app
-    purpose = "login" if user is None else _consent_purpose(user)
+    purpose = _login_purpose(checked) if user is None else _consent_purpose(user, checked)
     html = render_consent_page(
         app={
             "clientId": app.client_id,

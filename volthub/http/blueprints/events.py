@@ -15,6 +15,7 @@ from volthub.config import EventsSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.events.socketio import SLOW_CONSUMER, SSE_WIRE, sse_encode
+from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
 from volthub.hub.fanout import Fanout
@@ -104,6 +105,7 @@ async def event_types() -> EventTypesOut:
 @blueprint.get("/stream")
 @access.token()
 @tag(["Events"])
+@responds(200, "The event stream", "text/event-stream")
 @validate_querystring(StreamQuery)
 async def stream(query_args: StreamQuery) -> Response:
     """Server-sent events of the token owner's channel (any valid token; no scope needed).

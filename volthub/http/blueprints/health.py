@@ -15,6 +15,16 @@ blueprint = Blueprint("health", __name__)
 @tag(["Operations"])
 @validate_response(StatusOut)
 async def healthz() -> StatusOut:
-    """Readiness: 200 once the database is open and migrated."""
-    _ = runtime().db  # raises until start-up has finished
+    """Readiness: 200 while the database answers; 503 `database_unavailable` (or
+    `storage_unavailable`) while it does not, within `[database] acquire_timeout`."""
+    await runtime().db.read(lambda tx: tx.scalar("SELECT 1"))
+    return StatusOut(status="ok")
+
+
+@blueprint.get("/livez")
+@access.public
+@tag(["Operations"])
+@validate_response(StatusOut)
+async def livez() -> StatusOut:
+    """Liveness: 200 while the process serves requests, whatever the database does."""
     return StatusOut(status="ok")

@@ -111,12 +111,16 @@ class EngineIOEndpoint:
                 try:
                     await trio.sleep_forever()
                 finally:
-                    # Before the drivers go: release pending GETs and close the WebSockets.
-                    for conn in list(self.sessions.values()):
-                        self.dispatch_leave(conn, conn.close("server shutting down", CLOSE_GOING_AWAY))
+                    self.close_sessions_for_shutdown()
         finally:
             self._nursery = None
             self.sessions.clear()
+
+    def close_sessions_for_shutdown(self) -> None:
+        """Before the drivers go (and at SIGTERM, issue 18's hook): release pending GETs and
+        end every session with a close packet."""
+        for conn in list(self.sessions.values()):
+            self.dispatch_leave(conn, conn.close("server shutting down", CLOSE_GOING_AWAY))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._nursery is None:

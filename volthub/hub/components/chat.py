@@ -63,12 +63,27 @@ def _refuse_control_characters(text: str, field: str) -> None:
 
 def check_message(text: str) -> str:
     """1–500 Unicode code points, not blank. Returned unchanged when valid."""
-    if not text.strip():
-        raise ValueError("message must not be blank")
+    if not any(is_visible(character) for character in text):
+        raise ValueError("message must not be blank (it holds only invisible characters)")
     if len(text) > MESSAGE_MAX:
         raise ValueError(f"message must be at most {MESSAGE_MAX} characters")
     _refuse_control_characters(text, "message")
     return text
+
+
+# Characters that draw nothing though Unicode does not class them as spaces or format
+# characters: Hangul fillers, the braille blank, the Mongolian vowel separator, the
+# combining grapheme joiner. Variation selectors are checked by range below.
+_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e\u034f")
+
+
+def is_visible(character: str) -> bool:
+    if character.isspace() or character in _INVISIBLE:
+        return False
+    if unicodedata.category(character) in ("Cf", "Cc", "Zs", "Zl", "Zp", "Cs"):
+        return False
+    code = ord(character)
+    return not (0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF)
 
 
 def check_snippet(text: str) -> str:

@@ -154,6 +154,10 @@ def _checked_pkce(app: App, params: Mapping[str, str], fail: Any) -> tuple[str |
             raise fail("invalid_request", "PKCE is required: send code_challenge and code_challenge_method=S256")
         return None, None
     method = pkce.effective_method(method)
+    # RFC 9700 §2.1.1: plain protects nothing once the challenge leaks; never for public
+    # clients, and for confidential ones only when an operator allows it.
+    if method == "plain" and app.is_public:
+        raise fail("invalid_request", "code_challenge_method=plain is not allowed for public clients; use S256")
     if method == "plain" and not settings.allow_plain_pkce:
         raise fail("invalid_request", "code_challenge_method=plain is not allowed here; use S256")
     return challenge, method

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import Field
-from quart import jsonify, request
+from quart import jsonify
 from quart_schema import document_response, tag
 
 from volthub.http import access
 from volthub.http.blueprints.oauth.common import blueprint
 from volthub.http.blueprints.oauth.token_endpoint import GRANT_TYPES
+from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model
 from volthub.protocol.oauth.scopes import SCOPE_NAMES, catalogue_document
@@ -46,16 +47,22 @@ async def scopes() -> Any:
 
 
 def issuer() -> str:
-    public_url = runtime().settings.server.public_url
-    return (public_url or request.host_url).rstrip("/")
+    """`[server] public_url`; without it, the address the server is configured to bind.
+    Never the request's Host header (RFC 9700 §4.4: a client would choose the issuer)."""
+    server = runtime().settings.server
+    if server.public_url:
+        return server.public_url.rstrip("/")
+    host = f"[{server.host}]" if ":" in server.host else server.host
+    return f"http://{host}:{server.port}"
 
 
 @blueprint.get("/.well-known/oauth-authorization-server")
 @access.public
 @tag(["OAuth"])
+@responds(200, "Authorization server metadata (RFC 8414)", "application/json")
 async def metadata() -> Any:
-    """Authorization server metadata (RFC 8414). The issuer is `[server] public_url`, or
-    the request's own origin when that is empty."""
+    """Authorization server metadata (RFC 8414). The issuer is `[server] public_url` (or,
+    when that is empty, the configured bind address), never the request's Host header."""
     base = issuer()
     methods = ["S256", "plain"] if runtime().settings.oauth.allow_plain_pkce else ["S256"]
     auth_methods = ["client_secret_basic", "client_secret_post", "none"]

@@ -30,6 +30,7 @@ from volthub.http.blueprints.oauth.common import (
     request_params,
 )
 from volthub.http.errors import ApiError, error_response
+from volthub.http.openapi import responds
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
@@ -243,6 +244,7 @@ class RevokeForm(Body):
 @document_request(RevokeForm, source=DataSource.FORM)
 @document_response(OAuthErrorBody, 400)
 @document_response(OAuthErrorBody, 401)
+@responds(200, "Revoked, or nothing to revoke (RFC 7009 §2.2)", "application/json")
 async def revoke() -> Any:
     """Revoke a token (RFC 7009); client authentication as at the token endpoint.
 

@@ -1,0 +1,397 @@
+"""How volthub is served by Hypercorn's trio worker: the one config builder, the descriptor
+limit, a connection cap, and a narrow adaptation of Hypercorn's TCP server.
+
+Why the adaptation (DESIGN §7): in Hypercorn 0.17/0.18 the connection close runs inside the
+task that finished the response. Quart-Trio cancels that task's nursery as soon as the
+request is over (it sees `http.disconnect`), so the close (`send_eof` / `aclose`) and the
+restart of the keep-alive idle timer hit a cancelled scope and never happen. The effects:
+`Connection: close` and HTTP/1.0 connections are never closed, idle keep-alive connections
+never time out, a response sent before its request body was read leaves the connection in
+limbo (the next request on it is never answered), and SIGTERM waits out its whole graceful
+timeout. Upstream: Hypercorn issue "Connection:close ignored?".
+
+The fix: `TCPServer.protocol_send` handles `Closed` and `Updated` (the close and the idle
+timer) under a shielded cancel scope with a short deadline, so they complete even when the
+caller's scope is cancelled and can never block shutdown. It is applied by
+`install_hypercorn_fixes()`, which `create_app` calls, so it holds under `volthub serve` and
+under `hypercorn --worker-class trio "volthub.http.app:create_app()"` alike. It is pinned to
+the Hypercorn versions it was written against; on any other version it is not applied and a
+warning says so (tests/http/test_connections.py fails then, showing whether the upstream
+code still needs it).
+
+Two more narrow changes ride along: when the peer closes, the idle timer is stopped at once
+(upstream keeps the descriptor until keep_alive_timeout runs out); and the 400/431 answers
+Hypercorn writes itself for unparsable requests carry a JSON error body (DESIGN §6).
+
+The patched `run` counts connections: past `[server] max_connections` in total or
+`max_connections_per_address` from one address, a new connection gets a 503 and is closed at
+once, instead of the process running out of file descriptors (`accept returned EMFILE`),
+after which nobody gets in.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import resource
+import warnings
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import orjson
+import trio
+
+log = logging.getLogger("volthub.serving")
+
+# Hypercorn releases whose trio TCPServer has the cancelled-close bug this module fixes.
+PATCHED_HYPERCORN_VERSIONS = ("0.17.3", "0.18.0")
+# The shielded close gets this long (a TLS close_notify to a peer that never reads could
+# otherwise hold it open).
+CLOSE_DEADLINE_SECONDS = 2.0
+# Descriptors kept free for the database, log files and outgoing webhook connections when
+# the connection cap is derived from the descriptor limit.
+RESERVED_DESCRIPTORS = 256
+
+
+@dataclass
+class ConnectionLimits:
+    """Open connections, counted by the patched TCP server (one instance per process)."""
+
+    total: int = 0  # 0: derived from the descriptor limit at start
+    per_address: int = 0  # 0: no per-address cap
+    open: int = 0
+    by_address: collections.Counter[str] = field(default_factory=collections.Counter)
+    refused: int = 0
+
+    def admit(self, address: str) -> bool:
+        if self.total and self.open >= self.total:
+            return False
+        if self.per_address and self.by_address[address] >= self.per_address:
+            return False
+        self.open += 1
+        self.by_address[address] += 1
+        return True
+
+    def release(self, address: str) -> None:
+        self.open -= 1
+        self.by_address[address] -= 1
+        if self.by_address[address] <= 0:
+            del self.by_address[address]
+
+
+LIMITS = ConnectionLimits()
+
+_OVER_CAPACITY_BODY = orjson.dumps({"error": "server_busy", "message": "too many open connections; retry shortly"})
+OVER_CAPACITY_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"content-type: application/json\r\n"
+    b"retry-after: 1\r\n"
+    b"connection: close\r\n"
+    b"content-length: " + str(len(_OVER_CAPACITY_BODY)).encode() + b"\r\n\r\n" + _OVER_CAPACITY_BODY
+)
+
+_installed = False
+
+
+def hypercorn_version() -> str:
+    try:
+        return version("hypercorn")
+    except PackageNotFoundError:  # pragma: no cover - hypercorn is a dependency
+        return "unknown"
+
+
+def install_hypercorn_fixes() -> bool:
+    """Patch Hypercorn's trio TCPServer once per process; False (and a warning) when the
+    installed Hypercorn is not one this adaptation was written for."""
+    global _installed
+    if _installed:
+        return True
+    found = hypercorn_version()
+    if found not in PATCHED_HYPERCORN_VERSIONS:
+        warnings.warn(
+            f"volthub's connection-close fix was written for Hypercorn {', '.join(PATCHED_HYPERCORN_VERSIONS)}"
+            f" and is NOT applied to {found}: check tests/http/test_connections.py",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
+    from hypercorn.protocol.h11 import H11Protocol
+    from hypercorn.trio.tcp_server import TCPServer
+
+    TCPServer.protocol_send = _shielded(TCPServer.protocol_send)  # type: ignore[method-assign, assignment]
+    TCPServer.run = _capped(TCPServer.run)  # type: ignore[method-assign, assignment]
+    TCPServer._read_data = _then_stop_idle_timer(TCPServer._read_data)  # type: ignore[method-assign, assignment]
+    H11Protocol._send_error_response = _json_error_response  # type: ignore[method-assign]
+    _installed = True
+    return True
+
+
+def _shielded(
+    protocol_send: Callable[[Any, Any], Coroutine[Any, Any, None]],
+) -> Callable[[Any, Any], Coroutine[Any, Any, None]]:
+    from hypercorn.events import Closed, Updated
+
+    async def protocol_send_shielded(self: Any, event: Any) -> None:
+        if isinstance(event, Closed | Updated):
+            # The close and the idle timer must happen even when the task that finished the
+            # response is being cancelled; bounded, so shutdown never waits on a dead peer.
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_DEADLINE_SECONDS):
+                await protocol_send(self, event)
+            return
+        await protocol_send(self, event)
+
+    protocol_send_shielded.__wrapped__ = protocol_send  # type: ignore[attr-defined]
+    return protocol_send_shielded
+
+
+def _then_stop_idle_timer(
+    read_data: Callable[[Any], Coroutine[Any, Any, None]],
+) -> Callable[[Any], Coroutine[Any, Any, None]]:
+    async def read_data_then_stop_idle_timer(self: Any) -> None:
+        await read_data(self)
+        # The peer has gone (EOF or error): nothing is left to wait for. Without this the
+        # connection's task group waits out the keep-alive idle timer, holding the
+        # descriptor for keep_alive_timeout after every client close.
+        with trio.CancelScope(shield=True):
+            await self.idle_task.stop()
+
+    read_data_then_stop_idle_timer.__wrapped__ = read_data  # type: ignore[attr-defined]
+    return read_data_then_stop_idle_timer
+
+
+def _capped(run: Callable[[Any], Coroutine[Any, Any, None]]) -> Callable[[Any], Coroutine[Any, Any, None]]:
+    async def run_capped(self: Any) -> None:
+        address = _peer_address(self.stream)
+        if not LIMITS.admit(address):
+            LIMITS.refused += 1
+            await _refuse(self.stream)
+            return
+        try:
+            await run(self)
+        finally:
+            LIMITS.release(address)
+
+    run_capped.__wrapped__ = run  # type: ignore[attr-defined]
+    return run_capped
+
+
+# Hypercorn answers requests h11 cannot parse (400, 431 for an oversized head) with an empty
+# body; give them the DESIGN §6 error body like every other error.
+_PROTOCOL_ERRORS = {
+    400: ("bad_request", "the request could not be parsed as HTTP/1.1"),
+    413: ("payload_too_large", "the request is too large"),
+    431: ("request_header_fields_too_large", "the request line or headers are too large"),
+}
+
+
+async def _json_error_response(self: Any, status_code: int) -> None:
+    import h11
+
+    code, message = _PROTOCOL_ERRORS.get(status_code, ("bad_request", "the request could not be handled"))
+    body = orjson.dumps({"error": code, "message": message})
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        *self.config.response_headers("h11"),
+    ]
+    await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
+    await self._send_h11_event(h11.Data(data=body))
+    await self._send_h11_event(h11.EndOfMessage())
+
+
+def _peer_address(stream: Any) -> str:
+    sock = getattr(stream, "socket", None) or getattr(getattr(stream, "transport_stream", None), "socket", None)
+    try:
+        peer = sock.getpeername() if sock is not None else None
+    except OSError:
+        return "?"
+    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
+
+
+async def _refuse(stream: Any) -> None:
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_DEADLINE_SECONDS):
+        try:
+            if hasattr(stream, "transport_stream"):  # TLS: no handshake for a refused peer
+                await stream.transport_stream.aclose()
+                return
+            await stream.send_all(OVER_CAPACITY_RESPONSE)
+            await stream.send_eof()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            await stream.aclose()
+
+
+class OpenStreams:
+    """Event streams (SSE) being served, so a shutdown can end each one cleanly: a final
+    `shutdown` event and the end of the chunked body, rather than a cut connection."""
+
+    def __init__(self) -> None:
+        self.scopes: set[trio.CancelScope] = set()
+        self.ending = False
+
+    def end_all(self) -> None:
+        self.ending = True
+        for scope in list(self.scopes):
+            scope.cancel()
+
+
+STREAMS = OpenStreams()
+SHUTDOWN_EVENT = b'event: shutdown\ndata: {"reason":"server shutting down"}\n\n'
+
+
+def serving_middleware(app: Any, max_body_bytes: int, timeout: float = 30.0) -> Any:
+    """ASGI middleware for two things Hypercorn leaves to the app.
+
+    Early body reads: a request body of up to `max_body_bytes` is read before the app runs
+    and handed to it as it came. A route that refuses early (401, 403, 404, 415, 429) then
+    leaves the connection at a message boundary, so it is kept alive and the client's next
+    request on it is answered, instead of a close with unread data (a reset).
+
+    Clean stream ends: a response of type text/event-stream is registered in `STREAMS`;
+    at shutdown its app is cancelled and the stream ends with a `shutdown` event."""
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        if _has_small_body(scope, max_body_bytes):
+            receive = await _read_ahead(receive, max_body_bytes, timeout)
+        await _serve_watching_streams(app, scope, receive, send)
+
+    return asgi
+
+
+async def _read_ahead(receive: Any, max_body_bytes: int, timeout: float) -> Any:
+    early: collections.deque[dict[str, Any]] = collections.deque()
+    size = 0
+    with trio.move_on_after(timeout):
+        while size <= max_body_bytes:
+            message = await receive()
+            early.append(message)
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+            size += len(message.get("body", b""))
+
+    async def replay() -> Any:
+        return early.popleft() if early else await receive()
+
+    return replay
+
+
+async def _serve_watching_streams(app: Any, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    streaming = False
+    finished = False
+    cancel_scope = trio.CancelScope()
+
+    async def watch(message: dict[str, Any]) -> None:
+        nonlocal streaming, finished
+        if message["type"] == "http.response.start" and _is_event_stream(message):
+            streaming = True
+            STREAMS.scopes.add(cancel_scope)
+            if STREAMS.ending:
+                cancel_scope.cancel()
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            finished = True
+        await send(message)
+
+    try:
+        with cancel_scope:
+            await app(scope, receive, watch)
+    finally:
+        STREAMS.scopes.discard(cancel_scope)
+    if streaming and not finished and cancel_scope.cancelled_caught:
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_DEADLINE_SECONDS):
+            await send({"type": "http.response.body", "body": SHUTDOWN_EVENT, "more_body": False})
+
+
+def _is_event_stream(message: dict[str, Any]) -> bool:
+    for name, value in message.get("headers", ()):
+        if name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream"):
+            return True
+    return False
+
+
+def _has_small_body(scope: dict[str, Any], max_body_bytes: int) -> bool:
+    for name, value in scope.get("headers", ()):
+        lowered = name.lower()
+        if lowered == b"content-length":
+            try:
+                return 0 < int(value) <= max_body_bytes
+            except ValueError:
+                return False
+        if lowered == b"transfer-encoding" and b"chunked" in value.lower():
+            return True
+    return False
+
+
+def raise_descriptor_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the descriptor limit from %s to %s: %s", soft, target, exc)
+    return soft
+
+
+def configure_limits(max_connections: int, max_connections_per_address: int) -> ConnectionLimits:
+    """Set the caps; `max_connections` 0 derives one from the (raised) descriptor limit."""
+    soft = raise_descriptor_limit()
+    LIMITS.total = max_connections or max(16, soft - RESERVED_DESCRIPTORS)
+    # 0: a third of the total, so two greedy clients cannot take every descriptor.
+    LIMITS.per_address = max_connections_per_address or max(1, LIMITS.total // 3)
+    return LIMITS
+
+
+def hypercorn_config(settings: Any, bind: str | None = None) -> Any:
+    """The Hypercorn config volthub is served with (`volthub serve` and the tests)."""
+    from hypercorn.config import Config
+
+    server = settings.server
+    config = Config()
+    config.bind = [bind or f"{_bracket(server.host)}:{server.port}"]
+    config.graceful_timeout = server.shutdown_timeout
+    config.keep_alive_timeout = server.keep_alive_timeout
+    config.accesslog = None
+    # Bursts of hundreds of concurrent socket connects overflow Hypercorn's default 100.
+    config.backlog = server.listen_backlog
+    # Events API: a WebSocket message over [events] max_payload is refused (1009) before it is buffered.
+    config.websocket_max_message_size = settings.events.max_payload + 1
+    return config
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def adapt(app: Any, settings: Any) -> None:
+    """Everything serving needs of the app, wherever it is served from (`volthub serve`,
+    `hypercorn ... "volthub.http.app:create_app()"`, the tests' in-process Hypercorn)."""
+    install_hypercorn_fixes()
+    if not settings.server.public_url:
+        log.warning(
+            "[server] public_url is not set: the OAuth issuer and absolute links use the bind address"
+            " http://%s:%s; set it to the address clients use",
+            settings.server.host,
+            settings.server.port,
+        )
+    configure_limits(settings.server.max_connections, settings.server.max_connections_per_address)
+    app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes)
+
+
+def begin_shutdown(app: Any) -> None:
+    """The first step of a graceful stop, before Hypercorn waits for connections to finish:
+    end event streams (SSE with a `shutdown` event, Socket.IO sessions with a close packet)
+    so that only real requests in flight are waited for."""
+    log.info("shutting down: ending %d event stream(s) and the Socket.IO sessions", len(STREAMS.scopes))
+    STREAMS.end_all()
+    runtime = app.extensions.get("volthub")
+    for endpoint in getattr(runtime, "engineio_endpoints", {}).values():
+        endpoint.close_sessions_for_shutdown()
