@@ -27,6 +27,7 @@ from volthub.config import Settings, load_settings
 from volthub.http import access, ratelimit
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import chat as chat_blueprint
+from volthub.http.blueprints import interactive as interactive_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import socketio as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
@@ -59,6 +60,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("webhooks", webhook_delivery.service),
     ("chat", chat_blueprint.run_chat_hub),
     ("engineio", events_api.service),
+    ("interactive", interactive_blueprint.run_interactive_feed),
 ]
 
 
