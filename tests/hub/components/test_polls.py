@@ -104,7 +104,7 @@ def test_end_early_gives_final_votes_then_ending_again_is_invalid_state() -> Non
 
 def test_the_deadline_ends_the_poll_once() -> None:
     store, component = FakePollStore(), polls.PollsComponent(CHANNEL)
-    poll = started(store, component, seconds=15)
+    started(store, component, seconds=15)
     outcome = component.on_deadline(NOW + 15_000, store)
     assert [e.name for e in outcome.events] == ["channel.poll.end", "chat.message"]
     assert component.on_deadline(NOW + 15_001, store).events == []
