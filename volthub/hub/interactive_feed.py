@@ -34,7 +34,7 @@ def _amount(data: dict[str, Any], key: str) -> int:
 
 def commands_for(event: Event) -> list[Any]:
     """The goal and timer commands one platform event causes (pure)."""
-    if event.is_test or event.name not in WATCHED:
+    if event.is_test or event.data.get("isTest") or event.name not in WATCHED:
         return []
     data = event.data
     if event.name == "stream.online":
