@@ -174,3 +174,25 @@ async def test_goals_and_timers_routes(chat_env: Any, mock_clock: Any) -> None:
     await settle(chat_env, owner.id)
     actions = [e.data["action"] for e in chat_env.named("channel.timer.update")]
     assert actions == ["started", "paused", "resumed", "time_added", "ended"]
+
+
+async def test_event_types_show_every_interactive_event_as_emitted(chat_env: Any) -> None:
+    document = await (await chat_env.client.get("/api/events/types")).get_json()
+    interactive = {t["name"]: t["emitted"] for t in document["types"] if t["group"] == "Interaction"}
+    assert len(interactive) == 10 and all(interactive.values()), interactive
+
+
+async def test_the_openapi_document_lists_the_routes_with_their_statuses(chat_env: Any) -> None:
+    paths = (await (await chat_env.client.get("/api/openapi.json")).get_json())["paths"]
+    start = paths["/api/integrations/oauth/polls"]["post"]
+    assert {"201", "400", "403", "409", "429"} <= set(start["responses"])
+    assert start["x-required-scope"] == "channel:interactive:write"
+    pause = paths["/api/integrations/oauth/timers/{timer_id}/pause"]["post"]
+    assert "invalid_state" in pause.get("summary", "") + pause.get("description", "")
+    for path in (
+        "/api/integrations/oauth/predictions/{prediction_id}/resolve",
+        "/api/dashboard/goals/{goal_id}/adjust",
+        "/api/streams/{username}/polls/{poll_id}/vote",
+        "/api/streams/{username}/giveaways/{giveaway_id}/join",
+    ):
+        assert "post" in paths[path], path
