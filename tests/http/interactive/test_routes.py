@@ -196,3 +196,22 @@ async def test_the_openapi_document_lists_the_routes_with_their_statuses(chat_en
         "/api/streams/{username}/giveaways/{giveaway_id}/join",
     ):
         assert "post" in paths[path], path
+
+
+async def test_draw_body_is_optional_but_checked(chat_env: Any) -> None:
+    owner, viewer = await chat_env.user(), await chat_env.user()
+    created = await chat_env.client.post("/api/dashboard/giveaways", json={"title": "Key"}, headers=owner.headers)
+    giveaway_id = (await created.get_json())["giveaway"]["id"]
+    join = f"/api/streams/{owner.username}/giveaways/{giveaway_id}/join"
+    assert (await chat_env.client.post(join, headers=viewer.headers)).status_code == 200
+    draw = f"/api/dashboard/giveaways/{giveaway_id}/draw"
+    broken = await chat_env.client.post(
+        draw, data=b"{nope", headers={**owner.headers, "Content-Type": "application/json"}
+    )
+    assert broken.status_code == 400 and (await broken.get_json())["error"] == "invalid_json"
+    for body in ({"count": 0}, {"count": 51}, {"count": "2"}):
+        response = await chat_env.client.post(draw, json=body, headers=owner.headers)
+        assert response.status_code == 400, body
+    assert chat_env.named("channel.giveaway.end") == []
+    drawn = await chat_env.client.post(draw, headers=owner.headers)
+    assert drawn.status_code == 200 and len((await drawn.get_json())["giveaway"]["winners"]) == 1

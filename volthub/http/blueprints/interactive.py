@@ -300,7 +300,7 @@ def _timer(view: dict[str, Any]) -> TimerEnvelope:
 
 async def _draw_count() -> int:
     """The draw body is optional (`{count}` defaults to 1)."""
-    data = await request.get_json(silent=True)
+    data = await request.get_json() if await request.get_data() else None  # broken JSON: 400
     try:
         return DrawBody.model_validate(data if data is not None else {}).count
     except ValidationError as exc:
