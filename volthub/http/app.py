@@ -28,6 +28,7 @@ from volthub.config import Settings, load_settings
 from volthub.http import access, cluster, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import chat as chat_blueprint
+from volthub.http.blueprints import interactive as interactive_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import socketio as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
@@ -73,6 +74,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("ingest-silence", lambda rt: rt.services.streams.watch_silence()),
     ("relay", cluster.relay_service),
     ("presence", cluster.presence_service),
+    ("interactive", interactive_blueprint.run_interactive_feed),
 ]
 
 

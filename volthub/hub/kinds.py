@@ -13,10 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from volthub.hub import interactive_store as stores
 from volthub.hub.chat_store import TxChatStore
-from volthub.hub.components import chat
+from volthub.hub.components import chat, giveaways, goals, polls, predictions, timers
 from volthub.hub.components.base import Component
 from volthub.persistence import Tx
+from volthub.persistence import interactive as repo
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,38 @@ def chat_kind(history_limit: int = chat.HISTORY_LIMIT_DEFAULT) -> ComponentKind:
         create=lambda channel_id: chat.ChatComponent(channel_id, history_limit=history_limit),
         store=TxChatStore,
     )
+
+
+def interactive_kinds() -> tuple[ComponentKind, ...]:
+    """Polls, predictions, giveaways, goals and timers (spec §3, §4.8)."""
+    return (
+        ComponentKind("polls", polls.COMMANDS, polls.PollsComponent, stores.TxPollStore, repo.channels_with_open_polls),
+        ComponentKind(
+            "predictions",
+            predictions.COMMANDS,
+            predictions.PredictionsComponent,
+            stores.TxPredictionStore,
+            repo.channels_with_open_predictions,
+        ),
+        ComponentKind(
+            "giveaways",
+            giveaways.COMMANDS,
+            giveaways.GiveawaysComponent,
+            stores.TxGiveawayStore,
+            repo.channels_with_timed_giveaways,
+        ),
+        ComponentKind(
+            "goals", goals.COMMANDS, goals.GoalsComponent, stores.TxGoalStore, repo.channels_with_calendar_goals
+        ),
+        ComponentKind(
+            "timers", timers.COMMANDS, timers.TimersComponent, stores.TxTimerStore, repo.channels_with_running_timers
+        ),
+    )
+
+
+def default_kinds(history_limit: int = chat.HISTORY_LIMIT_DEFAULT) -> tuple[ComponentKind, ...]:
+    """Every kind a channel actor runs in the app."""
+    return (chat_kind(history_limit), *interactive_kinds())
 
 
 def dispatch_table(kinds: Sequence[ComponentKind]) -> dict[type, str]:

@@ -31,7 +31,7 @@ from volthub.hub.actor import (
 from volthub.hub.clock import Clock
 from volthub.hub.components import chat
 from volthub.hub.components.chat import ChatSettings, ModerationRequest, ModerationResult, OutgoingMessage
-from volthub.hub.kinds import ComponentKind, chat_kind, dispatch_table
+from volthub.hub.kinds import ComponentKind, default_kinds, dispatch_table
 from volthub.hub.publisher import EventPublisher
 from volthub.persistence import Database, Tx
 
@@ -52,8 +52,8 @@ class ActorRegistry:
         history_limit: int = chat.HISTORY_LIMIT_DEFAULT,
         kinds: Sequence[ComponentKind] | None = None,
     ) -> None:
-        """`kinds` defaults to chat alone (with `history_limit`)."""
-        chosen = tuple(kinds) if kinds is not None else (chat_kind(history_limit),)
+        """`kinds` defaults to every kind of the app (chat with `history_limit`, polls, ...)."""
+        chosen = tuple(kinds) if kinds is not None else default_kinds(history_limit)
         self.database = database
         self.publisher = publisher
         self.clock = clock

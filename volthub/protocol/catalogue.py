@@ -111,6 +111,7 @@ _GOAL = (
     _f("description", "string", "the goal's text"),
     _f("currentAmount", "number", "progress so far"),
     _f("targetAmount", "number", "the target"),
+    _f("period", "string", "stream, day, week, month or none: when the amount starts over"),
 )
 _SUBSCRIPTION = (
     *_WHO,
@@ -324,6 +325,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_POLL,
         _f("startedAt", "string", "ISO 8601"),
         _f("endsAt", "string|null", "ISO 8601"),
+        _f("durationSeconds", "number", "how long the poll runs"),
         public=True,
     ),
     _event(
@@ -331,6 +333,8 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A poll ended (with its final votes).",
         *_POLL,
+        _f("totalVotes", "number", "votes cast"),
+        _f("startedAt", "string", "ISO 8601"),
         _f("endedAt", "string", "ISO 8601"),
         public=True,
     ),
@@ -339,7 +343,9 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A giveaway opened.",
         *_GIVEAWAY,
+        _f("subscribersOnly", "boolean", "only the channel's subscribers may enter"),
         _f("startedAt", "string", "ISO 8601"),
+        _f("endsAt", "string|null", "ISO 8601; null: open until ended or drawn"),
         public=True,
     ),
     _event(
@@ -348,6 +354,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A giveaway ended.",
         *_GIVEAWAY,
         _f("winners", "array", "[{userId, username, displayName}]"),
+        _f("entries", "number", "how many entered"),
         _f("endedAt", "string", "ISO 8601"),
         public=True,
     ),
@@ -371,10 +378,10 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
     _event(
         "channel.prediction.end",
         "Interaction",
-        "A prediction was resolved or canceled.",
+        "A prediction was resolved or cancelled.",
         *_PREDICTION,
-        _f("winningOutcomeId", "string|null", "null when canceled"),
-        _f("status", "string", "resolved or canceled"),
+        _f("winningOutcomeId", "string|null", "null when cancelled"),
+        _f("status", "string", "resolved or cancelled"),
         _f("endedAt", "string", "ISO 8601"),
         public=True,
     ),
@@ -391,11 +398,15 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "channel.timer.update",
         "Interaction",
         "A timer or subathon changed (not per tick).",
-        _f("timerId", "string", ""),
-        _f("title", "string", ""),
+        _f("timerId", "string", "id of the timer"),
+        _f("title", "string", "the timer's label"),
         _f("status", "string", "running, paused or ended"),
+        _f("action", "string", "started, paused, resumed, ended, reset or time_added"),
+        _f("durationSeconds", "number", "the configured duration (what reset restores)"),
         _f("remainingSeconds", "number", ""),
         _f("endsAt", "string|null", "ISO 8601"),
+        _f("addedSeconds", "number", "time_added only: seconds added (negative: removed)", optional=True),
+        _f("reason", "string", "time_added only: manual, subscription, gift or volts", optional=True),
         public=True,
     ),
     # ---------------------------------------------------------------- User (webhooks only)
@@ -493,6 +504,16 @@ PRODUCERS: Final[dict[str, str]] = {
     "stream.offline": "volthub.services.streams",
     "stream.update": "volthub.services.streams",
     "channel.update": "volthub.services.streams",
+    "channel.poll.begin": "volthub.hub.components.polls",
+    "channel.poll.end": "volthub.hub.components.polls",
+    "channel.giveaway.begin": "volthub.hub.components.giveaways",
+    "channel.giveaway.end": "volthub.hub.components.giveaways",
+    "channel.prediction.begin": "volthub.hub.components.predictions",
+    "channel.prediction.lock": "volthub.hub.components.predictions",
+    "channel.prediction.end": "volthub.hub.components.predictions",
+    "channel.goal.progress": "volthub.hub.components.goals",
+    "channel.goal.completed": "volthub.hub.components.goals",
+    "channel.timer.update": "volthub.hub.components.timers",
 }
 
 EVENTS_API_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports)
@@ -880,3 +901,144 @@ def channel_ban(
 
 def channel_unban(*, user: Person, moderator: Person, was_permanent: bool, unbanned_at: str) -> dict[str, Any]:
     return {**user.fields(), "moderator": moderator.fields(), "wasPermanent": was_permanent, "unbannedAt": unbanned_at}
+
+
+# --- builders: interactive control (volthub.hub.components.{polls,giveaways,...}) ----------
+
+
+def channel_poll_begin(
+    *, poll_id: str, title: str, choices: list[dict[str, Any]], started_at: str, ends_at: str, duration_seconds: int
+) -> dict[str, Any]:
+    return {
+        "pollId": poll_id,
+        "title": title,
+        "choices": choices,
+        "startedAt": started_at,
+        "endsAt": ends_at,
+        "durationSeconds": duration_seconds,
+    }
+
+
+def channel_poll_end(
+    *, poll_id: str, title: str, choices: list[dict[str, Any]], total_votes: int, started_at: str, ended_at: str
+) -> dict[str, Any]:
+    return {
+        "pollId": poll_id,
+        "title": title,
+        "choices": choices,
+        "totalVotes": total_votes,
+        "startedAt": started_at,
+        "endedAt": ended_at,
+    }
+
+
+def channel_giveaway_begin(
+    *, giveaway_id: str, title: str, subscribers_only: bool, started_at: str, ends_at: str | None
+) -> dict[str, Any]:
+    return {
+        "giveawayId": giveaway_id,
+        "title": title,
+        "subscribersOnly": subscribers_only,
+        "startedAt": started_at,
+        "endsAt": ends_at,
+    }
+
+
+def channel_giveaway_end(
+    *, giveaway_id: str, title: str, winners: list[Person], entries: int, ended_at: str
+) -> dict[str, Any]:
+    return {
+        "giveawayId": giveaway_id,
+        "title": title,
+        "winners": [winner.fields() for winner in winners],
+        "entries": entries,
+        "endedAt": ended_at,
+    }
+
+
+def channel_prediction_begin(
+    *, prediction_id: str, title: str, outcomes: list[dict[str, Any]], started_at: str, locks_at: str
+) -> dict[str, Any]:
+    return {
+        "predictionId": prediction_id,
+        "title": title,
+        "outcomes": outcomes,
+        "startedAt": started_at,
+        "locksAt": locks_at,
+    }
+
+
+def channel_prediction_lock(
+    *, prediction_id: str, title: str, outcomes: list[dict[str, Any]], locked_at: str
+) -> dict[str, Any]:
+    return {"predictionId": prediction_id, "title": title, "outcomes": outcomes, "lockedAt": locked_at}
+
+
+def channel_prediction_end(
+    *,
+    prediction_id: str,
+    title: str,
+    outcomes: list[dict[str, Any]],
+    status: str,
+    ended_at: str,
+    winning_outcome_id: str | None = None,
+) -> dict[str, Any]:
+    """`status` is resolved or cancelled; a cancelled prediction has no winning outcome."""
+    return {
+        "predictionId": prediction_id,
+        "title": title,
+        "outcomes": outcomes,
+        "winningOutcomeId": winning_outcome_id,
+        "status": status,
+        "endedAt": ended_at,
+    }
+
+
+def _goal(goal_id: str, type_: str, title: str, current: int, target: int, period: str) -> dict[str, Any]:
+    return {
+        "goalId": goal_id,
+        "type": type_,
+        "description": title,
+        "currentAmount": current,
+        "targetAmount": target,
+        "period": period,
+    }
+
+
+def channel_goal_progress(
+    *, goal_id: str, goal_type: str, title: str, current: int, target: int, period: str
+) -> dict[str, Any]:
+    return _goal(goal_id, goal_type, title, current, target, period)
+
+
+def channel_goal_completed(
+    *, goal_id: str, goal_type: str, title: str, current: int, target: int, period: str, completed_at: str
+) -> dict[str, Any]:
+    return {**_goal(goal_id, goal_type, title, current, target, period), "completedAt": completed_at}
+
+
+def channel_timer_update(
+    *,
+    timer_id: str,
+    title: str,
+    status: str,
+    action: str,
+    duration_seconds: int,
+    remaining_seconds: int,
+    ends_at: str | None,
+    added_seconds: int | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "timerId": timer_id,
+        "title": title,
+        "status": status,
+        "action": action,
+        "durationSeconds": duration_seconds,
+        "remainingSeconds": remaining_seconds,
+        "endsAt": ends_at,
+    }
+    if added_seconds is not None:
+        data["addedSeconds"] = added_seconds
+        data["reason"] = reason or "manual"
+    return data

@@ -27,3 +27,6 @@ BLUEPRINTS += [journals.blueprint, extvideo.blueprint]
 from volthub.http.blueprints import bot_select  # noqa: E402
 
 BLUEPRINTS += [bot_select.blueprint]
+from volthub.http.blueprints import interactive  # noqa: E402  (issue 12: interactive control)
+
+BLUEPRINTS += interactive.BLUEPRINTS

@@ -833,3 +833,28 @@ def _delete(store: ChatStore, moderator: Standing, request: ModerationRequest) -
     result = ModerationResult("delete", not message.deleted, who(author), message_id=message.id)
     writes = [] if message.deleted else [DeleteMessage(message.id, moderator.user_id)]
     return Outcome(result, writes)
+
+
+def system_card(store: ChatStore, channel_id: str, now_ms: int, text: str, card: dict[str, Any]) -> Outcome:
+    """A card message from the broadcaster, for other components of the same actor (a poll
+    beginning, a giveaway's winners): its writes go through the chat store port, so the
+    card is in the chat history and `chat.message` is emitted in the same transaction."""
+    sender = _member(store, channel_id)
+    message_id = str(uuid.uuid4())
+    payload = catalogue.chat_message(
+        message_id=message_id,
+        channel_id=channel_id,
+        sender=_person(sender),
+        badges=badges(sender),
+        is_mod=sender.is_moderator,
+        is_vip=sender.is_vip,
+        subscriber_months=sender.subscriber_months,
+        timestamp=iso8601(now_ms),
+        is_system=True,
+        text=text,
+        card=card,
+    )
+    seq = store.next_message_seq()
+    return Outcome(
+        message_id, [InsertMessage(message_id, seq, sender.user_id, True, payload)], [Emitted("chat.message", payload)]
+    )

@@ -1,0 +1,288 @@
+"""Goals (spec §3, §4.8; DESIGN §4.1), the channel actor's goal component, sans-IO.
+
+A goal counts `followers`, `subscriptions`, `volts` (moved by themselves by the matching
+platform events) or `custom` (moved only by `adjust`) towards `target`. Decided here:
+- `period` is when the count starts over: `none` never, `stream` when the channel goes
+  live (`stream.online`), `day`, `week` (Monday) and `month` at 00:00 UTC — fired by the
+  actor's deadline as a guarded write, so it rolls over once with several processes.
+  A rollover sets `current` to 0 and emits `channel.goal.progress`.
+- `channel.goal.completed` fires the first time `current` reaches `target` in a period,
+  never again in that period (falling below and climbing back does not repeat it);
+  `reset` sets `current` to 0 and lets the goal complete again.
+- Every change of `current` or `target` emits one `channel.goal.progress`. A count never
+  goes below 0. Subscriptions count 1 per non-gift subscription plus the quantity of each
+  gift; Volts count the amount sent.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from volthub.hub.clock import iso8601
+from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
+from volthub.hub.components.common import check_text, not_found
+from volthub.protocol import catalogue
+
+TYPES = ("followers", "subscriptions", "volts", "custom")
+PERIODS = ("stream", "day", "week", "month", "none")
+CALENDAR_PERIODS = ("day", "week", "month")
+TITLE_MAX = 100
+AMOUNT_MAX = 1_000_000_000_000
+GOALS_MAX = 50
+
+
+def check_title(value: str) -> str:
+    return check_text(value, "title", TITLE_MAX)
+
+
+def check_target(target: int) -> int:
+    if not 0 < target <= AMOUNT_MAX:
+        raise ValueError(f"target must be 1–{AMOUNT_MAX}")
+    return target
+
+
+def check_delta(delta: int) -> int:
+    if delta == 0 or abs(delta) > AMOUNT_MAX:
+        raise ValueError(f"delta must be non-zero and at most {AMOUNT_MAX} either way")
+    return delta
+
+
+def period_start(period: str, now_ms: int) -> int:
+    """The start of the calendar period holding `now_ms` (UTC); `now_ms` for the others."""
+    if period not in CALENDAR_PERIODS:
+        return now_ms
+    day = dt.datetime.fromtimestamp(now_ms / 1000, dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "week":
+        day -= dt.timedelta(days=day.weekday())
+    elif period == "month":
+        day = day.replace(day=1)
+    return int(day.timestamp() * 1000)
+
+
+def period_end(period: str, start_ms: int) -> int | None:
+    """When a calendar period that began at `start_ms` ends; None for the others."""
+    if period not in CALENDAR_PERIODS:
+        return None
+    start = dt.datetime.fromtimestamp(start_ms / 1000, dt.UTC)
+    if period == "day":
+        end = start + dt.timedelta(days=1)
+    elif period == "week":
+        end = start + dt.timedelta(days=7)
+    else:
+        end = start + dt.timedelta(days=calendar.monthrange(start.year, start.month)[1])
+    return int(end.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class Goal:
+    id: str
+    type: str
+    title: str
+    current: int
+    target: int
+    period: str
+    period_start: int
+    completed_period: int | None = None  # the period_start it completed in
+
+    @property
+    def completed(self) -> bool:
+        return self.completed_period == self.period_start
+
+    def as_api(self) -> dict[str, Any]:
+        ends = period_end(self.period, self.period_start)
+        return {
+            "id": self.id,
+            "type": self.type,
+            "title": self.title,
+            "current": self.current,
+            "target": self.target,
+            "completed": self.completed,
+            "period": self.period,
+            "periodStartedAt": iso8601(self.period_start),
+            "periodEndsAt": iso8601(ends) if ends is not None else None,
+            "status": "completed" if self.completed else "in_progress",
+        }
+
+
+@dataclass(frozen=True)
+class CreateGoal:
+    type: str
+    title: str
+    target: int
+    period: str = "none"
+
+
+@dataclass(frozen=True)
+class AdjustGoal:
+    goal_id: str
+    delta: int
+
+
+@dataclass(frozen=True)
+class SetGoalTarget:
+    goal_id: str
+    target: int
+
+
+@dataclass(frozen=True)
+class ResetGoal:
+    goal_id: str
+
+
+@dataclass(frozen=True)
+class CountForGoals:
+    """A platform event for goals of `goal_type`; counted once per event id."""
+
+    event_id: str
+    goal_type: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class StreamStarted:
+    """The channel went live: goals with period `stream` start over."""
+
+    event_id: str
+
+
+COMMANDS: tuple[type, ...] = (CreateGoal, AdjustGoal, SetGoalTarget, ResetGoal, CountForGoals, StreamStarted)
+
+
+class GoalStore(Protocol):
+    def goals(self) -> list[Goal]: ...
+    def roll_over(self, goal_id: str, old_start: int, new_start: int) -> bool:
+        """Guarded: the period that began at `old_start` → the one at `new_start`, count 0."""
+
+    def count_once(self, key: str) -> bool: ...
+    def apply(self, write: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class SaveGoal:
+    goal: Goal
+    created: bool = False
+
+
+class GoalsComponent:
+    def __init__(self, channel_id: str) -> None:
+        self.channel_id = channel_id
+        self.goals: dict[str, Goal] = {}
+
+    def load(self, store: GoalStore) -> None:
+        self.goals = {goal.id: goal for goal in store.goals()}
+
+    def next_deadline(self) -> int | None:
+        ends = [e for g in self.goals.values() if (e := period_end(g.period, g.period_start)) is not None]
+        return min(ends) if ends else None
+
+    def is_idle(self) -> bool:
+        # A calendar period must roll over on time, so its channel keeps its actor.
+        return not any(goal.period in CALENDAR_PERIODS for goal in self.goals.values())
+
+    def handle(self, command: Any, now_ms: int, store: GoalStore) -> Outcome:
+        if isinstance(command, CreateGoal):
+            return self._create(command, now_ms)
+        if isinstance(command, CountForGoals):
+            return self._count(command, now_ms, store)
+        if isinstance(command, StreamStarted):
+            return self._stream_started(command, now_ms, store)
+        goal = self.goals.get(command.goal_id)
+        if goal is None:
+            raise not_found("goal", command.goal_id)
+        try:
+            if isinstance(command, AdjustGoal):
+                return self._change(goal, goal.current + check_delta(command.delta), goal.target, now_ms)
+            if isinstance(command, SetGoalTarget):
+                return self._change(goal, goal.current, check_target(command.target), now_ms)
+        except ValueError as exc:
+            raise Refused(Refusal(400, "validation_error", str(exc))) from None
+        if isinstance(command, ResetGoal):
+            return self._change(replace(goal, completed_period=None), 0, goal.target, now_ms, force=True)
+        raise TypeError(f"goals do not handle {type(command).__name__}")
+
+    def on_deadline(self, now_ms: int, store: GoalStore) -> Outcome:
+        outcome = Outcome(shared_state_changed=True)
+        for goal in sorted(self.goals.values(), key=lambda g: g.id):
+            ends = period_end(goal.period, goal.period_start)
+            if ends is None or ends > now_ms:
+                continue
+            new_start = period_start(goal.period, now_ms)
+            rolled = replace(goal, current=0, period_start=new_start, completed_period=None)
+            self.goals[goal.id] = rolled
+            if store.roll_over(goal.id, goal.period_start, new_start):  # False: another process did
+                outcome.events.append(Emitted("channel.goal.progress", _progress(rolled)))
+        return outcome
+
+    def _create(self, command: CreateGoal, now_ms: int) -> Outcome:
+        if len(self.goals) >= GOALS_MAX:
+            raise Refused(Refusal(409, "too_many_goals", f"a channel may have at most {GOALS_MAX} goals"))
+        if command.type not in TYPES or command.period not in PERIODS:
+            raise Refused(Refusal(400, "validation_error", "unknown goal type or period"))
+        try:
+            title, target = check_title(command.title), check_target(command.target)
+        except ValueError as exc:
+            raise Refused(Refusal(400, "validation_error", str(exc))) from None
+        goal = Goal(
+            str(uuid.uuid4()), command.type, title, 0, target, command.period, period_start(command.period, now_ms)
+        )
+        self.goals[goal.id] = goal
+        return Outcome(goal, [SaveGoal(goal, created=True)], shared_state_changed=True)
+
+    def _count(self, command: CountForGoals, now_ms: int, store: GoalStore) -> Outcome:
+        matching = sorted((g for g in self.goals.values() if g.type == command.goal_type), key=lambda g: g.id)
+        if not matching or command.amount <= 0 or not store.count_once(f"{command.event_id}:goals"):
+            return Outcome()
+        outcome = Outcome(shared_state_changed=True)
+        for goal in matching:
+            step = self._change(goal, goal.current + command.amount, goal.target, now_ms)
+            outcome.writes.extend(step.writes)
+            outcome.events.extend(step.events)
+        return outcome
+
+    def _stream_started(self, command: StreamStarted, now_ms: int, store: GoalStore) -> Outcome:
+        matching = sorted((g for g in self.goals.values() if g.period == "stream"), key=lambda g: g.id)
+        if not matching or not store.count_once(f"{command.event_id}:goals"):
+            return Outcome()
+        outcome = Outcome(shared_state_changed=True)
+        for goal in matching:
+            step = self._change(
+                replace(goal, period_start=now_ms, completed_period=None), 0, goal.target, now_ms, force=True
+            )
+            outcome.writes.extend(step.writes)
+            outcome.events.extend(step.events)
+        return outcome
+
+    def _change(self, goal: Goal, current: int, target: int, now_ms: int, *, force: bool = False) -> Outcome:
+        changed = replace(goal, current=max(0, min(current, AMOUNT_MAX)), target=target)
+        if changed == goal and not force:
+            return Outcome(goal)
+        events = [Emitted("channel.goal.progress", _progress(changed))]
+        if changed.current >= changed.target and not changed.completed:
+            changed = replace(changed, completed_period=changed.period_start)
+            data = catalogue.channel_goal_completed(
+                goal_id=changed.id,
+                goal_type=changed.type,
+                title=changed.title,
+                current=changed.current,
+                target=changed.target,
+                period=changed.period,
+                completed_at=iso8601(now_ms),
+            )
+            events.append(Emitted("channel.goal.completed", data))
+        self.goals[changed.id] = changed
+        return Outcome(changed, [SaveGoal(changed)], events, shared_state_changed=True)
+
+
+def _progress(goal: Goal) -> dict[str, Any]:
+    return catalogue.channel_goal_progress(
+        goal_id=goal.id,
+        goal_type=goal.type,
+        title=goal.title,
+        current=goal.current,
+        target=goal.target,
+        period=goal.period,
+    )
