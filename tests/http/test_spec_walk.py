@@ -166,14 +166,6 @@ SPEC_ROUTES: list[tuple[str, str]] = [
 # Routes added by issues built in parallel (see the module docstring). Empty it once their
 # branches are merged.
 IN_FLIGHT: set[tuple[str, str]] = {
-    # issue 13: streams, categories, clips
-    *[(m, p) for m, p in SPEC_ROUTES if p.startswith("/api/streams/") and "/polls" not in p and "/giveaways" not in p],
-    *[(m, p) for m, p in SPEC_ROUTES if p.startswith("/api/integrations/oauth/stream/")],
-    ("GET", "/api/categories"),
-    ("GET", "/api/categories/search"),
-    ("GET", "/api/clips/:clipId"),
-    # issue 12: polls and giveaways
-    *[(m, p) for m, p in SPEC_ROUTES if "/polls" in p or "/giveaways" in p],
     # issue 14: subscriptions, channel roles, Volts, channel points
     *[(m, p) for m, p in SPEC_ROUTES if "subscriptions" in p or "/channel-roles" in p or p.startswith("/api/volts/")],
     ("GET", "/api/channel-points/:channelId/balance"),
