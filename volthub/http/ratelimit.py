@@ -65,6 +65,7 @@ BUDGETS: dict[str, tuple[str, int]] = {
 _FORGET_EVERY = 1000
 # Client-chosen strings end up in keys: cap them so keys stay small.
 _MAX_CLIENT_ID = 128
+_IN_PROCESS = "__volthub_rate_limited_in_process__"
 
 
 def limited(category: str) -> Callable[[F], F]:
@@ -76,6 +77,13 @@ def limited(category: str) -> Callable[[F], F]:
         return fn
 
     return mark
+
+
+def counted_in_process(fn: F) -> F:
+    """Count this route's requests in this process's memory even when budgets are shared
+    in the database: a liveness probe must answer while the database is unreachable."""
+    setattr(fn, _IN_PROCESS, True)
+    return fn
 
 
 def category_of(view: Callable[..., Any] | None) -> str | None:
@@ -193,7 +201,7 @@ async def _spend(limiter: Gcra, key: Hashable, name: str) -> None:
     limits = _limits()
     if limits.shared is None:
         limits.shared = rt.db.dialect == "postgresql" and rt.settings.cluster.shared_rate_limits
-    if limits.shared:
+    if limits.shared and not _counted_in_process():
         stored_key = f"{name}:{key!r}:{limiter.rate.limit}/{limiter.rate.period_ns}"
         decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
         limits._hits += 1
@@ -204,6 +212,12 @@ async def _spend(limiter: Gcra, key: Hashable, name: str) -> None:
     g.ratelimit_decisions.append(decision)
     if not decision.allowed:
         raise too_many_requests(decision, name)
+
+
+def _counted_in_process() -> bool:
+    endpoint = request.endpoint
+    view = current_app.view_functions.get(endpoint) if endpoint else None
+    return bool(getattr(view, _IN_PROCESS, False))
 
 
 def too_many_requests(decision: Decision, name: str) -> ApiError:

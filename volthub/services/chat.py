@@ -48,6 +48,18 @@ class Presence(Protocol):
     def snapshot(self, channel_id: str) -> PresenceSnapshot | Awaitable[PresenceSnapshot]: ...
 
 
+async def presence_snapshot(presence: Presence | None, channel_id: str) -> tuple[list[str], int]:
+    """(signed-in viewer ids, anonymous count) of a channel; nobody when no presence source
+    runs. Per process it is a plain call; across processes (PostgreSQL) a database read."""
+    if presence is None:
+        return [], 0
+    snapshot = presence.snapshot(channel_id)
+    if inspect.isawaitable(snapshot):
+        snapshot = await snapshot
+    user_ids, anonymous = snapshot
+    return list(user_ids), int(anonymous)
+
+
 @dataclass(frozen=True)
 class Member:
     """A signed-in viewer: who they are in the channel, and their avatar."""
@@ -127,14 +139,7 @@ class ChatReads:
         return ViewerList(found, listed, authenticated=len(members), anonymous=anonymous)
 
     async def _snapshot(self, channel_id: str) -> tuple[list[str], int]:
-        """(signed-in viewer ids, anonymous count); nobody when no presence source runs."""
-        if self._presence is None:
-            return [], 0
-        snapshot = self._presence.snapshot(channel_id)
-        if inspect.isawaitable(snapshot):
-            snapshot = await snapshot
-        user_ids, anonymous = snapshot
-        return list(user_ids), int(anonymous)
+        return await presence_snapshot(self._presence, channel_id)
 
     def _now_ms(self) -> int:
         return to_ms(self._clock.now())

@@ -22,7 +22,7 @@ import hmac
 import logging
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -448,14 +448,16 @@ class Streams:
         return await self._db.read(lambda tx: repo.live_page(tx, filters, limit, cursor))
 
     async def ranked(
-        self, score: Callable[[LiveStream], float], limit: int, cursor: str | None
+        self, score: Callable[[LiveStream], Awaitable[float]], limit: int, cursor: str | None
     ) -> tuple[list[tuple[LiveStream, float]], str | None]:
-        """Live streams by `score`, highest first; the cursor is a position in this ranking."""
+        """Live streams by `score` (viewers come from presence, which may be a database read
+        across processes), highest first; the cursor is a position in this ranking."""
         start = decode_cursor(cursor, 1)[0] if cursor is not None else 0
         if not isinstance(start, int) or start < 0:
             raise InvalidCursor("cursor is not one this server issued")
         found = await self._db.read(repo.live_all)
-        scored = sorted(((live, score(live)) for live in found), key=lambda item: (-item[1], item[0].stream.id))
+        scores = [(live, await score(live)) for live in found]
+        scored = sorted(scores, key=lambda item: (-item[1], item[0].stream.id))
         page = scored[start : start + limit]
         more = start + limit < len(scored)
         return page, encode_cursor(start + limit) if more else None

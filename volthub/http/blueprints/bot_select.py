@@ -30,6 +30,7 @@ from volthub.http.blueprints.consent import (
 )
 from volthub.http.blueprints.oauth.common import single_values
 from volthub.http.consent_page import BOT_SELECT_ACTION, render_bot_select_page
+from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.services.bots import Bot, BotNotConfigured
 from volthub.services.users import User
@@ -85,6 +86,8 @@ async def _render(
 @blueprint.get(BOT_SELECT_ACTION)
 @access.public
 @tag(["Bots"])
+@responds(200, "The bot-select page", "text/html")
+@responds(400, "A page saying the link names no bot", "text/html")
 async def bot_select_page() -> Response:
     """The bot-select page (HTML) for the bot of `client_id`; 400 page for an unknown bot."""
     bot = await _bot(request.args.get("client_id"))
@@ -98,6 +101,9 @@ async def bot_select_page() -> Response:
 @access.public
 @access.accepts(FORM)
 @tag(["Bots"])
+@responds(200, "The page again, with the outcome or an error", "text/html")
+@responds(400, "A page saying what is wrong with the form", "text/html")
+@responds(303, "Back to the page after signing in")
 async def bot_select_submit() -> Response:
     """`action=login` signs in (303 back to the page); `action=select` with
     `decision=connect|cancel` decides. Both need the page's `csrf_token`."""

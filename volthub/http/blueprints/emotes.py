@@ -122,6 +122,7 @@ async def channel_emotes(username: str) -> EmotesOut:
 @tag(["Emotes"])
 @validate_querystring(ResolveQuery)
 @validate_response(ResolveOut)
+@error_responses(404)
 async def resolve(query_args: ResolveQuery) -> ResolveOut:
     """Emote codes -> images: the same resolver chat uses for emote-only mode and for the
     `emotes` of each chat message. With `channel`, that channel's emotes shadow global ones.

@@ -3,7 +3,7 @@ from __future__ import annotations
 from quart import Blueprint
 from quart_schema import tag, validate_response
 
-from volthub.http import access
+from volthub.http import access, ratelimit
 from volthub.http.runtime import runtime
 from volthub.http.schemas import StatusOut
 
@@ -23,6 +23,7 @@ async def healthz() -> StatusOut:
 
 @blueprint.get("/livez")
 @access.public
+@ratelimit.counted_in_process
 @tag(["Operations"])
 @validate_response(StatusOut)
 async def livez() -> StatusOut:

@@ -21,6 +21,7 @@ from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, ErrorBody, Model, PageQuery, PersonOut, Query
 from volthub.hub.clock import iso8601, to_ms
 from volthub.protocol import streamtags
+from volthub.services.chat import presence_snapshot
 from volthub.services.streams import ClipView, Info, LiveFilter, LiveStream, Streams, Vod
 
 blueprint = Blueprint("stream_browse", __name__, url_prefix="/api/streams")
@@ -32,10 +33,14 @@ def streams() -> Streams:
     return runtime().services.streams
 
 
-def viewer_count(channel_id: str) -> int:
-    """Connections to the channel's Events API now: signed-in viewers plus anonymous ones."""
-    ids, anonymous = runtime().services.presence.snapshot(channel_id)
-    return len(ids) + int(anonymous)
+async def viewer_count(channel_id: str) -> int:
+    """Connections to the channel's Events API now (every process): signed-in viewers plus anonymous ones."""
+    ids, anonymous = await presence_snapshot(runtime().services.presence, channel_id)
+    return len(ids) + anonymous
+
+
+async def streams_out(items: list[LiveStream]) -> list[StreamOut]:
+    return [stream_out(item, await viewer_count(item.channel.id)) for item in items]
 
 
 # --- shapes ---------------------------------------------------------------------------------
@@ -107,7 +112,7 @@ def _category_name(slug: str | None) -> str | None:
     return found.name if found else None
 
 
-def stream_out(live: LiveStream, viewers: int | None = None) -> StreamOut:
+def stream_out(live: LiveStream, viewers: int) -> StreamOut:
     settings, channel = live.settings, live.channel
     return StreamOut(
         id=live.stream.id,
@@ -123,7 +128,7 @@ def stream_out(live: LiveStream, viewers: int | None = None) -> StreamOut:
         contentWarnings=streamtags.content_warnings(settings.tags, settings.channel_tags),
         language=settings.language,
         startedAt=iso8601(live.stream.started_at),
-        viewers=viewer_count(channel.id) if viewers is None else viewers,
+        viewers=viewers,
     )
 
 
@@ -142,7 +147,7 @@ def vod_out(vod: Vod) -> VodOut:
     )
 
 
-def channel_stream_out(info: Info) -> ChannelStreamOut:
+async def channel_stream_out(info: Info) -> ChannelStreamOut:
     settings, channel = info.settings, info.channel
     live = LiveStream(info.live, channel, settings) if info.live else None
     return ChannelStreamOut(
@@ -157,7 +162,7 @@ def channel_stream_out(info: Info) -> ChannelStreamOut:
         channelTags=list(settings.channel_tags),
         contentWarnings=info.content_warnings,
         language=settings.language,
-        stream=stream_out(live) if live else None,
+        stream=stream_out(live, await viewer_count(live.channel.id)) if live else None,
     )
 
 
@@ -178,7 +183,7 @@ class BrowseQuery(PageQuery):
 async def live(query_args: PageQuery) -> StreamPage:
     """Channels live now, most recently started first."""
     page = await streams().live_page(LiveFilter(), query_args.limit, query_args.cursor)
-    return StreamPage(items=[stream_out(item) for item in page.items], nextCursor=page.next_cursor)
+    return StreamPage(items=await streams_out(page.items), nextCursor=page.next_cursor)
 
 
 @blueprint.get("/browse")
@@ -196,7 +201,7 @@ async def browse(query_args: BrowseQuery) -> StreamPage:
         language=query_args.language.lower() if query_args.language else None,
     )
     page = await streams().live_page(filters, query_args.limit, query_args.cursor)
-    return StreamPage(items=[stream_out(item) for item in page.items], nextCursor=page.next_cursor)
+    return StreamPage(items=await streams_out(page.items), nextCursor=page.next_cursor)
 
 
 class StreamList(Model):
@@ -210,7 +215,7 @@ class StreamList(Model):
 async def featured() -> StreamList:
     """The live ones among the channels the operator features (`[streams] featured`), in order."""
     found = await streams().featured(runtime().settings.streams.featured)
-    return StreamList(items=[stream_out(item) for item in found])
+    return StreamList(items=await streams_out(found))
 
 
 @blueprint.get("/top")
@@ -235,12 +240,12 @@ async def growing(query_args: PageQuery) -> StreamPage:
     """Live channels by viewers gained per minute live (viewers now / minutes since start)."""
     now = to_ms(runtime().clock.now())
 
-    def per_minute(item: LiveStream) -> float:
+    async def per_minute(item: LiveStream) -> float:
         minutes = max(1.0, (now - item.stream.started_at) / 60_000)
-        return viewer_count(item.channel.id) / minutes
+        return await viewer_count(item.channel.id) / minutes
 
     ranked, cursor = await streams().ranked(per_minute, query_args.limit, query_args.cursor)
-    return StreamPage(items=[stream_out(item) for item, _ in ranked], nextCursor=cursor)
+    return StreamPage(items=await streams_out([item for item, _ in ranked]), nextCursor=cursor)
 
 
 @blueprint.get("/user/<username>")
@@ -250,7 +255,7 @@ async def growing(query_args: PageQuery) -> StreamPage:
 @document_response(ErrorBody, 404)
 async def channel_stream(username: str) -> ChannelStreamOut:
     """A channel's stream info, and its live stream when it is live (username in any case)."""
-    return channel_stream_out(await streams().channel(username))
+    return await channel_stream_out(await streams().channel(username))
 
 
 @blueprint.get("/user/<username>/vods")
