@@ -41,10 +41,12 @@ from volthub.services import webhooks as webhook_delivery
 from volthub.services.accounts import Accounts
 from volthub.services.apps import Apps
 from volthub.services.channel_points import ChannelPoints
+from volthub.services.idempotency import Idempotency
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
 from volthub.services.tokens import TokenService
 from volthub.services.users import Users
+from volthub.services.volts import Volts
 from volthub.services.webhooks import Dispatcher, WebhookAdmin
 
 # A background service runs in the supervisor's nursery until shutdown; if it fails, the
@@ -234,6 +236,8 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         webhooks=dispatcher,
         webhook_admin=WebhookAdmin(database, clock, dispatcher),
         channel_points=ChannelPoints(database, clock),
+        idempotency=Idempotency(database, clock),
+        volts=Volts(database, publisher, clock, settings.volts),
     )
 
 

@@ -16,7 +16,9 @@ from volthub.protocol.webhooks import InvalidTarget
 from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.channel_points import TooManyRewards
 from volthub.services.channels import ChannelNotFound
+from volthub.services.idempotency import KeyInFlight, KeyReused
 from volthub.services.notifications import NotificationNotFound
+from volthub.services.volts import InsufficientFunds, PaymentDeclined, SelfTransfer
 from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
 
 # Codes for Quart's own HTTP errors, so 404/405/413 look like ours.
@@ -125,6 +127,25 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     TooManyWebhooks: lambda error: ApiError(409, "too_many_webhooks", str(error)),
     WebhookDisabled: lambda _: ApiError(409, "webhook_disabled", "re-enable the webhook before redelivering"),
     InvalidTarget: lambda error: ApiError(400, error.code, error.message, {"field": "url"}),
+    # Money and membership (services.volts, services.subscriptions, services.idempotency).
+    InsufficientFunds: lambda error: ApiError(
+        400, "insufficient_funds", "the balance is too low", {"balance": error.balance, "needed": error.needed}
+    ),
+    SelfTransfer: lambda _: ApiError(400, "invalid_recipient", "you cannot pay your own channel"),
+    PaymentDeclined: lambda error: ApiError(402, "payment_declined", str(error) or "the payment was declined"),
+    KeyReused: lambda _: ApiError(
+        422,
+        "idempotency_key_reused",
+        "this Idempotency-Key was used with a different request",
+        {"header": "Idempotency-Key"},
+    ),
+    KeyInFlight: lambda _: ApiError(
+        409,
+        "idempotency_key_in_flight",
+        "the first request with this Idempotency-Key has not finished; retry later",
+        {"header": "Idempotency-Key"},
+        headers={"Retry-After": "5"},
+    ),
 }
 
 

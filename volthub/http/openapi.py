@@ -28,12 +28,15 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
 
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
         paths, components = super().build_paths(rule)
-        declaration = declaration_of(self._app.view_functions[rule.endpoint])
+        view = self._app.view_functions[rule.endpoint]
+        declaration = declaration_of(view)
         for operations in paths.values():
             for method, operation in operations.items():
                 # Function names repeat across blueprints (rotate_secret); endpoints do not.
                 operation["operationId"] = f"{method}_{rule.endpoint.replace('.', '_')}"
                 _describe_access(operation, declaration)
+                if getattr(view, "__volthub_idempotent__", False):
+                    _describe_idempotency(operation)
         return paths, components
 
 
@@ -82,3 +85,20 @@ def _describe_access(operation: dict[str, Any], declaration: Any) -> None:
 
 def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ERROR_REF}}}
+
+
+def _describe_idempotency(operation: dict[str, Any]) -> None:
+    """Money-moving POSTs (http/idempotency.py) take an Idempotency-Key header."""
+    operation.setdefault("parameters", []).append(
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": "1-255 printable ASCII characters, per user and route: a repeat gets the first"
+            " answer byte for byte and moves no money again",
+            "schema": {"type": "string", "maxLength": 255},
+        }
+    )
+    responses = operation.setdefault("responses", {})
+    responses.setdefault("409", _error("The first request with this Idempotency-Key has not finished"))
+    responses.setdefault("422", _error("idempotency_key_reused: the key was used with another body"))

@@ -28,8 +28,10 @@ if TYPE_CHECKING:
     from volthub.services.accounts import Accounts
     from volthub.services.apps import Apps
     from volthub.services.channel_points import ChannelPoints
+    from volthub.services.idempotency import Idempotency
     from volthub.services.oauth import OAuthService
     from volthub.services.users import Users
+    from volthub.services.volts import Volts
     from volthub.services.webhooks import Dispatcher, WebhookAdmin
 
 
@@ -52,6 +54,8 @@ class Services:
     webhooks: Dispatcher
     webhook_admin: WebhookAdmin
     channel_points: ChannelPoints
+    idempotency: Idempotency
+    volts: Volts
     # The channel actors' registry: made on first use (blueprints.chat.hub_for).
     chat: ActorRegistry | None = None
     # Set by the Events API start-up hook (http/events/socketio.install), which runs right

@@ -485,6 +485,7 @@ PRODUCERS: Final[dict[str, str]] = {
     "chat.message": "volthub.hub.components.chat",
     "channel.ban": "volthub.hub.components.chat",
     "channel.unban": "volthub.hub.components.chat",
+    "channel.volts": "volthub.services.volts",
 }
 
 EVENTS_API_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports)
