@@ -31,7 +31,7 @@ async def test_services_are_typed_attributes_made_at_start(sqlite_url: str) -> N
         assert services.presence is services.fanout  # set by the Events API start-up hook
         supervisor = rt.supervisor
         assert supervisor is not None
-        assert set(supervisor.restarts) == {"webhooks", "chat", "engineio"}
+        assert set(supervisor.restarts) == {"webhooks", "chat", "engineio", "subscription-expiry"}
     assert all(count == 0 for count in supervisor.restarts.values())
     assert supervisor._stopped.is_set()  # after_serving stopped every background service
 

@@ -27,6 +27,7 @@ from volthub.config import Settings, load_settings
 from volthub.http import access, ratelimit
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import chat as chat_blueprint
+from volthub.http.blueprints import subscriptions as subscriptions_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import socketio as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
@@ -44,6 +45,7 @@ from volthub.services.channel_points import ChannelPoints
 from volthub.services.idempotency import Idempotency
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
+from volthub.services.subscriptions import Subscriptions
 from volthub.services.tokens import TokenService
 from volthub.services.users import Users
 from volthub.services.volts import Volts
@@ -61,6 +63,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("webhooks", webhook_delivery.service),
     ("chat", chat_blueprint.run_chat_hub),
     ("engineio", events_api.service),
+    ("subscription-expiry", subscriptions_blueprint.run_expiry),
 ]
 
 
@@ -238,6 +241,9 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         channel_points=ChannelPoints(database, clock),
         idempotency=Idempotency(database, clock),
         volts=Volts(database, publisher, clock, settings.volts),
+        subscriptions=Subscriptions(
+            database, publisher, clock, settings.subscriptions, settings.volts, settings.channel_points
+        ),
     )
 
 

@@ -18,6 +18,7 @@ from volthub.services.channel_points import TooManyRewards
 from volthub.services.channels import ChannelNotFound
 from volthub.services.idempotency import KeyInFlight, KeyReused
 from volthub.services.notifications import NotificationNotFound
+from volthub.services.subscriptions import AlreadySubscribed, InvalidRecipient, NoEligibleRecipients, NotSubscribed
 from volthub.services.volts import InsufficientFunds, PaymentDeclined, SelfTransfer
 from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
 
@@ -132,6 +133,16 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
         400, "insufficient_funds", "the balance is too low", {"balance": error.balance, "needed": error.needed}
     ),
     SelfTransfer: lambda _: ApiError(400, "invalid_recipient", "you cannot pay your own channel"),
+    InvalidRecipient: lambda _: ApiError(
+        400, "invalid_recipient", "gift to someone other than yourself or the channel"
+    ),
+    AlreadySubscribed: lambda error: ApiError(
+        409, "already_subscribed", "already subscribed to this channel", {"userId": error.user_id}
+    ),
+    NotSubscribed: lambda _: ApiError(404, "not_subscribed", "no active subscription to this channel"),
+    NoEligibleRecipients: lambda _: ApiError(
+        409, "no_eligible_recipients", "no follower of this channel can receive a gift subscription"
+    ),
     PaymentDeclined: lambda error: ApiError(402, "payment_declined", str(error) or "the payment was declined"),
     KeyReused: lambda _: ApiError(
         422,

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from volthub.services.channel_points import ChannelPoints
     from volthub.services.idempotency import Idempotency
     from volthub.services.oauth import OAuthService
+    from volthub.services.subscriptions import Subscriptions
     from volthub.services.users import Users
     from volthub.services.volts import Volts
     from volthub.services.webhooks import Dispatcher, WebhookAdmin
@@ -56,6 +57,7 @@ class Services:
     channel_points: ChannelPoints
     idempotency: Idempotency
     volts: Volts
+    subscriptions: Subscriptions
     # The channel actors' registry: made on first use (blueprints.chat.hub_for).
     chat: ActorRegistry | None = None
     # Set by the Events API start-up hook (http/events/socketio.install), which runs right

@@ -183,6 +183,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("amount", "number", "Volts paid", optional=True),
         _f("isAnonymous", "boolean", "the gifter chose to stay anonymous"),
         _f("giftedAt", "string", "ISO 8601"),
+        _f("recipients", "array", "[{userId, username, displayName}] who received them", optional=True),
         _TEST,
     ),
     _event(
@@ -486,6 +487,9 @@ PRODUCERS: Final[dict[str, str]] = {
     "channel.ban": "volthub.hub.components.chat",
     "channel.unban": "volthub.hub.components.chat",
     "channel.volts": "volthub.services.volts",
+    "channel.subscribe": "volthub.services.subscriptions",
+    "channel.subscription.gift": "volthub.services.subscriptions",
+    "channel.subscription.end": "volthub.services.subscriptions",
 }
 
 EVENTS_API_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports)
@@ -702,6 +706,7 @@ def channel_subscription_gift(
     gifted_at: str,
     amount: int | None = None,
     is_anonymous: bool = False,
+    recipients: Iterable[Person] | None = None,
     is_test: bool = False,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {
@@ -713,7 +718,30 @@ def channel_subscription_gift(
     }
     if amount is not None:
         data["amount"] = amount
+    if recipients is not None:
+        data["recipients"] = [person.fields() for person in recipients]
     return _tested(data, is_test)
+
+
+def channel_subscription_end(
+    *,
+    subscriber: Person,
+    tier: str,
+    gifter: Person | None,
+    reason: str,
+    ended_at: str,
+    expires_at: str,
+) -> dict[str, Any]:
+    """Spec §2.9: `reason` is canceled or expired; `gifter` None for a bought subscription."""
+    return {
+        **subscriber.fields(),
+        "tier": tier,
+        "isGift": gifter is not None,
+        "gifter": None if gifter is None else gifter.fields(),
+        "reason": reason,
+        "endedAt": ended_at,
+        "expiresAt": expires_at,
+    }
 
 
 def channel_volts(
