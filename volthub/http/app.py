@@ -42,6 +42,7 @@ from volthub.services import webhooks as webhook_delivery
 from volthub.services.accounts import Accounts
 from volthub.services.apps import Apps
 from volthub.services.channel_points import ChannelPoints
+from volthub.services.channel_roles import ChannelRoles
 from volthub.services.idempotency import Idempotency
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
@@ -244,6 +245,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         subscriptions=Subscriptions(
             database, publisher, clock, settings.subscriptions, settings.volts, settings.channel_points
         ),
+        channel_roles=ChannelRoles(database, publisher, clock),
     )
 
 

@@ -15,6 +15,7 @@ from volthub.persistence.pagination import InvalidCursor
 from volthub.protocol.webhooks import InvalidTarget
 from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.channel_points import TooManyRewards
+from volthub.services.channel_roles import BroadcasterRole, PastExpiry, RoleNotFound
 from volthub.services.channels import ChannelNotFound
 from volthub.services.idempotency import KeyInFlight, KeyReused
 from volthub.services.notifications import NotificationNotFound
@@ -139,6 +140,9 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     AlreadySubscribed: lambda error: ApiError(
         409, "already_subscribed", "already subscribed to this channel", {"userId": error.user_id}
     ),
+    BroadcasterRole: lambda _: ApiError(400, "invalid_member", "the broadcaster's role is not grantable"),
+    PastExpiry: lambda _: ApiError(400, "validation_error", "expiresAt must be in the future", {"field": "expiresAt"}),
+    RoleNotFound: lambda _: ApiError(404, "not_found", "this member does not hold that role"),
     NotSubscribed: lambda _: ApiError(404, "not_subscribed", "no active subscription to this channel"),
     NoEligibleRecipients: lambda _: ApiError(
         409, "no_eligible_recipients", "no follower of this channel can receive a gift subscription"

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from volthub.services.accounts import Accounts
     from volthub.services.apps import Apps
     from volthub.services.channel_points import ChannelPoints
+    from volthub.services.channel_roles import ChannelRoles
     from volthub.services.idempotency import Idempotency
     from volthub.services.oauth import OAuthService
     from volthub.services.subscriptions import Subscriptions
@@ -58,6 +59,7 @@ class Services:
     idempotency: Idempotency
     volts: Volts
     subscriptions: Subscriptions
+    channel_roles: ChannelRoles
     # The channel actors' registry: made on first use (blueprints.chat.hub_for).
     chat: ActorRegistry | None = None
     # Set by the Events API start-up hook (http/events/socketio.install), which runs right

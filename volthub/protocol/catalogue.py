@@ -490,6 +490,8 @@ PRODUCERS: Final[dict[str, str]] = {
     "channel.subscribe": "volthub.services.subscriptions",
     "channel.subscription.gift": "volthub.services.subscriptions",
     "channel.subscription.end": "volthub.services.subscriptions",
+    "channel.moderator.add": "volthub.services.channel_roles",
+    "channel.moderator.remove": "volthub.services.channel_roles",
 }
 
 EVENTS_API_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports)
@@ -849,3 +851,15 @@ def channel_ban(
 
 def channel_unban(*, user: Person, moderator: Person, was_permanent: bool, unbanned_at: str) -> dict[str, Any]:
     return {**user.fields(), "moderator": moderator.fields(), "wasPermanent": was_permanent, "unbannedAt": unbanned_at}
+
+
+# --- builders: channel roles (volthub.services.channel_roles) ------------------------------
+
+
+def channel_moderator_add(*, user: Person, moderator: Person, added_at: str) -> dict[str, Any]:
+    """`moderator` is who granted the role (the broadcaster)."""
+    return {**user.fields(), "moderator": moderator.fields(), "addedAt": added_at}
+
+
+def channel_moderator_remove(*, user: Person, moderator: Person, removed_at: str) -> dict[str, Any]:
+    return {**user.fields(), "moderator": moderator.fields(), "removedAt": removed_at}

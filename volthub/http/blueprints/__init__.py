@@ -13,6 +13,6 @@ BLUEPRINTS += [events.blueprint, sandbox.blueprint, channel_points.blueprint]
 from volthub.http.blueprints import consent, developer_apps, oauth  # noqa: E402  (issue 3: OAuth)
 
 BLUEPRINTS += [developer_apps.blueprint, oauth.blueprint, consent.blueprint]
-from volthub.http.blueprints import subscriptions, volts  # noqa: E402  (issue 14: money and membership)
+from volthub.http.blueprints import channel_roles, subscriptions, volts  # noqa: E402  (issue 14)
 
-BLUEPRINTS += [volts.blueprint, subscriptions.blueprint]
+BLUEPRINTS += [volts.blueprint, subscriptions.blueprint, channel_roles.blueprint]
