@@ -215,3 +215,16 @@ async def test_the_sandbox_sends_money_events_and_changes_nothing(env: ChatEnv) 
     assert all(e.data["isTest"] is True for e in env.events if e.is_test)
     assert await env.rt.db.read(snapshot) == before
     assert await get(env, creator, "/api/developer/subscriptions/count") == {"count": 0}
+
+
+async def test_a_subscription_earns_the_points_bonus_in_that_channel(env: ChatEnv) -> None:
+    creator, fan = await env.user(), await env.user()
+    await fund(env, fan)
+    assert (await post(env, fan, "subscribe", creatorId=creator.id)).status_code == 201
+    balance = await get(env, fan, f"/api/channel-points/{creator.id}/balance")
+    assert balance == {"channelId": creator.id, "balance": 1000}
+    elsewhere = await get(env, fan, f"/api/channel-points/{fan.id}/balance")
+    assert elsewhere["balance"] == 0
+    board = await get(env, None, f"/api/channel-points/{creator.id}/leaderboard")
+    assert [(r["userId"], r["points"]) for r in board["leaderboard"]] == [(fan.id, 1000)]
+    assert await env.rt.db.read(ledger.mismatched_accounts) == []
