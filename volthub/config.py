@@ -176,7 +176,7 @@ class SubscriptionSettings(Section):
     # again after the end continues the tenure months.
     period_days: int = Field(30, ge=1, le=3650)
     # Longest the expiry service sleeps before looking for expiries another process wrote.
-    poll_seconds: float = Field(30.0, gt=0, le=86_400)
+    poll_seconds: float = Field(3600.0, gt=0, le=86_400)
 
     def price(self, tier: str) -> int:
         return {"tier1": self.tier1_price, "tier2": self.tier2_price, "tier3": self.tier3_price}[tier]
