@@ -269,7 +269,44 @@ class ClusterSettings(Section):
     presence_interval_seconds: float = Field(5.0, ge=0.5, le=300)
 
 
+class VoltsSettings(Section):
+    # Volts a new wallet holds before its first purchase.
+    starting_balance: int = Field(0, ge=0, le=1_000_000_000)
+    # Share of each send kept by the platform, in percent (rounded down); 0: the creator
+    # gets the whole amount.
+    platform_fee_percent: int = Field(0, ge=0, le=100)
+    # Who is paid for purchases: "sandbox" credits at once and labels the transaction so.
+    payment_provider: str = Field("sandbox", pattern="^sandbox$")
+
+
+class SubscriptionSettings(Section):
+    # Price of one subscription period per tier, in Volts.
+    tier1_price: int = Field(500, ge=1, le=100_000_000)
+    tier2_price: int = Field(1000, ge=1, le=100_000_000)
+    tier3_price: int = Field(2500, ge=1, le=100_000_000)
+    # Length of one prepaid period. Nothing renews by itself (gifts never do); subscribing
+    # again after the end continues the tenure months.
+    period_days: int = Field(30, ge=1, le=3650)
+    # Longest the expiry service sleeps before looking for expiries another process wrote.
+    poll_seconds: float = Field(3600.0, gt=0, le=86_400)
+
+    def price(self, tier: str) -> int:
+        return {"tier1": self.tier1_price, "tier2": self.tier2_price, "tier3": self.tier3_price}[tier]
+
+
+class ChannelPointsSettings(Section):
+    # Points a signed-in viewer earns per `watch_interval_seconds` connected to a channel.
+    points_per_interval: int = Field(10, ge=0, le=1_000_000)
+    watch_interval_seconds: float = Field(300.0, gt=0, le=86_400)
+    # One-time bonuses.
+    follow_bonus: int = Field(300, ge=0, le=1_000_000)
+    subscription_bonus: int = Field(1000, ge=0, le=1_000_000)
+
+
 class Settings(Section):
+    volts: VoltsSettings = VoltsSettings()
+    subscriptions: SubscriptionSettings = SubscriptionSettings()
+    channel_points: ChannelPointsSettings = ChannelPointsSettings()
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
     auth: AuthSettings = AuthSettings()

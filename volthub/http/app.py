@@ -29,6 +29,7 @@ from volthub.http import access, cluster, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import chat as chat_blueprint
 from volthub.http.blueprints import interactive as interactive_blueprint
+from volthub.http.blueprints import subscriptions as subscriptions_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import socketio as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
@@ -46,15 +47,19 @@ from volthub.services.bots import Bots
 from volthub.services.catalogue import BadgeCatalogue, Teams
 from volthub.services.categories import Categories
 from volthub.services.channel_points import ChannelPoints
+from volthub.services.channel_roles import ChannelRoles
 from volthub.services.emotes import Emotes
 from volthub.services.extvideo import ExtVideo
+from volthub.services.idempotency import Idempotency
 from volthub.services.journals import Journals
 from volthub.services.media import MediaStore
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
 from volthub.services.streams import Streams
+from volthub.services.subscriptions import Subscriptions
 from volthub.services.tokens import TokenService
 from volthub.services.users import Users
+from volthub.services.volts import Volts
 from volthub.services.webhooks import Dispatcher, WebhookAdmin
 
 log = logging.getLogger(__name__)
@@ -75,6 +80,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("relay", cluster.relay_service),
     ("presence", cluster.presence_service),
     ("interactive", interactive_blueprint.run_interactive_feed),
+    ("subscription-expiry", subscriptions_blueprint.run_expiry),
 ]
 
 
@@ -285,6 +291,12 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         teams=Teams(database, clock),
         journals=Journals(database, clock, media, image_max_bytes=settings.media.journal_image_max_bytes),
         extvideo=ExtVideo(database, clock, settings.extvideo, settings.server.public_url),
+        idempotency=Idempotency(database, clock),
+        volts=Volts(database, publisher, clock, settings.volts),
+        subscriptions=Subscriptions(
+            database, publisher, clock, settings.subscriptions, settings.volts, settings.channel_points
+        ),
+        channel_roles=ChannelRoles(database, publisher, clock),
     )
 
 

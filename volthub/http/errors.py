@@ -20,11 +20,13 @@ from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected, NotABotApp
 from volthub.services.catalogue import TeamNotFound
 from volthub.services.channel_points import TooManyRewards
+from volthub.services.channel_roles import BroadcasterRole, PastExpiry, RoleNotFound
 from volthub.services.channels import ChannelNotFound
 from volthub.services.emotes import EmoteExists, EmoteNotFound
 from volthub.services.extvideo import InvalidState, ProviderError, ReauthRequired
 from volthub.services.extvideo import NotConfigured as ExtNotConfigured
 from volthub.services.extvideo import NotConnected as ExtNotConnected
+from volthub.services.idempotency import KeyInFlight, KeyReused
 from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
@@ -37,6 +39,8 @@ from volthub.services.streams import (
     UnknownCategory,
     VodNotFound,
 )
+from volthub.services.subscriptions import AlreadySubscribed, InvalidRecipient, NoEligibleRecipients, NotSubscribed
+from volthub.services.volts import InsufficientFunds, PaymentDeclined, SelfTransfer
 from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
 
 # Codes for Quart's own HTTP errors, so 404/405/413 look like ours.
@@ -228,6 +232,38 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
         "name_taken",
         "that name is taken or reserved",
         {"name": error.name, **({"reservedUntil": iso8601(error.reserved_until)} if error.reserved_until else {})},
+    ),
+    # Money and membership (services.volts, services.subscriptions, services.idempotency).
+    InsufficientFunds: lambda error: ApiError(
+        400, "insufficient_funds", "the balance is too low", {"balance": error.balance, "needed": error.needed}
+    ),
+    SelfTransfer: lambda _: ApiError(400, "invalid_recipient", "you cannot pay your own channel"),
+    InvalidRecipient: lambda _: ApiError(
+        400, "invalid_recipient", "gift to someone other than yourself or the channel"
+    ),
+    AlreadySubscribed: lambda error: ApiError(
+        409, "already_subscribed", "already subscribed to this channel", {"userId": error.user_id}
+    ),
+    BroadcasterRole: lambda _: ApiError(400, "invalid_member", "the broadcaster's role is not grantable"),
+    PastExpiry: lambda _: ApiError(400, "validation_error", "expiresAt must be in the future", {"field": "expiresAt"}),
+    RoleNotFound: lambda _: ApiError(404, "not_found", "this member does not hold that role"),
+    NotSubscribed: lambda _: ApiError(404, "not_subscribed", "no active subscription to this channel"),
+    NoEligibleRecipients: lambda _: ApiError(
+        409, "no_eligible_recipients", "no follower of this channel can receive a gift subscription"
+    ),
+    PaymentDeclined: lambda error: ApiError(402, "payment_declined", str(error) or "the payment was declined"),
+    KeyReused: lambda _: ApiError(
+        422,
+        "idempotency_key_reused",
+        "this Idempotency-Key was used with a different request",
+        {"header": "Idempotency-Key"},
+    ),
+    KeyInFlight: lambda _: ApiError(
+        409,
+        "idempotency_key_in_flight",
+        "the first request with this Idempotency-Key has not finished; retry later",
+        {"header": "Idempotency-Key"},
+        headers={"Retry-After": "5"},
     ),
 }
 

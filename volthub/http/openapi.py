@@ -85,6 +85,8 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
                 operation["operationId"] = f"{method}_{rule.endpoint.replace('.', '_')}"
                 _describe_access(operation, declaration)
                 _answers_by_rule(operation, method)
+                if getattr(view, "__volthub_idempotent__", False):
+                    _describe_idempotency(operation)
                 operation["responses"].update(stated)
                 for response in operation["responses"].values():
                     response.setdefault("headers", {}).update(_RATE_HEADERS)
@@ -164,3 +166,20 @@ def _describe_raw_body(operation: dict[str, Any], accepted: tuple[str, ...]) -> 
 
 def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ERROR_REF}}}
+
+
+def _describe_idempotency(operation: dict[str, Any]) -> None:
+    """Money-moving POSTs (http/idempotency.py) take an Idempotency-Key header."""
+    operation.setdefault("parameters", []).append(
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": "1-255 printable ASCII characters, per user and route: a repeat gets the first"
+            " answer byte for byte and moves no money again",
+            "schema": {"type": "string", "maxLength": 255},
+        }
+    )
+    responses = operation.setdefault("responses", {})
+    responses.setdefault("409", _error("The first request with this Idempotency-Key has not finished"))
+    responses.setdefault("422", _error("idempotency_key_reused: the key was used with another body"))

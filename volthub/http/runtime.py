@@ -30,13 +30,17 @@ if TYPE_CHECKING:
     from volthub.services.bots import Bots
     from volthub.services.catalogue import BadgeCatalogue, Teams
     from volthub.services.channel_points import ChannelPoints
+    from volthub.services.channel_roles import ChannelRoles
     from volthub.services.emotes import Emotes
     from volthub.services.extvideo import ExtVideo
+    from volthub.services.idempotency import Idempotency
     from volthub.services.journals import Journals
     from volthub.services.media import MediaStore
     from volthub.services.oauth import OAuthService
     from volthub.services.streams import Streams
+    from volthub.services.subscriptions import Subscriptions
     from volthub.services.users import Users
+    from volthub.services.volts import Volts
     from volthub.services.webhooks import Dispatcher, WebhookAdmin
 
 
@@ -67,6 +71,10 @@ class Services:
     teams: Teams
     journals: Journals
     extvideo: ExtVideo
+    idempotency: Idempotency
+    volts: Volts
+    subscriptions: Subscriptions
+    channel_roles: ChannelRoles
     # The channel actors' registry: made on first use (blueprints.chat.hub_for).
     chat: ActorRegistry | None = None
     # Set by the Events API start-up hook (http/events/socketio.install), which runs right

@@ -120,13 +120,23 @@ def transfer(
     if src.channel_id != dst.channel_id:
         raise ValueError("channel points never move between channels")
     now = int(time.time() * 1000) if now_ms is None else now_ms
+    if not src.may_go_negative and tx.one("SELECT 1 FROM ledger_accounts WHERE account = ?", (source,)) is None:
+        raise InsufficientFunds(source, 0, amount)
+    # Both rows exist before any is locked: a row that appeared after a locking statement's
+    # snapshot would otherwise be locked later, out of order (a deadlock on PostgreSQL).
+    created = [key.account for key in sorted((src, dst), key=lambda k: k.account) if _ensure(tx, key, now)]
     if tx.dialect == "postgresql":
-        # Lock the existing rows in one order: opposite transfers wait instead of deadlocking.
+        # Lock both rows in one order: opposite transfers wait instead of deadlocking.
         tx.execute(
             "SELECT account FROM ledger_accounts WHERE account IN (?, ?) ORDER BY account FOR UPDATE",
             (source, destination),
         )
-    source_after = _debit(tx, src, amount, now)
+    try:
+        source_after = _debit(tx, src, amount, now)
+    except InsufficientFunds:
+        for account in created:  # refused: leave nothing behind, not even an empty account
+            tx.execute("DELETE FROM ledger_accounts WHERE account = ? AND balance = 0", (account,))
+        raise
     destination_after = _credit(tx, dst, amount, now)
     transaction_id = str(uuid.uuid4())
     tx.execute_many(
@@ -140,17 +150,18 @@ def transfer(
     return transaction_id
 
 
-def _ensure(tx: Tx, key: AccountKey, now: int) -> None:
-    tx.execute(
+def _ensure(tx: Tx, key: AccountKey, now: int) -> bool:
+    """Create the account row if missing; True when this call created it."""
+    created = tx.one(
         "INSERT INTO ledger_accounts (account, currency, channel_id, holder_kind, holder, may_go_negative,"
-        " balance, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT (account) DO NOTHING",
+        " balance, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT (account) DO NOTHING RETURNING account",
         (key.account, key.currency, key.channel_id, key.holder_kind, key.holder, key.may_go_negative, now),
     )
+    return created is not None
 
 
 def _debit(tx: Tx, key: AccountKey, amount: int, now: int) -> int:
     if key.may_go_negative:
-        _ensure(tx, key, now)
         row = tx.one(
             "UPDATE ledger_accounts SET balance = balance - ?, updated_at = ? WHERE account = ? RETURNING balance",
             (amount, now, key.account),
@@ -169,7 +180,6 @@ def _debit(tx: Tx, key: AccountKey, amount: int, now: int) -> int:
 
 
 def _credit(tx: Tx, key: AccountKey, amount: int, now: int) -> int:
-    _ensure(tx, key, now)
     row = tx.one(
         "UPDATE ledger_accounts SET balance = balance + ?, updated_at = ? WHERE account = ? RETURNING balance",
         (amount, now, key.account),

@@ -187,6 +187,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("amount", "number", "Volts paid", optional=True),
         _f("isAnonymous", "boolean", "the gifter chose to stay anonymous"),
         _f("giftedAt", "string", "ISO 8601"),
+        _f("recipients", "array", "[{userId, username, displayName}] who received them", optional=True),
         _TEST,
     ),
     _event(
@@ -514,6 +515,12 @@ PRODUCERS: Final[dict[str, str]] = {
     "channel.goal.progress": "volthub.hub.components.goals",
     "channel.goal.completed": "volthub.hub.components.goals",
     "channel.timer.update": "volthub.hub.components.timers",
+    "channel.volts": "volthub.services.volts",
+    "channel.subscribe": "volthub.services.subscriptions",
+    "channel.subscription.gift": "volthub.services.subscriptions",
+    "channel.subscription.end": "volthub.services.subscriptions",
+    "channel.moderator.add": "volthub.services.channel_roles",
+    "channel.moderator.remove": "volthub.services.channel_roles",
 }
 
 EVENTS_API_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports)
@@ -779,6 +786,7 @@ def channel_subscription_gift(
     gifted_at: str,
     amount: int | None = None,
     is_anonymous: bool = False,
+    recipients: Iterable[Person] | None = None,
     is_test: bool = False,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {
@@ -790,7 +798,30 @@ def channel_subscription_gift(
     }
     if amount is not None:
         data["amount"] = amount
+    if recipients is not None:
+        data["recipients"] = [person.fields() for person in recipients]
     return _tested(data, is_test)
+
+
+def channel_subscription_end(
+    *,
+    subscriber: Person,
+    tier: str,
+    gifter: Person | None,
+    reason: str,
+    ended_at: str,
+    expires_at: str,
+) -> dict[str, Any]:
+    """Spec §2.9: `reason` is canceled or expired; `gifter` None for a bought subscription."""
+    return {
+        **subscriber.fields(),
+        "tier": tier,
+        "isGift": gifter is not None,
+        "gifter": None if gifter is None else gifter.fields(),
+        "reason": reason,
+        "endedAt": ended_at,
+        "expiresAt": expires_at,
+    }
 
 
 def channel_volts(
@@ -1042,3 +1073,15 @@ def channel_timer_update(
         data["addedSeconds"] = added_seconds
         data["reason"] = reason or "manual"
     return data
+
+
+# --- builders: channel roles (volthub.services.channel_roles) ------------------------------
+
+
+def channel_moderator_add(*, user: Person, moderator: Person, added_at: str) -> dict[str, Any]:
+    """`moderator` is who granted the role (the broadcaster)."""
+    return {**user.fields(), "moderator": moderator.fields(), "addedAt": added_at}
+
+
+def channel_moderator_remove(*, user: Person, moderator: Person, removed_at: str) -> dict[str, Any]:
+    return {**user.fields(), "moderator": moderator.fields(), "removedAt": removed_at}

@@ -6,12 +6,15 @@ their own transactions; this service is the owner's side: list, count, mark read
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 from volthub.hub.clock import Clock, to_ms
-from volthub.persistence import Database
+from volthub.persistence import Database, Tx
 from volthub.persistence import notifications as repo
 from volthub.persistence.notifications import Notification, NotificationPage
 
-__all__ = ["Notification", "NotificationNotFound", "NotificationPage", "Notifications"]
+__all__ = ["Notification", "NotificationNotFound", "NotificationPage", "Notifications", "notify"]
 
 
 class NotificationNotFound(LookupError):
@@ -47,3 +50,17 @@ class Notifications:
 
     def _now_ms(self) -> int:
         return to_ms(self._clock.now())
+
+
+def notify(tx: Tx, user_id: str, type: str, title: str, message: str, data: dict[str, Any], now_ms: int) -> None:
+    """Write one notification inside the caller's transaction (with the change it tells of)."""
+    repo.create(
+        tx,
+        notification_id=str(uuid.uuid4()),
+        user_id=user_id,
+        type=type,
+        title=title,
+        message=message,
+        data=data,
+        now_ms=now_ms,
+    )

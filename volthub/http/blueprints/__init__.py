@@ -30,3 +30,6 @@ BLUEPRINTS += [bot_select.blueprint]
 from volthub.http.blueprints import interactive  # noqa: E402  (issue 12: interactive control)
 
 BLUEPRINTS += interactive.BLUEPRINTS
+from volthub.http.blueprints import channel_roles, subscriptions, volts  # noqa: E402  (issue 14)
+
+BLUEPRINTS += [volts.blueprint, subscriptions.blueprint, channel_roles.blueprint]

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 from quart import Blueprint
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_querystring, validate_request, validate_response
 
 from volthub.http import access
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model
+from volthub.http.schemas import Body, Model, Query
+from volthub.services import channel_points as points
 from volthub.services.channel_points import ChannelPoints, rest_shape
 
 blueprint = Blueprint("channel_points", __name__, url_prefix="/api/channel-points")
@@ -99,3 +100,48 @@ async def create_item(channel_id: str, data: RewardBody) -> tuple[RewardOut, int
     At most 100 rewards per channel (409 `too_many_rewards`)."""
     reward = await _service().create(channel_id, data.model_dump())
     return RewardOut(**rest_shape(reward)), 201
+
+
+class BalanceOut(Model):
+    channelId: str
+    balance: int
+
+
+class PointsLeaderOut(Model):
+    rank: int
+    userId: str
+    username: str
+    displayName: str
+    points: int
+
+
+class PointsLeaderboardOut(Model):
+    channelId: str
+    leaderboard: list[PointsLeaderOut]
+
+
+class LeaderQuery(Query):
+    limit: int = Field(10, ge=1, le=100)
+
+
+@blueprint.get("/<channel_id>/balance")
+@access.token("points:read")
+@tag(["Channel points"])
+@validate_response(BalanceOut)
+async def get_balance(channel_id: str) -> BalanceOut:
+    """The caller's channel-points balance in that channel (ledger-backed)."""
+    channel_id = uuid_param(channel_id, "channelId")
+    held = await points.balance(runtime().db, channel_id, access.principal().user_id)
+    return BalanceOut(channelId=channel_id, balance=held)
+
+
+@blueprint.get("/<channel_id>/leaderboard")
+@access.public
+@tag(["Channel points"])
+@validate_querystring(LeaderQuery)
+@validate_response(PointsLeaderboardOut)
+async def get_leaderboard(channel_id: str, query_args: LeaderQuery) -> PointsLeaderboardOut:
+    """Viewers of the channel by points held."""
+    channel_id = uuid_param(channel_id, "channelId")
+    board = await points.leaderboard(runtime().db, channel_id, query_args.limit)
+    return PointsLeaderboardOut(channelId=channel_id, leaderboard=[PointsLeaderOut(**row) for row in board])

@@ -1,0 +1,108 @@
+"""Channel roles over OAuth (spec §2.13, §4.10; DESIGN §4.1 "Channel roles").
+
+Grant VIP or moderator by `memberId` or `username` with an optional `expiresAt`; list;
+delete. Writes count against the roles budget (30/min).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, model_validator
+from quart import Blueprint
+from quart_schema import tag, validate_request, validate_response
+
+from volthub.http import access
+from volthub.http.errors import ApiError
+from volthub.http.params import uuid_param
+from volthub.http.ratelimit import limited
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, Model
+from volthub.services.channel_roles import ChannelRoles
+
+blueprint = Blueprint("channel_roles", __name__, url_prefix="/api/integrations/oauth/channel-roles")
+
+
+class RoleOut(Model):
+    memberId: str
+    username: str
+    displayName: str
+    roleType: str
+    grantedAt: str
+    expiresAt: str | None
+
+
+class OneRoleOut(Model):
+    role: RoleOut
+
+
+class RolesOut(Model):
+    roles: list[RoleOut]
+
+
+class GrantBody(Body):
+    roleType: Literal["vip", "moderator"]
+    memberId: str | None = Field(None, max_length=64)
+    username: str | None = Field(None, min_length=1, max_length=50)
+    expiresAt: str | None = Field(None, max_length=40, description="ISO 8601, in the future")
+
+    @model_validator(mode="after")
+    def _one_member(self) -> GrantBody:
+        if (self.memberId is None) == (self.username is None):
+            raise ValueError("give exactly one of memberId or username")
+        return self
+
+
+def _service() -> ChannelRoles:
+    return runtime().services.channel_roles
+
+
+def _epoch_ms(value: str) -> int:
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(400, "validation_error", "expiresAt must be an ISO 8601 time", {"field": "expiresAt"}) from None
+    if moment.tzinfo is None:
+        raise ApiError(400, "validation_error", "expiresAt needs a time zone (e.g. Z)", {"field": "expiresAt"})
+    return int(moment.timestamp() * 1000)
+
+
+@blueprint.get("")
+@access.token("channel:read")
+@tag(["Channel roles"])
+@validate_response(RolesOut)
+async def list_roles() -> RolesOut:
+    """The current VIPs and moderators of your channel."""
+    roles = await _service().list(access.principal().user_id)
+    return RolesOut(roles=[RoleOut(**role) for role in roles])
+
+
+@blueprint.post("")
+@access.token("channel:roles:write")
+@limited("roles_write")
+@tag(["Channel roles"])
+@validate_request(GrantBody)
+@validate_response(OneRoleOut, 201)
+async def grant_role(data: GrantBody) -> tuple[OneRoleOut, int]:
+    """Grant VIP or moderator in your channel (the broadcaster's own role is not grantable:
+    400 `invalid_member`); a moderator grant emits `channel.moderator.add`."""
+    member_id = None if data.memberId is None else uuid_param(data.memberId, "memberId")
+    expires_at = None if data.expiresAt is None else _epoch_ms(data.expiresAt)
+    role = await _service().grant(
+        access.principal().user_id, data.roleType, member_id=member_id, username=data.username, expires_at=expires_at
+    )
+    return OneRoleOut(role=RoleOut(**role)), 201
+
+
+@blueprint.delete("/<member_id>/<role_type>")
+@access.token("channel:roles:write")
+@limited("roles_write")
+@tag(["Channel roles"])
+async def delete_role(member_id: str, role_type: str) -> tuple[str, int]:
+    """Remove a role (204); a moderator removal emits `channel.moderator.remove`."""
+    member_id = uuid_param(member_id, "memberId")
+    if role_type not in ("vip", "moderator"):
+        raise ApiError(400, "validation_error", "roleType must be vip or moderator", {"field": "roleType"})
+    await _service().revoke(access.principal().user_id, member_id, role_type)
+    return "", 204

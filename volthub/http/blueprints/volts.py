@@ -1,0 +1,152 @@
+"""Volts over REST (spec §4.11, DESIGN §4.1 "Volts"): wallet, purchase, send, history.
+
+Purchase and send move money: both honour `Idempotency-Key` (http/idempotency.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+from quart import Blueprint
+from quart_schema import tag, validate_querystring, validate_request, validate_response
+
+from volthub.http import access
+from volthub.http.idempotency import idempotent
+from volthub.http.params import uuid_param
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, Model, PageQuery, Query
+from volthub.services.volts import Volts
+
+blueprint = Blueprint("volts", __name__, url_prefix="/api/volts")
+
+MAX_PURCHASE = 100_000
+MAX_SEND = 1_000_000_000
+
+
+class WalletOut(Model):
+    balance: int
+
+
+class CounterpartyOut(Model):
+    userId: str
+    username: str
+    displayName: str
+
+
+class TransactionOut(Model):
+    id: str
+    type: str = Field(description="purchase, send, starting_balance, platform_fee, subscription, gift_subscription")
+    direction: str = Field(description="in or out of this wallet")
+    amount: int = Field(description="signed: negative when Volts left the wallet")
+    balance: int = Field(description="the wallet's balance right after")
+    counterpartyId: str | None
+    counterparty: CounterpartyOut | None = None
+    reference: str | None
+    provider: str | None = Field(description="payment provider of a purchase")
+    sandbox: bool = Field(description="true for purchases the sandbox provider paid")
+    createdAt: str
+
+
+class MoneyOut(Model):
+    balance: int
+    transaction: TransactionOut
+
+
+class TransactionPage(Model):
+    items: list[TransactionOut]
+    nextCursor: str | None
+
+
+class PurchaseBody(Body):
+    amount: int = Field(ge=1, le=MAX_PURCHASE)
+
+
+class SendBody(Body):
+    creatorId: str = Field(max_length=64)
+    amount: int = Field(ge=1, le=MAX_SEND)
+    message: str | None = Field(None, max_length=500)
+
+
+class LeaderQuery(Query):
+    limit: int = Field(10, ge=1, le=100)
+
+
+class LeaderOut(Model):
+    rank: int
+    userId: str
+    username: str
+    displayName: str
+    amount: int
+
+
+class LeaderboardOut(Model):
+    creatorId: str
+    leaderboard: list[LeaderOut]
+
+
+def _volts() -> Volts:
+    return runtime().services.volts
+
+
+def _money(balance: int, transaction: dict[str, Any]) -> MoneyOut:
+    return MoneyOut(balance=balance, transaction=TransactionOut(**transaction))
+
+
+@blueprint.get("/wallet")
+@access.token("payments:read")
+@tag(["Volts"])
+@validate_response(WalletOut)
+async def get_wallet() -> WalletOut:
+    """The caller's Volts balance (a new wallet holds `[volts] starting_balance`)."""
+    return WalletOut(balance=await _volts().balance(access.principal().user_id))
+
+
+@blueprint.get("/transactions")
+@access.token("payments:read")
+@tag(["Volts"])
+@validate_querystring(PageQuery)
+@validate_response(TransactionPage)
+async def list_transactions(query_args: PageQuery) -> TransactionPage:
+    """The caller's wallet movements, newest first; cursor list (limit ≤ 100)."""
+    items, cursor = await _volts().transactions(access.principal().user_id, query_args.limit, query_args.cursor)
+    return TransactionPage(items=[TransactionOut(**item) for item in items], nextCursor=cursor)
+
+
+@blueprint.post("/purchase")
+@idempotent
+@access.token("payments:write")
+@tag(["Volts"])
+@validate_request(PurchaseBody)
+@validate_response(MoneyOut)
+async def purchase(data: PurchaseBody) -> MoneyOut:
+    """Buy Volts through the configured payment provider (`sandbox` by default: always paid,
+    labelled `sandbox: true`). Honours `Idempotency-Key`."""
+    balance, transaction = await _volts().purchase(access.principal().user_id, data.amount)
+    return _money(balance, transaction)
+
+
+@blueprint.post("/send")
+@idempotent
+@access.token("payments:write")
+@tag(["Volts"])
+@validate_request(SendBody)
+@validate_response(MoneyOut)
+async def send(data: SendBody) -> MoneyOut:
+    """Send Volts to a creator: emits `channel.volts` (webhooks also `channel.cheer`).
+    400 `insufficient_funds` when the wallet holds too little. Honours `Idempotency-Key`."""
+    creator_id = uuid_param(data.creatorId, "creatorId")
+    balance, transaction = await _volts().send(access.principal().user_id, creator_id, data.amount, data.message)
+    return _money(balance, transaction)
+
+
+@blueprint.get("/leaderboard/<creator_id>")
+@access.public
+@tag(["Volts"])
+@validate_querystring(LeaderQuery)
+@validate_response(LeaderboardOut)
+async def leaderboard(creator_id: str, query_args: LeaderQuery) -> LeaderboardOut:
+    """Who sent the creator the most Volts."""
+    creator_id = uuid_param(creator_id, "creatorId")
+    board = await _volts().leaderboard(creator_id, query_args.limit)
+    return LeaderboardOut(creatorId=creator_id, leaderboard=[LeaderOut(**row) for row in board])

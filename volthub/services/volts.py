@@ -1,0 +1,279 @@
+"""Volts (spec §4.11, DESIGN §4.1 "Volts"): the platform currency viewers buy and send.
+
+Every movement is a ledger transfer (persistence/ledger.py) in the same transaction as the
+event and notification it causes. Purchases are paid through a `PaymentProvider`; the
+built-in `sandbox` provider always succeeds at once, and its transactions say `sandbox`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from volthub.config import VoltsSettings
+from volthub.hub.clock import Clock, iso8601, to_ms
+from volthub.hub.publisher import Emitter, EventPublisher
+from volthub.persistence import Database, Tx, ledger
+from volthub.persistence import users as users_repo
+from volthub.persistence.ledger import InsufficientFunds
+from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.protocol import catalogue
+from volthub.services.channels import ChannelNotFound, channel_by_id
+from volthub.services.notifications import notify
+
+__all__ = ["InsufficientFunds", "PaymentDeclined", "SelfTransfer", "Volts", "sandbox_provider"]
+
+MINT = ledger.system_account("volts", "mint")
+FEES = ledger.system_account("volts", "platform-fees")
+
+
+class PaymentDeclined(Exception):
+    """The payment provider refused the charge; no Volts were credited."""
+
+
+class SelfTransfer(Exception):
+    """A user tried to send Volts (or buy a subscription) to their own channel."""
+
+
+@dataclass(frozen=True)
+class Payment:
+    provider: str
+    reference: str  # the provider's id of the charge
+    sandbox: bool
+
+
+class PaymentProvider(Protocol):
+    name: str
+
+    async def charge(self, user_id: str, amount: int) -> Payment:
+        """Take payment for `amount` Volts, or raise PaymentDeclined."""
+
+
+class SandboxProvider:
+    """Always pays at once; every purchase it makes is labelled `sandbox`."""
+
+    name = "sandbox"
+
+    async def charge(self, user_id: str, amount: int) -> Payment:
+        return Payment(self.name, f"sandbox_{uuid.uuid4().hex}", sandbox=True)
+
+
+def sandbox_provider() -> PaymentProvider:
+    return SandboxProvider()
+
+
+PROVIDERS = {"sandbox": sandbox_provider}
+
+
+def wallet(user_id: str) -> str:
+    return ledger.user_account("volts", user_id)
+
+
+def open_wallet(tx: Tx, user_id: str, starting_balance: int, now_ms: int) -> None:
+    """Give a wallet seen for the first time its starting balance (once: the account row)."""
+    account = wallet(user_id)
+    if starting_balance <= 0 or tx.one("SELECT 1 FROM ledger_accounts WHERE account = ?", (account,)):
+        return
+    ledger.transfer(
+        tx,
+        currency="volts",
+        source=MINT,
+        destination=account,
+        amount=starting_balance,
+        kind="starting_balance",
+        now_ms=now_ms,
+    )
+
+
+def transaction_shape(entry: ledger.Entry, people: dict[str, users_repo.User] | None = None) -> dict[str, Any]:
+    """A wallet transaction as the API shows it, from the wallet's side."""
+    counterparty = ledger.parse_account(entry.counterparty)
+    other = counterparty.holder if counterparty.holder_kind == "user" else None
+    provider = entry.reference.split("_", 1)[0] if entry.kind == "purchase" and entry.reference else None
+    shape: dict[str, Any] = {
+        "id": entry.transaction_id,
+        "type": entry.kind,
+        "direction": "in" if entry.amount > 0 else "out",
+        "amount": entry.amount,
+        "balance": entry.balance_after,
+        "counterpartyId": other,
+        "reference": entry.reference,
+        "provider": provider,
+        "sandbox": provider == "sandbox",
+        "createdAt": iso8601(entry.created_at),
+    }
+    if people is not None and other in people:
+        person = people[other]
+        shape["counterparty"] = {"userId": person.id, "username": person.username, "displayName": person.display_name}
+    return shape
+
+
+class Volts:
+    def __init__(
+        self,
+        database: Database,
+        publisher: EventPublisher,
+        clock: Clock,
+        settings: VoltsSettings,
+        provider: PaymentProvider | None = None,
+    ) -> None:
+        self._db = database
+        self._publisher = publisher
+        self._clock = clock
+        self._settings = settings
+        self._provider = provider or PROVIDERS[settings.payment_provider]()
+
+    @property
+    def starting_balance(self) -> int:
+        return self._settings.starting_balance
+
+    async def balance(self, user_id: str) -> int:
+        def read(tx: Tx) -> int:
+            exists = tx.one("SELECT 1 FROM ledger_accounts WHERE account = ?", (wallet(user_id),))
+            return ledger.balance(tx, wallet(user_id)) if exists else self._settings.starting_balance
+
+        return await self._db.read(read)
+
+    async def purchase(self, user_id: str, amount: int) -> tuple[int, dict[str, Any]]:
+        payment = await self._provider.charge(user_id, amount)
+
+        def change(tx: Tx, emitter: Emitter) -> tuple[int, dict[str, Any]]:
+            open_wallet(tx, user_id, self._settings.starting_balance, emitter.now_ms)
+            transaction_id = ledger.transfer(
+                tx,
+                currency="volts",
+                source=MINT,
+                destination=wallet(user_id),
+                amount=amount,
+                kind="purchase",
+                reference=payment.reference,
+                now_ms=emitter.now_ms,
+            )
+            return self._mine(tx, transaction_id, user_id)
+
+        return await self._publisher.write(change)
+
+    async def send(
+        self, sender_id: str, creator_id: str, amount: int, message: str | None
+    ) -> tuple[int, dict[str, Any]]:
+        """Move `amount` from the sender's wallet to the creator's (less the platform fee)."""
+        if sender_id == creator_id:
+            raise SelfTransfer()
+
+        def change(tx: Tx, emitter: Emitter) -> tuple[int, dict[str, Any]]:
+            creator = channel_by_id(tx, creator_id)
+            sender = users_repo.get_by_id(tx, sender_id)
+            if sender is None:
+                raise ChannelNotFound(sender_id)
+            now = emitter.now_ms
+            open_wallet(tx, sender_id, self._settings.starting_balance, now)
+            open_wallet(tx, creator_id, self._settings.starting_balance, now)
+            fee = amount * self._settings.platform_fee_percent // 100
+            reference = str(uuid.uuid4())
+            transaction_id = (
+                ledger.transfer(
+                    tx,
+                    currency="volts",
+                    source=wallet(sender_id),
+                    destination=wallet(creator_id),
+                    amount=amount - fee,
+                    kind="send",
+                    reference=reference,
+                    now_ms=now,
+                )
+                if amount > fee
+                else None
+            )
+            if fee:
+                fee_id = ledger.transfer(
+                    tx,
+                    currency="volts",
+                    source=wallet(sender_id),
+                    destination=FEES,
+                    amount=fee,
+                    kind="platform_fee",
+                    reference=reference,
+                    now_ms=now,
+                )
+                transaction_id = transaction_id or fee_id
+            assert transaction_id is not None
+            at = iso8601(now)
+            who = catalogue.Person.of(sender)
+            emitter.emit(
+                creator_id,
+                "channel.volts",
+                catalogue.channel_volts(sender=who, amount=amount, message=message, sent_at=at),
+            )
+            notify(
+                tx,
+                creator_id,
+                "volts.received",
+                "Volts received",
+                f"{sender.display_name} sent you {amount} Volts",
+                {**who.fields(), "amount": amount, "message": message, "creatorId": creator.id},
+                now,
+            )
+            return self._mine(tx, transaction_id, sender_id)
+
+        return await self._publisher.write(change)
+
+    def _mine(self, tx: Tx, transaction_id: str, user_id: str) -> tuple[int, dict[str, Any]]:
+        entries = [e for e in ledger.entries_of_transaction(tx, transaction_id) if e.account == wallet(user_id)]
+        return ledger.balance(tx, wallet(user_id)), transaction_shape(entries[0])
+
+    async def transactions(
+        self, user_id: str, limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        before = None
+        if cursor:
+            at, last = decode_cursor(cursor, 2)
+            if not isinstance(at, int) or not isinstance(last, str):
+                from volthub.persistence.pagination import InvalidCursor
+
+                raise InvalidCursor("cursor is not one this server issued")
+            before = (at, last)
+
+        def read(tx: Tx) -> tuple[list[ledger.Entry], dict[str, users_repo.User]]:
+            entries = ledger.entries_of(tx, wallet(user_id), before=before, limit=limit + 1)
+            ids = {ledger.parse_account(e.counterparty).holder for e in entries}
+            people = {uid: user for uid in ids if (user := users_repo.get_by_id(tx, uid)) is not None}
+            return entries, people
+
+        entries, people = await self._db.read(read)
+        more = len(entries) > limit
+        entries = entries[:limit]
+        next_cursor = encode_cursor(entries[-1].created_at, entries[-1].transaction_id) if more else None
+        return [transaction_shape(e, people) for e in entries], next_cursor
+
+    async def leaderboard(self, creator_id: str, limit: int) -> list[dict[str, Any]]:
+        """Who sent the creator the most Volts, all time."""
+
+        def read(tx: Tx) -> list[dict[str, Any]]:
+            channel_by_id(tx, creator_id)
+            rows = tx.execute(
+                "SELECT counterparty, SUM(amount) AS total FROM ledger_entries"
+                " WHERE account = ? AND side = 'credit' AND kind = 'send'"
+                " GROUP BY counterparty ORDER BY total DESC, counterparty LIMIT ?",
+                (wallet(creator_id), limit),
+            )
+            board = []
+            for rank, row in enumerate(rows, start=1):
+                user = users_repo.get_by_id(tx, ledger.parse_account(row["counterparty"]).holder)
+                if user is None:
+                    continue
+                board.append(
+                    {
+                        "rank": rank,
+                        "userId": user.id,
+                        "username": user.username,
+                        "displayName": user.display_name,
+                        "amount": int(row["total"]),
+                    }
+                )
+            return board
+
+        return await self._db.read(read)
+
+    def now_ms(self) -> int:
+        return to_ms(self._clock.now())
