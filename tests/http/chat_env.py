@@ -34,10 +34,43 @@ def chat_app(database_url: str, clock: Clock | None = None, **sections: dict[str
     return create_app(chat_test_settings(database_url, **sections), clock=clock or TrioClock(start=CHAT_EPOCH))
 
 
+class _SettlingClient:
+    """The app's test client, which after each request waits until the events it caused
+    reached the bus's listeners: on PostgreSQL they come back through the relay's NOTIFY."""
+
+    def __init__(self, app: Any) -> None:
+        self._client = app.test_client()
+        self._app = app
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def _settled(self, response: Any) -> Any:
+        caught_up = getattr(self._app.extensions["volthub"].bus, "caught_up", None)
+        if caught_up is not None:  # no timeout: under MockClock it would fire at once
+            await caught_up()
+        return response
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._settled(await self._client.get(*args, **kwargs))
+
+    async def post(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._settled(await self._client.post(*args, **kwargs))
+
+    async def put(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._settled(await self._client.put(*args, **kwargs))
+
+    async def patch(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._settled(await self._client.patch(*args, **kwargs))
+
+    async def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._settled(await self._client.delete(*args, **kwargs))
+
+
 class ChatEnv:
     def __init__(self, app: Any) -> None:
         self.app = app
-        self.client = app.test_client()
+        self.client = _SettlingClient(app)
         self.events: list[Any] = []
         self.rt.bus.subscribe(self.events.append)
 

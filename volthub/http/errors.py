@@ -20,7 +20,7 @@ from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected, NotABotApp
 from volthub.services.catalogue import TeamNotFound
 from volthub.services.channel_points import TooManyRewards
-from volthub.services.channel_roles import BroadcasterRole, PastExpiry, RoleNotFound
+from volthub.services.channel_roles import BroadcasterRole, PastExpiry, RoleNotFound, UnknownMember
 from volthub.services.channels import ChannelNotFound
 from volthub.services.emotes import EmoteExists, EmoteNotFound
 from volthub.services.extvideo import InvalidState, ProviderError, ReauthRequired
@@ -247,6 +247,9 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     BroadcasterRole: lambda _: ApiError(400, "invalid_member", "the broadcaster's role is not grantable"),
     PastExpiry: lambda _: ApiError(400, "validation_error", "expiresAt must be in the future", {"field": "expiresAt"}),
     RoleNotFound: lambda _: ApiError(404, "not_found", "this member does not hold that role"),
+    UnknownMember: lambda error: ApiError(
+        404, "not_found", "no user has that memberId or username", {"member": str(error)}
+    ),
     NotSubscribed: lambda _: ApiError(404, "not_subscribed", "no active subscription to this channel"),
     NoEligibleRecipients: lambda _: ApiError(
         409, "no_eligible_recipients", "no follower of this channel can receive a gift subscription"

@@ -115,16 +115,23 @@ class PostgresRelay:
         self._connected_event = trio.Event()
         self.backend_pid: int | None = None  # of the LISTEN connection
         self.relayed = 0  # events handed to listeners, for tests and metrics
+        # Highest position per channel this process published, and events still waiting to be
+        # logged: what `caught_up` waits for.
+        self._published_seq: dict[str, int] = {}
+        self._unlogged = 0
+        self._progress = trio.Event()
         self.duplicates = 0
         self.reconnects = 0
 
     # ------------------------------------------------------------------ Bus
 
     def publish(self, event: Event) -> None:
-        if event.seq is not None:
-            return  # logged and NOTIFYed by its transaction: delivered when heard
+        if event.seq is not None:  # logged and NOTIFYed by its transaction: delivered when heard
+            self._await_delivery(event.channel_id, event.seq)
+            return
         try:
             self._outgoing_send.send_nowait(event)
+            self._unlogged += 1
         except trio.WouldBlock:
             log.error("relay outbox full: dropped unlogged event %s (%s)", event.id, event.name)
 
@@ -136,6 +143,22 @@ class PostgresRelay:
                 self._listeners.remove(listener)
 
         return unsubscribe
+
+    async def caught_up(self) -> None:
+        """Wait until every event this process has published so far has reached this
+        process's listeners (delivery is asynchronous: it comes back through NOTIFY)."""
+        while self._unlogged or any(
+            self._last_seq.get(channel, 0) < seq for channel, seq in self._published_seq.items()
+        ):
+            await self._progress.wait()
+        self._published_seq.clear()
+
+    def _await_delivery(self, channel_id: str, seq: int) -> None:
+        self._published_seq[channel_id] = max(seq, self._published_seq.get(channel_id, 0))
+
+    def _made_progress(self) -> None:
+        self._progress.set()
+        self._progress = trio.Event()
 
     def add_backfill(self, listener: Listener) -> None:
         """`listener` gets the log's tail at start (events older than this process), not
@@ -294,6 +317,7 @@ class PostgresRelay:
             self._prune_due.set()
         for listener in list(self._listeners):
             _call(listener, event)
+        self._made_progress()
 
     def _note(self, row: event_log.LoggedEvent) -> Event | None:
         """Record `row` as seen; its Event, or None when it is a duplicate."""
@@ -312,9 +336,14 @@ class PostgresRelay:
         async for event in self._outgoing:
             now_ms = to_ms(self._clock.now())
             try:
-                await self._database.write(lambda tx, e=event: self.append(tx, [e], now_ms))  # type: ignore[misc]
+                [logged] = await self._database.write(lambda tx, e=event: self.append(tx, [e], now_ms))  # type: ignore[misc]
+                if logged.seq is not None:
+                    self._await_delivery(logged.channel_id, logged.seq)
             except Exception:
                 log.exception("relay: could not log event %s (%s); it is not delivered", event.id, event.name)
+            finally:
+                self._unlogged -= 1
+                self._made_progress()
 
     async def _prune(self) -> None:
         # Woken by traffic (`_hand_over`), not by a timer: an idle log does not grow, and a

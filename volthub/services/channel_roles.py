@@ -26,6 +26,10 @@ class BroadcasterRole(Exception):
     """The broadcaster's own role is not grantable."""
 
 
+class UnknownMember(LookupError):
+    """No user has the `memberId` or `username` a grant names; `str(error)` is that value."""
+
+
 class RoleNotFound(Exception):
     pass
 
@@ -86,10 +90,13 @@ class ChannelRoles:
             if member_id is not None:
                 member = users_repo.get_by_id(tx, member_id)
                 if member is None:
-                    raise ChannelNotFound(member_id)
+                    raise UnknownMember(member_id)
             else:
                 assert username is not None
-                member = channel_by_username(tx, username)
+                try:
+                    member = channel_by_username(tx, username)
+                except ChannelNotFound:
+                    raise UnknownMember(username) from None
             if member.id == channel_id:
                 raise BroadcasterRole()
             chat_repo.grant_role(tx, channel_id, member.id, role, now, expires_at)

@@ -14,6 +14,7 @@ from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
@@ -84,6 +85,7 @@ async def list_roles() -> RolesOut:
 @tag(["Channel roles"])
 @validate_request(GrantBody)
 @validate_response(OneRoleOut, 201)
+@error_responses(404)
 async def grant_role(data: GrantBody) -> tuple[OneRoleOut, int]:
     """Grant VIP or moderator in your channel (the broadcaster's own role is not grantable:
     400 `invalid_member`); a moderator grant emits `channel.moderator.add`."""
