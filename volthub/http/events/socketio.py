@@ -57,7 +57,6 @@ log = logging.getLogger(__name__)
 ENGINEIO_PATH: Final = "/ws/events"
 DEFAULT_PATH: Final = "/socket.io"
 SPEC_NAMESPACE: Final = "/ws/events"
-SSE_WIRE: Final = "sse"
 # A client request that needs the database gets this long before it is answered with an error.
 REQUEST_TIMEOUT_SECONDS: Final = 5.0
 
@@ -86,8 +85,36 @@ def socket_encoder(namespace: str) -> Callable[[PlatformEvent], tuple[str, str]]
     return encode
 
 
-def sse_encode(event: PlatformEvent) -> bytes:
+# The SSE forms of an event (spec §6.1), chosen per stream with `?messages=`: the named
+# message (`event: <name>`), the unnamed one (what `EventSource.onmessage` receives), or
+# both, named first. Each carries the envelope and the event id, so `Last-Event-ID` resumes
+# whichever form a client reads. One wire per form: each is encoded once per event.
+SSE_FORMS: Final = ("both", "named", "unnamed")
+SSE_WIRE: Final = "sse"  # both forms, the default
+
+
+def sse_wire(form: str) -> str:
+    return SSE_WIRE if form == "both" else f"sse {form}"
+
+
+def sse_named(event: PlatformEvent) -> bytes:
     return sse.encode(event.envelope_json, event=event.name, id=event.id)
+
+
+def sse_unnamed(event: PlatformEvent) -> bytes:
+    return sse.encode(event.envelope_json, id=event.id)
+
+
+def sse_encode(event: PlatformEvent) -> bytes:
+    """Both forms as one write: the named message, then the unnamed one."""
+    return sse_named(event) + sse_unnamed(event)
+
+
+SSE_ENCODERS: Final[dict[str, Callable[[PlatformEvent], bytes]]] = {
+    "both": sse_encode,
+    "named": sse_named,
+    "unnamed": sse_unnamed,
+}
 
 
 class SocketSubscriber:
@@ -347,7 +374,8 @@ async def install(rt: Runtime) -> None:
     fanout = Fanout(resume_size=events.resume_buffer_size, resume_channels=events.resume_channels)
     for namespace in ("/", SPEC_NAMESPACE):
         fanout.register_wire(socket_wire(namespace), socket_encoder(namespace))
-    fanout.register_wire(SSE_WIRE, sse_encode)
+    for form, encoder in SSE_ENCODERS.items():
+        fanout.register_wire(sse_wire(form), encoder)
     rt.services.fanout = fanout
     rt.services.presence = fanout  # snapshot(channel_id) -> (user ids, anonymous count)
     rt.bus.subscribe(fanout.publish)
