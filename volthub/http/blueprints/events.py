@@ -14,6 +14,7 @@ from quart_schema import tag, validate_querystring, validate_response
 from volthub.config import EventsSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
+from volthub.http.events.registry import ConnectionRegistry
 from volthub.http.events.socketio import SLOW_CONSUMER, SSE_ENCODERS, sse_wire
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
@@ -79,6 +80,7 @@ class SseSubscriber:
         self.wire = sse_wire(form)
         self.send, self.receive = trio.open_memory_channel[bytes](queue_size)
         self.reason: str | None = None
+        self.code = SLOW_CONSUMER
 
     def deliver(self, frame: bytes) -> bool:
         try:
@@ -92,6 +94,11 @@ class SseSubscriber:
     def overflow(self, reason: str) -> None:
         self.reason = reason
         self.send.close()  # the stream sends what it holds, then the reason, then ends
+
+    def end(self, code: str, reason: str) -> None:
+        """The connection registry ends the stream (a revoked grant, a deleted app)."""
+        self.code = code
+        self.overflow(reason)
 
 
 @blueprint.get("/types")
@@ -130,13 +137,25 @@ async def stream(query_args: StreamQuery) -> Response:
     event the buffer still holds, oldest first.
 
     A client that reads too slowly to keep up (`[events] queue_size` events waiting) gets
-    `event: error` (`{code: "SLOW_CONSUMER", message}`) and the stream ends.
+    `event: error` (`{code: "SLOW_CONSUMER", message}`) and the stream ends. A stream opened
+    with an app's token ends with `event: error` (`{code: "AUTHORIZATION_REVOKED", message}`)
+    when the user revokes that app's access or the app is deleted.
     """
     names = _event_filter(query_args.events)
     user = await _token_owner()
+    client_id = access.principal().client_id
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
-    body = _event_stream(rt.services.fanout, rt.settings.events, user, names, last_id, query_args.messages)
+    body = _event_stream(
+        rt.services.fanout,
+        rt.settings.events,
+        user,
+        names,
+        last_id,
+        query_args.messages,
+        client_id,
+        rt.services.connections,
+    )
     response = Response(body, status=200, content_type="text/event-stream; charset=utf-8")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
@@ -178,9 +197,12 @@ async def _event_stream(
     names: frozenset[str] | None,
     last_id: str | None,
     form: str = "both",
+    client_id: str | None = None,
+    connections: ConnectionRegistry | None = None,
 ) -> AsyncIterator[bytes]:
     subscriber = SseSubscriber(settings.queue_size, form)
     encode = SSE_ENCODERS[form]
+    registered = connections.add(subscriber, user.id, client_id) if connections is not None else None
     # Subscribe and read the resume buffer in one synchronous step (no await between):
     # every event is then either in `resume.events` or delivered live, exactly once.
     subscription = fanout.subscribe(subscriber, user.id, owner=True, names=names, user_id=user.id, viewer=False)
@@ -210,9 +232,11 @@ async def _event_stream(
             # Never yield inside the cancel scope: the consumer runs between yields.
             yield sse.KEEP_ALIVE if frame is None else frame
         if subscriber.reason is not None:
-            yield sse.encode(_json({"code": SLOW_CONSUMER, "message": subscriber.reason}), event="error")
+            yield sse.encode(_json({"code": subscriber.code, "message": subscriber.reason}), event="error")
     finally:
         fanout.remove(subscriber)
+        if connections is not None and registered is not None:
+            connections.discard(subscriber, registered)
 
 
 def _json(value: Any) -> bytes:

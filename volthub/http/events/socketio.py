@@ -36,9 +36,10 @@ from quart import Quart
 from volthub.http import ratelimit
 from volthub.http.access import Principal, authenticate
 from volthub.http.errors import ApiError
-from volthub.http.events.asgi import CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
+from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
 from volthub.http.events.connection import Connection
 from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.http.events.registry import AUTHORIZATION_REVOKED, ConnectionRegistry, Key
 from volthub.http.params import uuid_param
 from volthub.http.runtime import Runtime
 from volthub.hub.fanout import Fanout, Subscription
@@ -145,6 +146,20 @@ class SocketSubscriber:
         conn.socketio.emit(self.namespace, "error", {"code": SLOW_CONSUMER, "message": reason})
         conn.endpoint.dispatch_leave(conn, conn.close(reason, CLOSE_TRY_AGAIN_LATER))
 
+    def end(self, code: str, reason: str) -> None:
+        """The registry ends this namespace: `error` {code, message}, then the end. A revoked
+        authorization leaves the namespace (DISCONNECT: the official clients do not
+        reconnect, the token is no good anyway); anything else closes the session, so the
+        clients reconnect (to another process, or once this one is back)."""
+        conn = self.conn
+        session = conn.socketio
+        session.emit(self.namespace, "error", {"code": code, "message": reason})
+        if code == AUTHORIZATION_REVOKED:
+            if session.disconnect(self.namespace):
+                conn.endpoint.dispatch_leave(conn, [Disconnected(self.namespace, reason)])
+        else:
+            conn.endpoint.dispatch_leave(conn, conn.close(reason, CLOSE_GOING_AWAY))
+
 
 _USER_CACHE_SIZE = 50_000
 
@@ -155,6 +170,7 @@ class _Joined:
 
     subscriber: SocketSubscriber
     user: User | None
+    registered: Key
     channels: dict[str, Subscription] = field(default_factory=dict)
 
 
@@ -169,6 +185,10 @@ class EventsSocketHandler:
     @property
     def fanout(self) -> Fanout:
         return self._rt.services.fanout
+
+    @property
+    def connections(self) -> ConnectionRegistry:
+        return self._rt.services.connections
 
     # ------------------------------------------------------------------ Handler protocol
 
@@ -187,6 +207,7 @@ class EventsSocketHandler:
             state = joined.pop(namespace, None)
             if state is not None:
                 self.fanout.remove(state.subscriber)
+                self.connections.discard(state.subscriber, state.registered)
 
     # ------------------------------------------------------------------ connect
 
@@ -197,10 +218,11 @@ class EventsSocketHandler:
         if token is None or token == "":
             token = conn.query.get("token") or None
         user: User | None = None
+        client_id: str | None = None
         if token is not None:
             try:
                 with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
-                    user = await self._user_of_token(token)
+                    user, client_id = await self._user_of_token(token)
             except ApiError as exc:
                 session.reject_connect(namespace, exc.message, {"code": exc.code, "message": exc.message})
                 return
@@ -214,7 +236,8 @@ class EventsSocketHandler:
         if session.accept_connect(namespace) is None:
             return  # the client left while we were checking
         subscriber = SocketSubscriber(conn, namespace, self._rt.settings.events.queue_size)
-        state = _Joined(subscriber, user)
+        registered = self.connections.add(subscriber, user.id if user else None, client_id)
+        state = _Joined(subscriber, user, registered)
         conn.app = conn.app or {}
         conn.app[namespace] = state
         session.emit(
@@ -230,7 +253,8 @@ class EventsSocketHandler:
         if user is not None:
             state.channels[user.id] = self.fanout.subscribe(subscriber, user.id, owner=True, user_id=user.id)
 
-    async def _user_of_token(self, token: Any) -> User:
+    async def _user_of_token(self, token: Any) -> tuple[User, str | None]:
+        """The token's user, and its OAuth app (None for a first-party token)."""
         if not isinstance(token, str):
             raise ApiError(401, "invalid_token", "auth.token must be a string")
         async with self._app.app_context():
@@ -241,7 +265,7 @@ class EventsSocketHandler:
             if user is None:
                 raise ApiError(401, "invalid_token", "the token's user no longer exists")
             self._remember(user)
-        return user
+        return user, principal.client_id
 
     def _remember(self, user: User) -> None:
         if len(self._users) >= _USER_CACHE_SIZE:
@@ -379,6 +403,8 @@ async def install(rt: Runtime) -> None:
     rt.services.fanout = fanout
     rt.services.presence = fanout  # snapshot(channel_id) -> (user ids, anonymous count)
     rt.bus.subscribe(fanout.publish)
+    connections = rt.services.connections = ConnectionRegistry()
+    rt.bus.subscribe(connections.on_event)
 
 
 def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
