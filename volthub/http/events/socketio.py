@@ -193,7 +193,7 @@ class _Restored:
     missed: dict[str, list[PlatformEvent]]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Joined:
     """One joined namespace of a connection."""
 
