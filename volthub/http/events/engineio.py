@@ -47,9 +47,11 @@ from volthub.http.events.asgi import (
     header,
     message_data,
     query_params,
+    raw_websocket_writer,
     read_body,
     send_frame,
     wait_unless_disconnected,
+    websocket_frame,
 )
 from volthub.http.events.connection import Connection, Handler
 from volthub.protocol.engineio.handshake import (
@@ -93,8 +95,11 @@ class EngineIOEndpoint:
         namespaces: Collection[str] | None = None,
         cors_origins: Iterable[str] = ("*",),
         admission: Admission | None = None,
+        raw_writes: bool = True,
     ) -> None:
         self.settings = settings
+        # Write pre-built frames straight to Hypercorn's connection (asgi.raw_websocket_writer).
+        self.raw_writes = raw_writes
         self.handler = handler
         self.namespaces = frozenset(namespaces) if namespaces is not None else None
         self._factory = session_factory or self._socketio_session
@@ -459,11 +464,16 @@ class EngineIOEndpoint:
 
     async def _write(self, conn: Connection, send: Send, done: trio.CancelScope) -> None:
         session = conn.session
+        raw = raw_websocket_writer(send) if self.raw_writes else None
         while True:
             await conn.output.wait_for(lambda: bool(session.buffered) or session.closed)
             frames = session.take_outgoing()
-            for frame in frames:
-                await send_frame(send, frame)
+            if raw is not None and frames:
+                # Everything queued, as one write of pre-built frames (see asgi.websocket_frame).
+                await raw(b"".join([websocket_frame(frame) for frame in frames]))
+            else:
+                for frame in frames:
+                    await send_frame(send, frame)
             if frames:
                 conn.control.fire()  # a closed session may now be finished
             if session.closed and not session.buffered:
