@@ -98,6 +98,8 @@ def own_channel(
 
 async def check_channel_exists(channel_id: str, *, name: str = "channelId") -> None:
     channel_id = uuid_param(channel_id, name)
+    if channel_id == principal().user_id:
+        return  # the caller's own channel: its token's user exists (no database read)
     if await runtime().services.accounts.get_user(channel_id) is None:
         raise ApiError(404, "not_found", "no channel has this id", {name: channel_id})
 
