@@ -158,6 +158,9 @@ class EventsSettings(Section):
     max_subscriptions: int = Field(20, ge=0, le=10_000)
     # Origins allowed to reach the Engine.IO endpoints from a browser; "*" allows any.
     cors_origins: list[str] = Field(["*"], max_length=1000)
+    # Socket.IO connection state recovery (v4.6+ clients that ask with auth.recovery): a
+    # connection that drops may come back within this long and get what it missed. 0: off.
+    recovery_window_seconds: float = Field(120.0, ge=0, le=86_400)
 
 
 class OAuthSettings(Section):

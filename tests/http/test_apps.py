@@ -184,7 +184,7 @@ async def test_deleting_an_app_revokes_its_connections(app, client):
     assert (await refresh(client, dev, tokens["refresh_token"])).status_code == 401  # the client is gone
     [event] = [e for e in seen if e.name == "user.authorization.revoke"]
     assert (
-        event.channel_id == user.id
+        event.channel_id == owner.id
         and event.data["clientId"] == dev.client_id
         and event.data["scopes"] == ["chat:read"]
     )

@@ -442,3 +442,19 @@ async def test_a_lone_surrogate_is_a_400_not_a_500(chat_env):
     )
     assert response.status_code == 400
     assert chat_env.named("chat.message") == []
+
+
+async def test_sending_to_a_channel_that_does_not_exist_is_404_before_ownership(chat_env):
+    streamer = await chat_env.user()
+    headers = await oauth_headers(chat_env, streamer, ["chat:write"])
+    nowhere = "00000000-0000-4000-8000-000000000000"
+    for auth in (headers, streamer.headers):  # an OAuth token and a first-party one alike
+        response = await chat_env.client.post(
+            f"/api/integrations/oauth/chat/channels/{nowhere}/messages", json={"message": "hi"}, headers=auth
+        )
+        body = await expect_error(response, 404, "not_found")
+        assert body["details"]["channelId"] == nowhere
+    bad = await chat_env.client.post(
+        "/api/integrations/oauth/chat/channels/not-a-uuid/messages", json={"message": "hi"}, headers=headers
+    )
+    assert bad.status_code == 400

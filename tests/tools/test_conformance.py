@@ -243,11 +243,72 @@ async def test_upgrade_from_polling(http: httpx.AsyncClient, server: str, nurser
     await ws.send_message("5")
     await ws.send_message("4hello")
     assert await receive(ws) == "4hello"
-    # After the upgrade, polling and a second WebSocket with that sid are refused.
+    # After the upgrade, polling is refused and a second WebSocket with that sid is closed.
     assert (await poll(http, EIO, sid)).status_code == 400
-    assert (await ws_refusal(server, EIO, sid=sid))[0] == 400
+    second = await open_ws(nursery, server, EIO, sid=sid)
+    assert await closed(second)
     await ws.send_message("4still here")
     assert await receive(ws) == "4still here"
+    await ws.aclose()
+
+
+# The official suites' upgrade cases: the client sends "2probe" and "5" without waiting for
+# "3probe", then polls or opens another WebSocket with the same sid at once. Those frames may
+# still be on their way through the server when the second request arrives; it must still
+# be answered as the upgraded session's (400 / closed) while the upgraded socket works on.
+
+
+@pytest.mark.parametrize("path", [EIO, SIO])
+async def test_polling_right_after_a_hasty_upgrade_is_400(
+    http: httpx.AsyncClient, server: str, nursery: trio.Nursery, path: str
+) -> None:
+    sid = await polling_open(http, path)
+    ws = await open_ws(nursery, server, path, sid=sid)
+    await ws.send_message("2probe")
+    await ws.send_message("5")
+    assert (await poll(http, path, sid)).status_code == 400
+    assert await receive(ws) == "3probe"
+    if path == EIO:
+        await ws.send_message("4hello")
+        assert await receive(ws) == "4hello"
+    else:
+        await ws.send_message("40")
+        assert (await receive(ws)).startswith("40")
+    await ws.aclose()
+
+
+@pytest.mark.parametrize("path", [EIO, SIO])
+async def test_second_websocket_right_after_a_hasty_upgrade_is_closed(
+    http: httpx.AsyncClient, server: str, nursery: trio.Nursery, path: str
+) -> None:
+    sid = await polling_open(http, path)
+    ws = await open_ws(nursery, server, path, sid=sid)
+    await ws.send_message("2probe")
+    await ws.send_message("5")
+    second = await open_ws(nursery, server, path, sid=sid)
+    assert await closed(second)
+    assert await receive(ws) == "3probe"
+    if path == EIO:
+        await ws.send_message("4hello")
+        assert await receive(ws) == "4hello"
+    else:
+        await ws.send_message("40")
+        assert (await receive(ws)).startswith("40")
+    await ws.aclose()
+
+
+async def test_second_websocket_while_probing_is_closed_and_the_probe_goes_on(
+    http: httpx.AsyncClient, server: str, nursery: trio.Nursery
+) -> None:
+    sid = await polling_open(http, EIO)
+    ws = await open_ws(nursery, server, EIO, sid=sid)
+    await ws.send_message("2probe")
+    assert await receive(ws) == "3probe"
+    second = await open_ws(nursery, server, EIO, sid=sid)
+    assert await closed(second)
+    await ws.send_message("5")
+    await ws.send_message("4hello")
+    assert await receive(ws) == "4hello"
     await ws.aclose()
 
 

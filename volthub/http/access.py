@@ -68,11 +68,16 @@ def token(scope: str | None = None) -> Callable[[F], F]:
 
 
 def own_channel(
-    param: str = "channel_id", *, name: str = "channelId", first_party_anywhere: bool = False
+    param: str = "channel_id",
+    *,
+    name: str = "channelId",
+    first_party_anywhere: bool = False,
+    must_exist: bool = False,
 ) -> Callable[[F], F]:
     """Spec §1 for a channel named in the path: it must be the token owner's own.
 
-    The path value `param` (shown to clients as `name`) must be a UUID (400 `invalid_id`) and
+    The path value `param` (shown to clients as `name`) must be a UUID (400 `invalid_id`),
+    with `must_exist` the id of a channel (404 `not_found`, before ownership), and
     the caller's user id (403 `channel_not_owned`); the view receives it canonicalised. With
     `first_party_anywhere`, a first-party token may name any channel (a viewer's own client
     posting in chat); an OAuth token never may.
@@ -81,12 +86,22 @@ def own_channel(
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         async def view(*args: Any, **kwargs: Any) -> Any:
+            if must_exist:  # spec §7: a channel that does not exist is 404, whoever asks
+                await check_channel_exists(kwargs[param], name=name)
             kwargs[param] = check_own_channel(kwargs[param], name=name, first_party_anywhere=first_party_anywhere)
             return await fn(*args, **kwargs)
 
         return view  # type: ignore[return-value]
 
     return decorate
+
+
+async def check_channel_exists(channel_id: str, *, name: str = "channelId") -> None:
+    channel_id = uuid_param(channel_id, name)
+    if channel_id == principal().user_id:
+        return  # the caller's own channel: its token's user exists (no database read)
+    if await runtime().services.accounts.get_user(channel_id) is None:
+        raise ApiError(404, "not_found", "no channel has this id", {name: channel_id})
 
 
 def check_own_channel(channel_id: str, *, name: str = "channelId", first_party_anywhere: bool = False) -> str:

@@ -21,6 +21,7 @@ from volthub.services.tokens import TokenService
 
 if TYPE_CHECKING:
     from volthub.http.events.engineio import EngineIOEndpoint
+    from volthub.http.events.registry import ConnectionRegistry
     from volthub.http.ratelimit import RateLimits
     from volthub.hub.fanout import Fanout
     from volthub.hub.registry import ActorRegistry
@@ -81,6 +82,9 @@ class Services:
     # after this object is made; reading them earlier is an AttributeError, not a None.
     fanout: Fanout = field(init=False, repr=False)
     presence: Presence = field(init=False, repr=False)
+    # Open Events API connections by token (http/events/registry): revocation ends them;
+    # `connections.close_all(reason)` ends every one.
+    connections: ConnectionRegistry = field(init=False, repr=False)
 
 
 @dataclass(eq=False)

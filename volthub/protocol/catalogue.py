@@ -436,24 +436,28 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
     _event(
         "user.authorization.grant",
         "User",
-        "A user authorised the app.",
+        "A user authorised the app. Sent to the authorised app's owner (whose channel the"
+        " event belongs to): that app's webhooks and the owner's Events API connections,"
+        " never to the authorising user's own channel.",
         *_WHO,
         _f("clientId", "string", "the app's client id"),
         _f("appName", "string", "the app's name"),
         _f("scopes", "string[]", "the real scopes the grant holds"),
         _f("grantedAt", "string", "ISO 8601"),
-        transports=_WEBHOOKS_ONLY,
+        transports=_BOTH,
     ),
     _event(
         "user.authorization.revoke",
         "User",
-        "A user revoked the app's access.",
+        "A user revoked the app's access (or the app was deleted). Sent like"
+        " user.authorization.grant: to the authorised app's webhooks and its owner's Events API"
+        " connections, never to the authorising user's own channel.",
         *_WHO,
         _f("clientId", "string", "the app's client id"),
         _f("appName", "string", "the app's name"),
         _f("scopes", "string[]", "the real scopes the revoked grants held"),
         _f("revokedAt", "string", "ISO 8601"),
-        transports=_WEBHOOKS_ONLY,
+        transports=_BOTH,
     ),
     # ---------------------------------------------------------------- Chat
     _event(

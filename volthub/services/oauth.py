@@ -17,7 +17,9 @@ Decisions:
   withdrawal applies at once. A user never gains a scope they did not consent to.
 - Access tokens are stateless JWTs: revoking one (RFC 7009) revokes its whole grant.
 - Events `user.authorization.grant` (when a code is redeemed and the grant exists) and
-  `user.authorization.revoke` go to the user's own channel.
+  `user.authorization.revoke` belong to the authorised app's owner's channel: the owner
+  learns who connected (that app's webhooks, the owner's Events API connections), and
+  nothing reaches the authorising user's own channel.
 """
 
 from __future__ import annotations
@@ -275,7 +277,7 @@ class OAuthService:
             scopes=self._real_list(held),
             granted_at=iso8601(now),
         )
-        emitter.emit(user.id, "user.authorization.grant", data)
+        emitter.emit(app.owner_id, "user.authorization.grant", data)
         return Issued(grant.id, user.id, app.client_id, self._token_scope(code.scope, held), refresh)
 
     def _new_refresh_token(self, tx: Tx, grant_id: str, now_ms: int) -> str:
@@ -376,7 +378,7 @@ class OAuthService:
                 scopes=self._real_list(held),
                 revoked_at=iso8601(emitter.now_ms),
             )
-            emitter.emit(user.id, "user.authorization.revoke", data)
+            emitter.emit(app.owner_id, "user.authorization.revoke", data)
 
     # --- access tokens ----------------------------------------------------------------------------
 

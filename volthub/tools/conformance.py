@@ -74,8 +74,14 @@ class ConformanceApp:
     """The ASGI app: the two endpoints, lifespan, and 404 elsewhere."""
 
     def __init__(self, settings: Settings = SETTINGS) -> None:
-        self.engineio = EngineIOEndpoint(settings, EngineIOEcho(), session_factory=EngineIOSession)
-        self.socketio = EngineIOEndpoint(settings, SocketIOReference(), session_factory=_socketio_session)
+        # One WebSocket write per frame here: the official suites read a socket with one
+        # `once("message")` listener at a time, so two frames arriving in one TCP segment
+        # (the product's batched writes of pre-built frames) would lose the second to the
+        # suite, though every real client reads them both.
+        self.engineio = EngineIOEndpoint(settings, EngineIOEcho(), session_factory=EngineIOSession, raw_writes=False)
+        self.socketio = EngineIOEndpoint(
+            settings, SocketIOReference(), session_factory=_socketio_session, raw_writes=False
+        )
         self._paths = {"/engine.io": self.engineio, "/socket.io": self.socketio}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -98,7 +98,11 @@ async def test_connected_then_events_with_ids(http: httpx.AsyncClient, owner: Ac
 
 async def test_filter_keeps_only_the_named_events(http: httpx.AsyncClient, owner: Account) -> None:
     async with aconnect_sse(
-        http, "GET", STREAM, headers=owner.headers, params={"events": "channel.follow, chat.message"}
+        http,
+        "GET",
+        STREAM,
+        headers=owner.headers,
+        params={"events": "channel.follow, chat.message", "messages": "named"},
     ) as source:
         stream = Stream(source.aiter_sse())
         assert (await stream.next()).event == "connected"  # whatever the filter
@@ -129,7 +133,9 @@ async def test_resume_with_last_event_id_loses_and_repeats_nothing(
         assert seen.id == second["eventId"]
     # Disconnected: these happen while nobody listens.
     missed = [await sandbox(http, owner, kind) for kind in ("raid", "subscription", "chat_message")]
-    async with aconnect_sse(http, "GET", STREAM, headers={**owner.headers, "Last-Event-ID": seen.id}) as source:
+    async with aconnect_sse(
+        http, "GET", STREAM, headers={**owner.headers, "Last-Event-ID": seen.id}, params={"messages": "named"}
+    ) as source:
         stream = Stream(source.aiter_sse())
         assert (await stream.next()).event == "connected"
         replayed = [await stream.next() for _ in missed]
@@ -153,10 +159,42 @@ async def test_resume_respects_the_filter(http: httpx.AsyncClient, owner: Accoun
 
 async def test_unknown_last_event_id_sends_missed_then_the_buffer(http: httpx.AsyncClient, owner: Account) -> None:
     sent = [await sandbox(http, owner, "follow") for _ in range(7)]  # the buffer keeps the last 5
-    found = await collect(http, owner, 7, headers={"Last-Event-ID": sent[0]["eventId"]})
+    found = await collect(http, owner, 7, headers={"Last-Event-ID": sent[0]["eventId"]}, params={"messages": "named"})
     assert [e.event for e in found[:2]] == ["connected", "missed"]
     assert orjson.loads(found[1].data)["lastEventId"] == sent[0]["eventId"]
     assert [e.id for e in found[2:]] == [s["eventId"] for s in sent[2:]]
+
+
+async def test_each_event_comes_named_then_unnamed_by_default(http: httpx.AsyncClient, owner: Account) -> None:
+    async with aconnect_sse(http, "GET", STREAM, headers=owner.headers) as source:
+        stream = Stream(source.aiter_sse())
+        assert (await stream.next()).event == "connected"
+        sent = await sandbox(http, owner, "follow")
+        named, unnamed = await stream.next(), await stream.next()
+    assert named.event == "channel.follow" and unnamed.event == "message"  # "message": no event field
+    assert named.id == unnamed.id == sent["eventId"]
+    assert orjson.loads(named.data) == orjson.loads(unnamed.data)
+    assert orjson.loads(unnamed.data)["event"] == "channel.follow"
+
+
+@pytest.mark.parametrize(("form", "expected"), [("named", "channel.raid"), ("unnamed", "message")])
+async def test_messages_parameter_picks_one_form(
+    http: httpx.AsyncClient, owner: Account, form: str, expected: str
+) -> None:
+    async with aconnect_sse(http, "GET", STREAM, headers=owner.headers, params={"messages": form}) as source:
+        stream = Stream(source.aiter_sse())
+        assert (await stream.next()).event == "connected"
+        first = await sandbox(http, owner, "raid")
+        second = await sandbox(http, owner, "raid")
+        seen = [await stream.next(), await stream.next()]
+    assert [e.event for e in seen] == [expected, expected]
+    assert [e.id for e in seen] == [first["eventId"], second["eventId"]]
+
+
+async def test_unknown_messages_form_is_400(http: httpx.AsyncClient, owner: Account) -> None:
+    response = await http.get(STREAM, headers=owner.headers, params={"messages": "all"})
+    assert response.status_code == 400
+    assert set(response.json()) >= {"error", "message"}
 
 
 async def test_keep_alive_comments_flow_while_idle(server: LiveServer, owner: Account) -> None:

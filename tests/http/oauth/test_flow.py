@@ -110,7 +110,7 @@ async def test_code_flow_with_s256_and_basic_auth(app, client):
     put = await client.put("/api/users/me", json={"bio": "set by an app"}, headers=bearer(tokens["access_token"]))
     assert put.status_code == 200
     [event] = [e for e in seen if e.name == "user.authorization.grant"]
-    assert event.channel_id == user.id
+    assert event.channel_id == owner.id  # the app's owner learns who connected
     assert event.data["userId"] == user.id and event.data["username"] == user.username
     assert event.data["clientId"] == dev.client_id and event.data["appName"] == "Test app"
     assert event.data["scopes"] == ["chat:read", "user:write"] and event.data["grantedAt"]
@@ -722,7 +722,7 @@ async def test_connections_list_and_disconnect(app, client):
     for tokens in (first, second):
         assert (await client.get("/api/users/me", headers=bearer(tokens["access_token"]))).status_code == 401
     [event] = seen
-    assert event.name == "user.authorization.revoke" and event.channel_id == user.id
+    assert event.name == "user.authorization.revoke" and event.channel_id == owner.id
     assert event.data["scopes"] == ["chat:read", "user:write"] and event.data["revokedAt"]
     again = await client.delete(f"/api/users/me/connections/{dev.client_id}", headers=user.headers)
     assert again.status_code == 404

@@ -266,3 +266,16 @@ async def test_prune_removes_only_old_finished_deliveries(db: Database) -> None:
     left = await db.read(lambda tx: repo.list_deliveries(tx, webhook_id, 10, None))
     assert sorted(d.id for d in left.items) == sorted([b, c])
     assert await db.read(lambda tx: tx.scalar("SELECT COUNT(*) AS n FROM webhook_attempts")) == 0
+
+
+async def test_authorization_events_go_to_the_authorised_apps_webhooks_only(
+    db: Database, publisher: EventPublisher
+) -> None:
+    owner = await make_user(db)
+    authorised, sibling = await insert_app(db, owner), await insert_app(db, owner)
+    mine = await make_webhook(db, authorised, ["user.authorization.grant", "user.authorization.revoke"])
+    await make_webhook(db, sibling, ["user.authorization.grant", "user.authorization.revoke"])
+    grant = await publisher.write(emit(owner, "user.authorization.grant", {"clientId": authorised}))
+    revoke = await publisher.write(emit(owner, "user.authorization.revoke", {"clientId": authorised}))
+    got = sorted((r["webhook_id"], r["event_id"]) for r in await deliveries(db))
+    assert got == sorted([(mine, grant.id), (mine, revoke.id)])

@@ -238,11 +238,12 @@ class ModerateOut(Model):
 @tag(["Chat"])
 @validate_request(SendBody)
 @validate_response(SendOut, 200)
-@access.own_channel(first_party_anywhere=True)
+@access.own_channel(first_party_anywhere=True, must_exist=True)
 async def send_message(channel_id: str, data: SendBody) -> SendOut:
     """Post a chat message (spec §2.1) as the token's user.
 
     An OAuth token posts only in its owner's channel; a first-party token in any channel.
+    A channel id that names no channel is 404 `not_found` (before the ownership check).
     Refusals are 403s with their own codes: `banned`, `timed_out` (details.remainingSeconds),
     `slow_mode` (details.waitSeconds), `followers_only`, `subscribers_only`, `emote_only`,
     `channel_not_owned`, `bot_not_connected`. The broadcaster and the channel's moderators

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import trio
@@ -14,7 +14,8 @@ from quart_schema import tag, validate_querystring, validate_response
 from volthub.config import EventsSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
-from volthub.http.events.socketio import SLOW_CONSUMER, SSE_WIRE, sse_encode
+from volthub.http.events.registry import ConnectionRegistry
+from volthub.http.events.socketio import SLOW_CONSUMER, SSE_ENCODERS, sse_wire
 from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
@@ -31,6 +32,12 @@ MAX_FILTER_NAMES = 64
 class StreamQuery(Query):
     events: str | None = Field(
         None, max_length=4096, description="comma-separated Events API names; only these are sent"
+    )
+    messages: Literal["both", "named", "unnamed"] = Field(
+        "both",
+        description="which SSE form of each event to send: `both` (spec §6.1: the message named"
+        " after the event, then an unnamed one with the same envelope and id), `named` (for"
+        " `addEventListener(name)` only) or `unnamed` (for `EventSource.onmessage` only)",
     )
 
 
@@ -70,11 +77,11 @@ class EventTypesOut(Model):
 class SseSubscriber:
     """One SSE stream, as the fan-out sees it: a bounded queue of encoded events."""
 
-    wire = SSE_WIRE
-
-    def __init__(self, queue_size: int) -> None:
+    def __init__(self, queue_size: int, form: str = "both") -> None:
+        self.wire = sse_wire(form)
         self.send, self.receive = trio.open_memory_channel[bytes](queue_size)
         self.reason: str | None = None
+        self.code = SLOW_CONSUMER
 
     def deliver(self, frame: bytes) -> bool:
         try:
@@ -88,6 +95,11 @@ class SseSubscriber:
     def overflow(self, reason: str) -> None:
         self.reason = reason
         self.send.close()  # the stream sends what it holds, then the reason, then ends
+
+    def end(self, code: str, reason: str) -> None:
+        """The connection registry ends the stream (a revoked grant, a deleted app)."""
+        self.code = code
+        self.overflow(reason)
 
 
 @blueprint.get("/types")
@@ -112,7 +124,11 @@ async def stream(query_args: StreamQuery) -> Response:
 
     Send `Accept: text/event-stream`. The stream opens with `event: connected`
     (`{channelUsername, channelId}`), then one event per platform event: `event: <name>`,
-    `id: <event id>`, `data: <envelope {event, data, timestamp}>`. `events=a,b` keeps only
+    `id: <event id>`, `data: <envelope {event, data, timestamp}>`, followed by the same
+    envelope and id as an unnamed message (`id:` and `data:` only), which is what a browser's
+    `EventSource.onmessage` receives (spec §6.1). `messages=named` or `messages=unnamed`
+    sends only that form, so a client need not read every event twice; `messages=both` is
+    the default. `events=a,b` keeps only
     those names (unknown names: 400 `unknown_event`); `connected` is sent whatever the
     filter. Comment lines (`: keep-alive`) flow while idle.
 
@@ -123,13 +139,25 @@ async def stream(query_args: StreamQuery) -> Response:
     event the buffer still holds, oldest first.
 
     A client that reads too slowly to keep up (`[events] queue_size` events waiting) gets
-    `event: error` (`{code: "SLOW_CONSUMER", message}`) and the stream ends.
+    `event: error` (`{code: "SLOW_CONSUMER", message}`) and the stream ends. A stream opened
+    with an app's token ends with `event: error` (`{code: "AUTHORIZATION_REVOKED", message}`)
+    when the user revokes that app's access or the app is deleted.
     """
     names = _event_filter(query_args.events)
     user = await _token_owner()
+    client_id = access.principal().client_id
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
-    body = _event_stream(rt.services.fanout, rt.settings.events, user, names, last_id)
+    body = _event_stream(
+        rt.services.fanout,
+        rt.settings.events,
+        user,
+        names,
+        last_id,
+        query_args.messages,
+        client_id,
+        rt.services.connections,
+    )
     response = Response(body, status=200, content_type="text/event-stream; charset=utf-8")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
@@ -165,9 +193,18 @@ async def _token_owner() -> User:
 
 
 async def _event_stream(
-    fanout: Fanout, settings: EventsSettings, user: User, names: frozenset[str] | None, last_id: str | None
+    fanout: Fanout,
+    settings: EventsSettings,
+    user: User,
+    names: frozenset[str] | None,
+    last_id: str | None,
+    form: str = "both",
+    client_id: str | None = None,
+    connections: ConnectionRegistry | None = None,
 ) -> AsyncIterator[bytes]:
-    subscriber = SseSubscriber(settings.queue_size)
+    subscriber = SseSubscriber(settings.queue_size, form)
+    encode = SSE_ENCODERS[form]
+    registered = connections.add(subscriber, user.id, client_id) if connections is not None else None
     # Subscribe and read the resume buffer in one synchronous step (no await between):
     # every event is then either in `resume.events` or delivered live, exactly once.
     subscription = fanout.subscribe(subscriber, user.id, owner=True, names=names, user_id=user.id, viewer=False)
@@ -186,7 +223,7 @@ async def _event_stream(
             )
         for event in resume.events:
             if subscription.wants(event):
-                yield sse_encode(event)
+                yield encode(event)
         while True:
             frame: bytes | None = None
             with trio.move_on_after(settings.sse_keepalive_seconds):
@@ -197,9 +234,11 @@ async def _event_stream(
             # Never yield inside the cancel scope: the consumer runs between yields.
             yield sse.KEEP_ALIVE if frame is None else frame
         if subscriber.reason is not None:
-            yield sse.encode(_json({"code": SLOW_CONSUMER, "message": subscriber.reason}), event="error")
+            yield sse.encode(_json({"code": subscriber.code, "message": subscriber.reason}), event="error")
     finally:
         fanout.remove(subscriber)
+        if connections is not None and registered is not None:
+            connections.discard(subscriber, registered)
 
 
 def _json(value: Any) -> bytes:

@@ -76,6 +76,67 @@ async def send_frame(send: Send, frame: Frame) -> None:
         await send({"type": "websocket.send", "bytes": frame})
 
 
+# ---------------------------------------------------------------------- pre-built frames
+#
+# A server's WebSocket frame is unmasked (RFC 6455 §5.1), so the bytes of one message are
+# the same for every connection: a frame fanned out to thousands of sockets is framed once
+# (cached by its str object, which every subscriber shares) and a connection's queued
+# frames go out as one write, instead of one ASGI message, one wsproto encode, one lock and
+# one send_all per frame through Hypercorn. A message without the RSV1 bit is valid with
+# or without permessage-deflate, so this holds whatever the client negotiated.
+
+_FRAME_CACHE_SIZE: Final = 1024
+_frame_cache: dict[str | bytes, bytes] = {}
+
+
+def websocket_frame(frame: Frame) -> bytes:
+    """The complete server-to-client WebSocket message of ``frame`` (text or binary)."""
+    found = _frame_cache.get(frame)
+    if found is not None:
+        return found
+    if isinstance(frame, str):
+        payload, head = frame.encode("utf-8"), 0x81  # FIN + text
+    else:
+        payload, head = bytes(frame), 0x82  # FIN + binary
+    size = len(payload)
+    if size < 126:
+        header = bytes((head, size))
+    elif size < 65536:
+        header = bytes((head, 126)) + size.to_bytes(2, "big")
+    else:
+        header = bytes((head, 127)) + size.to_bytes(8, "big")
+    encoded = header + payload
+    if len(_frame_cache) >= _FRAME_CACHE_SIZE:
+        _frame_cache.clear()  # fan-out frames are hot for a moment only
+    _frame_cache[frame] = encoded
+    return encoded
+
+
+RawWrite = Callable[[bytes], Awaitable[None]]
+
+
+def raw_websocket_writer(send: Send) -> RawWrite | None:
+    """A way to write pre-built WebSocket frames to the connection behind ``send``, when
+    the server is Hypercorn (its WebSocket stream hands data bytes to the connection as
+    they are); None elsewhere, and the frames then go one by one as ASGI messages."""
+    stream = getattr(send, "__self__", None)
+    if type(stream).__module__ != "hypercorn.protocol.ws_stream":
+        return None
+    try:
+        from hypercorn.protocol.events import Data
+    except ImportError:  # pragma: no cover - another Hypercorn layout
+        return None
+    stream_send = getattr(stream, "send", None)
+    stream_id = getattr(stream, "stream_id", None)
+    if stream_send is None or stream_id is None:
+        return None
+
+    async def write(data: bytes) -> None:
+        await stream_send(Data(stream_id=stream_id, data=data))
+
+    return write
+
+
 async def close_websocket(send: Send, code: int, reason: str) -> None:
     with contextlib.suppress(Exception):  # already closed by the peer: nothing to tell it
         await send({"type": "websocket.close", "code": code, "reason": reason})

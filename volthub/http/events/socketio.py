@@ -28,17 +28,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
+import orjson
 import trio
 from quart import Quart
 
 from volthub.http import ratelimit
 from volthub.http.access import Principal, authenticate
 from volthub.http.errors import ApiError
-from volthub.http.events.asgi import CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
+from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
 from volthub.http.events.connection import Connection
 from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore
+from volthub.http.events.registry import AUTHORIZATION_REVOKED, ConnectionRegistry, Key
 from volthub.http.params import uuid_param
 from volthub.http.runtime import Runtime
 from volthub.hub.fanout import Fanout, Subscription
@@ -46,7 +49,7 @@ from volthub.hub.publisher import Event as PlatformEvent
 from volthub.persistence import users as users_repo
 from volthub.persistence.users import User
 from volthub.protocol import sse
-from volthub.protocol.engineio.session import Event, SessionClosed, Settings
+from volthub.protocol.engineio.session import Event, SessionClosed, Settings, new_sid
 from volthub.protocol.ratelimit import to_ns
 from volthub.protocol.socketio.packets import encode_event_frame
 from volthub.protocol.socketio.session import AckReceived, ConnectRequest, Disconnected, EventReceived
@@ -57,7 +60,6 @@ log = logging.getLogger(__name__)
 ENGINEIO_PATH: Final = "/ws/events"
 DEFAULT_PATH: Final = "/socket.io"
 SPEC_NAMESPACE: Final = "/ws/events"
-SSE_WIRE: Final = "sse"
 # A client request that needs the database gets this long before it is answered with an error.
 REQUEST_TIMEOUT_SECONDS: Final = 5.0
 
@@ -70,45 +72,93 @@ SERVICE_UNAVAILABLE: Final = "SERVICE_UNAVAILABLE"
 SLOW_CONSUMER: Final = "SLOW_CONSUMER"
 
 
-def socket_wire(namespace: str) -> str:
-    return "socket.io " + namespace
+def socket_wire(namespace: str, offsets: bool = False) -> str:
+    return f"socket.io {namespace}{' +offsets' if offsets else ''}"
 
 
-def socket_encoder(namespace: str) -> Callable[[PlatformEvent], tuple[str, str]]:
-    """Each event is emitted twice (spec §6.1): `event` with the envelope, then by name."""
+class SocketFrames(NamedTuple):
+    """One event's frames for one wire, shared by every subscriber of that wire."""
 
-    def encode(event: PlatformEvent) -> tuple[str, str]:
-        return (
-            encode_event_frame(namespace, "event", event.envelope_json),
-            encode_event_frame(namespace, event.name, event.data_json),
+    frames: tuple[str, str]
+    channel_id: str
+    event_id: str
+
+
+def socket_encoder(namespace: str, offsets: bool = False) -> Callable[[PlatformEvent], SocketFrames]:
+    """Each event is emitted twice (spec §6.1): `event` with the envelope, then by name.
+    With ``offsets`` (connection state recovery), each carries the event id as a last
+    argument, which the official clients remember as their offset."""
+
+    def encode(event: PlatformEvent) -> SocketFrames:
+        extra = (orjson.dumps(event.id),) if offsets else ()
+        return SocketFrames(
+            (
+                encode_event_frame(namespace, "event", event.envelope_json, *extra),
+                encode_event_frame(namespace, event.name, event.data_json, *extra),
+            ),
+            event.channel_id,
+            event.id,
         )
 
     return encode
 
 
-def sse_encode(event: PlatformEvent) -> bytes:
+# The SSE forms of an event (spec §6.1), chosen per stream with `?messages=`: the named
+# message (`event: <name>`), the unnamed one (what `EventSource.onmessage` receives), or
+# both, named first. Each carries the envelope and the event id, so `Last-Event-ID` resumes
+# whichever form a client reads. One wire per form: each is encoded once per event.
+SSE_FORMS: Final = ("both", "named", "unnamed")
+SSE_WIRE: Final = "sse"  # both forms, the default
+
+
+def sse_wire(form: str) -> str:
+    return SSE_WIRE if form == "both" else f"sse {form}"
+
+
+def sse_named(event: PlatformEvent) -> bytes:
     return sse.encode(event.envelope_json, event=event.name, id=event.id)
+
+
+def sse_unnamed(event: PlatformEvent) -> bytes:
+    return sse.encode(event.envelope_json, id=event.id)
+
+
+def sse_encode(event: PlatformEvent) -> bytes:
+    """Both forms as one write: the named message, then the unnamed one."""
+    return sse_named(event) + sse_unnamed(event)
+
+
+SSE_ENCODERS: Final[dict[str, Callable[[PlatformEvent], bytes]]] = {
+    "both": sse_encode,
+    "named": sse_named,
+    "unnamed": sse_unnamed,
+}
 
 
 class SocketSubscriber:
     """A namespace of a Socket.IO connection, as the fan-out sees it."""
 
-    __slots__ = ("conn", "namespace", "wire", "limit")
+    __slots__ = ("conn", "namespace", "wire", "limit", "last_sent")
 
-    def __init__(self, conn: Connection, namespace: str, limit: int) -> None:
+    def __init__(self, conn: Connection, namespace: str, limit: int, offsets: bool = False) -> None:
         self.conn = conn
         self.namespace = namespace
-        self.wire = socket_wire(namespace)
+        self.wire = socket_wire(namespace, offsets)
         self.limit = limit
+        # With recovery: the last event id sent per channel (where to resume that channel).
+        self.last_sent: dict[str, str] | None = {} if offsets else None
 
-    def deliver(self, frames: tuple[str, ...]) -> bool:
+    def deliver(self, payload: SocketFrames) -> bool:
         session = self.conn.session
         if session.closed:
             return True  # leaving anyway: its on_leave removes it
+        frames = payload.frames
         if session.buffered + len(frames) > self.limit:
             return False
         for frame in frames:
             session.send_frame(frame)
+        if self.last_sent is not None:
+            self.last_sent[payload.channel_id] = payload.event_id
         self.conn.flush()
         return True
 
@@ -118,23 +168,49 @@ class SocketSubscriber:
         conn.socketio.emit(self.namespace, "error", {"code": SLOW_CONSUMER, "message": reason})
         conn.endpoint.dispatch_leave(conn, conn.close(reason, CLOSE_TRY_AGAIN_LATER))
 
+    def end(self, code: str, reason: str) -> None:
+        """The registry ends this namespace: `error` {code, message}, then the end. A revoked
+        authorization leaves the namespace (DISCONNECT: the official clients do not
+        reconnect, the token is no good anyway); anything else closes the session, so the
+        clients reconnect (to another process, or once this one is back)."""
+        conn = self.conn
+        session = conn.socketio
+        session.emit(self.namespace, "error", {"code": code, "message": reason})
+        if code == AUTHORIZATION_REVOKED:
+            if session.disconnect(self.namespace):
+                conn.endpoint.dispatch_leave(conn, [Disconnected(self.namespace, reason)])
+        else:
+            conn.endpoint.dispatch_leave(conn, conn.close(reason, CLOSE_GOING_AWAY))
+
 
 _USER_CACHE_SIZE = 50_000
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class _Restored:
+    pid: str
+    lost: Lost
+    missed: dict[str, list[PlatformEvent]]
+
+
+@dataclass(slots=True)
 class _Joined:
     """One joined namespace of a connection."""
 
     subscriber: SocketSubscriber
     user: User | None
+    registered: Key
+    pid: str | None = None  # connection state recovery id, when the client asked for it
+    client_id: str | None = None
     channels: dict[str, Subscription] = field(default_factory=dict)
+    sid: str = ""  # the socket id given to the namespace
 
 
 class EventsSocketHandler:
     def __init__(self, app: Quart, rt: Runtime) -> None:
         self._app = app
         self._rt = rt
+        self.recovery = RecoveryStore(rt.settings.events.recovery_window_seconds)
         # Connects read only a user's id and username, which never change and whose users
         # are never deleted: caching them spares a database round trip per connect.
         self._users: dict[str, User] = {}
@@ -142,6 +218,10 @@ class EventsSocketHandler:
     @property
     def fanout(self) -> Fanout:
         return self._rt.services.fanout
+
+    @property
+    def connections(self) -> ConnectionRegistry:
+        return self._rt.services.connections
 
     # ------------------------------------------------------------------ Handler protocol
 
@@ -160,6 +240,22 @@ class EventsSocketHandler:
             state = joined.pop(namespace, None)
             if state is not None:
                 self.fanout.remove(state.subscriber)
+                self.connections.discard(state.subscriber, state.registered)
+                if state.pid is not None and event.reason in RECOVERABLE:
+                    self._keep_for_recovery(conn, namespace, state)
+
+    def _keep_for_recovery(self, conn: Connection, namespace: str, state: _Joined) -> None:
+        sid = conn.socketio.namespaces.get(namespace) or state.sid
+        lost = Lost(
+            sid,
+            namespace,
+            state.user.id if state.user else None,
+            state.client_id,
+            {channel_id: subscription.owner for channel_id, subscription in state.channels.items()},
+            dict(state.subscriber.last_sent or {}),
+        )
+        assert state.pid is not None
+        self.recovery.keep(state.pid, lost, conn.now())
 
     # ------------------------------------------------------------------ connect
 
@@ -170,10 +266,11 @@ class EventsSocketHandler:
         if token is None or token == "":
             token = conn.query.get("token") or None
         user: User | None = None
+        client_id: str | None = None
         if token is not None:
             try:
                 with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
-                    user = await self._user_of_token(token)
+                    user, client_id = await self._user_of_token(token)
             except ApiError as exc:
                 session.reject_connect(namespace, exc.message, {"code": exc.code, "message": exc.message})
                 return
@@ -183,11 +280,18 @@ class EventsSocketHandler:
                     namespace, "authentication is unavailable, try again", {"code": "service_unavailable"}
                 )
                 return
-        # No await from here on: the connect ack, then `connected`, then events.
-        if session.accept_connect(namespace) is None:
+        # No await from here on: the connect ack, then `connected`, then events; a recovered
+        # connection's missed events are read in the same step as it subscribes again, so
+        # each event is either replayed or delivered live, exactly once.
+        wants_recovery = self.recovery.enabled and request.auth.get("recovery") is True
+        restored = self._restore(conn, request, user) if wants_recovery else None
+        pid = restored.pid if restored else (new_sid() if wants_recovery else None)
+        sid = session.accept_connect(namespace, restored.lost.sid if restored else None, pid)
+        if sid is None:
             return  # the client left while we were checking
-        subscriber = SocketSubscriber(conn, namespace, self._rt.settings.events.queue_size)
-        state = _Joined(subscriber, user)
+        subscriber = SocketSubscriber(conn, namespace, self._rt.settings.events.queue_size, offsets=pid is not None)
+        registered = self.connections.add(subscriber, user.id if user else None, client_id)
+        state = _Joined(subscriber, user, registered, pid, client_id, sid=sid)
         conn.app = conn.app or {}
         conn.app[namespace] = state
         session.emit(
@@ -200,10 +304,50 @@ class EventsSocketHandler:
                 "autoSubscribed": user is not None,
             },
         )
-        if user is not None:
+        if restored is not None:
+            self._resubscribe(state, restored)
+        elif user is not None:
             state.channels[user.id] = self.fanout.subscribe(subscriber, user.id, owner=True, user_id=user.id)
 
-    async def _user_of_token(self, token: Any) -> User:
+    def _restore(self, conn: Connection, request: ConnectRequest, user: User | None) -> _Restored | None:
+        """The kept state a reconnecting client names with {pid, offset}, and the events it
+        missed; None when it cannot be recovered (unknown or expired pid, another user,
+        or an offset no longer in the resume source)."""
+        pid, offset = request.auth.get("pid"), request.auth.get("offset")
+        if not isinstance(pid, str) or not isinstance(offset, str):
+            return None
+        lost = self.recovery.take(pid, conn.now())
+        if lost is None or lost.namespace != request.namespace or lost.user_id != (user.id if user else None):
+            return None
+        missed: dict[str, list[PlatformEvent]] = {}
+        offset_found = False
+        for channel_id in lost.channels:
+            resume = self.fanout.since(channel_id, offset)
+            if resume.found:
+                offset_found = True
+            else:  # the offset is another channel's: resume from what this one was sent
+                resume = self.fanout.since(channel_id, lost.last_sent.get(channel_id))
+                if not resume.found:
+                    return None
+            missed[channel_id] = resume.events
+        if not offset_found:
+            return None
+        return _Restored(pid, lost, missed)
+
+    def _resubscribe(self, state: _Joined, restored: _Restored) -> None:
+        subscriber = state.subscriber
+        user_id = state.user.id if state.user else None
+        encode = socket_encoder(subscriber.namespace, offsets=True)
+        for channel_id, owner in restored.lost.channels.items():
+            subscription = self.fanout.subscribe(subscriber, channel_id, owner=owner, user_id=user_id)
+            state.channels[channel_id] = subscription
+            for event in restored.missed.get(channel_id, ()):
+                if subscription.wants(event) and not subscriber.deliver(encode(event)):
+                    subscriber.overflow("slow consumer: too many missed events to replay")
+                    return
+
+    async def _user_of_token(self, token: Any) -> tuple[User, str | None]:
+        """The token's user, and its OAuth app (None for a first-party token)."""
         if not isinstance(token, str):
             raise ApiError(401, "invalid_token", "auth.token must be a string")
         async with self._app.app_context():
@@ -214,7 +358,7 @@ class EventsSocketHandler:
             if user is None:
                 raise ApiError(401, "invalid_token", "the token's user no longer exists")
             self._remember(user)
-        return user
+        return user, principal.client_id
 
     def _remember(self, user: User) -> None:
         if len(self._users) >= _USER_CACHE_SIZE:
@@ -346,11 +490,15 @@ async def install(rt: Runtime) -> None:
     events = rt.settings.events
     fanout = Fanout(resume_size=events.resume_buffer_size, resume_channels=events.resume_channels)
     for namespace in ("/", SPEC_NAMESPACE):
-        fanout.register_wire(socket_wire(namespace), socket_encoder(namespace))
-    fanout.register_wire(SSE_WIRE, sse_encode)
+        for offsets in (False, True):
+            fanout.register_wire(socket_wire(namespace, offsets), socket_encoder(namespace, offsets))
+    for form, encoder in SSE_ENCODERS.items():
+        fanout.register_wire(sse_wire(form), encoder)
     rt.services.fanout = fanout
     rt.services.presence = fanout  # snapshot(channel_id) -> (user ids, anonymous count)
     rt.bus.subscribe(fanout.publish)
+    connections = rt.services.connections = ConnectionRegistry()
+    rt.bus.subscribe(connections.on_event)
 
 
 def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:

@@ -151,6 +151,7 @@ class EngineIOSession:
         "_next_ping_at",
         "_pong_deadline",
         "_linger_deadline",
+        "upgraded_at",
     )
 
     def __init__(self, sid: str, settings: Settings, transport: str, now: float) -> None:
@@ -173,6 +174,7 @@ class EngineIOSession:
         self._next_ping_at: float | None = now + settings.ping_interval_ms / 1000
         self._pong_deadline: float | None = None
         self._linger_deadline: float | None = None
+        self.upgraded_at: float | None = None  # when a probing WebSocket took over
 
     # ------------------------------------------------------------------ state
 
@@ -194,6 +196,11 @@ class EngineIOSession:
     @property
     def upgrading(self) -> bool:
         return self._probe != _NO_PROBE
+
+    @property
+    def probe_answered(self) -> bool:
+        """A probing WebSocket got its ``3probe``; the client's UPGRADE comes next."""
+        return self._probe == _PROBED
 
     @property
     def poll_ready(self) -> bool:
@@ -395,6 +402,7 @@ class EngineIOSession:
         if self._probe == _PROBED and packet.type is PacketType.UPGRADE:
             self._probe, self._probe_deadline = _NO_PROBE, None
             self.transport = WEBSOCKET
+            self.upgraded_at = now
             return _PROBE_UPGRADED
         return self._cancel_probe()
 

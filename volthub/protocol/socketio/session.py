@@ -120,16 +120,18 @@ class SocketIOSession(EngineIOSession):
 
     # ------------------------------------------------------------------ output
 
-    def accept_connect(self, namespace: str, sid: str | None = None) -> str | None:
-        """Answer a ConnectRequest with CONNECT {sid}; returns the socket id, or None when
-        there is no such request any more (the client left or the session closed)."""
+    def accept_connect(self, namespace: str, sid: str | None = None, pid: str | None = None) -> str | None:
+        """Answer a ConnectRequest with CONNECT {sid} ({sid, pid} with a connection state
+        recovery id); returns the socket id, or None when there is no such request any more
+        (the client left or the session closed)."""
         if self._closed or namespace not in self._pending:
             return None
         self._pending.discard(namespace)
         socket_id = sid or new_sid()
         self._joined[namespace] = socket_id
         self._connect_deadline = None
-        self.send_frame(sio_frame(SioPacket(SioType.CONNECT, namespace, {"sid": socket_id})))
+        data = {"sid": socket_id} if pid is None else {"sid": socket_id, "pid": pid}
+        self.send_frame(sio_frame(SioPacket(SioType.CONNECT, namespace, data)))
         return socket_id
 
     def reject_connect(self, namespace: str, message: str, data: Any = None) -> bool:

@@ -15,6 +15,10 @@ from volthub.persistence import webhooks as repo
 from volthub.protocol.catalogue import REQUIRED_SCOPE, delivery_name, subscribed_names
 from volthub.protocol.webhooks import encode_delivery_body
 
+# Events about one app (who authorised or revoked it): only that app's webhooks get them,
+# not every app of the same owner.
+APP_EVENTS = frozenset({"user.authorization.grant", "user.authorization.revoke"})
+
 ScopeCheck = Callable[[Tx, str, str, str], bool]
 
 
@@ -65,6 +69,8 @@ class OutboxSink:
         rows = []
         at = event_time_ms(event)
         for subscriber in subscribers:
+            if event.name in APP_EVENTS and event.data.get("clientId") != subscriber.client_id:
+                continue
             name = delivery_name(event.name, subscriber.events)
             if name is None:
                 continue

@@ -1,0 +1,70 @@
+"""Connection state recovery with the official socket.io-client (v4.6+ protocol)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import orjson
+import pytest
+import trio
+
+from tests.conftest import LiveServer, make_settings, register_live, serve_app
+from volthub.http.events.recovery import Lost, RecoveryStore
+
+JS_DIR = Path(__file__).resolve().parents[2] / "js"
+
+
+@pytest.fixture
+async def server(sqlite_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
+    settings = make_settings(sqlite_url, ratelimit={"enabled": False})
+    stop = trio.Event()
+    yield await serve_app(nursery, settings, stop)
+    stop.set()
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    if not (JS_DIR / "node_modules" / "socket.io-client").is_dir():
+        pytest.fail("socket.io-client is not installed: run `npm ci --prefix tests/js` (make test does)")
+    return node
+
+
+@pytest.mark.parametrize(("transports", "target"), [("websocket", "path"), ("default", "namespace")])
+async def test_a_dropped_socket_gets_exactly_what_it_missed(server: LiveServer, transports: str, target: str) -> None:
+    owner = await register_live(server.url)
+    with trio.fail_after(40):
+        done = await trio.run_process(
+            [_node(), "recovery_client.mjs", server.url, owner.token, owner.id, transports, target],
+            cwd=JS_DIR,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    output = done.stdout.decode().strip().splitlines()
+    assert done.returncode == 0, (output, done.stderr.decode()[-2000:])
+    seen = orjson.loads(output[-1])
+    assert seen["disconnectReason"] == "forced close"  # engine.close(), as the client names it
+    assert seen["gap"] == []
+    assert [e["offset"] for e in seen["before"]] == [seen["first"]]
+    assert [e["offset"] for e in seen["after"]] == seen["published"]  # exactly those, once, in order
+    assert [e["event"] for e in seen["after"]] == ["channel.raid", "channel.volts", "channel.subscribe"]
+    assert seen["recovered"] == [False, True]
+    assert seen["ids"][0] == seen["ids"][1]  # the same socket id
+
+
+def test_store_forgets_expired_and_taken_states() -> None:
+    store = RecoveryStore(10.0, max_kept=2)
+    lost = Lost("sid", "/", "u1", None, {"c1": True})
+    store.keep("p1", lost, now=0.0)
+    assert store.take("p1", now=5.0) is lost
+    assert store.take("p1", now=5.0) is None  # once
+    store.keep("p2", lost, now=0.0)
+    assert store.take("p2", now=10.0) is None  # expired
+    for n in range(3):
+        store.keep(f"q{n}", lost, now=20.0)
+    assert len(store) == 2 and store.take("q0", now=21.0) is None  # the oldest went first
+    assert not RecoveryStore(0).enabled

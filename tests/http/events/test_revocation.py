@@ -1,0 +1,97 @@
+"""A revoked grant or a deleted app ends its open Events API connections, saying why."""
+
+from __future__ import annotations
+
+import httpx
+import orjson
+import pytest
+import trio
+from httpx_sse import aconnect_sse
+
+from tests.conftest import LiveServer, register_live
+from tests.http.events.live import handshake, open_ws, receive
+from tests.http.oauth.tokens import issue_oauth_token
+from volthub.http.events.registry import ConnectionRegistry
+
+EIO_PATH = "/ws/events"
+
+
+async def _socket(server: LiveServer, nursery: trio.Nursery, token: str):  # type: ignore[no-untyped-def]
+    ws = await open_ws(nursery, server.url, EIO_PATH, token=token)
+    handshake(await receive(ws))
+    await ws.send_message("40")
+    assert (await receive(ws, skip_pings=True)).startswith("40{")
+    name, _ = orjson.loads((await receive(ws, skip_pings=True))[2:])
+    assert name == "connected"
+    return ws
+
+
+@pytest.mark.parametrize("how", ["revoke", "delete app"])
+async def test_revoking_ends_the_apps_sockets_and_streams(
+    live_server: LiveServer, nursery: trio.Nursery, how: str
+) -> None:
+    user = await register_live(live_server.url)
+    token = await issue_oauth_token(live_server.app, user.id, "chat:read")
+    async with httpx.AsyncClient(base_url=live_server.url, timeout=10) as http:
+        listed = (await http.get("/api/users/me/connections", headers=user.headers)).json()
+        [connection] = listed["items"]
+        client_id = connection["clientId"]
+        app_socket = await _socket(live_server, nursery, token)
+        own_socket = await _socket(live_server, nursery, user.token)  # first-party: unaffected
+        async with aconnect_sse(
+            http, "GET", "/api/events/stream", headers={"Authorization": f"Bearer {token}"}
+        ) as source:
+            events = source.aiter_sse()
+            with trio.fail_after(5):
+                assert (await events.__anext__()).event == "connected"
+            if how == "revoke":
+                gone = await http.delete(f"/api/users/me/connections/{client_id}", headers=user.headers)
+            else:
+                gone = await http.delete(f"/api/developer/apps/{client_id}", headers=user.headers)
+            assert gone.status_code == 204
+            with trio.fail_after(5):
+                ending = [sse async for sse in events if sse.event == "error"]
+        assert [orjson.loads(e.data)["code"] for e in ending] == ["AUTHORIZATION_REVOKED"]
+        frames = []
+        with trio.fail_after(5):
+            while not frames or frames[-1] != "41":
+                frames.append(await receive(app_socket, skip_pings=True))
+        name, data = orjson.loads(frames[-2][2:])
+        assert name == "error" and data["code"] == "AUTHORIZATION_REVOKED" and "revoked" in data["message"]
+        # The first-party socket of the same user still gets its events.
+        sandbox = await http.post(
+            "/api/integrations/oauth/test/events",
+            headers=user.headers,
+            json={"eventType": "follow", "channelId": user.id},
+        )
+        assert sandbox.status_code == 200
+        name, _ = orjson.loads((await receive(own_socket, skip_pings=True))[2:])
+        assert name == "event"
+        # Only the first-party socket is still registered.
+        assert len(live_server.app.extensions["volthub"].services.connections) == 1
+        await app_socket.aclose()
+        await own_socket.aclose()
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.ended: list[tuple[str, str]] = []
+
+    def end(self, code: str, reason: str) -> None:
+        self.ended.append((code, reason))
+
+
+def test_registry_ends_only_that_users_connections_of_that_app() -> None:
+    registry = ConnectionRegistry()
+    mine, other_app, other_user, anonymous = _Recorder(), _Recorder(), _Recorder(), _Recorder()
+    key = registry.add(mine, "u1", "app1")
+    registry.add(other_app, "u1", "app2")
+    registry.add(other_user, "u2", "app1")
+    registry.add(anonymous, None, None)
+    assert registry.close_app_access("u1", "app1", "revoked") == 1
+    assert mine.ended == [("AUTHORIZATION_REVOKED", "revoked")]
+    assert other_app.ended == other_user.ended == anonymous.ended == []
+    registry.discard(mine, key)
+    assert len(registry) == 3
+    assert registry.close_all("bye") == 3
+    assert {r.ended[-1][0] for r in (other_app, other_user, anonymous)} == {"SERVER_CLOSING"}
