@@ -43,7 +43,7 @@ class Watcher(threading.Thread):
 
     def _read(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
-        params = {"events": "channel.poll.end,channel.timer.update"}
+        params = {"events": "channel.poll.end,channel.timer.update", "messages": "named"}
         with (
             httpx.Client(base_url=self.base, timeout=httpx.Timeout(5, read=60)) as http,
             http.stream("GET", "/api/events/stream", headers=headers, params=params) as response,

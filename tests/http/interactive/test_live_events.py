@@ -96,7 +96,11 @@ async def test_sse_and_official_socketio_client_see_each_event_once_in_order(ser
             while b"ready" not in lines:
                 lines += await process.stdout.receive_some()
         async with aconnect_sse(
-            http, "GET", "/api/events/stream", headers=owner.headers, params={"events": INTERACTIVE}
+            http,
+            "GET",
+            "/api/events/stream",
+            headers=owner.headers,
+            params={"events": INTERACTIVE, "messages": "named"},
         ) as source:
             events = source.aiter_sse()
             with trio.fail_after(10):

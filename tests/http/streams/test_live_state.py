@@ -32,7 +32,7 @@ async def test_hooks_drive_events_live_list_and_vods(http: httpx.AsyncClient, se
     owner = await register_live(server.url)
     key = await stream_key(http, owner.headers)
     headers = {**owner.headers, "Accept": "text/event-stream"}
-    async with aconnect_sse(http, "GET", "/api/events/stream", headers=headers) as source:
+    async with aconnect_sse(http, "GET", "/api/events/stream", headers=headers, params={"messages": "named"}) as source:
         events = Events(source)
         await events.next("connected")
 
