@@ -46,7 +46,7 @@ from volthub.services.apps import Apps
 from volthub.services.bots import Bots
 from volthub.services.catalogue import BadgeCatalogue, Teams
 from volthub.services.categories import Categories
-from volthub.services.channel_points import ChannelPoints
+from volthub.services.channel_points import ChannelPoints, Redemptions
 from volthub.services.channel_roles import ChannelRoles
 from volthub.services.emotes import Emotes
 from volthub.services.extvideo import ExtVideo
@@ -275,7 +275,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
     webhook_delivery.install(dispatcher, publisher)  # the outbox sink and its wake-up listener
     media = MediaStore(database, clock, storage=settings.media.storage, directory=settings.media.directory)
     return Services(
-        accounts=Accounts(database, publisher, passwords),
+        accounts=Accounts(database, publisher, passwords, follow_bonus=settings.channel_points.follow_bonus),
         users=Users(database),
         apps=Apps(database, clock, oauth),
         oauth=oauth,
@@ -283,6 +283,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         webhooks=dispatcher,
         webhook_admin=WebhookAdmin(database, clock, dispatcher),
         channel_points=ChannelPoints(database, clock),
+        redemptions=Redemptions(database, publisher),
         streams=await _make_streams(rt, database, publisher),
         bots=Bots(database, clock, hold_days=settings.bots.name_hold_days),
         media=media,
