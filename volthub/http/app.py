@@ -27,6 +27,7 @@ from quart_trio.wrappers.request import TrioRequest
 from volthub.config import Settings, load_settings
 from volthub.http import access, cluster, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
+from volthub.http.blueprints import channel_points as channel_points_blueprint
 from volthub.http.blueprints import chat as chat_blueprint
 from volthub.http.blueprints import interactive as interactive_blueprint
 from volthub.http.blueprints import subscriptions as subscriptions_blueprint
@@ -81,6 +82,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("presence", cluster.presence_service),
     ("interactive", interactive_blueprint.run_interactive_feed),
     ("subscription-expiry", subscriptions_blueprint.run_expiry),
+    ("points-earning", channel_points_blueprint.run_watch_earnings),
 ]
 
 

@@ -255,3 +255,16 @@ def claim_follow_bonus(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> bo
         (channel_id, user_id, now_ms),
     )
     return row is not None
+
+
+def live_channels(tx: Tx) -> list[str]:
+    """Channels with an open stream (migration 0020's partial index streams_open)."""
+    rows = tx.execute("SELECT channel_id FROM streams WHERE ended_at IS NULL ORDER BY started_at, id")
+    return [row["channel_id"] for row in rows]
+
+
+def existing_users(tx: Tx, user_ids: list[str]) -> list[str]:
+    if not user_ids:
+        return []
+    marks = ", ".join("?" for _ in user_ids)
+    return [row["id"] for row in tx.execute(f"SELECT id FROM users WHERE id IN ({marks}) ORDER BY id", tuple(user_ids))]

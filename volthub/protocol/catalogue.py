@@ -825,14 +825,14 @@ def channel_subscription_end(
     }
 
 
-def channel_points_redemption(
+def channel_channel_points_redemption(
     *,
     redemption_id: str,
     reward_id: str,
     reward_title: str,
     reward_cost: int,
     redeemer: Person,
-    user_input: str | None,
+    user_input: str | None = None,
     status: str,
     redeemed_at: str,
 ) -> dict[str, Any]:

@@ -7,9 +7,13 @@ custom ones it created. The REST shape has every field of §2.8; the socket shap
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
+
+import trio
 
 from volthub.hub.clock import Clock, iso8601, to_ms
 from volthub.hub.publisher import Emitter, EventPublisher
@@ -21,6 +25,7 @@ from volthub.persistence.channel_points import MAX_REWARDS_PER_CHANNEL, Redempti
 from volthub.persistence.pagination import InvalidCursor, decode_cursor, encode_cursor
 from volthub.protocol import catalogue
 from volthub.services.channels import ChannelNotFound, channel_by_id
+from volthub.services.chat import Presence, presence_snapshot
 
 __all__ = [
     "BUILT_IN",
@@ -37,6 +42,7 @@ __all__ = [
     "RewardNotFound",
     "StreamNotFound",
     "TooManyRewards",
+    "WatchEarnings",
     "pay_follow_bonus",
     "redemption_shape",
     "rest_shape",
@@ -218,7 +224,7 @@ class RedemptionResolved(Exception):
 def redemption_shape(redemption: Redemption) -> dict[str, Any]:
     """A redemption over REST: the event's fields (one builder, spec §2.7), its stream and
     when it was resolved."""
-    data = catalogue.channel_points_redemption(
+    data = catalogue.channel_channel_points_redemption(
         redemption_id=redemption.id,
         reward_id=redemption.reward_id,
         reward_title=redemption.reward_title,
@@ -379,3 +385,73 @@ def pay_follow_bonus(tx: Tx, channel_id: str, user_id: str, amount: int, now_ms:
         now_ms=now_ms,
     )
     return True
+
+
+
+
+class WatchEarnings:
+    """Watching earns points: at the end of every `interval_seconds` (aligned to the clock, so
+    every process agrees which interval it is), each signed-in viewer present on a live
+    channel's Events API gets `points` from the channel's mint.
+
+    Presence comes from the hub (across processes on PostgreSQL). One interval of one channel
+    is credited once, by whichever process claims it first (`claim_watch_interval`, a guarded
+    UPDATE in the crediting transaction). A process that was down credits no intervals it
+    missed: nobody knows who watched then. The broadcaster earns nothing in their own channel.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        clock: Clock,
+        presence: Callable[[], Presence | None],
+        *,
+        points: int,
+        interval_seconds: float,
+    ) -> None:
+        self._db = database
+        self._clock = clock
+        self._presence = presence
+        self._points = points
+        self._interval_ms = max(1, to_ms(interval_seconds))
+
+    async def run(self) -> None:
+        if self._points <= 0:
+            await trio.sleep_forever()  # earning switched off ([channel_points] points_per_interval = 0)
+        while True:
+            now_ms = to_ms(self._clock.now())
+            interval = now_ms // self._interval_ms
+            await trio.sleep(((interval + 1) * self._interval_ms - now_ms) / 1000)
+            await self.credit(interval)
+
+    async def credit(self, interval: int) -> dict[str, list[str]]:
+        """Credit `interval` to the viewers present now; returns who was credited, by channel."""
+        channels = await self._db.read(repo.live_channels)
+        credited: dict[str, list[str]] = {}
+        for channel_id in channels:
+            viewers, _ = await presence_snapshot(self._presence(), channel_id)
+            present = sorted({viewer for viewer in viewers if viewer != channel_id})
+            paid = await self._db.write(
+                functools.partial(self._credit_channel, channel_id=channel_id, viewers=present, interval=interval)
+            )
+            if paid:
+                credited[channel_id] = paid
+        return credited
+
+    def _credit_channel(self, tx: Tx, *, channel_id: str, viewers: list[str], interval: int) -> list[str]:
+        if not repo.claim_watch_interval(tx, channel_id, interval):
+            return []  # another process (or an earlier run) credited it
+        now = (interval + 1) * self._interval_ms
+        paid = repo.existing_users(tx, viewers)
+        for viewer in paid:
+            ledger.transfer(
+                tx,
+                currency="points",
+                source=ledger.system_account("points", ledger.MINT, channel_id),
+                destination=points_account(channel_id, viewer),
+                amount=self._points,
+                kind="watch",
+                reference=f"watch:{interval}",
+                now_ms=now,
+            )
+        return paid
