@@ -44,6 +44,22 @@ def published(app: Any) -> list[Any]:
     return events
 
 
+async def redemption_event(published: list[Any], redemption_id: str) -> Any:
+    """The redemption's event once the bus delivered it (on PostgreSQL through the event log
+    relay, so a moment after the answer)."""
+    with trio.fail_after(10):
+        while True:
+            found = [
+                e
+                for e in published
+                if e.name == "channel.channel_points_redemption" and e.data["redemptionId"] == redemption_id
+            ]
+            if found:
+                assert len(found) == 1
+                return found[0]
+            await trio.sleep(0.01)
+
+
 async def go_live(client: Any, owner: Any) -> tuple[str, str]:
     """(stream key, stream id) of the owner's new live stream."""
     key = (await (await client.get(SETUP, headers=owner.headers)).get_json())["streamKey"]
@@ -112,7 +128,7 @@ async def test_redeem_moves_points_emits_and_lists(app: Any, client: Any, publis
     assert (body["status"], body["rewardCost"], body["userInput"], body["balance"]) == ("unfulfilled", 120, "hi", 380)
     assert (body["userId"], body["username"], body["streamId"]) == (viewer.id, viewer.username, stream_id)
     assert await balance(client, owner.id, viewer) == 380
-    [event] = [e for e in published if e.name == "channel.channel_points_redemption"]
+    event = await redemption_event(published, body["redemptionId"])
     assert event.channel_id == owner.id
     assert set(event.data) == {
         "redemptionId",
@@ -130,8 +146,8 @@ async def test_redeem_moves_points_emits_and_lists(app: Any, client: Any, publis
     [row] = await listed(client, owner, stream_id)
     assert row == {k: v for k, v in body.items() if k != "balance"}
     # Without input the event leaves userInput out (spec §2.7: present if given).
-    await client.post(redeem_path(owner, item), headers=viewer.headers, json={})
-    assert "userInput" not in published[-1].data
+    plain = await (await client.post(redeem_path(owner, item), headers=viewer.headers, json={})).get_json()
+    assert "userInput" not in (await redemption_event(published, plain["redemptionId"])).data
     totals = await _db(app).read(ledger.totals)
     assert totals["points"] == (0, 0)
 

@@ -100,6 +100,7 @@ async def items_with_built_in(channel_id: str) -> RewardList:
 @blueprint.post("/<channel_id>/items")
 @access.first_party
 @tag(["Channel points"])
+@error_responses(409)
 @validate_request(RewardBody)
 @validate_response(RewardOut, 201)
 @access.own_channel()
