@@ -387,8 +387,6 @@ def pay_follow_bonus(tx: Tx, channel_id: str, user_id: str, amount: int, now_ms:
     return True
 
 
-
-
 class WatchEarnings:
     """Watching earns points: at the end of every `interval_seconds` (aligned to the clock, so
     every process agrees which interval it is), each signed-in viewer present on a live
