@@ -58,7 +58,7 @@ async def test_subscribe_pays_the_creator_emits_and_refuses_a_second(env: ChatEn
         "active",
     )
     assert await wallet(env, fan) == 100 and await wallet(env, creator) == 500
-    [event] = env.named("channel.subscribe")
+    [event] = await arrived(env, "channel.subscribe", 1)
     assert event.channel_id == creator.id
     assert event.data["userId"] == fan.id and event.data["isGift"] is False and event.data["months"] == 1
 
@@ -107,10 +107,10 @@ async def test_gifts_direct_and_random_reach_the_right_people(env: ChatEnv) -> N
     assert body["quantity"] == 1 and body["subscriptions"][0]["userId"] == friend.id
     assert body["subscriptions"][0]["isGift"] is True
     assert body["subscriptions"][0]["gifter"]["userId"] == gifter.id
-    [gift] = env.named("channel.subscription.gift")
+    [gift] = await arrived(env, "channel.subscription.gift", 1)
     assert gift.data["userId"] == gifter.id and gift.data["quantity"] == 1
     assert [r["userId"] for r in gift.data["recipients"]] == [friend.id]
-    assert [e.data["userId"] for e in env.named("channel.subscribe")] == [friend.id]
+    assert [e.data["userId"] for e in await arrived(env, "channel.subscribe", 1)] == [friend.id]
     again = await post(env, gifter, "gift/direct", creatorId=creator.id, recipientId=friend.id)
     assert again.status_code == 409
     assert (await post(env, gifter, "gift/direct", creatorId=creator.id, recipientId=gifter.id)).status_code == 400
@@ -143,7 +143,7 @@ async def test_cancel_ends_at_once_and_chat_standing_follows(env: ChatEnv) -> No
     assert (await env.send(fan, creator.id, "before")).status_code == 403
     assert (await post(env, fan, "subscribe", creatorId=creator.id, tier="tier2")).status_code == 201
     assert (await env.send(fan, creator.id, "subbed")).status_code in (200, 201)
-    [message] = [e for e in env.named("chat.message") if e.data["message"] == "subbed"]
+    [message] = [e for e in await arrived(env, "chat.message", 1) if e.data["message"] == "subbed"]
     assert message.data["isSubscriber"] is True and message.data["subscriberMonths"] == 1
     assert "subscriber" in message.data["badges"]
 
@@ -153,7 +153,7 @@ async def test_cancel_ends_at_once_and_chat_standing_follows(env: ChatEnv) -> No
     assert cancel.status_code == 200
     ended = (await cancel.get_json())["subscription"]
     assert ended["status"] == "ended" and ended["endReason"] == "canceled"
-    [end] = env.named("channel.subscription.end")
+    [end] = await arrived(env, "channel.subscription.end", 1)
     assert end.data["reason"] == "canceled" and end.data["userId"] == fan.id and end.data["tier"] == "tier3"
     assert (await env.send(fan, creator.id, "after")).status_code == 403
     assert (await post(env, fan, "manage", creatorId=creator.id, action="cancel")).status_code == 404
@@ -162,14 +162,24 @@ async def test_cancel_ends_at_once_and_chat_standing_follows(env: ChatEnv) -> No
     assert (await again.get_json())["subscription"]["months"] == 2
 
 
-async def ended(env: ChatEnv, count: int) -> list[Any]:
-    """Wait until the app's expiry service has emitted `count` ends; the mock clock stands
-    still meanwhile (real time passes only in a worker thread)."""
+async def arrived(env: ChatEnv, name: str, count: int, *, test: bool = False) -> list[Any]:
+    """Wait until `count` events `name` reached the bus: on PostgreSQL they come through the
+    event-log relay, a moment after the answer. The mock clock stands still meanwhile (real
+    time passes only in a worker thread)."""
+
+    def seen() -> list[Any]:
+        return [e for e in env.events if (e.name == name or test) and e.is_test == test]
+
     for _ in range(500):
-        if len(env.named("channel.subscription.end")) >= count:
+        if len(seen()) >= count:
             break
         await trio.to_thread.run_sync(time.sleep, 0.01)
-    return env.named("channel.subscription.end")
+    return seen()
+
+
+async def ended(env: ChatEnv, count: int) -> list[Any]:
+    """Wait until the app's expiry service has emitted `count` ends."""
+    return await arrived(env, "channel.subscription.end", count)
 
 
 async def test_expiry_fires_at_that_moment_once(env: ChatEnv, mock_clock: MockClock) -> None:
@@ -210,7 +220,7 @@ async def test_the_sandbox_sends_money_events_and_changes_nothing(env: ChatEnv) 
             headers=creator.headers,
         )
         assert response.status_code in (200, 201), await response.get_data(as_text=True)
-    names = [e.name for e in env.events if e.is_test]
+    names = [e.name for e in await arrived(env, "", 3, test=True)]
     assert names == ["channel.subscribe", "channel.subscription.gift", "channel.volts"]
     assert all(e.data["isTest"] is True for e in env.events if e.is_test)
     assert await env.rt.db.read(snapshot) == before

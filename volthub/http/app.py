@@ -27,6 +27,7 @@ from quart_trio.wrappers.request import TrioRequest
 from volthub.config import Settings, load_settings
 from volthub.http import access, cluster, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
+from volthub.http.blueprints import channel_points as channel_points_blueprint
 from volthub.http.blueprints import chat as chat_blueprint
 from volthub.http.blueprints import interactive as interactive_blueprint
 from volthub.http.blueprints import subscriptions as subscriptions_blueprint
@@ -46,7 +47,7 @@ from volthub.services.apps import Apps
 from volthub.services.bots import Bots
 from volthub.services.catalogue import BadgeCatalogue, Teams
 from volthub.services.categories import Categories
-from volthub.services.channel_points import ChannelPoints
+from volthub.services.channel_points import ChannelPoints, Redemptions
 from volthub.services.channel_roles import ChannelRoles
 from volthub.services.emotes import Emotes
 from volthub.services.extvideo import ExtVideo
@@ -81,6 +82,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("presence", cluster.presence_service),
     ("interactive", interactive_blueprint.run_interactive_feed),
     ("subscription-expiry", subscriptions_blueprint.run_expiry),
+    ("points-earning", channel_points_blueprint.run_watch_earnings),
 ]
 
 
@@ -275,7 +277,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
     webhook_delivery.install(dispatcher, publisher)  # the outbox sink and its wake-up listener
     media = MediaStore(database, clock, storage=settings.media.storage, directory=settings.media.directory)
     return Services(
-        accounts=Accounts(database, publisher, passwords),
+        accounts=Accounts(database, publisher, passwords, follow_bonus=settings.channel_points.follow_bonus),
         users=Users(database),
         apps=Apps(database, clock, oauth),
         oauth=oauth,
@@ -283,6 +285,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         webhooks=dispatcher,
         webhook_admin=WebhookAdmin(database, clock, dispatcher),
         channel_points=ChannelPoints(database, clock),
+        redemptions=Redemptions(database, publisher),
         streams=await _make_streams(rt, database, publisher),
         bots=Bots(database, clock, hold_days=settings.bots.name_hold_days),
         media=media,

@@ -19,7 +19,16 @@ from volthub.protocol.webhooks import InvalidTarget
 from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected, NotABotApp
 from volthub.services.catalogue import TeamNotFound
-from volthub.services.channel_points import TooManyRewards
+from volthub.services.channel_points import (
+    ChannelNotLive,
+    RedemptionLimitReached,
+    RedemptionNotFound,
+    RedemptionResolved,
+    RewardDisabled,
+    RewardNotFound,
+    StreamNotFound,
+    TooManyRewards,
+)
 from volthub.services.channel_roles import BroadcasterRole, PastExpiry, RoleNotFound, UnknownMember
 from volthub.services.channels import ChannelNotFound
 from volthub.services.emotes import EmoteExists, EmoteNotFound
@@ -178,6 +187,16 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     ChannelNotFound: lambda error: ApiError(404, "not_found", "channel not found", {"channelId": str(error)}),
     NotificationNotFound: lambda error: ApiError(404, "not_found", "notification not found", {"id": str(error)}),
     TooManyRewards: lambda error: ApiError(409, "too_many_rewards", str(error)),
+    # Channel-points redemptions (services.channel_points.Redemptions).
+    RewardNotFound: lambda error: not_found("reward", itemId=error.reward_id),
+    RewardDisabled: lambda _: ApiError(409, "reward_disabled", "the channel has switched this reward off"),
+    ChannelNotLive: lambda _: ApiError(409, "channel_not_live", "rewards are redeemed during a live stream"),
+    RedemptionLimitReached: lambda error: ApiError(
+        409, "redemption_limit_reached", str(error), {"scope": error.scope, "limit": error.limit}
+    ),
+    StreamNotFound: lambda error: not_found("stream", streamId=str(error)),
+    RedemptionNotFound: lambda error: not_found("redemption", redemptionId=str(error)),
+    RedemptionResolved: lambda error: ApiError(409, "redemption_resolved", str(error), {"status": error.status}),
     # Developer apps and their webhooks (services.apps, services.webhooks).
     AppNotFound: lambda error: not_found("app", clientId=error.client_id),
     PublicClient: lambda _: ApiError(400, "public_client", "this app is a public client: it has no secret to rotate"),

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from volthub.services.apps import Apps
     from volthub.services.bots import Bots
     from volthub.services.catalogue import BadgeCatalogue, Teams
-    from volthub.services.channel_points import ChannelPoints
+    from volthub.services.channel_points import ChannelPoints, Redemptions
     from volthub.services.channel_roles import ChannelRoles
     from volthub.services.emotes import Emotes
     from volthub.services.extvideo import ExtVideo
@@ -64,6 +64,7 @@ class Services:
     webhooks: Dispatcher
     webhook_admin: WebhookAdmin
     channel_points: ChannelPoints
+    redemptions: Redemptions
     streams: Streams
     bots: Bots
     media: MediaStore

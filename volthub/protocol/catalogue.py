@@ -525,6 +525,7 @@ PRODUCERS: Final[dict[str, str]] = {
     "channel.subscription.end": "volthub.services.subscriptions",
     "channel.moderator.add": "volthub.services.channel_roles",
     "channel.moderator.remove": "volthub.services.channel_roles",
+    "channel.channel_points_redemption": "volthub.services.channel_points",
 }
 
 EVENTS_API_EVENTS: Final[frozenset[str]] = frozenset(e.name for e in CATALOGUE if EVENTS_API in e.transports)
@@ -826,6 +827,32 @@ def channel_subscription_end(
         "endedAt": ended_at,
         "expiresAt": expires_at,
     }
+
+
+def channel_channel_points_redemption(
+    *,
+    redemption_id: str,
+    reward_id: str,
+    reward_title: str,
+    reward_cost: int,
+    redeemer: Person,
+    user_input: str | None = None,
+    status: str,
+    redeemed_at: str,
+) -> dict[str, Any]:
+    """Spec §2.7; ``userInput`` only when the redeemer gave some."""
+    data: dict[str, Any] = {
+        "redemptionId": redemption_id,
+        "rewardId": reward_id,
+        "rewardTitle": reward_title,
+        "rewardCost": reward_cost,
+        **redeemer.fields(),
+    }
+    if user_input is not None:
+        data["userInput"] = user_input
+    data["status"] = status
+    data["redeemedAt"] = redeemed_at
+    return data
 
 
 def channel_volts(

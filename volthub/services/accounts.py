@@ -12,6 +12,8 @@ from volthub.persistence import users as repo
 from volthub.persistence.users import User, UsernameTaken
 from volthub.protocol import catalogue
 from volthub.protocol.catalogue import Person
+from volthub.services.channel_points import pay_follow_bonus
+from volthub.services.notifications import notify
 from volthub.services.passwords import Passwords
 
 __all__ = ["Accounts", "User", "UsernameTaken", "SelfFollow", "UnknownUser"]
@@ -26,10 +28,14 @@ class UnknownUser(Exception):
 
 
 class Accounts:
-    def __init__(self, database: Database, publisher: EventPublisher, passwords: Passwords) -> None:
+    def __init__(
+        self, database: Database, publisher: EventPublisher, passwords: Passwords, *, follow_bonus: int = 0
+    ) -> None:
         self._db = database
         self._publisher = publisher
         self._passwords = passwords
+        # Channel points a viewer gets the first time they ever follow a channel ([channel_points]).
+        self._follow_bonus = follow_bonus
 
     async def register(self, username: str, password: str, display_name: str | None) -> User:
         password_hash = await self._passwords.hash(password)
@@ -79,6 +85,16 @@ class Accounts:
                 emitter.emit(
                     follower_id, "user.follow", catalogue.user_follow(follower=who, followed=whom, followed_at=at)
                 )
+                notify(
+                    tx,
+                    target_id,
+                    "follow.new",
+                    "New follower",
+                    f"{follower.display_name} followed you",
+                    {**who.fields(), "followedAt": at},
+                    followed_at,
+                )
+                pay_follow_bonus(tx, target_id, follower_id, self._follow_bonus, followed_at)
             return followed_at
 
         return await self._publisher.write(change)

@@ -185,9 +185,11 @@ async def test_failing_receiver_follows_the_schedule_then_disable_and_reenable(
     assert [a["statusCode"] for a in delivery["attempts"]] == [500] * 5
     assert all(a["outcome"] == "failure" and a["error"] == "HTTP 500" for a in delivery["attempts"])
     notes = await env.get("/api/notifications")
-    assert [n["type"] for n in notes["items"]] == ["webhook.disabled"]
+    # Newest first: the disable, then the notification of the follow that caused the events.
+    assert [n["type"] for n in notes["items"]] == ["webhook.disabled", "follow.new"]
     assert notes["items"][0]["data"]["webhookId"] == hook["id"]
-    assert (await env.get("/api/notifications/unread-count")) == {"count": 1}
+    assert notes["items"][1]["data"]["userId"] == env.fan.id
+    assert (await env.get("/api/notifications/unread-count")) == {"count": 2}
 
     # Disabled: nothing more is attempted, and new events are not queued.
     await env.follow()
@@ -231,7 +233,11 @@ async def test_410_disables_at_once_and_parked_deliveries_resume(env: Env, io_cl
     assert (state["status"], state["disabledReason"]) == ("disabled", "gone")
     [delivery] = (await env.get(f"{env.base}/{hook['id']}/deliveries"))["items"]
     assert delivery["status"] == "pending" and delivery["attempts"][0]["outcome"] == "gone"
-    assert (await env.get("/api/notifications"))["items"][0]["data"]["reason"] == "gone"
+    # The follow that caused the delivery notified the owner too, in the same millisecond.
+    notes = (await env.get("/api/notifications"))["items"]
+    assert sorted(n["type"] for n in notes) == ["follow.new", "webhook.disabled"]
+    [disabled] = [n for n in notes if n["type"] == "webhook.disabled"]
+    assert disabled["data"]["reason"] == "gone"
 
     env.receiver.respond = lambda delivery: (202, {})
     before = to_ms(env.clock.now())

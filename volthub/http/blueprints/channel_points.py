@@ -4,20 +4,29 @@ Listing is public: `items` (the channel's custom rewards) and `items/with-built-
 built-in rewards first, then the custom ones). The spec does not show how rewards are
 made; a channel's owner creates them with a first-party token (the streamer's dashboard).
 The Events API's `channel:getRewards` returns the same list in the socket shape.
+
+Redeeming moves the cost from the viewer's points to the channel (ledger) with the
+redemption row, and emits `channel.channel_points_redemption` (status `unfulfilled`). A
+redemption belongs to the live stream: the reward's `maxPerStream` / `maxPerUserPerStream`
+count there. The owner fulfils or rejects it once; a rejection refunds the cost.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field, field_validator
 from quart import Blueprint
 from quart_schema import tag, validate_querystring, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
+from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
-from volthub.http.runtime import runtime
+from volthub.http.runtime import Runtime, runtime
 from volthub.http.schemas import Body, Model, Query
 from volthub.services import channel_points as points
-from volthub.services.channel_points import ChannelPoints, rest_shape
+from volthub.services.channel_points import ChannelPoints, Redemptions, WatchEarnings, rest_shape
 
 blueprint = Blueprint("channel_points", __name__, url_prefix="/api/channel-points")
 
@@ -91,6 +100,7 @@ async def items_with_built_in(channel_id: str) -> RewardList:
 @blueprint.post("/<channel_id>/items")
 @access.first_party
 @tag(["Channel points"])
+@error_responses(409)
 @validate_request(RewardBody)
 @validate_response(RewardOut, 201)
 @access.own_channel()
@@ -145,3 +155,124 @@ async def get_leaderboard(channel_id: str, query_args: LeaderQuery) -> PointsLea
     channel_id = uuid_param(channel_id, "channelId")
     board = await points.leaderboard(runtime().db, channel_id, query_args.limit)
     return PointsLeaderboardOut(channelId=channel_id, leaderboard=[PointsLeaderOut(**row) for row in board])
+
+
+# --- redemptions ---------------------------------------------------------------------------
+
+
+class RedeemBody(Body):
+    userInput: str | None = Field(None, max_length=500, description="the viewer's text for the reward")
+
+    @field_validator("userInput")
+    @classmethod
+    def _trimmed(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+
+class RedemptionOut(Model):
+    redemptionId: str
+    rewardId: str
+    rewardTitle: str
+    rewardCost: int
+    userId: str
+    username: str
+    displayName: str
+    userInput: str | None = None
+    status: str = Field(description="unfulfilled, fulfilled or rejected (refunded)")
+    redeemedAt: str
+    streamId: str
+    resolvedAt: str | None
+
+
+class RedeemedOut(RedemptionOut):
+    balance: int = Field(description="the redeemer's points in this channel afterwards")
+
+
+class RedemptionPage(Model):
+    items: list[RedemptionOut]
+    nextCursor: str | None
+
+
+class RedemptionQuery(Query):
+    limit: int = Field(50, ge=1, le=100)
+    cursor: str | None = Field(None, max_length=512)
+    status: Literal["unfulfilled", "fulfilled", "rejected"] | None = None
+
+
+def _redemptions() -> Redemptions:
+    return runtime().services.redemptions
+
+
+@blueprint.post("/<channel_id>/redeem/<item_id>")
+@idempotent
+@access.token("points:write")
+@tag(["Channel points"])
+@error_responses(404, 409)
+@validate_request(RedeemBody)
+@validate_response(RedeemedOut, 201)
+async def redeem(channel_id: str, item_id: str, data: RedeemBody) -> tuple[RedeemedOut, int]:
+    """Spend your points in the channel on a reward (a custom one or a built-in `builtin-…`).
+
+    400 `insufficient_funds`; 404 unknown channel or reward; 409 `reward_disabled`,
+    `channel_not_live` (redemptions belong to a live stream) or `redemption_limit_reached`
+    (details.scope `stream` or `user`). Honours `Idempotency-Key`."""
+    channel_id = uuid_param(channel_id, "channelId")
+    redeemed = await _redemptions().redeem(channel_id, item_id, access.principal().user_id, data.userInput)
+    return RedeemedOut(**redeemed), 201
+
+
+@blueprint.get("/<channel_id>/stream/<stream_id>/redemptions")
+@access.public
+@tag(["Channel points"])
+@validate_querystring(RedemptionQuery)
+@validate_response(RedemptionPage)
+async def stream_redemptions(channel_id: str, stream_id: str, query_args: RedemptionQuery) -> RedemptionPage:
+    """The redemptions of one stream of the channel, oldest first; cursor list (limit ≤ 100),
+    optionally of one status."""
+    channel_id = uuid_param(channel_id, "channelId")
+    stream_id = uuid_param(stream_id, "streamId")
+    items, cursor = await _redemptions().for_stream(
+        channel_id, stream_id, query_args.status, query_args.limit, query_args.cursor
+    )
+    return RedemptionPage(items=[RedemptionOut(**item) for item in items], nextCursor=cursor)
+
+
+async def _resolve(channel_id: str, redemption_id: str, status: str) -> RedemptionOut:
+    redemption_id = uuid_param(redemption_id, "redemptionId")
+    return RedemptionOut(**await _redemptions().resolve(channel_id, redemption_id, status))
+
+
+@blueprint.post("/<channel_id>/redemptions/<redemption_id>/fulfill")
+@access.token("points:write")
+@tag(["Channel points"])
+@error_responses(404, 409)
+@validate_response(RedemptionOut)
+@access.own_channel()
+async def fulfill(channel_id: str, redemption_id: str) -> RedemptionOut:
+    """Mark a redemption in your own channel fulfilled (409 `redemption_resolved` when it was
+    fulfilled or rejected already)."""
+    return await _resolve(channel_id, redemption_id, "fulfilled")
+
+
+@blueprint.post("/<channel_id>/redemptions/<redemption_id>/reject")
+@access.token("points:write")
+@tag(["Channel points"])
+@error_responses(404, 409)
+@validate_response(RedemptionOut)
+@access.own_channel()
+async def reject(channel_id: str, redemption_id: str) -> RedemptionOut:
+    """Reject a redemption in your own channel: its cost goes back to the viewer, once (409
+    `redemption_resolved` when it was fulfilled or rejected already)."""
+    return await _resolve(channel_id, redemption_id, "rejected")
+
+
+async def run_watch_earnings(rt: Runtime) -> None:
+    """App service: viewers earn points by watching ([channel_points], services.channel_points)."""
+    config = rt.settings.channel_points
+    await WatchEarnings(
+        rt.db,
+        rt.clock,
+        lambda: getattr(rt.services, "presence", None),  # set by the Events API start-up hook
+        points=config.points_per_interval,
+        interval_seconds=config.watch_interval_seconds,
+    ).run()

@@ -83,12 +83,13 @@ async def list_roles() -> RolesOut:
 @access.token("channel:roles:write")
 @limited("roles_write")
 @tag(["Channel roles"])
+@error_responses(404)
 @validate_request(GrantBody)
 @validate_response(OneRoleOut, 201)
-@error_responses(404)
 async def grant_role(data: GrantBody) -> tuple[OneRoleOut, int]:
     """Grant VIP or moderator in your channel (the broadcaster's own role is not grantable:
-    400 `invalid_member`); a moderator grant emits `channel.moderator.add`."""
+    400 `invalid_member`; 404 when no user has that memberId or username); a moderator grant
+    emits `channel.moderator.add`."""
     member_id = None if data.memberId is None else uuid_param(data.memberId, "memberId")
     expires_at = None if data.expiresAt is None else _epoch_ms(data.expiresAt)
     role = await _service().grant(
