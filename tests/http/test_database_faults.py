@@ -46,7 +46,12 @@ async def test_terminated_pooled_connections_never_cause_a_500(postgres_url: str
                 await trio.sleep(0.05)
                 terminated += await _terminate_pooled(env.rt)
         assert terminated >= 5
-        assert statuses.count(200) == len(statuses) == 160, sorted(set(statuses))
+        assert len(statuses) == 160
+        # A connection handed out dead is replaced before use, so it never costs a request.
+        # A connection killed while a transaction is running on it fails that one transaction,
+        # honestly, as 503 database_unavailable (never 500): at most one per termination.
+        assert set(statuses) <= {200, 503}, sorted(set(statuses))
+        assert statuses.count(503) <= terminated, (statuses.count(503), terminated)
 
 
 class TcpProxy:
@@ -184,7 +189,8 @@ async def test_sqlite_full_disk_is_503_with_a_bounded_log(sqlite_app: Any, caplo
         if len(statuses) == 30:
             break
     assert set(statuses) == {503}, statuses
-    lines = [record for record in caplog.records if record.levelno >= logging.WARNING]
+    # volthub's own lines: a psycopg pool of an earlier test may still log its reconnects here.
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("volthub")]
     assert len(lines) == 1, [record.getMessage() for record in lines]
     assert lines[0].exc_info is None
     # Reads still work: the disk is full, not the database gone.
