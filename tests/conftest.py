@@ -214,6 +214,12 @@ async def insert_app(database: Any, owner_id: str, name: str = "hooks app") -> s
 class LiveServer:
     url: str
     app: Any
+    # Where the Events API's Socket.IO paths are served: the main port, or the gateway's
+    # own port when `[events] gateway_port` is set.
+    events_url: str = ""
+
+    def __post_init__(self) -> None:
+        self.events_url = self.events_url or self.url
 
 
 async def serve_app(nursery: trio.Nursery, settings: Settings, stop: trio.Event, clock: Any = None) -> LiveServer:
@@ -232,7 +238,8 @@ async def serve_app(nursery: trio.Nursery, settings: Settings, stop: trio.Event,
     binds = await nursery.start(
         lambda task_status: serve(application, config, shutdown_trigger=stop.wait, task_status=task_status)
     )
-    return LiveServer(binds[0], application)
+    gateway = application.extensions["volthub"].gateway
+    return LiveServer(binds[0], application, gateway.url if gateway is not None else "")
 
 
 async def register_live(base_url: str, username: str | None = None) -> RegisteredUser:

@@ -52,6 +52,12 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     _common(parser)
     parser.add_argument("--host", help="address to bind (default [server] host)")
     parser.add_argument("--port", type=int, help="port to bind (default [server] port)")
+    parser.add_argument(
+        "--gateway-port",
+        type=int,
+        help="also serve the Events API's Socket.IO paths on this port with volthub's own listener "
+        "(default [events] gateway_port; 0: off)",
+    )
     from volthub import cli_workers
 
     cli_workers.configure(parser)
@@ -60,6 +66,11 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
 @command("serve", _configure_serve)
 def serve(args: argparse.Namespace) -> int:
     settings = settings_from(args, host=args.host, port=args.port)
+    if args.gateway_port is not None:
+        events = type(settings.events).model_validate(
+            {**settings.events.model_dump(), "gateway_port": args.gateway_port}
+        )
+        settings = settings.model_copy(update={"events": events})
     if args.workers > 1:  # a parent that runs N of these (volthub/cli_workers.py)
         from volthub import cli_workers
 

@@ -67,6 +67,8 @@ def _child_args(args: argparse.Namespace, command: str) -> list[str]:
         argv += ["--config", args.config]
     if args.database:
         argv += ["--database", args.database]
+    if command == "serve" and getattr(args, "gateway_port", None) is not None:
+        argv += ["--gateway-port", str(args.gateway_port)]  # each worker binds it (SO_REUSEPORT)
     return argv
 
 

@@ -161,6 +161,11 @@ class EventsSettings(Section):
     # Socket.IO connection state recovery (v4.6+ clients that ask with auth.recovery): a
     # connection that drops may come back within this long and get what it missed. 0: off.
     recovery_window_seconds: float = Field(120.0, ge=0, le=86_400)
+    # The Events API's own listener (README "Two ways to serve the Events API"): Engine.IO
+    # WebSocket and polling on this port too, served without Hypercorn. 0: off.
+    gateway_port: int = Field(0, ge=0, le=65535)
+    # Address the gateway binds; empty: [server] host.
+    gateway_host: str = ""
 
 
 class OAuthSettings(Section):

@@ -35,6 +35,7 @@ async def test_services_are_typed_attributes_made_at_start(sqlite_url: str) -> N
             "webhooks",
             "chat",
             "engineio",
+            "gateway",
             "ingest-silence",
             "relay",
             "presence",

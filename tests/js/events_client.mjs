@@ -1,6 +1,8 @@
 // The official socket.io-client against a live volthub (driven by tests/http/test_events_api.py).
 //
-//   node events_client.mjs BASE_URL TOKEN CHANNEL_ID TRANSPORTS TARGET
+//   node events_client.mjs BASE_URL TOKEN CHANNEL_ID TRANSPORTS TARGET [EVENTS_URL]
+//
+// EVENTS_URL: where the Socket.IO paths are served (the gateway's port); default BASE_URL.
 //
 // TRANSPORTS: "default" (polling, then upgrade to WebSocket) or "websocket" (WebSocket only).
 // TARGET: "namespace" connects io(BASE_URL + "/ws/events") (default path /socket.io, namespace
@@ -12,11 +14,12 @@
 // with default transports, the upgrade), 1 otherwise.
 import { io } from "socket.io-client";
 
-const [base, token, channelId, transports, target] = process.argv.slice(2);
+const [base, token, channelId, transports, target, eventsUrl] = process.argv.slice(2);
+const events = eventsUrl || base;
 const options = { auth: { token }, reconnection: false, timeout: 5000 };
 if (transports === "websocket") options.transports = ["websocket"];
 if (target === "path") options.path = "/ws/events";
-const socket = io(target === "path" ? base : `${base}/ws/events`, options);
+const socket = io(target === "path" ? events : `${events}/ws/events`, options);
 
 const seen = { transports: [], sandboxStatus: null };
 const timer = setTimeout(() => finish(1, "timed out"), 15000);

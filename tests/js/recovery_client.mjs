@@ -1,7 +1,9 @@
 // Connection state recovery with the official socket.io-client (driven by
 // tests/http/events/test_recovery.py).
 //
-//   node recovery_client.mjs BASE_URL TOKEN CHANNEL_ID TRANSPORTS TARGET
+//   node recovery_client.mjs BASE_URL TOKEN CHANNEL_ID TRANSPORTS TARGET [EVENTS_URL]
+//
+// EVENTS_URL: where the Socket.IO paths are served (the gateway's port); default BASE_URL.
 //
 // Connects with auth {token, recovery: true}, gets one sandbox event (so it has an offset),
 // drops its transport (socket.io.engine.close(), as a network failure would), publishes
@@ -9,11 +11,12 @@
 // JSON line: the envelopes' event ids before and after the drop, socket ids and `recovered`.
 import { io } from "socket.io-client";
 
-const [base, token, channelId, transports, target] = process.argv.slice(2);
+const [base, token, channelId, transports, target, eventsUrl] = process.argv.slice(2);
+const events = eventsUrl || base;
 const options = { auth: { token, recovery: true }, reconnection: false, timeout: 5000 };
 if (transports === "websocket") options.transports = ["websocket"];
 if (target === "path") options.path = "/ws/events";
-const socket = io(target === "path" ? base : `${base}/ws/events`, options);
+const socket = io(target === "path" ? events : `${events}/ws/events`, options);
 
 const seen = { before: [], after: [], published: [], connects: 0, ids: [], recovered: [] };
 const timer = setTimeout(() => finish(1, "timed out"), 20000);

@@ -27,11 +27,13 @@ EIO = "/engine.io/"
 SIO = "/socket.io/"
 
 
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> AsyncIterator[str]:
+@pytest.fixture(params=["mount", "gateway"])
+async def server(nursery: trio.Nursery, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """The reference apps on Hypercorn (as the product's single-port mount) or on the gateway."""
     stop = trio.Event()
+    gateway = request.param == "gateway"
     bound = await nursery.start(
-        lambda task_status: conformance.serve(["127.0.0.1:0"], shutdown=stop, task_status=task_status)
+        lambda task_status: conformance.serve(["127.0.0.1:0"], shutdown=stop, gateway=gateway, task_status=task_status)
     )
     yield bound[0]
     stop.set()

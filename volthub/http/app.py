@@ -77,6 +77,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("webhooks", webhook_delivery.service),
     ("chat", chat_blueprint.run_chat_hub),
     ("engineio", events_api.service),
+    ("gateway", events_api.gateway_service),
     ("ingest-silence", lambda rt: rt.services.streams.watch_silence()),
     ("relay", cluster.relay_service),
     ("presence", cluster.presence_service),
@@ -327,5 +328,7 @@ async def _stop(app: Quart) -> None:
     rt: Runtime = app.extensions["volthub"]
     if rt.supervisor is not None:
         await rt.supervisor.stop()
+    if rt.gateway is not None:
+        rt.gateway.stop_accepting()
     if rt.database is not None:
         await rt.database.close()

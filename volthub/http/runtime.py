@@ -21,6 +21,7 @@ from volthub.services.tokens import TokenService
 
 if TYPE_CHECKING:
     from volthub.http.events.engineio import EngineIOEndpoint
+    from volthub.http.events.gateway import Gateway
     from volthub.http.events.registry import ConnectionRegistry
     from volthub.http.ratelimit import RateLimits
     from volthub.hub.fanout import Fanout
@@ -100,6 +101,8 @@ class Runtime:
     rate_limits: RateLimits | None = None
     # The Engine.IO paths served ahead of Quart (http/events/socketio.mount), by path.
     engineio_endpoints: dict[str, EngineIOEndpoint] = field(default_factory=dict)
+    # The Events API's own listener ([events] gateway_port), None when off.
+    gateway: Gateway | None = None
     # The background services' supervisor, while the app serves.
     supervisor: Supervisor | None = None
     _services: Services | None = field(default=None, repr=False)

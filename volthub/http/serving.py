@@ -395,3 +395,7 @@ def begin_shutdown(app: Any) -> None:
     runtime = app.extensions.get("volthub")
     for endpoint in getattr(runtime, "engineio_endpoints", {}).values():
         endpoint.close_sessions_for_shutdown()
+    gateway = getattr(runtime, "gateway", None)
+    if gateway is not None:  # the Events API's own listener: no new connections, sessions ended
+        gateway.stop_accepting()
+        gateway.close_sessions_for_shutdown()

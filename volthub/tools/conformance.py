@@ -27,6 +27,7 @@ from volthub.cli import command
 from volthub.http.events.asgi import Receive, Scope, Send
 from volthub.http.events.connection import Connection
 from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.http.events.gateway import Gateway
 from volthub.protocol.engineio.session import EngineIOSession, Event, MessageReceived, SessionClosed, Settings
 from volthub.protocol.socketio.binary import BinarySocketIOSession
 from volthub.protocol.socketio.session import ConnectRequest, Disconnected, EventReceived
@@ -127,10 +128,15 @@ async def serve(
     *,
     shutdown: trio.Event | None = None,
     settings: Settings = SETTINGS,
+    gateway: bool = False,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the conformance app on Hypercorn until ``shutdown`` is set (or cancelled);
-    reports the bound addresses (``http://host:port``) once listening."""
+    """Serve the conformance app on Hypercorn (or, with ``gateway``, on the Events API's own
+    listener, http/events/gateway.py, at the first bind) until ``shutdown`` is set (or
+    cancelled); reports the bound addresses (``http://host:port``) once listening."""
+    if gateway:
+        await _serve_gateway(binds[0], shutdown if shutdown is not None else trio.Event(), settings, task_status)
+        return
     from hypercorn.config import Config
     from hypercorn.trio import serve as hypercorn_serve
 
@@ -149,6 +155,22 @@ async def serve(
 
         await nursery.start(app.run)
         task_status.started(await nursery.start(listen))
+
+
+async def _serve_gateway(
+    bind: str, stop: trio.Event, settings: Settings, task_status: trio.TaskStatus[list[str]]
+) -> None:
+    host, _, port = bind.rpartition(":")
+    listener = Gateway(host.strip("[]"), int(port))
+    listener.add_endpoint("/engine.io", settings, EngineIOEcho(), session_factory=EngineIOSession)
+    listener.add_endpoint("/socket.io", settings, SocketIOReference(), session_factory=_socketio_session)
+    listener.bind()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(listener.run)
+        task_status.started([listener.url])
+        await stop.wait()
+        listener.stop_accepting()
+        nursery.cancel_scope.cancel()
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:

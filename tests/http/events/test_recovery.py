@@ -10,15 +10,17 @@ import orjson
 import pytest
 import trio
 
-from tests.conftest import LiveServer, make_settings, register_live, serve_app
+from tests.conftest import LiveServer, free_port, make_settings, register_live, serve_app
 from volthub.http.events.recovery import Lost, RecoveryStore
 
 JS_DIR = Path(__file__).resolve().parents[2] / "js"
 
 
-@pytest.fixture
-async def server(sqlite_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
-    settings = make_settings(sqlite_url, ratelimit={"enabled": False})
+@pytest.fixture(params=["mount", "gateway"])
+async def server(sqlite_url: str, nursery: trio.Nursery, request: pytest.FixtureRequest) -> AsyncIterator[LiveServer]:
+    """The Socket.IO paths on the main port (mount) or on the gateway's own port."""
+    events = {"gateway_port": free_port()} if request.param == "gateway" else {}
+    settings = make_settings(sqlite_url, events=events, ratelimit={"enabled": False})
     stop = trio.Event()
     yield await serve_app(nursery, settings, stop)
     stop.set()
@@ -38,7 +40,7 @@ async def test_a_dropped_socket_gets_exactly_what_it_missed(server: LiveServer, 
     owner = await register_live(server.url)
     with trio.fail_after(40):
         done = await trio.run_process(
-            [_node(), "recovery_client.mjs", server.url, owner.token, owner.id, transports, target],
+            [_node(), "recovery_client.mjs", server.url, owner.token, owner.id, transports, target, server.events_url],
             cwd=JS_DIR,
             capture_stdout=True,
             capture_stderr=True,

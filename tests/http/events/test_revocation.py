@@ -2,28 +2,45 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import httpx
 import orjson
 import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from tests.conftest import LiveServer, register_live
+from tests.conftest import LiveServer, free_port, register_live, serve_app
 from tests.http.events.live import handshake, open_ws, receive
 from tests.http.oauth.tokens import issue_oauth_token
+from volthub.config import Settings
 from volthub.http.events.registry import ConnectionRegistry
 
 EIO_PATH = "/ws/events"
 
 
 async def _socket(server: LiveServer, nursery: trio.Nursery, token: str):  # type: ignore[no-untyped-def]
-    ws = await open_ws(nursery, server.url, EIO_PATH, token=token)
+    ws = await open_ws(nursery, server.events_url, EIO_PATH, token=token)
     handshake(await receive(ws))
     await ws.send_message("40")
     assert (await receive(ws, skip_pings=True)).startswith("40{")
     name, _ = orjson.loads((await receive(ws, skip_pings=True))[2:])
     assert name == "connected"
     return ws
+
+
+@pytest.fixture(params=["mount", "gateway"])
+async def live_server(
+    settings: Settings, nursery: trio.Nursery, request: pytest.FixtureRequest
+) -> AsyncIterator[LiveServer]:
+    """The Socket.IO paths on the main port (mount) or on the gateway's own port."""
+    if request.param == "gateway":
+        settings = settings.model_copy(
+            update={"events": settings.events.model_copy(update={"gateway_port": free_port()})}
+        )
+    stop = trio.Event()
+    yield await serve_app(nursery, settings, stop)
+    stop.set()
 
 
 @pytest.mark.parametrize("how", ["revoke", "delete app"])

@@ -22,7 +22,7 @@ import pytest
 import trio
 from trio_websocket import WebSocketConnection
 
-from tests.conftest import LiveServer, make_settings, register_live, serve_app
+from tests.conftest import LiveServer, free_port, make_settings, register_live, serve_app
 from tests.conftest import RegisteredUser as Account
 from tests.http.events.live import closed, handshake, open_ws, poll, polling_open, push, receive
 from volthub.hub.clock import TrioClock
@@ -35,12 +35,21 @@ EIO_PATH = "/ws/events/"
 DEFAULT_PATH = "/socket.io/"
 
 
-@pytest.fixture
-async def server(sqlite_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
+# Every test runs on both ways of serving the Socket.IO paths: the single-port mount (ASGI,
+# Hypercorn) and the gateway (`[events] gateway_port`, volthub's own listener).
+PATHS = ["mount", "gateway"]
+
+
+def events_settings(path: str, **events: Any) -> dict[str, Any]:
+    return {**events, "gateway_port": free_port()} if path == "gateway" else events
+
+
+@pytest.fixture(params=PATHS)
+async def server(sqlite_url: str, nursery: trio.Nursery, request: pytest.FixtureRequest) -> AsyncIterator[LiveServer]:
     settings = make_settings(
         sqlite_url,
         auth={"token_secret": SECRET},
-        events={"queue_size": 16, "max_payload": 10_000},
+        events=events_settings(request.param, queue_size=16, max_payload=10_000),
         ratelimit={"enabled": False},
     )
     stop = trio.Event()
@@ -81,7 +90,7 @@ async def sio_open(
     server: LiveServer, nursery: trio.Nursery, connect: str = "40", **params: str
 ) -> WebSocketConnection:
     """A WebSocket on /ws/events (namespace "/") that sent `connect`."""
-    ws = await open_ws(nursery, server.url, EIO_PATH, **params)
+    ws = await open_ws(nursery, server.events_url, EIO_PATH, **params)
     handshake(await receive(ws))
     await ws.send_message(connect)
     return ws
@@ -123,7 +132,7 @@ async def test_official_js_client(server: LiveServer, owner: Account, transports
     await create_reward(server, owner, name="Stretch", cost=250)
     with trio.fail_after(30):
         done = await trio.run_process(
-            [node, "events_client.mjs", server.url, owner.token, owner.id, transports, target],
+            [node, "events_client.mjs", server.url, owner.token, owner.id, transports, target, server.events_url],
             cwd=JS_DIR,
             capture_stdout=True,
             capture_stderr=True,
@@ -151,7 +160,7 @@ async def test_official_js_client(server: LiveServer, owner: Account, transports
     assert seen["transports"] == expected
 
 
-def _python_client(url: str, token: str, channel_id: str, transports: list[str]) -> dict[str, Any]:
+def _python_client(url: str, token: str, channel_id: str, transports: list[str], events_url: str) -> dict[str, Any]:
     """python-socketio's AsyncClient on its own asyncio loop (run in a worker thread)."""
     import socketio
 
@@ -192,7 +201,9 @@ def _python_client(url: str, token: str, channel_id: str, transports: list[str])
             seen["rewards"] = payload
             check()
 
-        await client.connect(url, namespaces=[namespace], auth={"token": token}, transports=transports, wait_timeout=10)
+        await client.connect(
+            events_url, namespaces=[namespace], auth={"token": token}, transports=transports, wait_timeout=10
+        )
         try:
             await asyncio.wait_for(complete.wait(), 15)
             seen["transport"] = client.transport()
@@ -205,7 +216,9 @@ def _python_client(url: str, token: str, channel_id: str, transports: list[str])
 
 @pytest.mark.parametrize("transports", [["polling", "websocket"], ["websocket"]])
 async def test_python_socketio_client(server: LiveServer, owner: Account, transports: list[str]) -> None:
-    seen = await trio.to_thread.run_sync(_python_client, server.url, owner.token, owner.id, transports)
+    seen = await trio.to_thread.run_sync(
+        _python_client, server.url, owner.token, owner.id, transports, server.events_url
+    )
     assert seen["connected"]["authenticated"] is True and seen["connected"]["channelUsername"] == owner.username
     assert seen["sandbox"] == 200
     assert seen["envelope"]["event"] == "channel.volts"
@@ -224,7 +237,7 @@ async def test_token_in_query_parameter(server: LiveServer, owner: Account, nurs
 
 
 async def test_token_over_polling_and_default_path(server: LiveServer, owner: Account) -> None:
-    async with httpx.AsyncClient(base_url=server.url) as http:
+    async with httpx.AsyncClient(base_url=server.events_url) as http:
         sid = await polling_open(http, DEFAULT_PATH)
         assert (await push(http, DEFAULT_PATH, sid, '40/ws/events,{"token":"%s"}' % owner.token)).text == "ok"
         records = (await poll(http, DEFAULT_PATH, sid)).text.split("\x1e")
@@ -404,13 +417,14 @@ async def test_malformed_frames_close_only_that_connection(
 
 
 async def test_unknown_sid_and_bad_requests_over_http(server: LiveServer) -> None:
-    async with httpx.AsyncClient(base_url=server.url) as http:
+    async with httpx.AsyncClient(base_url=server.events_url) as http:
         assert (await poll(http, EIO_PATH, "nope")).status_code == 400
         assert (await push(http, EIO_PATH, "nope", "40")).status_code == 400
         response = await http.get(EIO_PATH, params={"EIO": "3", "transport": "polling"})
         assert response.status_code == 400 and response.json()["code"] == 5
         response = await http.put(EIO_PATH, params={"EIO": "4", "transport": "polling"})
         assert response.status_code == 400
+    async with httpx.AsyncClient(base_url=server.url) as http:
         # Quart still serves everything else.
         assert (await http.get("/healthz")).status_code == 200
 
@@ -427,7 +441,7 @@ async def test_stalled_client_is_disconnected_and_others_are_unaffected(
         ws = await sio_open(server, nursery, '40{"token":"%s"}' % owner.token)
         await connected(ws)
         fast.append(ws)
-    stalled_ws = await open_ws(nursery, server.url, EIO_PATH)
+    stalled_ws = await open_ws(nursery, server.events_url, EIO_PATH)
     # trio-websocket buffers one message: a client that stops calling get_message stops reading.
     handshake(await receive(stalled_ws))
     await stalled_ws.send_message('40{"token":"%s"}' % owner.token)
@@ -544,11 +558,14 @@ async def test_random_client_requests_never_break_the_connection(
     assert (await next_event(ws))[0] == "channel:rewards"
 
 
-async def test_new_sessions_count_against_the_per_ip_budget(sqlite_url: str, nursery: trio.Nursery) -> None:
-    settings = make_settings(sqlite_url, ratelimit={"enabled": True, "global_per_ip_per_minute": 2})
+@pytest.mark.parametrize("path", PATHS)
+async def test_new_sessions_count_against_the_per_ip_budget(sqlite_url: str, nursery: trio.Nursery, path: str) -> None:
+    settings = make_settings(
+        sqlite_url, events=events_settings(path), ratelimit={"enabled": True, "global_per_ip_per_minute": 2}
+    )
     stop = trio.Event()
     limited = await serve_app(nursery, settings, stop)
-    async with httpx.AsyncClient(base_url=limited.url) as http:
+    async with httpx.AsyncClient(base_url=limited.events_url) as http:
         sid = await polling_open(http, EIO_PATH)
         await polling_open(http, DEFAULT_PATH)
         refused = await http.get(EIO_PATH, params={"EIO": "4", "transport": "polling"})

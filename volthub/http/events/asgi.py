@@ -15,6 +15,7 @@ import orjson
 import trio
 
 from volthub.protocol.engineio.packets import Frame
+from volthub.protocol.websocket import message_frame
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -94,18 +95,7 @@ def websocket_frame(frame: Frame) -> bytes:
     found = _frame_cache.get(frame)
     if found is not None:
         return found
-    if isinstance(frame, str):
-        payload, head = frame.encode("utf-8"), 0x81  # FIN + text
-    else:
-        payload, head = bytes(frame), 0x82  # FIN + binary
-    size = len(payload)
-    if size < 126:
-        header = bytes((head, size))
-    elif size < 65536:
-        header = bytes((head, 126)) + size.to_bytes(2, "big")
-    else:
-        header = bytes((head, 127)) + size.to_bytes(8, "big")
-    encoded = header + payload
+    encoded = message_frame(frame)
     if len(_frame_cache) >= _FRAME_CACHE_SIZE:
         _frame_cache.clear()  # fan-out frames are hot for a moment only
     _frame_cache[frame] = encoded

@@ -59,9 +59,9 @@ class Connection:
         "endpoint",
         "query",
         "client",
-        "output",
-        "control",
-        "lock",
+        "_output",
+        "_control",
+        "_lock",
         "detached",
         "close_code",
         "close_reason",
@@ -82,14 +82,36 @@ class Connection:
         self.endpoint = endpoint
         self.query = query  # of the request that opened the session
         self.client = client
-        self.output = Signal()
-        self.control = Signal()
-        self.lock = trio.Lock()  # application events are handled one at a time, in order
+        # Made when first waited on: a gateway connection (http/events/gateway.py) never needs them.
+        self._output: Signal | None = None
+        self._control: Signal | None = None
+        self._lock: trio.Lock | None = None
         self.detached = False  # its WebSocket is gone: nothing more can be delivered
         self.close_code = CLOSE_NORMAL
         self.close_reason = ""
         self.probe_scope: trio.CancelScope | None = None
         self.app: Any = None  # the handler's per-connection state
+
+    @property
+    def output(self) -> Signal:
+        """Fired when output is queued (the writer or a pending polling GET waits on it)."""
+        if self._output is None:
+            self._output = Signal()
+        return self._output
+
+    @property
+    def control(self) -> Signal:
+        """Fired when deadlines or the session's state may have changed (the driver waits on it)."""
+        if self._control is None:
+            self._control = Signal()
+        return self._control
+
+    @property
+    def lock(self) -> trio.Lock:
+        """Application events are handled one at a time, in order."""
+        if self._lock is None:
+            self._lock = trio.Lock()
+        return self._lock
 
     @property
     def socketio(self) -> SocketIOSession:
@@ -101,12 +123,27 @@ class Connection:
 
     def flush(self) -> None:
         """New output is queued: wake the writer or the pending GET."""
-        self.output.fire()
+        if self._output is not None:
+            self._output.fire()
 
     def changed(self) -> None:
         """Deadlines or the session's state may have changed: wake everyone."""
-        self.output.fire()
-        self.control.fire()
+        if self._output is not None:
+            self._output.fire()
+        if self._control is not None:
+            self._control.fire()
+
+    def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> bool:
+        """Queue one fan-out delivery (``frames``; ``wire`` is the same as pre-built
+        WebSocket bytes, which a transport that writes bytes may use instead); False when
+        that would put more than ``limit`` frames in the queue."""
+        session = self.session
+        if session.buffered + len(frames) > limit:
+            return False
+        for frame in frames:
+            session.send_frame(frame)
+        self.flush()
+        return True
 
     def close(self, reason: str, code: int = CLOSE_NORMAL) -> list[Event]:
         """Close from the server side; queued frames still go out. Returns closing events

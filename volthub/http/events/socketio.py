@@ -40,10 +40,12 @@ from volthub.http.errors import ApiError
 from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
 from volthub.http.events.connection import Connection
 from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.http.events.gateway import Gateway
 from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore
 from volthub.http.events.registry import AUTHORIZATION_REVOKED, ConnectionRegistry, Key
 from volthub.http.params import uuid_param
 from volthub.http.runtime import Runtime
+from volthub.http.serving import LIMITS, OVER_CAPACITY_RESPONSE
 from volthub.hub.fanout import Fanout, Subscription
 from volthub.hub.publisher import Event as PlatformEvent
 from volthub.persistence import users as users_repo
@@ -53,6 +55,7 @@ from volthub.protocol.engineio.session import Event, SessionClosed, Settings, ne
 from volthub.protocol.ratelimit import to_ns
 from volthub.protocol.socketio.packets import encode_event_frame
 from volthub.protocol.socketio.session import AckReceived, ConnectRequest, Disconnected, EventReceived
+from volthub.protocol.websocket import message_frame
 from volthub.services.channel_points import ChannelPoints, socket_shape
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,9 @@ class SocketFrames(NamedTuple):
     frames: tuple[str, str]
     channel_id: str
     event_id: str
+    # The two frames as WebSocket bytes, built once: the gateway writes these very bytes to
+    # every subscriber in one send (empty: build them from ``frames``).
+    wire: bytes = b""
 
 
 def socket_encoder(namespace: str, offsets: bool = False) -> Callable[[PlatformEvent], SocketFrames]:
@@ -91,14 +97,12 @@ def socket_encoder(namespace: str, offsets: bool = False) -> Callable[[PlatformE
 
     def encode(event: PlatformEvent) -> SocketFrames:
         extra = (orjson.dumps(event.id),) if offsets else ()
-        return SocketFrames(
-            (
-                encode_event_frame(namespace, "event", event.envelope_json, *extra),
-                encode_event_frame(namespace, event.name, event.data_json, *extra),
-            ),
-            event.channel_id,
-            event.id,
+        frames = (
+            encode_event_frame(namespace, "event", event.envelope_json, *extra),
+            encode_event_frame(namespace, event.name, event.data_json, *extra),
         )
+        wire = message_frame(frames[0]) + message_frame(frames[1])
+        return SocketFrames(frames, event.channel_id, event.id, wire)
 
     return encode
 
@@ -149,17 +153,13 @@ class SocketSubscriber:
         self.last_sent: dict[str, str] | None = {} if offsets else None
 
     def deliver(self, payload: SocketFrames) -> bool:
-        session = self.conn.session
-        if session.closed:
+        conn = self.conn
+        if conn.session.closed:
             return True  # leaving anyway: its on_leave removes it
-        frames = payload.frames
-        if session.buffered + len(frames) > self.limit:
+        if not conn.deliver(payload.frames, payload.wire, self.limit):
             return False
-        for frame in frames:
-            session.send_frame(frame)
         if self.last_sent is not None:
             self.last_sent[payload.channel_id] = payload.event_id
-        self.conn.flush()
         return True
 
     def overflow(self, reason: str) -> None:
@@ -499,6 +499,9 @@ async def install(rt: Runtime) -> None:
     rt.bus.subscribe(fanout.publish)
     connections = rt.services.connections = ConnectionRegistry()
     rt.bus.subscribe(connections.on_event)
+    if rt.gateway is not None:
+        host, port = rt.gateway.bind()  # here, so a taken port fails the start
+        log.info("Events API gateway listening on %s:%d", host, port)
 
 
 def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
@@ -533,6 +536,7 @@ def mount(app: Quart) -> None:
         for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"}))
     }
     rt.engineio_endpoints = endpoints
+    rt.gateway = _gateway(rt, handler, settings, admission) if rt.settings.events.gateway_port else None
     inner = app.asgi_app
 
     # Quart types its ASGI callable with Hypercorn's TypedDict scopes; this layer passes the
@@ -547,6 +551,35 @@ def mount(app: Quart) -> None:
         await inner(scope, receive, send)  # type: ignore[arg-type]
 
     app.asgi_app = asgi  # type: ignore[method-assign, assignment]
+
+
+def _gateway(
+    rt: Runtime, handler: EventsSocketHandler, settings: Settings, admission: Callable[[Scope], Refusal | None]
+) -> Gateway:
+    """The same two paths, application and admission on the gateway's own port."""
+    server, events = rt.settings.server, rt.settings.events
+    gateway = Gateway(
+        events.gateway_host or server.host,
+        events.gateway_port,
+        keep_alive_timeout=server.keep_alive_timeout,
+        backlog=server.listen_backlog,
+        admit=LIMITS.admit,  # the same connection caps as the main port (one count per process)
+        release=LIMITS.release,
+        refusal=OVER_CAPACITY_RESPONSE,
+    )
+    for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"})):
+        gateway.add_endpoint(
+            path, settings, handler, namespaces=namespaces, cors_origins=events.cors_origins, admission=admission
+        )
+    return gateway
+
+
+async def gateway_service(rt: Runtime) -> None:
+    """Serve the gateway (when `[events] gateway_port` is set) for the app's lifetime."""
+    if rt.gateway is None:
+        await trio.sleep_forever()
+        return
+    await rt.gateway.run()
 
 
 async def service(rt: Runtime) -> None:

@@ -1,0 +1,241 @@
+"""The gateway (the Events API's own listener) at the socket level: HTTP edge cases with raw
+sockets, and the fallback buffer behind its direct writes.
+
+Protocol behaviour on the gateway is covered by the same tests as the single-port mount
+(test_socketio.py, test_recovery.py, test_revocation.py, tools/test_conformance.py run on
+both); these are what only the gateway has.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+import trio
+
+from tests.http.rawhttp import RawConnection
+from volthub.http.events.gateway import Gateway, GatewayEndpoint, WireConnection
+from volthub.protocol.engineio.session import EngineIOSession, Settings
+from volthub.protocol.websocket import message_frame
+from volthub.tools import conformance
+
+# No heartbeat during these tests (the autojump clock would otherwise run it).
+QUIET = Settings(ping_interval_ms=10**9, ping_timeout_ms=10**9, max_payload=1024)
+EIO = "/engine.io/"
+
+
+@pytest.fixture
+async def gateway(nursery: trio.Nursery) -> AsyncIterator[Gateway]:
+    listener = Gateway("127.0.0.1", 0, keep_alive_timeout=5)
+    listener.add_endpoint("/engine.io", QUIET, conformance.EngineIOEcho(), session_factory=EngineIOSession)
+    listener.bind()
+    await nursery.start(listener.run)
+    yield listener
+    listener.stop_accepting()
+
+
+def endpoint_of(gateway: Gateway) -> GatewayEndpoint:
+    return gateway.endpoints["/engine.io"]
+
+
+async def raw(gateway: Gateway) -> RawConnection:
+    return await RawConnection.open(gateway.address[1])
+
+
+def upgrade_request(path: str = EIO + "?EIO=4&transport=websocket", **headers: str) -> bytes:
+    fields = {
+        "Host": "127.0.0.1",
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode(),
+        "Sec-WebSocket-Version": "13",
+        **headers,
+    }
+    lines = "".join(f"{name}: {value}\r\n" for name, value in fields.items() if value)
+    return f"GET {path} HTTP/1.1\r\n{lines}\r\n".encode()
+
+
+# ------------------------------------------------------------------ HTTP edge cases
+
+
+async def test_unknown_path_is_404_and_the_connection_stays_usable(gateway: Gateway) -> None:
+    conn = await raw(gateway)
+    await conn.send(b"GET /api/users/me HTTP/1.1\r\nHost: x\r\n\r\n")
+    response = await conn.response()
+    assert response.status == 404 and orjson.loads(response.body)["error"] == "not_found"
+    await conn.send(f"GET {EIO}?EIO=4&transport=polling HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    response = await conn.response()
+    assert response.status == 200 and response.body.startswith(b"0{")
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        upgrade_request(**{"Sec-WebSocket-Key": ""}),
+        upgrade_request(**{"Sec-WebSocket-Key": "too-short"}),
+        upgrade_request(**{"Sec-WebSocket-Version": "8"}),
+        upgrade_request().replace(b"GET ", b"POST ", 1),
+    ],
+    ids=["no key", "bad key", "old version", "not GET"],
+)
+async def test_bad_upgrade_is_400_and_closes(gateway: Gateway, request_bytes: bytes) -> None:
+    conn = await raw(gateway)
+    await conn.send(request_bytes)
+    response = await conn.response()
+    assert response.status == 400 and orjson.loads(response.body)["error"] == "bad_request"
+    assert await conn.closed_by_server()
+
+
+async def test_engineio_refusal_of_an_upgrade_is_an_http_answer(gateway: Gateway) -> None:
+    conn = await raw(gateway)
+    await conn.send(upgrade_request(EIO + "?EIO=3&transport=websocket"))
+    response = await conn.response()
+    assert response.status == 400 and orjson.loads(response.body)["code"] == 5
+
+
+async def test_unparsable_request_is_400_and_closes(gateway: Gateway) -> None:
+    conn = await raw(gateway)
+    await conn.send(b"NOT HTTP AT ALL\r\n\r\n")
+    response = await conn.response()
+    assert response.status == 400 and orjson.loads(response.body)["error"] == "bad_request"
+    assert await conn.closed_by_server()
+
+
+async def test_oversized_head_is_431(gateway: Gateway) -> None:
+    conn = await raw(gateway)
+    await conn.send(b"GET " + EIO.encode() + b" HTTP/1.1\r\nHost: x\r\nX-Big: " + b"x" * 20_000)
+    response = await conn.response()
+    assert response.status == 431
+    assert await conn.closed_by_server()
+
+
+async def test_oversized_body_is_413_and_the_connection_closes(gateway: Gateway) -> None:
+    conn = await raw(gateway)
+    await conn.send(f"GET {EIO}?EIO=4&transport=polling HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    sid = orjson.loads((await conn.response()).body[1:])["sid"]
+    body = b"4" + b"x" * 5000  # max_payload is 1024
+    await conn.send(
+        f"POST {EIO}?EIO=4&transport=polling&sid={sid} HTTP/1.1\r\nHost: x\r\n"
+        f"Content-Type: text/plain\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body[:2000]
+    )
+    response = await conn.response()
+    assert response.status == 413 and response.headers["connection"] == "close"
+    assert await conn.closed_by_server()  # the rest of the body is never read
+    assert sid not in endpoint_of(gateway).sessions
+
+
+async def test_half_closed_peer_still_gets_its_answer(gateway: Gateway) -> None:
+    conn = await raw(gateway)
+    await conn.send(f"GET {EIO}?EIO=4&transport=polling HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    conn.sock.shutdown(socket.SHUT_WR)  # sent its request, then its end of the stream
+    response = await conn.response()
+    assert response.status == 200 and response.body.startswith(b"0{")
+    assert await conn.closed_by_server()
+
+
+async def test_a_pending_poll_whose_client_leaves_is_released(gateway: Gateway) -> None:
+    conn = await raw(gateway)
+    await conn.send(f"GET {EIO}?EIO=4&transport=polling HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    sid = orjson.loads((await conn.response()).body[1:])["sid"]
+    await conn.send(f"GET {EIO}?EIO=4&transport=polling&sid={sid} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await trio.testing.wait_all_tasks_blocked()
+    conn.sock.close()  # gone while its GET is pending: the session ends (transport error)
+    with trio.fail_after(5):
+        while sid in endpoint_of(gateway).sessions:
+            await trio.sleep(0.01)  # real time: the server sees the close on its socket
+
+
+async def test_connections_past_the_cap_get_503(nursery: trio.Nursery) -> None:
+    from volthub.http.serving import OVER_CAPACITY_RESPONSE
+
+    listener = Gateway("127.0.0.1", 0, admit=lambda peer: False, refusal=OVER_CAPACITY_RESPONSE)
+    listener.add_endpoint("/engine.io", QUIET, conformance.EngineIOEcho(), session_factory=EngineIOSession)
+    await nursery.start(listener.run)
+    conn = await RawConnection.open(listener.address[1])
+    assert (await conn.response()).status == 503
+    assert await conn.closed_by_server()
+    listener.stop_accepting()
+
+
+# ------------------------------------------------------------------ direct writes, fallback buffer
+
+
+class Client:
+    """A raw WebSocket client that reads only when told to."""
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    @classmethod
+    async def open(cls, gateway: Gateway, receive_buffer: int = 4096) -> tuple[Client, WireConnection]:
+        sock = trio.socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        await sock.connect(gateway.address)
+        client = cls(sock)
+        await sock.send(upgrade_request())
+        while b"\r\n\r\n" not in client.buffer:
+            client.buffer += await sock.recv(4096)
+        head, _, client.buffer = client.buffer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101 ")
+        assert (await client.message()).startswith(b"0{")  # the OPEN packet
+        [conn] = endpoint_of(gateway).sessions.values()
+        assert isinstance(conn, WireConnection)
+        assert conn.sock is not None
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # fill up quickly
+        return client, conn
+
+    async def message(self) -> bytes:
+        """The payload of the next server frame (unmasked, unfragmented: what we send)."""
+        while True:
+            if len(self.buffer) >= 2:
+                size, head = self.buffer[1] & 0x7F, 2
+                if size == 126:
+                    size, head = int.from_bytes(self.buffer[2:4], "big"), 4
+                elif size == 127:
+                    size, head = int.from_bytes(self.buffer[2:10], "big"), 10
+                if len(self.buffer) >= head + size:
+                    payload, self.buffer = self.buffer[head : head + size], self.buffer[head + size :]
+                    return payload
+            chunk = await self.sock.recv(4096)
+            if not chunk:
+                raise EOFError
+            self.buffer += chunk
+
+
+async def test_slow_but_reading_peer_gets_every_byte_in_order(gateway: Gateway) -> None:
+    client, conn = await Client.open(gateway)
+    messages = [f"4{index:05d}" + "y" * 10_000 for index in range(200)]
+    for text in messages:  # two megabytes without a checkpoint: far more than the kernel takes
+        assert conn.deliver((text,), message_frame(text), limit=1000)
+    assert conn.pending is not None and conn.pending_frames > 0  # the rest waits for the writer
+    with trio.fail_after(30):
+        received = [(await client.message()).decode() for _ in messages]
+    assert received == messages
+    assert conn.pending is None and conn.pending_frames == 0  # the writer finished and ended
+
+
+async def test_peer_that_stops_reading_overflows_and_is_dropped(gateway: Gateway, autojump_clock: object) -> None:
+    client, conn = await Client.open(gateway)
+    text = "4" + "z" * 50_000
+    frame = message_frame(text)
+    accepted = 0
+    while conn.deliver((text,), frame, limit=16):
+        accepted += 1
+        assert accepted <= 16, "the bound was not applied"
+        await trio.testing.wait_all_tasks_blocked()  # the writer sends what the kernel takes
+    assert conn.pending_frames + 1 > 16
+    endpoint_of(gateway).dispatch_leave(conn, conn.close("slow consumer", 1013))
+    assert conn.sid not in endpoint_of(gateway).sessions  # over for the application at once
+    with trio.fail_after(60):  # the linger runs out (autojump clock): the connection is cut
+        while conn.sock is not None:
+            await trio.sleep(1)
+    assert conn.pending is None
+    with pytest.raises((EOFError, OSError)):
+        while True:
+            await client.message()

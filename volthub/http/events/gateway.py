@@ -1,0 +1,876 @@
+"""The Events API's own listener (issue 16): Engine.IO WebSocket and polling on a port of
+their own (``[events] gateway_port``), without Hypercorn's per-connection machinery.
+
+Same paths, sessions and application as the single-port mount (:mod:`.socketio`): each
+path is a :class:`GatewayEndpoint`, an :class:`~.engineio.EngineIOEndpoint` whose polling
+requests come from h11 instead of ASGI and whose WebSockets are read and written here.
+
+Tasks, and who owns them (all in the gateway's nursery, which the ``gateway`` service owns):
+- one task per TCP connection: it parses HTTP (h11); a polling request is answered by the
+  endpoint's polling code; a WebSocket becomes the connection's reader (frames, pings,
+  pongs, client packets) until it closes. Nothing else per connection;
+- at most one writer task per connection, and only while the kernel's send buffer is full
+  (:meth:`WireConnection._drain`);
+- one ticker for the whole listener (:class:`Ticker`): Engine.IO timers (pings, pong,
+  upgrade and connect timeouts) and the linger of closing sockets.
+
+Writes: a WebSocket connection holds its stdlib socket (non-blocking). Output goes to the
+kernel with ``socket.send`` in the task that produced it (the fan-out's bus listener, the
+reader, the ticker): no wake-up, lock or channel per delivery. One event's two frames
+are one pre-built bytes object (``SocketFrames.wire``) shared by every subscriber. Only
+when the kernel takes less than all, the rest goes to a per-connection queue drained by
+the writer task; a connection with more than ``[events] queue_size`` frames queued is
+dropped as a slow consumer, as on the mount.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import heapq
+import itertools
+import logging
+import math
+import socket
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import h11
+import orjson
+import trio
+
+from volthub.http.events.asgi import (
+    CLOSE_PROTOCOL_ERROR,
+    CLOSE_TOO_BIG,
+    JSON_BODY,
+    Receive,
+    Scope,
+    Send,
+    encode_headers,
+    header,
+    query_params,
+    websocket_frame,
+)
+from volthub.http.events.connection import Connection, Handler
+from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.protocol.engineio.handshake import (
+    WEBSOCKET,
+    ErrorCode,
+    HttpError,
+    RequestKind,
+    validate_request,
+)
+from volthub.protocol.engineio.packets import ProtocolError
+from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClosed, Settings, UpgradeCancelled, new_sid
+from volthub.protocol.socketio.session import Disconnected
+from volthub.protocol.websocket import (
+    CLOSE_NORMAL,
+    OP_PONG,
+    Close,
+    FrameReader,
+    Ping,
+    Received,
+    WebSocketError,
+    accept_key,
+    close_frame,
+    server_frame,
+    valid_client_key,
+)
+
+log = logging.getLogger(__name__)
+
+READ_SIZE: Final = 65536
+# Longest request line plus headers; longer is refused (431).
+MAX_HEAD_BYTES: Final = 16384
+# A closing WebSocket gets this long to take its last bytes and answer the close frame.
+CLOSE_LINGER_SECONDS: Final = 5.0
+# An HTTP response that cannot be written in this long is abandoned (the peer stopped reading).
+SEND_TIMEOUT_SECONDS: Final = 30.0
+# The ticker runs timers that fall due within this much of each other in one pass.
+TICK_SECONDS: Final = 0.05
+# The writer task sends at most this many queued chunks per system call.
+DRAIN_BATCH: Final = 64
+
+
+# ---------------------------------------------------------------------- socket helpers
+
+
+async def _recv(sock: socket.socket) -> bytes:
+    """What the peer sent next; b"" at its end (or a reset)."""
+    while True:
+        await trio.lowlevel.wait_readable(sock)
+        try:
+            return sock.recv(READ_SIZE)
+        except BlockingIOError:
+            continue
+        except OSError:
+            return b""
+
+
+async def _send_all(sock: socket.socket, data: bytes) -> None:
+    """Write all of ``data`` (HTTP answers, probes: not the delivery path); OSError when the
+    peer is gone or stops reading for SEND_TIMEOUT_SECONDS."""
+    view = memoryview(data)
+    with trio.move_on_after(SEND_TIMEOUT_SECONDS):
+        while view:
+            try:
+                view = view[sock.send(view) :]
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+        return
+    raise OSError("the peer stopped reading")
+
+
+def _close_socket(sock: socket.socket) -> None:
+    trio.lowlevel.notify_closing(sock)  # wakes a writer task waiting on it
+    sock.close()
+
+
+# ---------------------------------------------------------------------- connection
+
+
+class WireConnection(Connection):
+    """An Engine.IO session served by the gateway. While a WebSocket carries it, ``sock``
+    is that socket and output is written to it at once (``flush``)."""
+
+    __slots__ = ("gateway", "sock", "pending", "pending_frames", "closing", "close_by", "scheduled", "gone")
+
+    def __init__(
+        self,
+        sid: str,
+        session: EngineIOSession,
+        endpoint: GatewayEndpoint,
+        query: Mapping[str, str],
+        client: tuple[str, int] | None,
+    ) -> None:
+        super().__init__(sid, session, endpoint, query, client)
+        self.gateway = endpoint.gateway
+        self.sock: socket.socket | None = None
+        # Bytes the kernel did not take yet, with how many frames each chunk holds; None
+        # while nothing waits (no writer task runs).
+        self.pending: collections.deque[tuple[bytes | memoryview, int]] | None = None
+        self.pending_frames = 0
+        self.closing = False  # the WebSocket close frame is written or queued
+        self.close_by: float | None = None  # a closing socket is cut at this time
+        self.scheduled: float | None = None  # the ticker's entry for this connection
+        self.gone = False  # forgotten by its endpoint
+
+    # ------------------------------------------------------------------ output
+
+    def attach(self, sock: socket.socket) -> None:
+        """The WebSocket ``sock`` carries the session from now on: send what is queued."""
+        self.sock = sock
+        self.flush()
+
+    def flush(self) -> None:
+        sock = self.sock
+        if sock is None:
+            super().flush()  # polling: wake the pending GET
+            return
+        session = self.session
+        if session.buffered:
+            frames = session.take_outgoing()
+            if frames:
+                self.write(b"".join([websocket_frame(frame) for frame in frames]), len(frames))
+        if session.closed and not self.closing:
+            self._close_wire()
+
+    def changed(self) -> None:
+        self.flush()
+        super().changed()
+        session = self.session
+        if not self.gone and session.closed and (session.finished or self.detached):
+            self.endpoint.forget(self)  # type: ignore[attr-defined]
+        if not self.gone or self.sock is not None:  # a forgotten session's socket may still linger
+            self.gateway.ticker.reschedule(self)
+
+    def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> bool:
+        session = self.session
+        if self.sock is None or session.buffered or not wire:
+            if session.buffered + self.pending_frames + len(frames) > limit:
+                return False
+            for frame in frames:
+                session.send_frame(frame)
+            self.flush()
+            return True
+        if self.pending_frames + len(frames) > limit:
+            return False
+        self.write(wire, len(frames))
+        return True
+
+    def write(self, data: bytes, frames: int = 0) -> None:
+        """Send ``data`` now; what the kernel does not take waits for the writer task."""
+        pending = self.pending
+        if pending is not None:
+            pending.append((data, frames))
+            self.pending_frames += frames
+            return
+        sock = self.sock
+        if sock is None:
+            return
+        try:
+            sent = sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self.abort()
+            return
+        if sent < len(data):
+            self.pending = collections.deque(((memoryview(data)[sent:], frames),))
+            self.pending_frames = frames
+            self.gateway.spawn(self._drain)
+
+    async def _drain(self) -> None:
+        """The writer task: runs only while the kernel's buffer is full."""
+        sock, pending = self.sock, self.pending
+        if sock is None or pending is None:
+            return
+        try:
+            while pending:
+                await trio.lowlevel.wait_writable(sock)
+                if len(pending) == 1:
+                    data: bytes | memoryview = pending[0][0]
+                else:
+                    data = b"".join([chunk for chunk, _ in itertools.islice(pending, DRAIN_BATCH)])
+                try:
+                    sent = sock.send(data)
+                except BlockingIOError:
+                    continue
+                while sent:
+                    chunk, frames = pending[0]
+                    if sent >= len(chunk):
+                        pending.popleft()
+                        self.pending_frames -= frames
+                        sent -= len(chunk)
+                    else:
+                        pending[0] = (memoryview(chunk)[sent:], frames)
+                        sent = 0
+        except (OSError, trio.ClosedResourceError):
+            self.abort()
+            return
+        finally:
+            if self.pending is pending:
+                self.pending = None
+                self.pending_frames = 0
+        if self.closing and self.sock is sock:
+            self._shutdown_write()
+
+    def _close_wire(self) -> None:
+        """The session is closed: end the WebSocket with the close frame, then our side of
+        the TCP connection; the reader waits for the client's close (CLOSE_LINGER_SECONDS)."""
+        self.closing = True
+        self.write(close_frame(self.close_code, self.close_reason))
+        self.close_by = trio.current_time() + CLOSE_LINGER_SECONDS
+        if self.pending is None:
+            self._shutdown_write()
+
+    def _shutdown_write(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_WR)
+
+    def abort(self) -> None:
+        """Cut the connection (the peer is gone, or never took its last bytes): the reader
+        sees the end and cleans up."""
+        sock = self.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def release(self) -> None:
+        """The reader is done with the socket (it closes it)."""
+        self.sock = None
+        self.pending = None
+        self.pending_frames = 0
+
+    def due(self) -> float | None:
+        deadline = None if self.gone else self.session.next_deadline()
+        if self.close_by is not None and (deadline is None or self.close_by < deadline):
+            return self.close_by
+        return deadline
+
+
+# ---------------------------------------------------------------------- ticker
+
+
+class Ticker:
+    """Every gateway connection's timers in one heap, run by one task."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, WireConnection]] = []
+        self._order = itertools.count()
+        self._wake: trio.CancelScope | None = None
+        self._not_before = -math.inf
+
+    def reschedule(self, conn: WireConnection) -> None:
+        due = conn.due()
+        if due is None or (conn.scheduled is not None and conn.scheduled <= due):
+            return  # an entry at or before it exists: it re-checks then
+        conn.scheduled = due
+        heapq.heappush(self._heap, (due, next(self._order), conn))
+        wake = self._wake
+        if wake is not None and due < wake.deadline:
+            wake.deadline = max(due, self._not_before)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    async def run(self, on_due: Callable[[WireConnection, float], None]) -> None:
+        heap = self._heap
+        while True:
+            with trio.CancelScope(deadline=max(heap[0][0], self._not_before) if heap else math.inf) as wake:
+                self._wake = wake
+                await trio.sleep_forever()
+            self._wake = None
+            now = trio.current_time()
+            self._not_before = now + TICK_SECONDS
+            while heap and heap[0][0] <= now:
+                due, _, conn = heapq.heappop(heap)
+                if conn.scheduled != due:
+                    continue  # superseded by an earlier entry
+                conn.scheduled = None
+                on_due(conn, now)
+                self.reschedule(conn)
+
+
+# ---------------------------------------------------------------------- endpoint
+
+
+class GatewayEndpoint(EngineIOEndpoint):
+    """One Engine.IO path on the gateway: the mount's polling logic, sessions without
+    driver tasks (the gateway's ticker runs their timers), WebSockets read here."""
+
+    def __init__(self, gateway: Gateway, settings: Settings, handler: Handler, **options: Any) -> None:
+        super().__init__(settings, handler, raw_writes=False, **options)
+        self.gateway = gateway
+
+    def _open(self, scope: Scope, transport: str, query: Mapping[str, str]) -> Connection:
+        sid = new_sid()
+        while sid in self.sessions:
+            sid = new_sid()
+        session = self._factory(sid, self.settings, transport, self.now())
+        conn = WireConnection(sid, session, self, query, scope.get("client"))
+        self.sessions[sid] = conn
+        self.gateway.ticker.reschedule(conn)
+        return conn
+
+    def forget(self, conn: WireConnection) -> None:
+        conn.gone = True
+        if self.sessions.get(conn.sid) is conn:
+            del self.sessions[conn.sid]
+
+    async def dispatch(self, conn: Connection, events: Iterable[Event]) -> None:
+        """As the mount's, without a lock: a session's requests come from one task at a time
+        here (its WebSocket's reader; polling POSTs one after another, post_begin refuses
+        overlaps, and the official clients upgrade only once no POST is in flight)."""
+        for event in events:
+            if isinstance(event, UpgradeCancelled):
+                if conn.probe_scope is not None:
+                    conn.probe_scope.cancel()
+            elif isinstance(event, (Disconnected, SessionClosed)):
+                self.dispatch_leave(conn, [event])
+            else:
+                try:
+                    await self.handler.on_request(conn, event)
+                except Exception:
+                    log.exception("Socket.IO handler failed on %s", type(event).__name__)
+                conn.flush()
+
+    def on_due(self, conn: WireConnection, now: float) -> None:
+        """The ticker: a timer of ``conn`` is due."""
+        try:
+            if conn.close_by is not None and now >= conn.close_by:
+                conn.close_by = None
+                conn.abort()
+            if conn.gone:
+                return
+            session = conn.session
+            before = session.buffered
+            events = session.on_timer(now)
+            if events:
+                self.dispatch_leave(conn, events)  # timers yield only leave events and UpgradeCancelled
+            elif session.buffered != before:
+                conn.changed()
+        except Exception:  # a bug must cost this session, not every session of the gateway
+            log.exception("Engine.IO session %s failed", conn.sid)
+            self.dispatch_leave(conn, conn.close("server error", 1011))
+
+    # ------------------------------------------------------------------ WebSocket
+
+    async def serve_websocket(self, link: Link, scope: Scope, query: dict[str, str]) -> None:
+        found = validate_request(
+            "GET", query, websocket=True, sessions=self.sessions, transports=self.settings.transports
+        )
+        if isinstance(found, HttpError):
+            await link.respond(found.status, found.body, JSON_BODY, self._cors_headers(header(scope, b"origin"), None))
+            return
+        if found.kind is RequestKind.OPEN:
+            refusal = self._admission(scope) if self._admission else None
+            if refusal is not None:
+                await link.respond(refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), [])
+                return
+            await link.accept()
+            conn = self._open(scope, WEBSOCKET, query)
+            assert isinstance(conn, WireConnection)
+            await self._carry_wire(conn, link, [])
+        else:
+            existing = self.sessions[found.sid] if found.sid is not None else None
+            assert isinstance(existing, WireConnection)
+            await self._upgrade_wire(existing, link, scope)
+
+    async def _upgrade_wire(self, conn: WireConnection, link: Link, scope: Scope) -> None:
+        session = conn.session
+        await self._probe_settled(conn)  # the first WebSocket's frames go first
+        refused = session.upgrade_begin(self.now())
+        if refused is not None:
+            if refused.code is ErrorCode.BAD_REQUEST:
+                # Another WebSocket probes or carries this session: accept this one and close it.
+                await link.accept()
+                await link.send(close_frame(CLOSE_NORMAL, "session already upgraded or upgrading"))
+                return
+            await link.respond(refused.status, refused.body, JSON_BODY, [])
+            return
+        conn.changed()  # the upgrade timeout is now a deadline
+        await link.accept()
+        upgraded: list[Received] | None = None
+        try:
+            with trio.CancelScope() as probing:
+                conn.probe_scope = probing
+                upgraded = await self._probe_wire(conn, link)
+        finally:
+            conn.probe_scope = None
+            if upgraded is None:
+                session.upgrade_abort(self.now())
+                conn.changed()
+        if upgraded is not None:
+            await self._carry_wire(conn, link, upgraded)
+            return
+        with contextlib.suppress(OSError):
+            await link.send(close_frame(CLOSE_NORMAL, "upgrade failed"))
+
+    async def _probe_wire(self, conn: WireConnection, link: Link) -> list[Received] | None:
+        """Answer the probe; once the client sent UPGRADE, what followed it (for the carrier)."""
+        while True:
+            received = await link.receive()
+            if received is None:
+                return None
+            for index, item in enumerate(received):
+                if isinstance(item, Ping):
+                    await link.send(server_frame(OP_PONG, item.payload))
+                    continue
+                if isinstance(item, Close):
+                    return None
+                result = conn.session.receive_probe_frame(item, self.now())
+                for frame in result.reply:
+                    await link.send(websocket_frame(frame))
+                conn.changed()  # after 3probe, the pending GET is released with a NOOP
+                if result.upgraded:
+                    return received[index + 1 :]
+                if result.rejected:
+                    return None
+
+    async def _carry_wire(self, conn: WireConnection, link: Link, backlog: list[Received]) -> None:
+        """This WebSocket carries the session: read until it is over. Writes happen where
+        output is produced (WireConnection.flush)."""
+        session = conn.session
+        conn.attach(link.sock)
+        try:
+            received: list[Received] | None = backlog
+            while received is not None:
+                for item in received:
+                    if isinstance(item, Close):
+                        if not conn.closing:  # the client closes: answer, then end
+                            conn.closing = True
+                            conn.write(close_frame(CLOSE_NORMAL if item.code is None else item.code))
+                        return
+                    if isinstance(item, Ping):
+                        conn.write(server_frame(OP_PONG, item.payload))
+                    elif not session.closed:
+                        await self._on_message(conn, item)
+                if session.closed and conn.closing:
+                    await link.drain()  # discard input until the client's close or the linger ends
+                    return
+                received = await link.receive()
+        except WebSocketError as exc:
+            conn.close_code, conn.close_reason = exc.code, str(exc)[:120]
+            self.dispatch_leave(conn, conn.close(str(exc), exc.code))
+            await link.drain()
+        finally:
+            conn.detached = True
+            if not session.closed:  # the peer went away (or server shutdown)
+                self.dispatch_leave(conn, session.transport_closed(self.now()))
+            conn.release()
+            conn.changed()
+
+    async def _on_message(self, conn: WireConnection, message: str | bytes) -> None:
+        try:
+            events = conn.session.receive_frame(message, self.now())
+        except ProtocolError as exc:
+            conn.close_code = CLOSE_TOO_BIG if exc.http_status == 413 else CLOSE_PROTOCOL_ERROR
+            conn.close_reason = exc.message[:120]
+            self.dispatch_leave(conn, exc.events)
+            return
+        if events:
+            await self.dispatch(conn, events)
+        conn.changed()
+
+
+# ---------------------------------------------------------------------- one TCP connection
+
+
+class Link:
+    """One accepted TCP connection: HTTP requests (h11), then maybe a WebSocket."""
+
+    __slots__ = ("sock", "client", "reader", "_http", "_key", "_leftover")
+
+    def __init__(self, sock: socket.socket, client: tuple[str, int] | None, max_message: int) -> None:
+        self.sock = sock
+        self.client = client
+        self.reader = FrameReader(max_message)
+        self._http: h11.Connection | None = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self._key = ""
+        self._leftover = b""
+
+    # ------------------------------------------------------------------ HTTP
+
+    async def _event(self) -> Any:
+        http = self._http
+        assert http is not None
+        while True:
+            event = http.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            http.receive_data(await _recv(self.sock))
+
+    async def next_request(self, idle_timeout: float) -> h11.Request | None:
+        """The next request's head; None when the client is done (or idle too long)."""
+        http = self._http
+        assert http is not None
+        if http.our_state is h11.DONE and http.their_state is h11.DONE:
+            http.start_next_cycle()
+        elif http.our_state is not h11.IDLE:
+            return None
+        with trio.move_on_after(idle_timeout):
+            event = await self._event()
+            return event if isinstance(event, h11.Request) else None
+        return None
+
+    async def body_events(self) -> Any:
+        return await self._event()
+
+    async def skip_body(self, limit: int = 65536) -> None:
+        """Read the rest of a request we answer without its body (so the connection can
+        be kept alive); beyond ``limit`` bytes it is left unread and the answer closes."""
+        size = 0
+        while self._http is not None and self._http.their_state is h11.SEND_BODY and size <= limit:
+            event = await self._event()
+            if isinstance(event, h11.Data):
+                size += len(event.data)
+
+    async def respond(
+        self,
+        status: int,
+        body: bytes,
+        headers: list[tuple[bytes, bytes]],
+        extra: list[tuple[bytes, bytes]],
+        *,
+        close: bool = False,
+    ) -> None:
+        http = self._http
+        assert http is not None
+        headers = [*headers, *extra, (b"content-length", str(len(body)).encode())]
+        if close or http.their_state is not h11.DONE:
+            headers.append((b"connection", b"close"))  # the rest of the request is not read
+        data = http.send(h11.Response(status_code=status, headers=headers))
+        data += http.send(h11.Data(data=body)) if body else b""
+        data += http.send(h11.EndOfMessage())
+        await _send_all(self.sock, data)
+
+    async def respond_error(self, status: int, code: str, message: str, *, close: bool = False) -> None:
+        await self.respond(status, orjson.dumps({"error": code, "message": message}), JSON_BODY, [], close=close)
+
+    @property
+    def reading_body(self) -> bool:
+        return self._http is not None and self._http.their_state is h11.SEND_BODY
+
+    @property
+    def reusable(self) -> bool:
+        http = self._http
+        return http is not None and http.our_state is h11.DONE and http.their_state is h11.DONE
+
+    async def start_websocket(self, key: str) -> None:
+        """The upgrade request has been read: keep what followed it, drop h11."""
+        http = self._http
+        assert http is not None
+        event = await self._event()  # EndOfMessage of the GET
+        if isinstance(event, h11.EndOfMessage):
+            self._leftover = http.trailing_data[0]
+        self._key = key
+
+    # ------------------------------------------------------------------ WebSocket
+
+    async def accept(self) -> None:
+        self._http = None  # frees the HTTP state for the connection's lifetime
+        await _send_all(
+            self.sock,
+            b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+            b"sec-websocket-accept: " + accept_key(self._key).encode("ascii") + b"\r\n\r\n",
+        )
+
+    async def send(self, data: bytes) -> None:
+        await _send_all(self.sock, data)
+
+    async def receive(self) -> list[Received] | None:
+        """The client's next frames (WebSocketError when it breaks the protocol); None at its end."""
+        if self._leftover:
+            data, self._leftover = self._leftover, b""
+        else:
+            data = await _recv(self.sock)
+            if not data:
+                return None
+        return self.reader.feed(data)
+
+    async def drain(self) -> None:
+        """Read and discard until the peer's end (the gateway's linger cuts it short)."""
+        while await _recv(self.sock):
+            pass
+
+
+def _has_body(scope: Scope) -> bool:
+    length = header(scope, b"content-length")
+    return header(scope, b"transfer-encoding") is not None or (length is not None and length.strip() not in ("", "0"))
+
+
+# ---------------------------------------------------------------------- the listener
+
+
+class Gateway:
+    """The listener: accepts, parses HTTP, routes to the endpoints; owns every task."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        keep_alive_timeout: float = 5.0,
+        backlog: int = 2048,
+        admit: Callable[[str], bool] | None = None,
+        release: Callable[[str], None] | None = None,
+        refusal: bytes = b"",
+    ) -> None:
+        self.host, self.port = host, port
+        self.endpoints: dict[str, GatewayEndpoint] = {}
+        self.ticker = Ticker()
+        self._keep_alive = keep_alive_timeout
+        self._backlog = backlog
+        self._admit, self._release, self._refusal = admit, release, refusal
+        self._listener: socket.socket | None = None
+        self._nursery: trio.Nursery | None = None
+        self.accepted = 0
+
+    def add_endpoint(self, path: str, settings: Settings, handler: Handler, **options: Any) -> GatewayEndpoint:
+        endpoint = self.endpoints[path] = GatewayEndpoint(self, settings, handler, **options)
+        return endpoint
+
+    # ------------------------------------------------------------------ lifetime
+
+    def bind(self) -> tuple[str, int]:
+        """Open the listening socket (at start-up, so a taken port fails the start).
+        SO_REUSEPORT: the processes of `volthub serve --workers N` each bind the same
+        gateway port and the kernel spreads new connections over them."""
+        if self._listener is None:
+            host = self.host.strip("[]")
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            listener = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if hasattr(socket, "SO_REUSEPORT"):
+                    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                listener.bind((host, self.port))
+                listener.listen(self._backlog)
+                listener.setblocking(False)
+            except OSError:
+                listener.close()
+                raise
+            self._listener = listener
+        return self.address
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self._listener is not None, "bind() first"
+        name = self._listener.getsockname()
+        return str(name[0]), int(name[1])
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+    def spawn(self, task: Callable[[], Any]) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(task)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; then end every session (their sockets close with their tasks)."""
+        self.bind()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self.ticker.run, self._on_due)
+                task_status.started()
+                try:
+                    await self._accept_loop(nursery)
+                finally:
+                    self.close_sessions_for_shutdown()
+        finally:
+            self._nursery = None
+
+    def _on_due(self, conn: WireConnection, now: float) -> None:
+        endpoint = conn.endpoint
+        assert isinstance(endpoint, GatewayEndpoint)
+        endpoint.on_due(conn, now)
+
+    def close_sessions_for_shutdown(self) -> None:
+        for endpoint in self.endpoints.values():
+            endpoint.close_sessions_for_shutdown()
+
+    def stop_accepting(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            _close_socket(listener)
+
+    async def _accept_loop(self, nursery: trio.Nursery) -> None:
+        while self._listener is not None:
+            listener = self._listener
+            try:
+                await trio.lowlevel.wait_readable(listener)
+            except trio.ClosedResourceError:
+                return  # stop_accepting
+            while True:
+                try:
+                    sock, client = listener.accept()
+                except BlockingIOError:
+                    break
+                except OSError as exc:  # EMFILE and friends: let the others finish first
+                    log.warning("gateway accept failed: %s", exc)
+                    await trio.sleep(0.1)
+                    break
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.accepted += 1
+                nursery.start_soon(self._serve, sock, client)
+
+    # ------------------------------------------------------------------ one connection
+
+    async def _serve(self, sock: socket.socket, client: Any) -> None:
+        peer = client[0] if isinstance(client, tuple) else "?"
+        admitted = self._admit is None or self._admit(peer)
+        try:
+            if not admitted:
+                await _send_all(sock, self._refusal)
+                return
+            link = Link(sock, (client[0], client[1]) if isinstance(client, tuple) else None, self._max_message())
+            await self._requests(link)
+        except (OSError, trio.ClosedResourceError):
+            pass  # the peer went away
+        except Exception:
+            log.exception("gateway connection failed")
+        finally:
+            if admitted and self._release is not None:
+                self._release(peer)
+            _close_socket(sock)
+
+    def _max_message(self) -> int:
+        endpoint = next(iter(self.endpoints.values()), None)
+        return endpoint.settings.max_payload + 16 if endpoint is not None else 1 << 20
+
+    async def _requests(self, link: Link) -> None:
+        """HTTP requests on one connection until it closes or becomes a WebSocket."""
+        while True:
+            try:
+                request = await link.next_request(self._keep_alive)
+            except h11.RemoteProtocolError as exc:
+                status = exc.error_status_hint
+                await link.respond_error(
+                    status,
+                    "request_header_fields_too_large" if status == 431 else "bad_request",
+                    "the request could not be parsed as HTTP/1.1",
+                    close=True,
+                )
+                return
+            if request is None:
+                return
+            target = request.target.decode("latin-1")
+            path, _, query_string = target.partition("?")
+            endpoint = self.endpoints.get(path[:-1] if path.endswith("/") else path)
+            scope: Scope = {
+                "type": "http",
+                "method": request.method.decode("ascii", "replace"),
+                "path": path,
+                "query_string": query_string.encode("latin-1"),
+                "headers": list(request.headers),
+                "client": link.client,
+            }
+            upgrade = (header(scope, b"upgrade") or "").lower()
+            if not _has_body(scope):
+                await link.skip_body()  # its end, so the connection can be kept alive
+            if endpoint is None:
+                await link.skip_body()
+                await link.respond_error(404, "not_found", "the gateway serves only the Events API's Engine.IO paths")
+            elif "websocket" in upgrade:
+                key = header(scope, b"sec-websocket-key")
+                if (
+                    scope["method"] != "GET"
+                    or not valid_client_key(key)
+                    or header(scope, b"sec-websocket-version") != "13"
+                ):
+                    await link.respond_error(400, "bad_request", "not a valid WebSocket upgrade request", close=True)
+                    return
+                assert key is not None
+                await link.start_websocket(key)
+                scope["type"] = "websocket"
+                await endpoint.serve_websocket(link, scope, query_params(scope))
+                return
+            else:
+                await endpoint._http(scope, self._receive(link), self._send(link))
+            if not link.reusable:
+                return
+
+    @staticmethod
+    def _receive(link: Link) -> Receive:
+        done = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal done
+            if not done:
+                if link.reading_body:
+                    event = await link.body_events()
+                    if isinstance(event, h11.Data):
+                        return {"type": "http.request", "body": bytes(event.data), "more_body": True}
+                    if not isinstance(event, h11.EndOfMessage):
+                        done = True
+                        return {"type": "http.disconnect"}
+                done = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            # The body is read: the next thing to report is the client going away.
+            while True:
+                data = await _recv(link.sock)
+                if not data:
+                    return {"type": "http.disconnect"}
+                if link._http is not None:
+                    link._http.receive_data(data)  # a pipelined request: kept for later
+
+        return receive
+
+    @staticmethod
+    def _send(link: Link) -> Send:
+        start: dict[str, Any] = {}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                headers = [(bytes(k), bytes(v)) for k, v in start.get("headers", ()) if bytes(k) != b"content-length"]
+                await link.respond(int(start["status"]), bytes(message.get("body", b"")), headers, [])
+
+        return send

@@ -1,0 +1,207 @@
+"""The server's side of RFC 6455 (sans-IO): the opening handshake's answer, pre-built
+server frames, and a reader for the frames a client sends.
+
+Why our own and not wsproto on the gateway's hot path: a server frame is never masked
+(RFC 6455 §5.1), so a message's bytes are the same for every connection and are built once
+(:func:`server_frame`), then written as they are; only the few frames clients send (pongs,
+requests) need parsing, which :class:`FrameReader` does without per-frame objects beyond
+the messages it returns. No extension is negotiated (no permessage-deflate): every frame
+has RSV bits clear.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+_GUID: Final = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+OP_CONTINUATION: Final = 0x0
+OP_TEXT: Final = 0x1
+OP_BINARY: Final = 0x2
+OP_CLOSE: Final = 0x8
+OP_PING: Final = 0x9
+OP_PONG: Final = 0xA
+
+# Close codes (RFC 6455 §7.4.1).
+CLOSE_NORMAL: Final = 1000
+CLOSE_PROTOCOL_ERROR: Final = 1002
+CLOSE_INVALID_DATA: Final = 1007
+CLOSE_TOO_BIG: Final = 1009
+
+
+def accept_key(client_key: str) -> str:
+    """``Sec-WebSocket-Accept`` for a client's ``Sec-WebSocket-Key``."""
+    digest = hashlib.sha1(client_key.strip().encode("latin-1") + _GUID).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+def valid_client_key(key: str | None) -> bool:
+    """A ``Sec-WebSocket-Key`` is 16 random bytes in base64 (RFC 6455 §4.1)."""
+    if not key:
+        return False
+    try:
+        return len(base64.b64decode(key.strip(), validate=True)) == 16
+    except ValueError:
+        return False
+
+
+def server_frame(opcode: int, payload: bytes) -> bytes:
+    """One complete, unmasked server frame (FIN set)."""
+    size = len(payload)
+    head = 0x80 | opcode
+    if size < 126:
+        header = bytes((head, size))
+    elif size < 65536:
+        header = bytes((head, 126)) + size.to_bytes(2, "big")
+    else:
+        header = bytes((head, 127)) + size.to_bytes(8, "big")
+    return header + payload
+
+
+def message_frame(message: str | bytes) -> bytes:
+    """A text (str) or binary (bytes) message as one server frame."""
+    if isinstance(message, str):
+        return server_frame(OP_TEXT, message.encode("utf-8"))
+    return server_frame(OP_BINARY, bytes(message))
+
+
+def close_frame(code: int, reason: str = "") -> bytes:
+    encoded = reason.encode("utf-8")[:123]  # a control frame's payload is at most 125 bytes
+    return server_frame(OP_CLOSE, code.to_bytes(2, "big") + encoded)
+
+
+class WebSocketError(Exception):
+    """The client broke RFC 6455: close the connection with ``code``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    code: int | None
+    reason: str
+
+
+# What FrameReader.feed returns: whole messages (str or bytes), pings to answer, the close.
+Received = str | bytes | Ping | Close
+
+
+def _unmask(payload: bytes, mask: bytes) -> bytes:
+    size = len(payload)
+    if not size:
+        return b""
+    key = int.from_bytes((mask * (size // 4 + 1))[:size], "big")
+    return (int.from_bytes(payload, "big") ^ key).to_bytes(size, "big")
+
+
+class FrameReader:
+    """Parses the client's frames; ``feed(data)`` returns what completed.
+
+    ``max_message`` bounds a message (and so what is buffered): beyond it WebSocketError
+    1009 is raised before the rest arrives.
+    """
+
+    __slots__ = ("max_message", "_buffer", "_fragments", "_fragment_op", "_fragment_size")
+
+    def __init__(self, max_message: int) -> None:
+        self.max_message = max_message
+        self._buffer = b""
+        self._fragments: list[bytes] | None = None
+        self._fragment_op = 0
+        self._fragment_size = 0
+
+    def feed(self, data: bytes) -> list[Received]:
+        buffer = self._buffer + data if self._buffer else data
+        found: list[Received] = []
+        offset = 0
+        end = len(buffer)
+        while end - offset >= 2:
+            first, second = buffer[offset], buffer[offset + 1]
+            if first & 0x70:
+                raise WebSocketError(CLOSE_PROTOCOL_ERROR, "reserved bits set (no extension was negotiated)")
+            if not second & 0x80:
+                raise WebSocketError(CLOSE_PROTOCOL_ERROR, "client frames must be masked")
+            size = second & 0x7F
+            head = 2
+            if size == 126:
+                if end - offset < 4:
+                    break
+                size = int.from_bytes(buffer[offset + 2 : offset + 4], "big")
+                head = 4
+            elif size == 127:
+                if end - offset < 10:
+                    break
+                size = int.from_bytes(buffer[offset + 2 : offset + 10], "big")
+                head = 10
+            opcode = first & 0x0F
+            if opcode >= 0x8:
+                if size > 125 or not first & 0x80:
+                    raise WebSocketError(CLOSE_PROTOCOL_ERROR, "invalid control frame")
+            elif self._fragment_size + size > self.max_message:
+                raise WebSocketError(CLOSE_TOO_BIG, "message exceeds the maximum size")
+            if end - offset < head + 4 + size:
+                break
+            mask = buffer[offset + head : offset + head + 4]
+            start = offset + head + 4
+            payload = _unmask(buffer[start : start + size], mask)
+            offset = start + size
+            received = self._frame(first & 0x80 != 0, opcode, payload)
+            if received is not None:
+                found.append(received)
+                if isinstance(received, Close):
+                    offset = end  # nothing after a close counts
+        self._buffer = buffer[offset:] if offset < end else b""
+        return found
+
+    def _frame(self, fin: bool, opcode: int, payload: bytes) -> Received | None:
+        if opcode == OP_PING:
+            return Ping(payload)
+        if opcode == OP_PONG:
+            return None
+        if opcode == OP_CLOSE:
+            return _close(payload)
+        if opcode == OP_CONTINUATION:
+            if self._fragments is None:
+                raise WebSocketError(CLOSE_PROTOCOL_ERROR, "continuation without a message")
+            self._fragments.append(payload)
+            self._fragment_size += len(payload)
+            if not fin:
+                return None
+            payload, opcode = b"".join(self._fragments), self._fragment_op
+            self._fragments, self._fragment_size = None, 0
+        elif opcode in (OP_TEXT, OP_BINARY):
+            if self._fragments is not None:
+                raise WebSocketError(CLOSE_PROTOCOL_ERROR, "a new message inside a fragmented one")
+            if not fin:
+                self._fragments, self._fragment_op, self._fragment_size = [payload], opcode, len(payload)
+                return None
+        else:
+            raise WebSocketError(CLOSE_PROTOCOL_ERROR, f"unknown opcode {opcode}")
+        if opcode == OP_BINARY:
+            return payload
+        try:
+            return payload.decode("utf-8")
+        except UnicodeDecodeError:
+            raise WebSocketError(CLOSE_INVALID_DATA, "text message is not UTF-8") from None
+
+
+def _close(payload: bytes) -> Close:
+    if not payload:
+        return Close(None, "")
+    if len(payload) == 1:
+        raise WebSocketError(CLOSE_PROTOCOL_ERROR, "close payload of one byte")
+    try:
+        reason = payload[2:].decode("utf-8")
+    except UnicodeDecodeError:
+        raise WebSocketError(CLOSE_INVALID_DATA, "close reason is not UTF-8") from None
+    return Close(int.from_bytes(payload[:2], "big"), reason)
