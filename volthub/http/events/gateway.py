@@ -173,7 +173,7 @@ class WireConnection(Connection):
             if frames:
                 self.write(b"".join([websocket_frame(frame) for frame in frames]), len(frames))
         if session.closed and not self.closing:
-            self._close_wire()
+            self.close_wire()
 
     def changed(self) -> None:
         self.flush()
@@ -255,14 +255,15 @@ class WireConnection(Connection):
         if self.closing and self.sock is sock:
             self._shutdown_write()
 
-    def _close_wire(self) -> None:
-        """The session is closed: end the WebSocket with the close frame, then our side of
-        the TCP connection; the reader waits for the client's close (CLOSE_LINGER_SECONDS)."""
+    def close_wire(self) -> None:
+        """End the WebSocket with the close frame (``close_code``), then our side of the TCP
+        connection; the reader waits for the client's end, CLOSE_LINGER_SECONDS at most."""
         self.closing = True
         self.write(close_frame(self.close_code, self.close_reason))
         self.close_by = trio.current_time() + CLOSE_LINGER_SECONDS
         if self.pending is None:
             self._shutdown_write()
+        self.gateway.ticker.reschedule(self)
 
     def _shutdown_write(self) -> None:
         if self.sock is not None:
@@ -397,28 +398,32 @@ class GatewayEndpoint(EngineIOEndpoint):
 
     # ------------------------------------------------------------------ WebSocket
 
-    async def serve_websocket(self, link: Link, scope: Scope, query: dict[str, str]) -> None:
+    async def open_websocket(
+        self, link: Link, scope: Scope, query: dict[str, str]
+    ) -> tuple[WireConnection, list[Received]] | None:
+        """Answer a WebSocket request: refused (None), or the session it now carries and the
+        client's frames already read. The caller then runs ``carry`` without holding the
+        request (its headers would otherwise live as long as the connection)."""
         found = validate_request(
             "GET", query, websocket=True, sessions=self.sessions, transports=self.settings.transports
         )
         if isinstance(found, HttpError):
             await link.respond(found.status, found.body, JSON_BODY, self._cors_headers(header(scope, b"origin"), None))
-            return
-        if found.kind is RequestKind.OPEN:
-            refusal = self._admission(scope) if self._admission else None
-            if refusal is not None:
-                await link.respond(refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), [])
-                return
-            await link.accept()
-            conn = self._open(scope, WEBSOCKET, query)
-            assert isinstance(conn, WireConnection)
-            await self._carry_wire(conn, link, [])
-        else:
+            return None
+        if found.kind is not RequestKind.OPEN:
             existing = self.sessions[found.sid] if found.sid is not None else None
             assert isinstance(existing, WireConnection)
-            await self._upgrade_wire(existing, link, scope)
+            return await self._upgrade_wire(existing, link)
+        refusal = self._admission(scope) if self._admission else None
+        if refusal is not None:
+            await link.respond(refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), [])
+            return None
+        await link.accept()
+        conn = self._open(scope, WEBSOCKET, query)
+        assert isinstance(conn, WireConnection)
+        return conn, link.reader.feed(link.take_leftover())
 
-    async def _upgrade_wire(self, conn: WireConnection, link: Link, scope: Scope) -> None:
+    async def _upgrade_wire(self, conn: WireConnection, link: Link) -> tuple[WireConnection, list[Received]] | None:
         session = conn.session
         await self._probe_settled(conn)  # the first WebSocket's frames go first
         refused = session.upgrade_begin(self.now())
@@ -427,9 +432,9 @@ class GatewayEndpoint(EngineIOEndpoint):
                 # Another WebSocket probes or carries this session: accept this one and close it.
                 await link.accept()
                 await link.send(close_frame(CLOSE_NORMAL, "session already upgraded or upgrading"))
-                return
+                return None
             await link.respond(refused.status, refused.body, JSON_BODY, [])
-            return
+            return None
         conn.changed()  # the upgrade timeout is now a deadline
         await link.accept()
         upgraded: list[Received] | None = None
@@ -443,15 +448,18 @@ class GatewayEndpoint(EngineIOEndpoint):
                 session.upgrade_abort(self.now())
                 conn.changed()
         if upgraded is not None:
-            await self._carry_wire(conn, link, upgraded)
-            return
+            return conn, upgraded
         with contextlib.suppress(OSError):
             await link.send(close_frame(CLOSE_NORMAL, "upgrade failed"))
+        return None
 
     async def _probe_wire(self, conn: WireConnection, link: Link) -> list[Received] | None:
         """Answer the probe; once the client sent UPGRADE, what followed it (for the carrier)."""
         while True:
-            received = await link.receive()
+            try:
+                received = await link.receive()
+            except WebSocketError:
+                return None
             if received is None:
                 return None
             for index, item in enumerate(received):
@@ -469,38 +477,57 @@ class GatewayEndpoint(EngineIOEndpoint):
                 if result.rejected:
                     return None
 
-    async def _carry_wire(self, conn: WireConnection, link: Link, backlog: list[Received]) -> None:
-        """This WebSocket carries the session: read until it is over. Writes happen where
-        output is produced (WireConnection.flush)."""
+    async def carry(
+        self, conn: WireConnection, sock: socket.socket, reader: FrameReader, backlog: list[Received]
+    ) -> None:
+        """This WebSocket carries the session: read until it is over (the connection's one
+        task). Writes happen where output is produced (WireConnection.flush)."""
         session = conn.session
-        conn.attach(link.sock)
+        conn.attach(sock)
+        received: list[Received] | None = backlog
+        del backlog
         try:
-            received: list[Received] | None = backlog
-            while received is not None:
-                for item in received:
-                    if isinstance(item, Close):
-                        if not conn.closing:  # the client closes: answer, then end
-                            conn.closing = True
-                            conn.write(close_frame(CLOSE_NORMAL if item.code is None else item.code))
-                        return
-                    if isinstance(item, Ping):
-                        conn.write(server_frame(OP_PONG, item.payload))
-                    elif not session.closed:
-                        await self._on_message(conn, item)
-                if session.closed and conn.closing:
-                    await link.drain()  # discard input until the client's close or the linger ends
-                    return
-                received = await link.receive()
-        except WebSocketError as exc:
-            conn.close_code, conn.close_reason = exc.code, str(exc)[:120]
-            self.dispatch_leave(conn, conn.close(str(exc), exc.code))
-            await link.drain()
+            try:
+                while received is not None:
+                    ending = await self._apply(conn, received)
+                    if ending or (session.closed and conn.closing):
+                        break  # discard input until the client's end (or the linger's)
+                    received = None  # not kept while idle
+                    await trio.lowlevel.wait_readable(sock)
+                    try:
+                        data = sock.recv(READ_SIZE)
+                    except BlockingIOError:
+                        received = []
+                        continue
+                    except OSError:
+                        data = b""
+                    received = reader.feed(data) if data else None
+            except WebSocketError as exc:
+                self.dispatch_leave(conn, conn.close(str(exc)[:120], exc.code))
+            finally:
+                conn.detached = True
+                if not session.closed:  # the peer went away (or server shutdown)
+                    self.dispatch_leave(conn, session.transport_closed(self.now()))
+            while await _recv(sock):
+                pass
         finally:
-            conn.detached = True
-            if not session.closed:  # the peer went away (or server shutdown)
-                self.dispatch_leave(conn, session.transport_closed(self.now()))
             conn.release()
             conn.changed()
+
+    async def _apply(self, conn: WireConnection, received: list[Received]) -> bool:
+        """What the client sent; True once it sent its close (answered here)."""
+        for item in received:
+            if isinstance(item, Close):
+                if not conn.closing:  # the client closes: answer with its code, then end
+                    conn.close_code = CLOSE_NORMAL if item.code is None else item.code
+                    conn.close_reason = ""
+                    conn.close_wire()
+                return True
+            if isinstance(item, Ping):
+                conn.write(server_frame(OP_PONG, item.payload))
+            elif not conn.session.closed:
+                await self._on_message(conn, item)
+        return False
 
     async def _on_message(self, conn: WireConnection, message: str | bytes) -> None:
         try:
@@ -630,10 +657,9 @@ class Link:
                 return None
         return self.reader.feed(data)
 
-    async def drain(self) -> None:
-        """Read and discard until the peer's end (the gateway's linger cuts it short)."""
-        while await _recv(self.sock):
-            pass
+    def take_leftover(self) -> bytes:
+        data, self._leftover = self._leftover, b""
+        return data
 
 
 def _has_body(scope: Scope) -> bool:
@@ -770,7 +796,13 @@ class Gateway:
                 await _send_all(sock, self._refusal)
                 return
             link = Link(sock, (client[0], client[1]) if isinstance(client, tuple) else None, self._max_message())
-            await self._requests(link)
+            opened = await self._requests(link)
+            if opened is not None:
+                conn, backlog = opened
+                del opened
+                endpoint = conn.endpoint
+                assert isinstance(endpoint, GatewayEndpoint)
+                await endpoint.carry(conn, sock, link.reader, backlog)
         except (OSError, trio.ClosedResourceError):
             pass  # the peer went away
         except Exception:
@@ -784,8 +816,9 @@ class Gateway:
         endpoint = next(iter(self.endpoints.values()), None)
         return endpoint.settings.max_payload + 16 if endpoint is not None else 1 << 20
 
-    async def _requests(self, link: Link) -> None:
-        """HTTP requests on one connection until it closes or becomes a WebSocket."""
+    async def _requests(self, link: Link) -> tuple[WireConnection, list[Received]] | None:
+        """HTTP requests on one connection until it closes (None) or becomes a WebSocket
+        (the session it carries, and what the client sent after the upgrade)."""
         while True:
             try:
                 request = await link.next_request(self._keep_alive)
@@ -797,9 +830,9 @@ class Gateway:
                     "the request could not be parsed as HTTP/1.1",
                     close=True,
                 )
-                return
+                return None
             if request is None:
-                return
+                return None
             target = request.target.decode("latin-1")
             path, _, query_string = target.partition("?")
             endpoint = self.endpoints.get(path[:-1] if path.endswith("/") else path)
@@ -825,16 +858,15 @@ class Gateway:
                     or header(scope, b"sec-websocket-version") != "13"
                 ):
                     await link.respond_error(400, "bad_request", "not a valid WebSocket upgrade request", close=True)
-                    return
+                    return None
                 assert key is not None
                 await link.start_websocket(key)
                 scope["type"] = "websocket"
-                await endpoint.serve_websocket(link, scope, query_params(scope))
-                return
+                return await endpoint.open_websocket(link, scope, query_params(scope))
             else:
                 await endpoint._http(scope, self._receive(link), self._send(link))
             if not link.reusable:
-                return
+                return None
 
     @staticmethod
     def _receive(link: Link) -> Receive:

@@ -176,7 +176,7 @@ class BinarySocketIOSession(SocketIOSession):
         for frame in encode_binary_frames(PacketType.BINARY_EVENT, namespace, [name, *args], ack_id):
             self.send_frame(frame)
         if ack_id is not None:
-            self._awaited_acks.add((namespace, ack_id))
+            self._awaited_acks |= {(namespace, ack_id)}
         return True
 
     def ack(self, namespace: str, ack_id: int, args: list[Any] | tuple[Any, ...] = ()) -> bool:

@@ -31,6 +31,15 @@ DISCONNECT_CLIENT: Final = "client namespace disconnect"
 
 # Namespaces one connection may join or ask for at once; bounds per-connection state.
 MAX_NAMESPACES: Final = 32
+_NONE: Final[frozenset[Any]] = frozenset()
+
+
+def _without(found: frozenset[Any], item: Any) -> frozenset[Any]:
+    """``found`` less ``item``; the shared empty set when nothing is left."""
+    if item not in found:
+        return found
+    rest = found - {item}
+    return rest if rest else _NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +99,13 @@ class SocketIOSession(EngineIOSession):
         super().__init__(sid, settings, transport, now)
         self._allowed = namespaces
         self._joined: dict[str, str] = {}  # namespace → the socket id we gave it
-        self._pending: set[str] = set()  # CONNECT received, app has not answered yet
+        # Small sets, replaced rather than mutated, so an idle connection holds the one shared
+        # empty set instead of three of its own (issue 16: bytes per connection).
+        self._pending: frozenset[str] = _NONE  # CONNECT received, app has not answered yet
         # Namespaces we disconnected or refused: the client may have sent packets for them
         # before it heard, so those are dropped rather than treated as protocol errors.
-        self._left: set[str] = set()
-        self._awaited_acks: set[tuple[str, int]] = set()
+        self._left: frozenset[str] = _NONE
+        self._awaited_acks: frozenset[tuple[str, int]] = _NONE
         self._connect_deadline: float | None = now + settings.connect_timeout_ms / 1000
 
     @property
@@ -126,7 +137,7 @@ class SocketIOSession(EngineIOSession):
         (the client left or the session closed)."""
         if self._closed or namespace not in self._pending:
             return None
-        self._pending.discard(namespace)
+        self._pending = _without(self._pending, namespace)
         socket_id = sid or new_sid()
         self._joined[namespace] = socket_id
         self._connect_deadline = None
@@ -138,7 +149,7 @@ class SocketIOSession(EngineIOSession):
         """Answer a ConnectRequest with CONNECT_ERROR {message, data?}."""
         if self._closed or namespace not in self._pending:
             return False
-        self._pending.discard(namespace)
+        self._pending = _without(self._pending, namespace)
         self._remember_left(namespace)
         self._send_connect_error(namespace, message, data)
         return True
@@ -155,7 +166,7 @@ class SocketIOSession(EngineIOSession):
             return False
         self.send_frame(sio_frame(SioPacket(SioType.EVENT, namespace, [name, *args], ack_id)))
         if ack_id is not None:
-            self._awaited_acks.add((namespace, ack_id))
+            self._awaited_acks |= {(namespace, ack_id)}
         return True
 
     def ack(self, namespace: str, ack_id: int, args: list[Any] | tuple[Any, ...] = ()) -> bool:
@@ -196,7 +207,7 @@ class SocketIOSession(EngineIOSession):
         if namespace not in self._joined:
             if namespace in self._left or (kind is SioType.DISCONNECT and namespace in self._pending):
                 # Crossed our DISCONNECT/CONNECT_ERROR, or gave up waiting: nothing to do.
-                self._pending.discard(namespace)
+                self._pending = _without(self._pending, namespace)
                 return []
             # The protocol requires a CONNECT to a namespace before anything else in it.
             raise SocketIOProtocolError(f"{kind.name} for a namespace that is not connected")
@@ -206,7 +217,7 @@ class SocketIOSession(EngineIOSession):
             ack_id = packet.ack_id  # never None: the decoder refuses an ACK without an id
             if ack_id is None or (namespace, ack_id) not in self._awaited_acks:
                 return []  # not asked for, or already answered: ignore, as the reference does
-            self._awaited_acks.discard((namespace, ack_id))
+            self._awaited_acks = _without(self._awaited_acks, (namespace, ack_id))
             return [AckReceived(namespace, ack_id, packet.data)]
         self._leave(namespace)  # DISCONNECT
         return [Disconnected(namespace, DISCONNECT_CLIENT)]
@@ -219,16 +230,15 @@ class SocketIOSession(EngineIOSession):
             return []
         if len(self._joined) + len(self._pending) >= MAX_NAMESPACES:
             raise SocketIOProtocolError("too many namespaces on one connection")
-        self._left.discard(namespace)
-        self._pending.add(namespace)
+        self._left = _without(self._left, namespace)
+        self._pending |= {namespace}
         return [ConnectRequest(namespace, auth if auth is not None else {})]
 
     def _closing_events(self, reason: str) -> list[Event]:
         events: list[Event] = [Disconnected(namespace, reason) for namespace in self._joined]
         self._joined.clear()
-        self._pending.clear()
-        self._left.clear()
-        self._awaited_acks.clear()
+        self._pending = self._left = _NONE
+        self._awaited_acks = _NONE
         self._connect_deadline = None
         events.append(SessionClosed(reason))
         return events
@@ -243,9 +253,11 @@ class SocketIOSession(EngineIOSession):
 
     def _leave(self, namespace: str) -> None:
         del self._joined[namespace]
-        self._awaited_acks = {key for key in self._awaited_acks if key[0] != namespace}
+        self._awaited_acks = frozenset(key for key in self._awaited_acks if key[0] != namespace)
 
     def _remember_left(self, namespace: str) -> None:
-        if len(self._left) >= MAX_NAMESPACES:
-            self._left.pop()  # bounded: forgetting one only makes a late packet an error
-        self._left.add(namespace)
+        left = set(self._left)
+        if len(left) >= MAX_NAMESPACES:
+            left.pop()  # bounded: forgetting one only makes a late packet an error
+        left.add(namespace)
+        self._left = frozenset(left)
