@@ -265,8 +265,11 @@ async def live_server(settings: Settings, nursery: trio.Nursery) -> AsyncIterato
 class ServerProcess:
     """`volthub serve` as a child process: for restart and SIGKILL tests."""
 
-    def __init__(self, database_url: str, tmp_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, database_url: str, tmp_path: Path, env: dict[str, str] | None = None, args: list[str] | None = None
+    ) -> None:
         self.database_url = database_url
+        self.extra_args = args or []
         self.tmp_path = tmp_path
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -293,6 +296,7 @@ class ServerProcess:
                     str(self.port),
                     "--database",
                     self.database_url,
+                    *self.extra_args,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -12,6 +12,7 @@ import base64
 import os
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -239,3 +240,36 @@ async def test_peer_that_stops_reading_overflows_and_is_dropped(gateway: Gateway
     with pytest.raises((EOFError, OSError)):
         while True:
             await client.message()
+
+
+# ------------------------------------------------------------------ `volthub serve --gateway-port`
+
+
+async def test_serve_with_a_gateway_port_and_sigterm(sqlite_url: str, tmp_path: Path, nursery: trio.Nursery) -> None:
+    """The CLI flag opens the gateway beside the main port; SIGTERM ends its sockets with a
+    close (going away) and the process exits cleanly."""
+    import httpx
+    from trio_websocket import ConnectionClosed
+
+    from tests.conftest import ServerProcess, free_port
+    from tests.http.events.live import open_ws, receive
+
+    gateway_port = free_port()
+    server = ServerProcess(sqlite_url, tmp_path, args=["--gateway-port", str(gateway_port)]).start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            body = (
+                await http.post("/api/auth/register", json={"username": "gw_cli", "password": "correct horse battery"})
+            ).json()
+        ws = await open_ws(nursery, f"http://127.0.0.1:{gateway_port}", "/ws/events/")
+        assert (await receive(ws)).startswith("0{")
+        await ws.send_message('40{"token":"%s"}' % body["token"])
+        assert (await receive(ws, skip_pings=True)).startswith("40{")
+        assert orjson.loads((await receive(ws, skip_pings=True))[2:])[0] == "connected"
+        assert await trio.to_thread.run_sync(server.terminate) == 0
+        with trio.fail_after(10), pytest.raises(ConnectionClosed) as closed:
+            while True:
+                await ws.get_message()
+        assert closed.value.reason.code == 1001
+    finally:
+        server.kill()
