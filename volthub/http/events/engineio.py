@@ -478,8 +478,8 @@ class EngineIOEndpoint:
             else:
                 for frame in frames:
                     await send_frame(send, frame)
-            if frames:
-                conn.control.fire()  # a closed session may now be finished
+            if frames and session.closed:
+                conn.control.fire()  # it may now be finished (an open session's deadlines did not move)
             if session.closed and not session.buffered:
                 await close_websocket(send, conn.close_code, conn.close_reason)
                 done.cancel()
