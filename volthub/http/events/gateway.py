@@ -524,7 +524,8 @@ class GatewayEndpoint(EngineIOEndpoint):
                     conn.close_wire()
                 return True
             if isinstance(item, Ping):
-                conn.write(server_frame(OP_PONG, item.payload))
+                if not conn.closing:  # after our close frame nothing more may be sent
+                    conn.write(server_frame(OP_PONG, item.payload))
             elif not conn.session.closed:
                 await self._on_message(conn, item)
         return False

@@ -7,6 +7,10 @@ Quart (:func:`mount`):
     /socket.io   the default path; namespace "/ws/events" (so io("ws://host/ws/events")
                  works as the spec writes it) and "/" too
 
+With `[events] gateway_port` the same two paths are also served, by the same handler, on
+a port of their own by :mod:`volthub.http.events.gateway` (README "Two ways to serve the
+Socket.IO paths").
+
 On connect, a token (``auth.token``, else the ``token`` query parameter) is verified by
 ``access.authenticate``: valid, the connection is subscribed to the token owner's channel
 and gets ``connected`` {channelUsername, channelId, authenticated: true, autoSubscribed:
