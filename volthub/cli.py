@@ -48,13 +48,20 @@ def settings_from(args: argparse.Namespace, **server: Any) -> Settings:
 # --- serve -------------------------------------------------------------------------------
 
 
+def _port(text: str) -> int:
+    port = int(text) if text.isdigit() else -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}")
+    return port
+
+
 def _configure_serve(parser: argparse.ArgumentParser) -> None:
     _common(parser)
     parser.add_argument("--host", help="address to bind (default [server] host)")
     parser.add_argument("--port", type=int, help="port to bind (default [server] port)")
     parser.add_argument(
         "--gateway-port",
-        type=int,
+        type=_port,
         help="also serve the Events API's Socket.IO paths on this port with volthub's own listener "
         "(default [events] gateway_port; 0: off)",
     )
