@@ -1,6 +1,6 @@
 """Bytes per Events API connection, by kind, measured with tracemalloc (issue 16).
 
-    .venv/bin/python -m volthub.loadtest.memory --connections 500
+    .venv/bin/python -m volthub.loadtest.memory --connections 500 [--gateway]
 
 Serves the app in this process (Hypercorn, trio worker, a fresh SQLite file) under
 tracemalloc, and opens the connections from a child process (so the client's own objects
@@ -39,6 +39,15 @@ GROUPS = (
 )
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 def _group(filename: str) -> str:
     path = filename.replace(os.sep, "/")
     for marker, name in GROUPS:
@@ -62,7 +71,7 @@ def _report(kind: str, grouped: Counter[str], count: int) -> None:
             print(f"  {size / count:10,.0f}  {name}")
 
 
-async def _serve(connections: int) -> None:
+async def _serve(connections: int, gateway: bool = False) -> None:
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
@@ -77,6 +86,8 @@ async def _serve(connections: int) -> None:
             "database": {"url": f"sqlite:///{workdir / 'memory.db'}"},
             "auth": {"argon2_time_cost": 1, "argon2_memory_kib": 1024},
             "ratelimit": {"enabled": False},
+            # --gateway: the sockets go to the Events API gateway's own port (issue 16).
+            "events": {"gateway_port": _free_port() if gateway else 0},
         },
     )
     app = create_app(settings)
@@ -90,13 +101,14 @@ async def _serve(connections: int) -> None:
             lambda task_status: serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)
         )
         base = binds[0]
+        gateway_url = app.extensions["volthub"].gateway.url if gateway else base
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             body = (
                 await http.post("/api/auth/register", json={"username": "memory_probe", "password": "x" * 12})
             ).json()
         token = body["token"]
         child = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "volthub.loadtest.memory", "--client", base, token, str(connections)],
+            [sys.executable, "-m", "volthub.loadtest.memory", "--client", base, token, str(connections), gateway_url],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -128,13 +140,13 @@ async def _lines(stream: Any) -> Any:
         yield line.decode()
 
 
-async def _client(base: str, token: str, count: int) -> None:
+async def _client(base: str, token: str, count: int, sockets_base: str) -> None:
     """The child: on each "go" line, open `count` connections of the next kind, say "ready"."""
     from trio_websocket import open_websocket_url
 
     stdin = trio.lowlevel.FdStream(os.dup(0))
     lines = _lines(stdin)
-    ws_url = base.replace("http://", "ws://") + "/ws/events?EIO=4&transport=websocket"
+    ws_url = sockets_base.replace("http://", "ws://") + "/ws/events?EIO=4&transport=websocket"
     async with trio.open_nursery() as nursery:
         await lines.__anext__()
         ready = trio.Semaphore(0)
@@ -178,14 +190,15 @@ async def _client(base: str, token: str, count: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connections", type=int, default=500)
-    parser.add_argument("--client", nargs=3, metavar=("BASE", "TOKEN", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--gateway", action="store_true", help="Socket.IO connections on the gateway port")
+    parser.add_argument("--client", nargs=4, metavar=("BASE", "TOKEN", "N", "SOCKETS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        base, token, count = args.client
-        trio.run(_client, base, token, int(count))
+        base, token, count, sockets_base = args.client
+        trio.run(_client, base, token, int(count), sockets_base)
         return
     tracemalloc.start(1)
-    trio.run(_serve, args.connections)
+    trio.run(_serve, args.connections, args.gateway)
 
 
 if __name__ == "__main__":
