@@ -13,10 +13,12 @@ import os
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 import trio
+from trio.testing import wait_all_tasks_blocked
 
 from tests.http.rawhttp import RawConnection
 from volthub.http.events.gateway import Gateway, GatewayEndpoint, WireConnection
@@ -273,3 +275,49 @@ async def test_serve_with_a_gateway_port_and_sigterm(sqlite_url: str, tmp_path: 
         assert closed.value.reason.code == 1001
     finally:
         server.kill()
+
+
+# ------------------------------------------------------------------ the ticker
+
+
+class _Timed:
+    """Stands in for a WireConnection: what the ticker reads of one."""
+
+    def __init__(self, name: str, *deadlines: float) -> None:
+        self.name = name
+        self.deadlines = list(deadlines)
+        self.scheduled: float | None = None
+
+    def due(self) -> float | None:
+        return self.deadlines[0] if self.deadlines else None
+
+
+async def test_one_ticker_runs_every_timer_in_order(nursery: trio.Nursery, mock_clock: trio.testing.MockClock) -> None:
+    from volthub.http.events.gateway import Ticker
+
+    ticker = Ticker()
+    fired: list[tuple[str, float]] = []
+
+    def on_due(conn: Any, now: float) -> None:
+        fired.append((conn.name, now))
+        conn.deadlines.pop(0)
+
+    start = trio.current_time()
+    a, b = _Timed("a", start + 1, start + 3), _Timed("b", start + 2)
+    for conn in (a, b):
+        ticker.reschedule(conn)  # type: ignore[arg-type]
+    nursery.start_soon(ticker.run, on_due)
+    await wait_all_tasks_blocked()
+    mock_clock.jump(1.5)
+    await wait_all_tasks_blocked()
+    assert fired == [("a", start + 1.5)]
+    # A deadline earlier than the one the ticker sleeps until wakes it at that time.
+    c = _Timed("c", start + 1.6)
+    ticker.reschedule(c)  # type: ignore[arg-type]
+    mock_clock.jump(0.2)
+    await wait_all_tasks_blocked()
+    assert [name for name, _ in fired] == ["a", "c"]
+    mock_clock.jump(2)
+    await wait_all_tasks_blocked()
+    assert [name for name, _ in fired] == ["a", "c", "b", "a"]
+    assert len(ticker) == 0  # nothing left to run, nothing stale kept
