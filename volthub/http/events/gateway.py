@@ -218,7 +218,8 @@ class WireConnection(Connection):
         if sent < len(data):
             self.pending = collections.deque(((memoryview(data)[sent:], frames),))
             self.pending_frames = frames
-            self.gateway.spawn(self._drain)
+            if not self.gateway.spawn(self._drain):
+                self.abort()  # the gateway is no longer running: nobody could drain it
 
     async def _drain(self) -> None:
         """The writer task: runs only while the kernel's buffer is full."""
@@ -733,9 +734,12 @@ class Gateway:
         host, port = self.address
         return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
-    def spawn(self, task: Callable[[], Any]) -> None:
-        assert self._nursery is not None
+    def spawn(self, task: Callable[[], Any]) -> bool:
+        """Start ``task`` in the gateway's nursery; False when the gateway is not running."""
+        if self._nursery is None:
+            return False
         self._nursery.start_soon(task)
+        return True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; then end every session (their sockets close with their tasks)."""
