@@ -568,7 +568,8 @@ def _summarise(
 def _load(args: argparse.Namespace) -> str:
     parts = []
     if args.clients + args.sse:
-        parts.append(f"{args.clients:,} sockets, {args.channels} channels, {args.rate:g} msg/s for {args.duration:g} s")
+        channels = f"{args.channels} channel{'' if args.channels == 1 else 's'}"
+        parts.append(f"{args.clients:,} sockets, {channels}, {args.rate:g} msg/s for {args.duration:g} s")
     if args.hold:
         parts.append(f"hold {args.hold:,} sockets for {args.hold_seconds:g} s")
     return "; ".join(parts)

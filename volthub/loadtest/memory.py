@@ -221,8 +221,14 @@ def main() -> None:
         base, token, count, gateway_port = args.client
         trio.run(_client, base, token, int(count), int(gateway_port))
         return
+    from volthub.config import ConfigError
+
     tracemalloc.start(1)
-    trio.run(_serve, args.connections, args.gateway)
+    try:
+        trio.run(_serve, args.connections, args.gateway)
+    except ConfigError as exc:  # e.g. --gateway on a build without [events] gateway_port
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

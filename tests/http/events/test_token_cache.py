@@ -58,7 +58,10 @@ async def test_a_cached_token_is_refused_once_its_grant_is_gone(
     assert (await _connect(live_server, nursery, user.token)).startswith("40{")
 
 
-async def test_a_grant_revoked_in_another_process_is_refused_here(postgres_url: str, nursery: trio.Nursery) -> None:
+@pytest.mark.parametrize("how", ["revoke", "delete app"])
+async def test_a_grant_revoked_in_another_process_is_refused_here(
+    postgres_url: str, nursery: trio.Nursery, how: str
+) -> None:
     """PostgreSQL, two servers on one database (two processes of a deployment): A has the
     token's signature and its grant cached; the user revokes through B; A refuses the token
     as soon as the revocation has crossed the bus relay, not `grant_cache_seconds` later."""
@@ -72,7 +75,11 @@ async def test_a_grant_revoked_in_another_process_is_refused_here(postgres_url: 
         assert (await _connect(a, nursery, token)).startswith("40{")
         async with httpx.AsyncClient(timeout=10) as http:
             [connection] = (await http.get(f"{b.url}/api/users/me/connections", headers=user.headers)).json()["items"]
-            gone = await http.delete(f"{b.url}/api/users/me/connections/{connection['clientId']}", headers=user.headers)
+            client_id = connection["clientId"]
+            if how == "revoke":
+                gone = await http.delete(f"{b.url}/api/users/me/connections/{client_id}", headers=user.headers)
+            else:
+                gone = await http.delete(f"{b.url}/api/developer/apps/{client_id}", headers=user.headers)
             assert gone.status_code == 204
             with trio.fail_after(WAIT):
                 await a.app.extensions["volthub"].bus.caught_up()
