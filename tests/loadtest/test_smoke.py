@@ -78,6 +78,17 @@ def test_volthub_sockets_and_sse(tmp_path: Path) -> None:
     assert result["send"]["statuses"] == {"200": 20}
 
 
+def test_volthub_gateway_sockets_on_their_own_port(tmp_path: Path) -> None:
+    """volthub-gateway: REST on the main port, Socket.IO on `[events] gateway_port`."""
+    from volthub.config import EventsSettings
+
+    if "gateway_port" not in EventsSettings.model_fields:
+        pytest.skip("this build has no [events] gateway_port (the Events API's own listener)")
+    [result] = run(tmp_path, "--target", "volthub-gateway")
+    assert_clean(result)
+    assert result["socket_url"] != result["url"]
+
+
 def test_volthub_default_path_with_the_spec_namespace(tmp_path: Path) -> None:
     """`io("ws://host/ws/events")`: Engine.IO at /socket.io, namespace /ws/events."""
     [result] = run(
