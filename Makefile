@@ -48,11 +48,17 @@ format: $(VENV)/.installed-lint
 	$(VENV)/bin/ruff check --fix volthub tests
 	$(VENV)/bin/ruff format volthub tests
 
-# `make bench`: volthub, python-socketio (uvicorn) and Node socket.io under the same load,
-# one after another; prints a table per server, the three side by side, and volthub's
-# ratios. Scale it with BENCH_ARGS (see `volthub loadtest --help`), e.g.
-#   make bench BENCH_ARGS="--clients 5000 --channels 10 --rate 20 --duration 60"
-BENCH_ARGS ?= --clients 2000 --channels 10 --rate 8 --duration 20
+# `make bench`: volthub on both Events API paths (the single-port mount, and its own listener
+# with [events] gateway_port: target volthub-gateway), python-socketio (uvicorn) and Node
+# socket.io under the same load, one after another; prints a table per server, all side by
+# side, each volthub path's ratios to the references, a hold of BENCH_HOLD sockets per volthub
+# path, and the issue-16 targets table (figure and met / NOT met). The default load is the
+# targets' own: 2,000 sockets on one channel at 5 msg/s. Scale it with BENCH_ARGS and
+# BENCH_HOLD (see `volthub loadtest --help`), e.g.
+#   make bench BENCH_ARGS="--clients 5000 --channels 10 --rate 20 --duration 60" BENCH_HOLD="--hold 5000 --hold-seconds 30"
+BENCH_ARGS ?= --clients 2000 --channels 1 --rate 5 --duration 20 --connect-concurrency 128
+BENCH_HOLD ?= --hold 20000 --hold-seconds 60
+BENCH_TARGETS ?= volthub,volthub-gateway,python-socketio,node
 BENCH_OUT ?= bench-results
 NODE_REF := bench/reference_node
 # On two or more cores the servers get core 0 and the generator core 1, so neither
@@ -71,8 +77,8 @@ $(NODE_REF)/node_modules/.installed: $(NODE_REF)/package.json $(NODE_REF)/packag
 
 bench: $(VENV)/.installed-bench $(NODE_REF)/node_modules/.installed
 	mkdir -p $(BENCH_OUT)
-	$(PIN_GENERATOR) $(VENV)/bin/volthub loadtest --spawn --target volthub,python-socketio,node $(PIN_SERVER) \
-		--workdir $(BENCH_OUT)/servers --json $(BENCH_OUT)/bench.json --plot $(BENCH_OUT)/bench.png $(BENCH_ARGS)
+	$(PIN_GENERATOR) $(VENV)/bin/volthub loadtest --spawn --target $(BENCH_TARGETS) $(PIN_SERVER) \
+		--workdir $(BENCH_OUT)/servers --json $(BENCH_OUT)/bench.json --plot $(BENCH_OUT)/bench.png $(BENCH_ARGS) $(BENCH_HOLD)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache $(BENCH_OUT) $(NODE_REF)/node_modules

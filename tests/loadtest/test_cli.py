@@ -41,6 +41,14 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
         (["--url", "http://127.0.0.1:1", "--profile", "p.txt"], "--profile needs"),
         (["--spawn", "--target", "node", "--sse", "5"], "volthub only"),
         (["--spawn", "--server-pid", "1"], "--server-pid is for --url"),
+        (["--url", "http://127.0.0.1:1", "--hold", "10"], "--hold needs --spawn"),
+        (["--spawn", "--target", "node", "--hold", "10"], "--hold is for volthub"),
+        (["--spawn", "--hold", "100001"], "--hold is at most"),
+        (["--spawn", "--ws-url", "http://127.0.0.1:2"], "--ws-url goes with --url"),
+        (
+            ["--url", "http://127.0.0.1:1", "--ws-url", "http://10.0.0.1:2", "--target", "volthub-gateway"],
+            "--allow-remote",
+        ),
     ],
 )
 def test_refused_before_anything_starts(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -67,4 +75,6 @@ def test_usage_errors(argv: list[str]) -> None:
 def test_targets_parse_as_a_list() -> None:
     args = parser().parse_args(["--spawn", "--target", "volthub, node,volthub"])
     assert args.target == ["volthub", "node"]
+    args = parser().parse_args(["--spawn", "--target", "volthub,volthub-gateway,python-socketio,node"])
+    assert args.target == ["volthub", "volthub-gateway", "python-socketio", "node"]
     assert parser().parse_args(["--spawn"]).target == ["volthub"]

@@ -97,25 +97,75 @@ def test_ratios() -> None:
     assert "= –x" in report.ratios([result("volthub", None), result("node", 0.1)])[0]
 
 
-def test_targets_check() -> None:
-    good = report.targets_check([result("volthub", 0.05), result("python-socketio", 0.3), result("node", 0.06)])
-    assert all(line.startswith("[met]") for line in good), good
-    bad = report.targets_check(
-        [
-            result(
-                "volthub",
-                0.2,
-                30.0,
-                clients={"disconnects": 3},
-                connect={"per_second": 300.0},
-                delivery={"ratio": 0.99, "latency_ms": {"p99": 250.0}},
-            ),
-            result("python-socketio", 0.3),
-            result("node", 0.1),
-        ]
+def test_ratios_per_volthub_path_against_the_references_only() -> None:
+    runs = [result("volthub", 0.05), result("volthub-gateway", 0.02), result("node", 0.04)]
+    lines = report.ratios(runs)
+    assert "volthub-gateway / node: server CPU per 1,000 deliveries = 0.50x (0.0200 vs 0.0400)" in lines
+    assert not any(line.startswith("volthub / volthub-gateway") for line in lines)
+    assert len(lines) == 6
+
+
+def hold_result(target: str = "volthub", **overrides: Any) -> dict[str, Any]:
+    return {
+        "target": target,
+        "kind": "hold",
+        "requested": 20000,
+        "sockets": 20000,
+        "connected": 20000,
+        "seconds": 60.0,
+        "disconnects": 0,
+        "ok": True,
+        "note": None,
+        **overrides,
+    }
+
+
+def test_targets_rows_give_every_target_its_figure_and_verdict() -> None:
+    runs = [result("volthub", 0.05, connect={"per_second": 1600.0}), result("python-socketio", 0.3)]
+    runs.append(result("node", 0.06))
+    rows = report.targets_rows(runs, [hold_result()])
+    assert [row["met"] for row in rows] == [True] * 7, rows
+    figures = {row["target"]: row["figure"] for row in rows}
+    assert figures["server CPU per delivery / node's <= 1.0"] == "0.83x"
+    assert figures["p99 latency <= 200 ms"] == "15.2 ms"
+    assert figures[">= 1,500 authenticated connects/s"] == "1,600/s"
+    assert figures[report.HOLD_TARGET] == "20,000 held 60 s, 0 lost"
+
+
+def test_targets_not_met_and_not_measured() -> None:
+    bad = result(
+        "volthub",
+        0.2,
+        30.0,
+        clients={"disconnects": 3},
+        delivery={"ratio": 0.99, "latency_ms": {"p99": 250.0}},
     )
-    assert all(line.startswith("[NOT met]") for line in bad), bad
-    assert len(bad) == 7
+    capped = hold_result(connected=19_880, sockets=19_880, note="the open-file limit is 20,000")
+    rows = report.targets_rows([bad, result("node", 0.1)], [capped])
+    assert [row["met"] for row in rows] == [False] * 7, rows
+    assert rows[-1]["note"] == "the open-file limit is 20,000"
+    alone = report.targets_rows([result("volthub", 0.05)])
+    assert alone[0]["met"] is None, "no node run: CPU against node is not measured"
+    assert report.targets_rows([result("node", 0.1)]) == []
+
+
+def test_targets_table_has_a_column_per_volthub_path() -> None:
+    runs = [result("volthub", 0.05), result("volthub-gateway", 0.03), result("node", 0.04)]
+    text = report.targets_table(runs, [hold_result("volthub-gateway", disconnects=2, ok=False)])
+    lines = text.splitlines()
+    assert lines[0].split() == ["volthub", "volthub-gateway"]
+    assert any(
+        line.startswith("server CPU per delivery") and "1.25x NOT met" in line and "0.75x met" in line for line in lines
+    )
+    hold_line = next(line for line in lines if line.startswith(report.HOLD_TARGET))
+    assert "–" in hold_line and "2 lost NOT met" in hold_line
+    assert report.targets_table([result("node", 0.1)]) == ""
+
+
+def test_hold_text() -> None:
+    text = report.hold_text(hold_result(connect_errors={"connect timeout": 2}, note="capped"))
+    assert "20,000 / 20,000" in text and "connect errors: {'connect timeout': 2}" in text
+    assert text.splitlines()[-1] == "note: capped"
 
 
 def test_json_round_trip(tmp_path: Path) -> None:

@@ -75,3 +75,15 @@ def test_top_frames_from_collapsed_stacks() -> None:
     assert top["inclusive"][0] == ("fan_out (volthub/hub/bus.py)", 90.0), "the trunk (main) is left out"
     assert top["samples"] == 100
     assert servers.top_frames("") == {"self": [], "inclusive": []}
+
+
+def test_volthub_gateway_plan_gives_the_sockets_their_own_port(tmp_path: Path) -> None:
+    plan = servers.plan_server("volthub-gateway", tmp_path, port=5557)
+    assert plan.gateway_port and plan.gateway_port != 5557
+    assert plan.env["VOLTHUB_EVENTS__GATEWAY_PORT"] == str(plan.gateway_port)
+    assert plan.env["VOLTHUB_EVENTS__GATEWAY_HOST"] == "127.0.0.1"
+    assert plan.url == "http://127.0.0.1:5557"
+    assert plan.socket_url == f"http://127.0.0.1:{plan.gateway_port}"
+    assert "VOLTHUB_EVENTS__GATEWAY_PORT" not in servers.plan_server("volthub", tmp_path).env
+    assert servers.plan_server("volthub", tmp_path, port=5558).socket_url == "http://127.0.0.1:5558"
+    assert plan.log_path.name == "volthub-gateway.log"

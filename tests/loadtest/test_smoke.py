@@ -78,6 +78,17 @@ def test_volthub_sockets_and_sse(tmp_path: Path) -> None:
     assert result["send"]["statuses"] == {"200": 20}
 
 
+def test_volthub_gateway_sockets_on_their_own_port(tmp_path: Path) -> None:
+    """volthub-gateway: REST on the main port, Socket.IO on `[events] gateway_port`."""
+    from volthub.config import EventsSettings
+
+    if "gateway_port" not in EventsSettings.model_fields:
+        pytest.skip("this build has no [events] gateway_port (the Events API's own listener)")
+    [result] = run(tmp_path, "--target", "volthub-gateway")
+    assert_clean(result)
+    assert result["socket_url"] != result["url"]
+
+
 def test_volthub_default_path_with_the_spec_namespace(tmp_path: Path) -> None:
     """`io("ws://host/ws/events")`: Engine.IO at /socket.io, namespace /ws/events."""
     [result] = run(
@@ -92,3 +103,72 @@ def test_volthub_default_path_with_the_spec_namespace(tmp_path: Path) -> None:
         "trio-websocket",
     )
     assert_clean(result)
+
+
+def test_volthub_hold_from_two_generator_processes(tmp_path: Path) -> None:
+    """--hold: a fresh server, sockets opened by two worker processes, held, none lost."""
+    out = tmp_path / "hold.json"
+    code = cli.main(
+        [
+            "loadtest",
+            "--spawn",
+            "--target",
+            "volthub",
+            "--clients",
+            "0",
+            "--hold",
+            "30",
+            "--hold-seconds",
+            "1",
+            "--hold-processes",
+            "2",
+            "--quiet",
+            "--workdir",
+            str(tmp_path),
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 0
+    payload = orjson.loads(out.read_bytes())
+    assert payload["runs"] == []
+    [held] = payload["holds"]
+    assert held["target"] == "volthub" and held["processes"] == 2
+    assert held["connected"] == 30 and held["disconnects"] == 0 and held["ok"] is True
+    assert held["server_fd_limit"] and held["note"] is None
+    [row] = payload["targets"]
+    assert row["figure"] == "30 held 1 s, 0 lost" and row["met"] is False, "the target is 20,000 for 60 s"
+
+
+def test_a_server_that_does_not_start_costs_only_its_own_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad server setting (here an unknown key) fails that target; the next one still runs."""
+    out = tmp_path / "result.json"
+    code = cli.main(
+        [
+            "loadtest",
+            "--spawn",
+            "--target",
+            "volthub,python-socketio",
+            "--server-env",
+            "VOLTHUB_EVENTS__NO_SUCH_KEY=1",
+            "--clients",
+            "4",
+            "--channels",
+            "1",
+            "--rate",
+            "2",
+            "--duration",
+            "1",
+            "--quiet",
+            "--workdir",
+            str(tmp_path),
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 1
+    assert "volthub exited with" in capsys.readouterr().err
+    [result] = orjson.loads(out.read_bytes())["runs"]
+    assert result["target"] == "python-socketio" and result["clients"]["connected"] == 4

@@ -19,7 +19,7 @@ from quart import Quart, g, request
 
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
-from volthub.http.runtime import runtime
+from volthub.http.runtime import Runtime, runtime
 from volthub.services.tokens import ACCESS, TokenError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -150,9 +150,10 @@ def bearer_token(authorization: str | None) -> str | None:
     return value.strip()
 
 
-async def authenticate(raw_token: str) -> Principal:
-    """Verify a token (also used by the Events API connections)."""
-    rt = runtime()
+async def authenticate(raw_token: str, rt: Runtime | None = None) -> Principal:
+    """Verify a token (also used by the Events API connections, which pass their runtime
+    rather than push an app context per connect)."""
+    rt = rt or runtime()
     assert rt.tokens is not None
     try:
         claims = rt.tokens.verify(raw_token)

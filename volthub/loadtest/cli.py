@@ -21,12 +21,13 @@ from typing import Any
 import trio
 
 from volthub.cli import command
-from volthub.loadtest import report
+from volthub.loadtest import hold, report
 from volthub.loadtest.runner import Run, RunConfig
 from volthub.loadtest.servers import SpawnedServer, make_workdir, plan_server
-from volthub.loadtest.targets import TARGETS, RemoteTargetRefused, check_url, make_target
+from volthub.loadtest.targets import TARGETS, VOLTHUB_TARGETS, RemoteTargetRefused, check_url, make_target
 
 MAX_DURATION = 3600.0
+MAX_HOLD = 100_000
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -105,6 +106,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "cheap password hashing) and stop it afterwards",
     )
     mode.add_argument("--url", metavar="URL", help="target a running server (http://127.0.0.1:PORT)")
+    where.add_argument(
+        "--ws-url",
+        metavar="URL",
+        help="with --url: where the Socket.IO clients connect, when not at --url (volthub's own "
+        "Events API listener, [events] gateway_port); REST stays at --url",
+    )
     where.add_argument(
         "--target",
         type=_targets,
@@ -257,6 +264,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     wire.add_argument("--namespace", default="/", metavar="NS", help="Socket.IO namespace")
 
+    held = parser.add_argument_group(
+        "hold (issue 16: many sockets held open; volthub targets, --spawn, a fresh server each)"
+    )
+    held.add_argument(
+        "--hold",
+        type=_non_negative(int),
+        default=0,
+        metavar="N",
+        help="after the runs, open N authenticated sockets to each volthub target and hold them "
+        "for --hold-seconds; capped to what the server's open-file limit allows (said in the "
+        "report). With --clients 0 only the hold runs",
+    )
+    held.add_argument(
+        "--hold-seconds", type=_positive(float), default=60.0, metavar="S", help="how long the hold lasts"
+    )
+    held.add_argument(
+        "--hold-processes",
+        type=_non_negative(int),
+        default=0,
+        metavar="K",
+        help="generator processes the hold's sockets are spread over (0: as few as the "
+        "generator's own open-file limit allows)",
+    )
+
     out = parser.add_argument_group("output")
     out.add_argument("--json", type=Path, metavar="FILE", help="write every figure and time series as JSON")
     out.add_argument(
@@ -300,8 +331,16 @@ def loadtest(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> str | None:
-    if args.clients + args.sse == 0:
+    if args.clients + args.sse == 0 and not args.hold:
         return "nothing to do: --clients and --sse are both 0"
+    if args.hold and not args.spawn:
+        return "--hold needs --spawn (it reads the server's open-file limit and starts it fresh)"
+    if args.hold > MAX_HOLD:
+        return f"--hold is at most {MAX_HOLD:,}"
+    if args.hold and not any(name in VOLTHUB_TARGETS for name in args.target):
+        return f"--hold is for {' or '.join(VOLTHUB_TARGETS)}"
+    if args.ws_url and not args.url:
+        return "--ws-url goes with --url (with --spawn the harness knows the ports)"
     if args.clients + args.sse > args.max_clients:
         return f"{args.clients + args.sse} clients is over --max-clients {args.max_clients}"
     if args.duration > MAX_DURATION:
@@ -311,13 +350,15 @@ def _validate(args: argparse.Namespace) -> str | None:
     if args.url:
         try:
             check_url(args.url, args.allow_remote)
+            if args.ws_url:
+                check_url(args.ws_url, args.allow_remote)
         except (RemoteTargetRefused, ValueError) as exc:
             return str(exc)
     if args.server_pid and args.spawn:
         return "--server-pid is for --url (with --spawn the pid is known)"
     if args.profile and not (args.spawn or args.server_pid):
         return "--profile needs --spawn or --server-pid"
-    if args.sse and any(name != "volthub" for name in args.target):
+    if args.sse and any(name not in VOLTHUB_TARGETS for name in args.target):
         return "--sse is for volthub only (the reference servers speak Socket.IO only)"
     return None
 
@@ -353,15 +394,19 @@ def _config(args: argparse.Namespace, target: str) -> RunConfig:
 
 
 async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The runs, cancelled cleanly by SIGINT or SIGTERM: spawned servers are in their own
-    session (a terminal's Ctrl-C must not reach them first), so the harness stops them."""
+    """The runs (and holds), cancelled cleanly by SIGINT or SIGTERM: spawned servers are in
+    their own session (a terminal's Ctrl-C must not reach them first), so the harness stops
+    them. A target that could not be measured is raised after the others were reported."""
     results: list[dict[str, Any]] = []
+    failures: list[str] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_cancel_on_signal, nursery.cancel_scope)
-        await _runs(args, results)
+        await _runs(args, results, failures)
         nursery.cancel_scope.cancel()
-    if nursery.cancel_scope.cancelled_caught and len(results) < len(args.target):
+    if nursery.cancel_scope.cancelled_caught and len(results) < len(args.target) and not failures:
         raise RuntimeError("interrupted")
+    if failures:
+        raise RuntimeError("; ".join(failures))
     return results
 
 
@@ -373,9 +418,12 @@ async def _cancel_on_signal(scope: trio.CancelScope) -> None:
             return
 
 
-async def _runs(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
+async def _runs(args: argparse.Namespace, results: list[dict[str, Any]], failures: list[str]) -> None:
+    """Each target's run, then (with --hold) each volthub target's hold; `results` gets the
+    runs and the holds (kind "hold"), `failures` what could not be measured."""
     workdir = make_workdir(args.workdir) if args.spawn else None
-    for name in args.target:
+    holds: list[dict[str, Any]] = []
+    for name in args.target if args.clients + args.sse else []:
         config = _config(args, name)
         profile = args.profile
         if profile is not None and len(args.target) > 1:
@@ -385,11 +433,16 @@ async def _runs(args: argparse.Namespace, results: list[dict[str, Any]]) -> None
         with trio.fail_after(budget):
             if args.spawn:
                 assert workdir is not None
-                result = await _spawned_run(args, config, workdir, profile)
+                try:
+                    result = await _spawned_run(args, config, workdir, profile)
+                except RuntimeError as exc:  # one server that does not start must not cost the others
+                    failures.append(f"{name}: {exc}")
+                    print(f"\n== {name} ==\nerror: {exc}", file=sys.stderr)
+                    continue
             else:
                 run = Run(
                     config,
-                    make_target(name, args.url),
+                    make_target(name, args.url, args.ws_url),
                     args.server_pid,
                     progress=None if args.quiet else sys.stderr,
                     profile=profile,
@@ -401,7 +454,51 @@ async def _runs(args: argparse.Namespace, results: list[dict[str, Any]]) -> None
         if result.get("profile"):
             print(_profile_text(result["profile"]))
         sys.stdout.flush()
-    _summarise(args, results, workdir)
+    if args.hold:
+        assert workdir is not None
+        for name in (name for name in args.target if name in VOLTHUB_TARGETS):
+            found = await _spawned_hold(args, name, workdir, failures)
+            if found is not None:
+                holds.append(found)
+                print(f"\n== {name}: hold ==\n{report.hold_text(found)}")
+    _summarise(args, results, workdir, holds)
+    results.extend(holds)
+
+
+async def _spawned_hold(
+    args: argparse.Namespace, name: str, workdir: Path, failures: list[str]
+) -> dict[str, Any] | None:
+    plan = plan_server(name, workdir, database=args.database, cpus=args.server_cpus, extra_env=dict(args.server_env))
+    server = SpawnedServer(plan)
+    try:
+        await server.start()
+    except RuntimeError as exc:
+        failures.append(f"{name} (hold): {exc}")
+        print(f"\n== {name}: hold ==\nerror: {exc}", file=sys.stderr)
+        return None
+    try:
+        with trio.fail_after(args.ramp_timeout + args.hold_seconds + 240):
+            found = await hold.hold(
+                name,
+                plan.url,
+                plan.socket_url,
+                server.pid,
+                sockets=args.hold,
+                seconds=args.hold_seconds,
+                processes=args.hold_processes,
+                connect_concurrency=args.connect_concurrency,
+                connect_timeout=args.connect_timeout,
+                ramp_timeout=args.ramp_timeout,
+                sio_path=args.sio_path,
+                progress=None if args.quiet else sys.stderr,
+            )
+    except (RuntimeError, trio.TooSlowError, OSError) as exc:
+        failures.append(f"{name} (hold): {exc or type(exc).__name__}")
+        print(f"\n== {name}: hold ==\nerror: {exc or type(exc).__name__}", file=sys.stderr)
+        return None
+    finally:
+        await server.stop()
+    return found
 
 
 async def _spawned_run(
@@ -410,7 +507,7 @@ async def _spawned_run(
     plan = plan_server(
         config.target,
         workdir,
-        database=args.database if config.target == "volthub" else None,
+        database=args.database if config.target in VOLTHUB_TARGETS else None,
         cpus=args.server_cpus,
         extra_env=dict(args.server_env),
     )
@@ -421,7 +518,7 @@ async def _spawned_run(
     try:
         run = Run(
             config,
-            make_target(config.target, plan.url),
+            make_target(config.target, plan.url, plan.socket_url),
             server.pid,
             progress=None if args.quiet else sys.stderr,
             profile=profile,
@@ -435,22 +532,25 @@ async def _spawned_run(
     return result
 
 
-def _summarise(args: argparse.Namespace, results: list[dict[str, Any]], workdir: Path | None) -> None:
+def _summarise(
+    args: argparse.Namespace, results: list[dict[str, Any]], workdir: Path | None, holds: list[dict[str, Any]]
+) -> None:
     if len(results) > 1:
         print(f"\n== side by side ==\n{report.table(results)}")
         lines = report.ratios(results)
         if lines:
             print("\n== ratios (lower is better for volthub) ==\n" + "\n".join(lines))
-    checks = report.targets_check(results)
+    checks = report.targets_table(results, holds)
     if checks:
-        print("\n== issue 7 targets (this run's load only) ==\n" + "\n".join(checks))
+        print(f"\n== issue 16 targets ({_load(args)}) ==\n{checks}")
     if args.json:
         payload = {
             "argv": sys.argv,
             "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "runs": results,
+            "holds": holds,
             "ratios": report.ratios(results),
-            "targets": report.targets_check(results),
+            "targets": report.targets_rows(results, holds),
         }
         report.write_json(args.json, payload)
         print(f"\nwrote {args.json}")
@@ -463,6 +563,16 @@ def _summarise(args: argparse.Namespace, results: list[dict[str, Any]], workdir:
         print(f"wrote {args.plot}")
     if workdir is not None:
         print(f"server logs in {workdir}")
+
+
+def _load(args: argparse.Namespace) -> str:
+    parts = []
+    if args.clients + args.sse:
+        channels = f"{args.channels} channel{'' if args.channels == 1 else 's'}"
+        parts.append(f"{args.clients:,} sockets, {channels}, {args.rate:g} msg/s for {args.duration:g} s")
+    if args.hold:
+        parts.append(f"hold {args.hold:,} sockets for {args.hold_seconds:g} s")
+    return "; ".join(parts)
 
 
 def _profile_text(profile: dict[str, Any]) -> str:

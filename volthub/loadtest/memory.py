@@ -1,11 +1,13 @@
 """Bytes per Events API connection, by kind, measured with tracemalloc (issue 16).
 
-    .venv/bin/python -m volthub.loadtest.memory --connections 500 [--gateway]
+    .venv/bin/python -m volthub.loadtest.memory --connections 500
+    .venv/bin/python -m volthub.loadtest.memory --connections 500 --gateway
 
 Serves the app in this process (Hypercorn, trio worker, a fresh SQLite file) under
 tracemalloc, and opens the connections from a child process (so the client's own objects
 are not counted): first N Socket.IO connections over WebSocket (token in auth, subscribed
-to their channel), then N SSE streams. After each batch it prints the traced bytes it
+to their channel), then N SSE streams; with --gateway, then N more Socket.IO connections to
+the Events API's own listener (`[events] gateway_port`, a free port). After each batch it prints the traced bytes it
 added per connection, grouped by where they were allocated (volthub's modules, Hypercorn,
 wsproto, h11, trio, the rest). tracemalloc counts Python allocations only; the RSS per
 connection that `volthub loadtest` reports also holds kernel socket buffers and allocator
@@ -27,6 +29,8 @@ from typing import Any
 import httpx
 import trio
 
+from volthub.loadtest.servers import free_port
+
 GROUPS = (
     ("volthub/http/events", "volthub: Engine.IO/Socket.IO adapter"),
     ("volthub/protocol", "volthub: protocol sessions"),
@@ -37,15 +41,6 @@ GROUPS = (
     ("h11", "h11"),
     ("trio", "trio"),
 )
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _group(filename: str) -> str:
@@ -71,6 +66,17 @@ def _report(kind: str, grouped: Counter[str], count: int) -> None:
             print(f"  {size / count:10,.0f}  {name}")
 
 
+def _batches(gateway: bool) -> list[str]:
+    """The kinds measured, in order (the child opens them in the same order)."""
+    kinds = [SOCKETS, STREAMS]
+    return [*kinds, GATEWAY_SOCKETS] if gateway else kinds
+
+
+SOCKETS = "Socket.IO over WebSocket (main port)"
+STREAMS = "SSE stream"
+GATEWAY_SOCKETS = "Socket.IO over WebSocket (own listener, gateway_port)"
+
+
 async def _serve(connections: int, gateway: bool = False) -> None:
     from hypercorn.config import Config
     from hypercorn.trio import serve
@@ -79,17 +85,15 @@ async def _serve(connections: int, gateway: bool = False) -> None:
     from volthub.http.app import create_app
 
     workdir = Path(tempfile.mkdtemp(prefix="volthub-memory-"))
-    settings = load_settings(
-        None,
-        environ={},
-        overrides={
-            "database": {"url": f"sqlite:///{workdir / 'memory.db'}"},
-            "auth": {"argon2_time_cost": 1, "argon2_memory_kib": 1024},
-            "ratelimit": {"enabled": False},
-            # --gateway: the sockets go to the Events API gateway's own port (issue 16).
-            "events": {"gateway_port": _free_port() if gateway else 0},
-        },
-    )
+    overrides: dict[str, dict[str, Any]] = {
+        "database": {"url": f"sqlite:///{workdir / 'memory.db'}"},
+        "auth": {"argon2_time_cost": 1, "argon2_memory_kib": 1024},
+        "ratelimit": {"enabled": False},
+    }
+    gateway_port = free_port() if gateway else 0
+    if gateway:
+        overrides["events"] = {"gateway_host": "127.0.0.1", "gateway_port": gateway_port}
+    settings = load_settings(None, environ={}, overrides=overrides)
     app = create_app(settings)
     config = Config()
     config.bind = ["127.0.0.1:0"]
@@ -101,20 +105,28 @@ async def _serve(connections: int, gateway: bool = False) -> None:
             lambda task_status: serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)
         )
         base = binds[0]
-        gateway_url = app.extensions["volthub"].gateway.url if gateway else base
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             body = (
                 await http.post("/api/auth/register", json={"username": "memory_probe", "password": "x" * 12})
             ).json()
         token = body["token"]
         child = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "volthub.loadtest.memory", "--client", base, token, str(connections), gateway_url],
+            [
+                sys.executable,
+                "-m",
+                "volthub.loadtest.memory",
+                "--client",
+                base,
+                token,
+                str(connections),
+                str(gateway_port),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
         assert child.stdout is not None and child.stdin is not None
         lines = _lines(child.stdout)
-        for kind in ("Socket.IO over WebSocket", "SSE stream"):
+        for kind in _batches(gateway):
             await trio.sleep(0.5)
             before = tracemalloc.take_snapshot()
             await child.stdin.send_all(b"go\n")
@@ -140,18 +152,19 @@ async def _lines(stream: Any) -> Any:
         yield line.decode()
 
 
-async def _client(base: str, token: str, count: int, sockets_base: str) -> None:
+async def _client(base: str, token: str, count: int, gateway_port: int = 0) -> None:
     """The child: on each "go" line, open `count` connections of the next kind, say "ready"."""
     from trio_websocket import open_websocket_url
 
     stdin = trio.lowlevel.FdStream(os.dup(0))
     lines = _lines(stdin)
-    ws_url = sockets_base.replace("http://", "ws://") + "/ws/events?EIO=4&transport=websocket"
+    path = "/ws/events?EIO=4&transport=websocket"
+    ws_url = base.replace("http://", "ws://") + path
     async with trio.open_nursery() as nursery:
         await lines.__anext__()
         ready = trio.Semaphore(0)
 
-        async def socket() -> None:
+        async def socket(ws_url: str = ws_url) -> None:
             async with open_websocket_url(ws_url) as ws:
                 await ws.get_message()  # OPEN
                 await ws.send_message('40{"token":"%s"}' % token)
@@ -182,6 +195,13 @@ async def _client(base: str, token: str, count: int, sockets_base: str) -> None:
         for _ in range(count):
             await ready.acquire()
         print("ready streams", flush=True)
+        if gateway_port:
+            await lines.__anext__()
+            for _ in range(count):
+                nursery.start_soon(socket, f"ws://127.0.0.1:{gateway_port}{path}")
+            for _ in range(count):
+                await ready.acquire()
+            print("ready gateway sockets", flush=True)
         async for _ in lines:
             pass
         nursery.cancel_scope.cancel()
@@ -190,15 +210,25 @@ async def _client(base: str, token: str, count: int, sockets_base: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connections", type=int, default=500)
-    parser.add_argument("--gateway", action="store_true", help="Socket.IO connections on the gateway port")
-    parser.add_argument("--client", nargs=4, metavar=("BASE", "TOKEN", "N", "SOCKETS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--gateway",
+        action="store_true",
+        help="also measure Socket.IO connections to the Events API's own listener ([events] gateway_port)",
+    )
+    parser.add_argument("--client", nargs=4, metavar=("BASE", "TOKEN", "N", "GATEWAY_PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        base, token, count, sockets_base = args.client
-        trio.run(_client, base, token, int(count), sockets_base)
+        base, token, count, gateway_port = args.client
+        trio.run(_client, base, token, int(count), int(gateway_port))
         return
+    from volthub.config import ConfigError
+
     tracemalloc.start(1)
-    trio.run(_serve, args.connections, args.gateway)
+    try:
+        trio.run(_serve, args.connections, args.gateway)
+    except ConfigError as exc:  # e.g. --gateway on a build without [events] gateway_port
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

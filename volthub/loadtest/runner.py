@@ -134,7 +134,8 @@ class Run:
 
     async def execute(self) -> dict[str, Any]:
         config = self.config
-        host, port = check_url(self.target.base_url, config.allow_remote)
+        check_url(self.target.base_url, config.allow_remote)
+        host, port = check_url(self.target.socket_url, config.allow_remote)
         if config.sse and not self.target.supports_sse:
             raise ValueError(f"{self.target.name} has no SSE endpoint; use --sse 0")
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -375,6 +376,8 @@ class Run:
         latency = LatencySummary.of(state.latencies)
         server_cpu = _cpu_between(send_start, drain_end)
         connect_cpu = _cpu_between(ramp_start, ramp_end)
+        # The generator's own cost per connect: it runs on one core, so it caps the rate too.
+        generator_connect_cpu = ramp_end.generator_cpu - ramp_start.generator_cpu
         rss_before = ramp_start.server.rss_bytes if ramp_start.server else None
         rss_after = send_start.server.rss_bytes if send_start.server else None
         generator_cpu = drain_end.generator_cpu - send_start.generator_cpu
@@ -387,6 +390,7 @@ class Run:
         result: dict[str, Any] = {
             "target": self.target.name,
             "url": self.target.base_url,
+            "socket_url": self.target.socket_url,
             "server_pid": self.pid,
             "config": asdict(config),
             "clients": {
@@ -411,6 +415,9 @@ class Run:
                 "server_cpu_seconds": _round(connect_cpu, 3),
                 "server_cpu_ms_per_connect": _round(1000 * connect_cpu / len(connected), 3)
                 if connect_cpu is not None and connected
+                else None,
+                "generator_cpu_ms_per_connect": round(1000 * generator_connect_cpu / len(connected), 3)
+                if connected
                 else None,
             },
             "send": {

@@ -23,13 +23,20 @@ from typing import Any
 import httpx
 import trio
 
-# Rate limits off, cheap password hashing (provisioning registers one user per channel),
-# and nothing else changed: the hub runs with its production defaults.
+# Rate limits off, cheap password hashing (provisioning registers one user per channel), no
+# per-address connection cap (every generated client comes from 127.0.0.1, as behind a
+# reverse proxy; the default cap is a third of the total), and nothing else changed: the
+# hub runs with its production defaults.
 VOLTHUB_BENCH_ENV = {
     "VOLTHUB_RATELIMIT__ENABLED": "false",
+    "VOLTHUB_SERVER__MAX_CONNECTIONS_PER_ADDRESS": "10000000",
     "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
     "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024",
 }
+
+
+# Both serve volthub; the second with the Events API on its own listener ([events] gateway_port).
+VOLTHUB_TARGETS = ("volthub", "volthub-gateway")
 
 
 def bench_dir() -> Path:
@@ -52,10 +59,17 @@ class ServerPlan:
     port: int
     cwd: Path
     log_path: Path
+    # The Events API's own listener (volthub-gateway); None: sockets go to `port` too.
+    gateway_port: int | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def socket_url(self) -> str:
+        """Where Socket.IO clients connect: the gateway's port, else the main one."""
+        return f"http://127.0.0.1:{self.gateway_port or self.port}"
 
 
 def plan_server(
@@ -70,7 +84,8 @@ def plan_server(
     """The command line and environment that start `target` on 127.0.0.1."""
     port = port or free_port()
     env = {**os.environ, **(extra_env or {})}
-    if target == "volthub":
+    gateway_port: int | None = None
+    if target in VOLTHUB_TARGETS:
         if database is None:  # a fresh file each run, so runs do not measure each other's data
             for old in workdir.glob("loadtest.db*"):
                 old.unlink()
@@ -88,6 +103,10 @@ def plan_server(
             database,
         ]
         env = {**os.environ, **VOLTHUB_BENCH_ENV, **(extra_env or {})}
+        if target == "volthub-gateway":  # the Events API's own listener on a second port
+            gateway_port = free_port()
+            env["VOLTHUB_EVENTS__GATEWAY_HOST"] = "127.0.0.1"
+            env["VOLTHUB_EVENTS__GATEWAY_PORT"] = str(gateway_port)
     elif target == "python-socketio":
         argv = [sys.executable, str(bench_dir() / "reference_python.py"), "--host", "127.0.0.1", "--port", str(port)]
     elif target == "node":
@@ -104,7 +123,7 @@ def plan_server(
         if shutil.which("taskset") is None:
             raise RuntimeError("--server-cpus needs taskset (util-linux)")
         argv = ["taskset", "-c", cpus, *argv]
-    return ServerPlan(target, argv, env, port, workdir, workdir / f"{target}.log")
+    return ServerPlan(target, argv, env, port, workdir, workdir / f"{target}.log", gateway_port)
 
 
 @dataclass

@@ -18,7 +18,10 @@ from urllib.parse import urlsplit
 import httpx
 import trio
 
-TARGETS = ("volthub", "python-socketio", "node")
+TARGETS = ("volthub", "volthub-gateway", "python-socketio", "node")
+# volthub-gateway: the same server with the Events API WebSocket on its own listener
+# (`[events] gateway_port`); REST stays on the main port.
+VOLTHUB_TARGETS = ("volthub", "volthub-gateway")
 PASSWORD = "loadtest password 123"
 
 
@@ -65,8 +68,10 @@ class Target:
     name = "base"
     supports_sse = False
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, socket_url: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        # Where Socket.IO clients connect; the REST base unless the sockets have a port of their own.
+        self.socket_url = (socket_url or base_url).rstrip("/")
 
     async def provision(self, http: httpx.AsyncClient, count: int, run_tag: str) -> list[Channel]:
         raise NotImplementedError
@@ -79,6 +84,10 @@ class Target:
 class VolthubTarget(Target):
     name = "volthub"
     supports_sse = True
+
+    def __init__(self, base_url: str, socket_url: str | None = None, name: str = "volthub") -> None:
+        super().__init__(base_url, socket_url)
+        self.name = name
 
     async def provision(self, http: httpx.AsyncClient, count: int, run_tag: str) -> list[Channel]:
         """One registered user per channel: a user's id is its channel (spec §1), and its
@@ -125,9 +134,10 @@ class ReferenceTarget(Target):
         return f"{self.base_url}/publish", {"channel": channel.id, "message": text}, {}
 
 
-def make_target(name: str, base_url: str) -> Target:
-    if name == "volthub":
-        return VolthubTarget(base_url)
+def make_target(name: str, base_url: str, socket_url: str | None = None) -> Target:
+    """`socket_url`: where Socket.IO clients connect when not at `base_url` (the gateway)."""
+    if name in VOLTHUB_TARGETS:
+        return VolthubTarget(base_url, socket_url, name)
     if name in TARGETS:
         return ReferenceTarget(base_url, name)
     raise ValueError(f"unknown target {name!r} (one of {', '.join(TARGETS)})")

@@ -34,7 +34,7 @@ from typing import TypeVar
 
 from volthub.config import OAuthSettings
 from volthub.hub.clock import Clock, iso8601
-from volthub.hub.publisher import Emitter, EventPublisher
+from volthub.hub.publisher import Emitter, Event, EventPublisher
 from volthub.persistence import Database, Tx
 from volthub.persistence import apps as apps_repo
 from volthub.persistence import oauth as repo
@@ -463,6 +463,14 @@ class OAuthService:
         self._generation += 1
         self._cache.clear()
 
+    def on_event(self, event: Event) -> None:
+        """A grant revoked anywhere (another process: through the bus relay) leaves this
+        process's cache at once, so no process serves a revoked grant from its cache. The
+        event names the user and the app, not the grant: revocations are rare, so the
+        whole cache goes."""
+        if event.name == "user.authorization.revoke" and not event.is_test:
+            self.invalidate_cache()
+
 
 def build_oauth_service(
     database: Database, publisher: EventPublisher, clock: Clock, settings: OAuthSettings
@@ -481,4 +489,6 @@ def build_oauth_service(
         need_review=settings.sensitive_scopes_need_review,
         cache_seconds=settings.grant_cache_seconds,
     )
-    return OAuthService(database, publisher, clock, rules, policy)
+    service = OAuthService(database, publisher, clock, rules, policy)
+    publisher.bus.subscribe(service.on_event)
+    return service

@@ -354,8 +354,7 @@ class EventsSocketHandler:
         """The token's user, and its OAuth app (None for a first-party token)."""
         if not isinstance(token, str):
             raise ApiError(401, "invalid_token", "auth.token must be a string")
-        async with self._app.app_context():
-            principal: Principal = await authenticate(token)
+        principal: Principal = await authenticate(token, self._rt)
         user = self._users.get(principal.user_id)
         if user is None:
             user = await self._rt.db.read(lambda tx: users_repo.get_by_id(tx, principal.user_id))
