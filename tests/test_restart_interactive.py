@@ -5,6 +5,7 @@ PostgreSQL run side by side in one test, so the poll's 15 s are waited once."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -157,10 +158,8 @@ def test_open_poll_and_running_timer_end_on_time_after_sigkill(request, sqlite_u
     # Both backends in one test, side by side: the 15 s of real time the poll needs is waited
     # once, not once per backend. Without PostgreSQL (outside CI) SQLite still runs.
     database_urls = [sqlite_url]
-    try:
+    with contextlib.suppress(pytest.skip.Exception):
         database_urls.append(request.getfixturevalue("postgres_url"))
-    except pytest.skip.Exception:
-        pass
     scenarios = [_start_and_kill(url, server_process) for url in database_urls]
     for scenario in scenarios:
         _restart_and_watch(scenario, server_process)
