@@ -38,6 +38,36 @@ from volthub.loadtest.servers import free_port
 
 pytest_plugins = ["tests.services.webhooks.support"]
 
+
+def _share_url_builders() -> None:
+    """Werkzeug compiles two URL builders per route (ast + compile()) every time a rule is
+    bound to a map, i.e. ~430 compilations for each `create_app`: about two thirds of the
+    time it takes. The suite creates an app for most tests, so one process compiles each
+    builder once here. Only rules without defaults are shared: the builder of such a rule is
+    a function of the rule text and its parsed parts alone (converters are looked up on the
+    rule when it runs). Production builds one app per process and never goes through this."""
+    from werkzeug.routing.rules import Rule
+
+    compile_builder = Rule._compile_builder
+    if getattr(compile_builder, "shared", False):
+        return
+    builders: dict[tuple[Any, ...], Any] = {}
+
+    def shared(self: Rule, append_unknown: bool = True) -> Any:
+        if self.defaults:
+            return compile_builder(self, append_unknown)
+        key = (self.rule, tuple(self._trace), append_unknown)
+        builder = builders.get(key)
+        if builder is None:
+            builder = builders[key] = compile_builder(self, append_unknown)
+        return builder
+
+    shared.shared = True  # type: ignore[attr-defined]
+    Rule._compile_builder = shared  # type: ignore[method-assign]
+
+
+_share_url_builders()
+
 POSTGRES = os.environ.get("VOLTHUB_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 # Cheap hashing keeps hundreds of registrations fast; production uses the defaults.
 FAST_AUTH = {"argon2_time_cost": 1, "argon2_memory_kib": 1024}
