@@ -30,11 +30,12 @@ test: $(VENV)/.installed-test
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# schemathesis over the whole OpenAPI document, both backends, many more examples per
-# operation than the few `make test` runs (tests/fuzz/test_schemathesis.py).
+# schemathesis over the whole OpenAPI document, every operation on both backends, many more
+# examples per operation than the few `make test` runs (which deals the operations out
+# between SQLite and PostgreSQL: tests/fuzz/test_schemathesis.py).
 FUZZ_EXAMPLES ?= 300
 fuzz: $(VENV)/.installed-test
-	VOLTHUB_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/fuzz $(PYTEST_ARGS)
+	VOLTHUB_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) VOLTHUB_FUZZ_EVERY_BACKEND=1 $(PY) -m pytest tests/fuzz $(PYTEST_ARGS)
 
 # Style (ruff lint + format check), types (mypy; strict on volthub/protocol) and the layer
 # contracts of DESIGN §1 (import-linter). `make format` applies ruff's fixes and format.

@@ -36,7 +36,8 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60
 
 
 @pytest.mark.slow
-def test_workers_share_one_port_and_restart_one_by_one(postgres_url: str, tmp_path: Path) -> None:
+def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, tmp_path: Path) -> None:
+    postgres_url = empty_postgres_url  # the parent migrates it, once
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 import orjson
 
@@ -299,7 +300,24 @@ def live_of_channels(tx: Tx, channel_ids: list[str]) -> list[LiveStream]:
     return [_live(row) for row in rows]
 
 
-# --- VODs -----------------------------------------------------------------------------------
+# --- VODs and clips -------------------------------------------------------------------------
+# Both are records written once and read whole, their columns named as their fields: one
+# mapper serves both tables, reading and writing each column by its field's annotation.
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+# Every annotation a record field may have; another one fails on first use, not silently.
+_READ: dict[str, Callable[[Any], Any]] = {
+    "str": _as_is,
+    "str | None": _as_is,
+    "int": int,  # BIGINT
+    "bool": bool,  # SQLite stores 0/1
+    "tuple[str, ...]": _tags,  # JSON text
+}
+_WRITE: dict[str, Callable[[Any], Any]] = {"tuple[str, ...]": _json}
 
 
 @dataclass(frozen=True)
@@ -315,74 +333,6 @@ class Vod:
     duration_ms: int
     created_at: int
 
-    @classmethod
-    def from_row(cls, row: Row) -> Vod:
-        return cls(
-            id=row["id"],
-            channel_id=row["channel_id"],
-            stream_id=row["stream_id"],
-            title=row["title"],
-            category=row["category"],
-            tags=_tags(row["tags"]),
-            started_at=int(row["started_at"]),
-            ended_at=int(row["ended_at"]),
-            duration_ms=int(row["duration_ms"]),
-            created_at=int(row["created_at"]),
-        )
-
-
-_VOD = "id, channel_id, stream_id, title, category, tags, started_at, ended_at, duration_ms, created_at"
-
-
-def insert_vod(tx: Tx, vod: Vod) -> None:
-    tx.execute(
-        f"INSERT INTO vods ({_VOD}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            vod.id,
-            vod.channel_id,
-            vod.stream_id,
-            vod.title,
-            vod.category,
-            _json(vod.tags),
-            vod.started_at,
-            vod.ended_at,
-            vod.duration_ms,
-            vod.created_at,
-        ),
-    )
-
-
-def get_vod(tx: Tx, vod_id: str) -> Vod | None:
-    row = tx.one(f"SELECT {_VOD} FROM vods WHERE id = ?", (vod_id,))
-    return Vod.from_row(row) if row else None
-
-
-def latest_vod(tx: Tx, channel_id: str) -> Vod | None:
-    row = tx.one(
-        f"SELECT {_VOD} FROM vods WHERE channel_id = ? ORDER BY created_at DESC, id DESC LIMIT 1", (channel_id,)
-    )
-    return Vod.from_row(row) if row else None
-
-
-def _newest_first(tx: Tx, table: str, columns: str, channel_id: str, limit: int, cursor: str | None) -> list[Row]:
-    sql = f"SELECT {columns} FROM {table} WHERE channel_id = ?"
-    params: list[Any] = [channel_id]
-    if cursor is not None:
-        created, row_id = decode_cursor(cursor, 2)
-        sql += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-        params += [created, created, row_id]
-    return tx.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit + 1))
-
-
-def vods_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
-    rows = _newest_first(tx, "vods", _VOD, channel_id, limit, cursor)
-    items = [Vod.from_row(row) for row in rows[:limit]]
-    more = len(rows) > limit and items
-    return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more else None)
-
-
-# --- clips ----------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class Clip:
@@ -397,50 +347,72 @@ class Clip:
     highlight: bool
     created_at: int
 
-    @classmethod
-    def from_row(cls, row: Row) -> Clip:
-        return cls(
-            id=row["id"],
-            channel_id=row["channel_id"],
-            stream_id=row["stream_id"],
-            creator_id=row["creator_id"],
-            title=row["title"],
-            description=row["description"],
-            duration_ms=int(row["duration_ms"]),
-            start_offset_ms=int(row["start_offset_ms"]),
-            highlight=bool(row["highlight"]),
-            created_at=int(row["created_at"]),
-        )
+
+Record = TypeVar("Record", Vod, Clip)
+_TABLES: dict[type[Any], str] = {Vod: "vods", Clip: "clips"}
 
 
-_CLIP = "id, channel_id, stream_id, creator_id, title, description, duration_ms, start_offset_ms, highlight, created_at"
+def _columns(kind: type[Vod | Clip]) -> str:
+    return ", ".join(f.name for f in fields(kind))
+
+
+def _from_row(kind: type[Record], row: Row) -> Record:
+    return kind(**{f.name: _READ[str(f.type)](row[f.name]) for f in fields(kind)})
+
+
+def _insert(tx: Tx, record: Vod | Clip) -> None:
+    kind = type(record)
+    values = tuple(_WRITE.get(str(f.type), _as_is)(getattr(record, f.name)) for f in fields(kind))
+    placeholders = ", ".join("?" * len(values))
+    tx.execute(f"INSERT INTO {_TABLES[kind]} ({_columns(kind)}) VALUES ({placeholders})", values)
+
+
+def _get(tx: Tx, kind: type[Record], record_id: str) -> Record | None:
+    row = tx.one(f"SELECT {_columns(kind)} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
+    return _from_row(kind, row) if row else None
+
+
+def _page(tx: Tx, kind: type[Record], channel_id: str, limit: int, cursor: str | None) -> Page:
+    """A channel's records, newest first."""
+    sql = f"SELECT {_columns(kind)} FROM {_TABLES[kind]} WHERE channel_id = ?"
+    params: list[Any] = [channel_id]
+    if cursor is not None:
+        created, row_id = decode_cursor(cursor, 2)
+        sql += " AND (created_at < ? OR (created_at = ? AND id < ?))"
+        params += [created, created, row_id]
+    rows = tx.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit + 1))
+    items = [_from_row(kind, row) for row in rows[:limit]]
+    more = len(rows) > limit and items
+    return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more else None)
+
+
+def insert_vod(tx: Tx, vod: Vod) -> None:
+    _insert(tx, vod)
+
+
+def get_vod(tx: Tx, vod_id: str) -> Vod | None:
+    return _get(tx, Vod, vod_id)
+
+
+def latest_vod(tx: Tx, channel_id: str) -> Vod | None:
+    row = tx.one(
+        f"SELECT {_columns(Vod)} FROM vods WHERE channel_id = ? ORDER BY created_at DESC, id DESC LIMIT 1",
+        (channel_id,),
+    )
+    return _from_row(Vod, row) if row else None
+
+
+def vods_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
+    return _page(tx, Vod, channel_id, limit, cursor)
 
 
 def insert_clip(tx: Tx, clip: Clip) -> None:
-    tx.execute(
-        f"INSERT INTO clips ({_CLIP}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            clip.id,
-            clip.channel_id,
-            clip.stream_id,
-            clip.creator_id,
-            clip.title,
-            clip.description,
-            clip.duration_ms,
-            clip.start_offset_ms,
-            clip.highlight,
-            clip.created_at,
-        ),
-    )
+    _insert(tx, clip)
 
 
 def get_clip(tx: Tx, clip_id: str) -> Clip | None:
-    row = tx.one(f"SELECT {_CLIP} FROM clips WHERE id = ?", (clip_id,))
-    return Clip.from_row(row) if row else None
+    return _get(tx, Clip, clip_id)
 
 
 def clips_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
-    rows = _newest_first(tx, "clips", _CLIP, channel_id, limit, cursor)
-    items = [Clip.from_row(row) for row in rows[:limit]]
-    more = len(rows) > limit and items
-    return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more else None)
+    return _page(tx, Clip, channel_id, limit, cursor)

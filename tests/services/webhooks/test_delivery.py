@@ -26,6 +26,14 @@ from tests.services.webhooks.support import FakeResolver, WebhookReceiver, start
 from volthub.hub.clock import TrioClock, to_ms
 
 SCHEDULE_OFFSETS_MS = [0, 60_000, 360_000, 2_160_000, 9_360_000]
+# Services that wake on their own every few virtual minutes (watch-time earning every 300 s,
+# the ingest silence sweep every 1,200 s) and that no test here looks at. Each wake costs an
+# autojump, i.e. `autojump_threshold` of real time: over the schedule's 2.6 virtual hours
+# and the disabled period after it they made the schedule test ~4x slower.
+QUIET_TIMERS: dict[str, dict[str, Any]] = {
+    "channel_points": {"points_per_interval": 0},
+    "ingest": {"silence_timeout_seconds": 0},
+}
 
 
 @pytest.fixture
@@ -88,7 +96,7 @@ async def make_env(
     clock = TrioClock()
     receiver, stop = await start_receiver(nursery, tls, now=clock.now)
     config = {"allow_private_targets": True, "ca_file": str(tls[0]), "poll_seconds": 86_400.0, **webhooks}
-    app = create_app(make_settings(database_url, webhooks=config), clock=clock)
+    app = create_app(make_settings(database_url, webhooks=config, **QUIET_TIMERS), clock=clock)
     try:
         async with _started(app):
             client = app.test_client()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -33,7 +35,20 @@ class AttemptResult:
 
 
 def make_ssl_context(ca_file: str) -> ssl.SSLContext:
-    """The system trust store plus `[webhooks] ca_file` (httpx 0.28 wants a context, DESIGN §7)."""
+    """The system trust store plus `[webhooks] ca_file` (httpx 0.28 wants a context, DESIGN §7).
+
+    One per process and version of the CA file: reading the system store takes ~30 ms, paid
+    by every app a process creates (the test suite creates one per test). The context is
+    only read once built (httpx uses a given context as it is)."""
+    version = None
+    if ca_file:
+        stat = os.stat(ca_file)
+        version = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    return _ssl_context(ca_file, version)
+
+
+@functools.lru_cache(maxsize=16)
+def _ssl_context(ca_file: str, version: tuple[int, int, int] | None) -> ssl.SSLContext:
     context = ssl.create_default_context()
     if ca_file:
         context.load_verify_locations(cafile=ca_file)
