@@ -290,7 +290,7 @@ def remove_ban(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Ban | None
     return found
 
 
-# --- channel roles (spec §4.10; granted through routes of a later feature) ----------------------
+# --- channel roles (spec §4.10; written by the channel actor's roles component) ----------------
 
 
 def grant_role(tx: Tx, channel_id: str, user_id: str, role: str, now_ms: int, expires_at: int | None = None) -> None:
@@ -310,6 +310,31 @@ def revoke_role(tx: Tx, channel_id: str, user_id: str, role: str) -> bool:
         (channel_id, user_id, role),
     )
     return bool(rows)
+
+
+def expire_roles(tx: Tx, channel_id: str, now_ms: int) -> list[Row]:
+    """The guarded end of the channel's grants expired by `now_ms`: each row comes back to
+    the one transaction that deleted it ({user_id, role, expires_at})."""
+    return tx.execute(
+        "DELETE FROM channel_roles WHERE channel_id = ? AND expires_at IS NOT NULL AND expires_at <= ?"
+        " RETURNING user_id, role, expires_at",
+        (channel_id, now_ms),
+    )
+
+
+def channels_with_due_roles(tx: Tx, now_ms: int, limit: int) -> list[str]:
+    rows = tx.execute(
+        "SELECT DISTINCT channel_id FROM channel_roles WHERE expires_at IS NOT NULL AND expires_at <= ?"
+        " ORDER BY channel_id LIMIT ?",
+        (now_ms, limit),
+    )
+    return [row["channel_id"] for row in rows]
+
+
+def next_role_expiry(tx: Tx) -> int | None:
+    """The earliest expiry of any grant (index channel_roles_by_expiry)."""
+    row = tx.one("SELECT MIN(expires_at) AS due FROM channel_roles WHERE expires_at IS NOT NULL")
+    return None if row is None or row["due"] is None else int(row["due"])
 
 
 def roles_of(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> set[str]:
