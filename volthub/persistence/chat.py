@@ -1,5 +1,5 @@
 """Chat state: settings, messages, bans and timeouts; channel roles and subscriptions as
-chat reads them (badges, exemptions). Plain functions over a `Tx`, portable SQL.
+chat reads them (badges, exemptions; subscriptions are written by persistence.subscriptions). Plain functions over a `Tx`, portable SQL.
 
 Returns plain values and rows: the records chat decides over (`ChatSettings`, `Standing`)
 belong to the chat component (volthub.hub.components.chat), which this layer may not import.
@@ -344,62 +344,3 @@ def roles_of(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> set[str]:
         (channel_id, user_id, now_ms),
     )
     return {row["role"] for row in rows}
-
-
-# --- subscriptions (spec §4.9; created through routes of a later feature) ----------------------
-
-
-@dataclass(frozen=True)
-class Subscription:
-    id: str
-    channel_id: str
-    user_id: str
-    tier: str
-    is_gift: bool
-    gifter_id: str | None
-    started_at: int
-    expires_at: int
-    months: int
-
-
-def add_subscription(
-    tx: Tx,
-    *,
-    subscription_id: str,
-    channel_id: str,
-    user_id: str,
-    tier: str,
-    started_at: int,
-    expires_at: int,
-    months: int = 1,
-    is_gift: bool = False,
-    gifter_id: str | None = None,
-) -> Subscription:
-    tx.execute(
-        "INSERT INTO subscriptions (id, channel_id, user_id, tier, is_gift, gifter_id, started_at,"
-        " expires_at, months) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (subscription_id, channel_id, user_id, tier, is_gift, gifter_id, started_at, expires_at, months),
-    )
-    return Subscription(subscription_id, channel_id, user_id, tier, is_gift, gifter_id, started_at, expires_at, months)
-
-
-def active_subscription(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Subscription | None:
-    row = tx.one(
-        "SELECT id, channel_id, user_id, tier, is_gift, gifter_id, started_at, expires_at, months"
-        " FROM subscriptions WHERE channel_id = ? AND user_id = ? AND ended_at IS NULL"
-        " AND started_at <= ? AND expires_at > ? ORDER BY expires_at DESC LIMIT 1",
-        (channel_id, user_id, now_ms, now_ms),
-    )
-    if row is None:
-        return None
-    return Subscription(
-        row["id"],
-        row["channel_id"],
-        row["user_id"],
-        row["tier"],
-        bool(row["is_gift"]),
-        row["gifter_id"],
-        int(row["started_at"]),
-        int(row["expires_at"]),
-        int(row["months"]),
-    )
