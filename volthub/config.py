@@ -302,6 +302,12 @@ class SubscriptionSettings(Section):
         return {"tier1": self.tier1_price, "tier2": self.tier2_price, "tier3": self.tier3_price}[tier]
 
 
+class ChannelRoleSettings(Section):
+    # Longest the role-expiry service sleeps before looking for grants another process
+    # wrote (its own wake it at once; every expiry fires at its exact time).
+    poll_seconds: float = Field(60.0, gt=0, le=86_400)
+
+
 class ChannelPointsSettings(Section):
     # Points a signed-in viewer earns per `watch_interval_seconds` connected to a channel.
     points_per_interval: int = Field(10, ge=0, le=1_000_000)
@@ -315,6 +321,7 @@ class Settings(Section):
     volts: VoltsSettings = VoltsSettings()
     subscriptions: SubscriptionSettings = SubscriptionSettings()
     channel_points: ChannelPointsSettings = ChannelPointsSettings()
+    channel_roles: ChannelRoleSettings = ChannelRoleSettings()
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
     auth: AuthSettings = AuthSettings()

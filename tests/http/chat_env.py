@@ -121,11 +121,11 @@ class ChatEnv:
     async def subscribe(self, channel_id: str, user_id: str, months: int = 1, days: int = 30) -> None:
         import uuid
 
-        from volthub.persistence import chat as chat_repo
+        from volthub.persistence import subscriptions as subscriptions_repo
 
         now = self.now_ms()
         await self.rt.db.write(
-            lambda tx: chat_repo.add_subscription(
+            lambda tx: subscriptions_repo.insert(
                 tx,
                 subscription_id=str(uuid.uuid4()),
                 channel_id=channel_id,

@@ -41,6 +41,7 @@ async def test_services_are_typed_attributes_made_at_start(sqlite_url: str) -> N
             "presence",
             "interactive",
             "subscription-expiry",
+            "role-expiry",
             "points-earning",
         }
     assert all(count == 0 for count in supervisor.restarts.values())

@@ -11,6 +11,7 @@ from tests.conftest import stored_user as user
 from volthub.persistence import IntegrityError
 from volthub.persistence import channels as channels_repo
 from volthub.persistence import chat as repo
+from volthub.persistence import subscriptions as subscriptions_repo
 from volthub.persistence import users as users_repo
 
 NOW = 1_800_000_000_000
@@ -39,10 +40,10 @@ async def test_the_schema_refuses_unknown_roles(db):
         )
 
 
-async def test_active_subscription_window(db):
+async def test_a_subscription_counts_within_its_window(db):
     channel, fan = await user(db, "chan3"), await user(db, "fan3")
     await db.write(
-        lambda tx: repo.add_subscription(
+        lambda tx: subscriptions_repo.insert(
             tx,
             subscription_id="s1",
             channel_id=channel,
@@ -51,14 +52,17 @@ async def test_active_subscription_window(db):
             started_at=NOW,
             expires_at=NOW + 1000,
             months=5,
-            is_gift=True,
             gifter_id=channel,
         )
     )
-    found = await db.read(lambda tx: repo.active_subscription(tx, channel, fan, NOW))
-    assert (found.tier, found.months, found.is_gift, found.gifter_id) == ("tier2", 5, True, channel)
-    assert await db.read(lambda tx: repo.active_subscription(tx, channel, fan, NOW - 1)) is None
-    assert await db.read(lambda tx: repo.active_subscription(tx, channel, fan, NOW + 1000)) is None
+
+    async def months(at: int) -> int | None:
+        found = await db.read(lambda tx: repo.standing(tx, channel, fan, at))
+        return found["subscriber_months"]
+
+    assert await months(NOW) == 5
+    assert await months(NOW - 1) is None
+    assert await months(NOW + 1000) is None
 
 
 async def test_standing_gathers_everything_in_one_read(db):
@@ -66,7 +70,7 @@ async def test_standing_gathers_everything_in_one_read(db):
 
     def setup(tx):
         repo.grant_role(tx, channel, fan, "vip", NOW)
-        repo.add_subscription(
+        subscriptions_repo.insert(
             tx,
             subscription_id="s2",
             channel_id=channel,

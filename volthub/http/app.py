@@ -28,6 +28,7 @@ from volthub.config import Settings, load_settings
 from volthub.http import access, cluster, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import channel_points as channel_points_blueprint
+from volthub.http.blueprints import channel_roles as channel_roles_blueprint
 from volthub.http.blueprints import chat as chat_blueprint
 from volthub.http.blueprints import interactive as interactive_blueprint
 from volthub.http.blueprints import subscriptions as subscriptions_blueprint
@@ -83,6 +84,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("presence", cluster.presence_service),
     ("interactive", interactive_blueprint.run_interactive_feed),
     ("subscription-expiry", subscriptions_blueprint.run_expiry),
+    ("role-expiry", channel_roles_blueprint.run_expiry),
     ("points-earning", channel_points_blueprint.run_watch_earnings),
 ]
 
@@ -300,7 +302,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         subscriptions=Subscriptions(
             database, publisher, clock, settings.subscriptions, settings.volts, settings.channel_points
         ),
-        channel_roles=ChannelRoles(database, publisher, clock),
+        channel_roles=ChannelRoles(database, clock, lambda: chat_blueprint.hub_for(rt)),
     )
 
 

@@ -29,7 +29,6 @@ from volthub.services.channel_points import (
     StreamNotFound,
     TooManyRewards,
 )
-from volthub.services.channel_roles import BroadcasterRole, PastExpiry, RoleNotFound, UnknownMember
 from volthub.services.channels import ChannelNotFound
 from volthub.services.emotes import EmoteExists, EmoteNotFound
 from volthub.services.extvideo import InvalidState, ProviderError, ReauthRequired
@@ -262,12 +261,6 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     ),
     AlreadySubscribed: lambda error: ApiError(
         409, "already_subscribed", "already subscribed to this channel", {"userId": error.user_id}
-    ),
-    BroadcasterRole: lambda _: ApiError(400, "invalid_member", "the broadcaster's role is not grantable"),
-    PastExpiry: lambda _: ApiError(400, "validation_error", "expiresAt must be in the future", {"field": "expiresAt"}),
-    RoleNotFound: lambda _: ApiError(404, "not_found", "this member does not hold that role"),
-    UnknownMember: lambda error: ApiError(
-        404, "not_found", "no user has that memberId or username", {"member": str(error)}
     ),
     NotSubscribed: lambda _: ApiError(404, "not_subscribed", "no active subscription to this channel"),
     NoEligibleRecipients: lambda _: ApiError(

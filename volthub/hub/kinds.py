@@ -15,8 +15,9 @@ from typing import Any
 
 from volthub.hub import interactive_store as stores
 from volthub.hub.chat_store import TxChatStore
-from volthub.hub.components import chat, giveaways, goals, polls, predictions, timers
+from volthub.hub.components import chat, giveaways, goals, polls, predictions, roles, timers
 from volthub.hub.components.base import Component
+from volthub.hub.roles_store import TxRoleStore
 from volthub.persistence import Tx
 from volthub.persistence import interactive as repo
 
@@ -38,6 +39,11 @@ def chat_kind(history_limit: int = chat.HISTORY_LIMIT_DEFAULT) -> ComponentKind:
         create=lambda channel_id: chat.ChatComponent(channel_id, history_limit=history_limit),
         store=TxChatStore,
     )
+
+
+def roles_kind() -> ComponentKind:
+    """VIP and moderator grants (spec §4.10); expiry comes from the role-expiry service."""
+    return ComponentKind("roles", roles.COMMANDS, roles.RolesComponent, TxRoleStore)
 
 
 def interactive_kinds() -> tuple[ComponentKind, ...]:
@@ -69,7 +75,7 @@ def interactive_kinds() -> tuple[ComponentKind, ...]:
 
 def default_kinds(history_limit: int = chat.HISTORY_LIMIT_DEFAULT) -> tuple[ComponentKind, ...]:
     """Every kind a channel actor runs in the app."""
-    return (chat_kind(history_limit), *interactive_kinds())
+    return (chat_kind(history_limit), roles_kind(), *interactive_kinds())
 
 
 def dispatch_table(kinds: Sequence[ComponentKind]) -> dict[type, str]:

@@ -1,5 +1,5 @@
 """Chat state: settings, messages, bans and timeouts; channel roles and subscriptions as
-chat reads them (badges, exemptions). Plain functions over a `Tx`, portable SQL.
+chat reads them (badges, exemptions; subscriptions are written by persistence.subscriptions). Plain functions over a `Tx`, portable SQL.
 
 Returns plain values and rows: the records chat decides over (`ChatSettings`, `Standing`)
 belong to the chat component (volthub.hub.components.chat), which this layer may not import.
@@ -290,7 +290,7 @@ def remove_ban(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Ban | None
     return found
 
 
-# --- channel roles (spec §4.10; granted through routes of a later feature) ----------------------
+# --- channel roles (spec §4.10; written by the channel actor's roles component) ----------------
 
 
 def grant_role(tx: Tx, channel_id: str, user_id: str, role: str, now_ms: int, expires_at: int | None = None) -> None:
@@ -312,6 +312,31 @@ def revoke_role(tx: Tx, channel_id: str, user_id: str, role: str) -> bool:
     return bool(rows)
 
 
+def expire_roles(tx: Tx, channel_id: str, now_ms: int) -> list[Row]:
+    """The guarded end of the channel's grants expired by `now_ms`: each row comes back to
+    the one transaction that deleted it ({user_id, role, expires_at})."""
+    return tx.execute(
+        "DELETE FROM channel_roles WHERE channel_id = ? AND expires_at IS NOT NULL AND expires_at <= ?"
+        " RETURNING user_id, role, expires_at",
+        (channel_id, now_ms),
+    )
+
+
+def channels_with_due_roles(tx: Tx, now_ms: int, limit: int) -> list[str]:
+    rows = tx.execute(
+        "SELECT DISTINCT channel_id FROM channel_roles WHERE expires_at IS NOT NULL AND expires_at <= ?"
+        " ORDER BY channel_id LIMIT ?",
+        (now_ms, limit),
+    )
+    return [row["channel_id"] for row in rows]
+
+
+def next_role_expiry(tx: Tx) -> int | None:
+    """The earliest expiry of any grant (index channel_roles_by_expiry)."""
+    row = tx.one("SELECT MIN(expires_at) AS due FROM channel_roles WHERE expires_at IS NOT NULL")
+    return None if row is None or row["due"] is None else int(row["due"])
+
+
 def roles_of(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> set[str]:
     rows = tx.execute(
         "SELECT role FROM channel_roles WHERE channel_id = ? AND user_id = ?"
@@ -319,62 +344,3 @@ def roles_of(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> set[str]:
         (channel_id, user_id, now_ms),
     )
     return {row["role"] for row in rows}
-
-
-# --- subscriptions (spec §4.9; created through routes of a later feature) ----------------------
-
-
-@dataclass(frozen=True)
-class Subscription:
-    id: str
-    channel_id: str
-    user_id: str
-    tier: str
-    is_gift: bool
-    gifter_id: str | None
-    started_at: int
-    expires_at: int
-    months: int
-
-
-def add_subscription(
-    tx: Tx,
-    *,
-    subscription_id: str,
-    channel_id: str,
-    user_id: str,
-    tier: str,
-    started_at: int,
-    expires_at: int,
-    months: int = 1,
-    is_gift: bool = False,
-    gifter_id: str | None = None,
-) -> Subscription:
-    tx.execute(
-        "INSERT INTO subscriptions (id, channel_id, user_id, tier, is_gift, gifter_id, started_at,"
-        " expires_at, months) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (subscription_id, channel_id, user_id, tier, is_gift, gifter_id, started_at, expires_at, months),
-    )
-    return Subscription(subscription_id, channel_id, user_id, tier, is_gift, gifter_id, started_at, expires_at, months)
-
-
-def active_subscription(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Subscription | None:
-    row = tx.one(
-        "SELECT id, channel_id, user_id, tier, is_gift, gifter_id, started_at, expires_at, months"
-        " FROM subscriptions WHERE channel_id = ? AND user_id = ? AND ended_at IS NULL"
-        " AND started_at <= ? AND expires_at > ? ORDER BY expires_at DESC LIMIT 1",
-        (channel_id, user_id, now_ms, now_ms),
-    )
-    if row is None:
-        return None
-    return Subscription(
-        row["id"],
-        row["channel_id"],
-        row["user_id"],
-        row["tier"],
-        bool(row["is_gift"]),
-        row["gifter_id"],
-        int(row["started_at"]),
-        int(row["expires_at"]),
-        int(row["months"]),
-    )

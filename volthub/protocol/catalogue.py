@@ -523,8 +523,8 @@ PRODUCERS: Final[dict[str, str]] = {
     "channel.subscribe": "volthub.services.subscriptions",
     "channel.subscription.gift": "volthub.services.subscriptions",
     "channel.subscription.end": "volthub.services.subscriptions",
-    "channel.moderator.add": "volthub.services.channel_roles",
-    "channel.moderator.remove": "volthub.services.channel_roles",
+    "channel.moderator.add": "volthub.hub.components.roles",
+    "channel.moderator.remove": "volthub.hub.components.roles",
     "channel.channel_points_redemption": "volthub.services.channel_points",
 }
 
@@ -1106,7 +1106,7 @@ def channel_timer_update(
     return data
 
 
-# --- builders: channel roles (volthub.services.channel_roles) ------------------------------
+# --- builders: channel roles (volthub.hub.components.roles) --------------------------------
 
 
 def channel_moderator_add(*, user: Person, moderator: Person, added_at: str) -> dict[str, Any]:

@@ -1,41 +1,41 @@
 """Channel roles (spec §2.13, §4.10; DESIGN §4.1 "Channel roles"): VIP and moderator.
 
-A grant or removal is one transaction with its event (`channel.moderator.add/remove` for
-moderators). Chat reads a member's standing from the store on every message, so the very
-next message carries the new flags and badges. The broadcaster holds no grantable role.
+Grants and removals go through the channel's actor (hub/components/roles.py): one
+transaction with `channel.moderator.add/remove` and the badge push, so the member's chat
+flags, badges and moderation rights change at once. A refusal comes back as the actor's
+`Refused` (400 `validation_error` / `invalid_member`, 404 `not_found`).
+
+Expiry: `ChannelRoles` is a source of `services.expiry.ExpiryService` (the `role-expiry`
+service): at a grant's `expiresAt` it sends `ExpireRoles` to the channel's actor, whose
+guarded delete ends the grant once even with several processes, emitting
+`channel.moderator.remove` for moderators and the badge push for every role. A restarted
+process ends the grants that expired while it was down.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import trio
 
 from volthub.hub.clock import Clock, iso8601, to_ms
-from volthub.hub.publisher import Emitter, EventPublisher
+from volthub.hub.components import roles
 from volthub.persistence import Database, Tx
 from volthub.persistence import chat as chat_repo
-from volthub.persistence import users as users_repo
-from volthub.protocol import catalogue
-from volthub.services.channels import ChannelNotFound, channel_by_id, channel_by_username
+from volthub.services.expiry import Wakeup
 
-__all__ = ["ROLE_TYPES", "BroadcasterRole", "ChannelRoles", "RoleNotFound"]
+__all__ = ["ROLE_TYPES", "ChannelRoles", "RoleCommands"]
 
-ROLE_TYPES = ("vip", "moderator")
-
-
-class BroadcasterRole(Exception):
-    """The broadcaster's own role is not grantable."""
+ROLE_TYPES = roles.ROLE_TYPES
+# Channels handed to their actors per look at the due grants.
+EXPIRY_BATCH = 100
 
 
-class UnknownMember(LookupError):
-    """No user has the `memberId` or `username` a grant names; `str(error)` is that value."""
+class RoleCommands(Protocol):
+    """The actor registry, as roles use it (hub.registry.ActorRegistry)."""
 
-
-class RoleNotFound(Exception):
-    pass
-
-
-class PastExpiry(Exception):
-    """expiresAt is not in the future."""
+    async def call(self, channel_id: str, command: Any) -> Any: ...
 
 
 def _role_shape(row: dict[str, Any]) -> dict[str, Any]:
@@ -49,28 +49,29 @@ def _role_shape(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _roles(tx: Tx, channel_id: str, now_ms: int, user_id: str | None = None) -> list[dict[str, Any]]:
+def _roles(tx: Tx, channel_id: str, now_ms: int) -> list[dict[str, Any]]:
     sql = (
         "SELECT r.user_id, r.role, r.granted_at, r.expires_at, u.username, u.display_name FROM channel_roles r"
         " JOIN users u ON u.id = r.user_id WHERE r.channel_id = ? AND (r.expires_at IS NULL OR r.expires_at > ?)"
+        " ORDER BY r.granted_at, r.user_id, r.role LIMIT 1000"
     )
-    params: tuple[Any, ...] = (channel_id, now_ms)
-    if user_id is not None:
-        sql += " AND r.user_id = ?"
-        params += (user_id,)
-    return [
-        _role_shape(row) for row in tx.execute(sql + " ORDER BY r.granted_at, r.user_id, r.role LIMIT 1000", params)
-    ]
+    return [_role_shape(row) for row in tx.execute(sql, (channel_id, now_ms))]
 
 
 class ChannelRoles:
-    def __init__(self, database: Database, publisher: EventPublisher, clock: Clock) -> None:
+    """`hub` gives the process's actor registry (made on first use by the HTTP layer)."""
+
+    def __init__(self, database: Database, clock: Clock, hub: Callable[[], RoleCommands]) -> None:
         self._db = database
-        self._publisher = publisher
         self._clock = clock
+        self._hub = hub
+        self._wakeup = Wakeup()
+
+    def _now(self) -> int:
+        return to_ms(self._clock.now())
 
     async def list(self, channel_id: str) -> list[dict[str, Any]]:
-        now = to_ms(self._clock.now())
+        now = self._now()
         return await self._db.read(lambda tx: _roles(tx, channel_id, now))
 
     async def grant(
@@ -82,53 +83,38 @@ class ChannelRoles:
         username: str | None = None,
         expires_at: int | None = None,
     ) -> dict[str, Any]:
-        def change(tx: Tx, emitter: Emitter) -> dict[str, Any]:
-            now = emitter.now_ms
-            if expires_at is not None and expires_at <= now:
-                raise PastExpiry()
-            broadcaster = channel_by_id(tx, channel_id)
-            if member_id is not None:
-                member = users_repo.get_by_id(tx, member_id)
-                if member is None:
-                    raise UnknownMember(member_id)
-            else:
-                assert username is not None
-                try:
-                    member = channel_by_username(tx, username)
-                except ChannelNotFound:
-                    raise UnknownMember(username) from None
-            if member.id == channel_id:
-                raise BroadcasterRole()
-            chat_repo.grant_role(tx, channel_id, member.id, role, now, expires_at)
-            if role == "moderator":
-                emitter.emit(
-                    channel_id,
-                    "channel.moderator.add",
-                    catalogue.channel_moderator_add(
-                        user=catalogue.Person.of(member),
-                        moderator=catalogue.Person.of(broadcaster),
-                        added_at=iso8601(now),
-                    ),
-                )
-            return next(r for r in _roles(tx, channel_id, now, member.id) if r["roleType"] == role)
-
-        return await self._publisher.write(change)
+        granted: roles.Role = await self._commands().call(
+            channel_id, roles.GrantRole(role, member_id, username, expires_at)
+        )
+        if expires_at is not None:
+            self._wakeup.wake()
+        print("woke", flush=True)  # it may be the earliest expiry: the service looks again
+        return granted.as_api()
 
     async def revoke(self, channel_id: str, member_id: str, role: str) -> None:
-        def change(tx: Tx, emitter: Emitter) -> None:
-            broadcaster = channel_by_id(tx, channel_id)
-            if not chat_repo.revoke_role(tx, channel_id, member_id, role):
-                raise RoleNotFound()
-            member = users_repo.get_by_id(tx, member_id)
-            if role == "moderator" and member is not None:
-                emitter.emit(
-                    channel_id,
-                    "channel.moderator.remove",
-                    catalogue.channel_moderator_remove(
-                        user=catalogue.Person.of(member),
-                        moderator=catalogue.Person.of(broadcaster),
-                        removed_at=iso8601(emitter.now_ms),
-                    ),
-                )
+        await self._commands().call(channel_id, roles.RemoveRole(member_id, role))
 
-        await self._publisher.write(change)
+    def _commands(self) -> RoleCommands:
+        return self._hub()
+
+    # -- expiry (a source of services.expiry.ExpiryService) --
+
+    @property
+    def changed(self) -> trio.Event:
+        return self._wakeup.changed
+
+    async def expire_due(self) -> int:
+        """Hand every channel with a due grant to its actor; how many grants this process ended."""
+        ended = 0
+        while True:
+            now = self._now()
+            channels = await self._db.read(lambda tx: chat_repo.channels_with_due_roles(tx, now, EXPIRY_BATCH))
+            for channel_id in channels:
+                # An actor's trouble (busy inbox, shutting down) propagates: the service is
+                # supervised and restarted with back-off, and the grant stays due meanwhile.
+                ended += await self._commands().call(channel_id, roles.ExpireRoles())
+            if len(channels) < EXPIRY_BATCH:
+                return ended
+
+    async def next_expiry(self) -> int | None:
+        return await self._db.read(chat_repo.next_role_expiry)

@@ -6,10 +6,11 @@ prepaid for one period and ends by itself at `expiresAt` (reason `expired`) or a
 canceled (reason `canceled`); nothing renews by itself, gifts included. Subscribing again
 later continues the tenure months.
 
-Durable expiry: `ExpiryService` is one supervised background service per process. It reads
-the earliest open expiry (one indexed query; nothing is held in memory per subscription),
-sleeps until that exact moment (or until this process creates an earlier one, or
-`poll_seconds` for ones another process wrote), and ends what is due with the guarded
+Durable expiry: `Subscriptions` is a source of `services.expiry.ExpiryService`, one
+supervised background service per process. It reads the earliest open expiry (one indexed
+query; nothing is held in memory per subscription), sleeps until that exact moment (or
+until this process creates an earlier one, or `poll_seconds` for ones another process
+wrote), and ends what is due with the guarded
 `UPDATE ... WHERE ended_at IS NULL AND expires_at <= now RETURNING`, emitting
 `channel.subscription.end` only where it won. So an expiry fires once even with several
 processes, and a restarted process (SIGKILL included) fires the ones it missed at start.
@@ -39,6 +40,7 @@ from volthub.protocol import catalogue
 from volthub.protocol.catalogue import Person
 from volthub.services import volts as volts_service
 from volthub.services.channels import ChannelNotFound, channel_by_id, channel_by_username
+from volthub.services.expiry import ExpiryService, Wakeup
 from volthub.services.notifications import notify
 
 __all__ = [
@@ -169,15 +171,18 @@ class Subscriptions:
         self._settings = settings
         self._volts = volts
         self._points = points
-        # Set when this process makes a subscription: the expiry service re-reads its deadline.
-        self.changed = trio.Event()
+        # Woken when this process makes a subscription: the expiry service re-reads its deadline.
+        self._wakeup = Wakeup()
 
     def _plan(self, tier: str) -> Plan:
         return Plan(self._settings.price(tier), self._settings.period_days * DAY_MS)
 
+    @property
+    def changed(self) -> trio.Event:
+        return self._wakeup.changed
+
     def _woken(self) -> None:
-        self.changed.set()
-        self.changed = trio.Event()
+        self._wakeup.wake()
 
     # -- buying --
 
@@ -461,29 +466,3 @@ class Subscriptions:
 
     async def next_expiry(self) -> int | None:
         return await self._db.read(repo.next_expiry)
-
-
-class ExpiryService:
-    """Ends subscriptions at their expiry (see the module docstring); run under the supervisor."""
-
-    def __init__(self, subscriptions: Subscriptions, clock: Clock, poll_seconds: float) -> None:
-        self._subscriptions = subscriptions
-        self._clock = clock
-        self._poll_seconds = poll_seconds
-
-    async def run(self) -> None:
-        already_due = False
-        while True:
-            await self._subscriptions.expire_due()
-            changed = self._subscriptions.changed
-            due = await self._subscriptions.next_expiry()
-            wait = self._poll_seconds
-            if due is not None:
-                left = (due - to_ms(self._clock.now())) / 1000
-                if left <= 0 and not already_due:
-                    already_due = True  # came due while we looked: end it now
-                    continue
-                wait = min(wait, max(left, 0.05))
-            already_due = False
-            with trio.move_on_after(wait):
-                await changed.wait()

@@ -1,7 +1,8 @@
 """Channel roles over OAuth (spec §2.13, §4.10; DESIGN §4.1 "Channel roles").
 
 Grant VIP or moderator by `memberId` or `username` with an optional `expiresAt`; list;
-delete. Writes count against the roles budget (30/min).
+delete. Writes count against the roles budget (30/min) and go through the channel's actor
+(services/channel_roles.py); the `role-expiry` service ends grants at their `expiresAt`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
-from volthub.http.runtime import runtime
+from volthub.http.runtime import Runtime, runtime
 from volthub.http.schemas import Body, Model
 from volthub.services.channel_roles import ChannelRoles
+from volthub.services.expiry import ExpiryService
 
 blueprint = Blueprint("channel_roles", __name__, url_prefix="/api/integrations/oauth/channel-roles")
 
@@ -89,7 +91,9 @@ async def list_roles() -> RolesOut:
 async def grant_role(data: GrantBody) -> tuple[OneRoleOut, int]:
     """Grant VIP or moderator in your channel (the broadcaster's own role is not grantable:
     400 `invalid_member`; 404 when no user has that memberId or username); a moderator grant
-    emits `channel.moderator.add`."""
+    emits `channel.moderator.add`. The member's open Socket.IO connections get
+    `channel:badges` at once; a grant with `expiresAt` ends then (a moderator's end emits
+    `channel.moderator.remove`)."""
     member_id = None if data.memberId is None else uuid_param(data.memberId, "memberId")
     expires_at = None if data.expiresAt is None else _epoch_ms(data.expiresAt)
     role = await _service().grant(
@@ -102,10 +106,17 @@ async def grant_role(data: GrantBody) -> tuple[OneRoleOut, int]:
 @access.token("channel:roles:write")
 @limited("roles_write")
 @tag(["Channel roles"])
+@error_responses(404)
 async def delete_role(member_id: str, role_type: str) -> tuple[str, int]:
-    """Remove a role (204); a moderator removal emits `channel.moderator.remove`."""
+    """Remove a role (204; 404 when the member does not hold it); a moderator removal emits
+    `channel.moderator.remove`, and the member's open Socket.IO connections get `channel:badges`."""
     member_id = uuid_param(member_id, "memberId")
     if role_type not in ("vip", "moderator"):
         raise ApiError(400, "validation_error", "roleType must be vip or moderator", {"field": "roleType"})
     await _service().revoke(access.principal().user_id, member_id, role_type)
     return "", 204
+
+
+async def run_expiry(rt: Runtime) -> None:
+    """App service: ends role grants at their expiresAt (services.channel_roles.ChannelRoles)."""
+    await ExpiryService(rt.services.channel_roles, rt.clock, rt.settings.channel_roles.poll_seconds).run()

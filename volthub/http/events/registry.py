@@ -5,25 +5,40 @@ app (``user.authorization.revoke`` on the bus) ends the connections that user op
 that app's tokens, each told why (issue 16). ``close_all(reason)`` ends every one of them,
 e.g. for a server shutting down.
 
+Also used to reach a member's connections: a channel-role change (the bus-only
+``roles.BADGES_CHANGED``, published by the channel actor and relayed to every process on
+PostgreSQL) pushes ``channel:badges`` to every Socket.IO namespace the member opened, with
+any token, without a reconnect (issue 14, spec §4.10). SSE streams are not told: they
+carry platform events only.
+
 Everything runs in the Trio thread; no locking, no awaiting.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
+from volthub.hub.components.roles import BADGES_CHANGED
 from volthub.hub.publisher import Event
 
 log = logging.getLogger(__name__)
 
 AUTHORIZATION_REVOKED: Final = "AUTHORIZATION_REVOKED"
 SERVER_CLOSING: Final = "SERVER_CLOSING"
+# The Socket.IO message that tells a member their badges in a channel changed.
+BADGES_MESSAGE: Final = "channel:badges"
 
 
 class Closable(Protocol):
     def end(self, code: str, reason: str) -> None:
         """Tell the client ``{code, message: reason}`` and end the connection. Must not block."""
+
+
+@runtime_checkable
+class Pushable(Protocol):
+    def push(self, name: str, data: dict[str, Any]) -> None:
+        """Send the client one message now. Must not block."""
 
 
 Key = tuple[str | None, str | None]  # (user id, OAuth client id); None: anonymous / first party
@@ -32,10 +47,13 @@ Key = tuple[str | None, str | None]  # (user id, OAuth client id); None: anonymo
 class ConnectionRegistry:
     def __init__(self) -> None:
         self._by_key: dict[Key, dict[Closable, None]] = {}
+        self._keys_of_user: dict[str, dict[Key, None]] = {}  # user id -> their keys
 
     def add(self, connection: Closable, user_id: str | None, client_id: str | None) -> Key:
         key = (user_id, client_id)
         self._by_key.setdefault(key, {})[connection] = None
+        if user_id is not None:
+            self._keys_of_user.setdefault(user_id, {})[key] = None
         return key
 
     def discard(self, connection: Closable, key: Key) -> None:
@@ -44,6 +62,21 @@ class ConnectionRegistry:
             found.pop(connection, None)
             if not found:
                 del self._by_key[key]
+                self._forget_key(key)
+
+    def _forget_key(self, key: Key) -> None:
+        user_id = key[0]
+        keys = None if user_id is None else self._keys_of_user.get(user_id)
+        if user_id is None or keys is None:
+            return
+        keys.pop(key, None)
+        if not keys:
+            del self._keys_of_user[user_id]
+
+    def of_user(self, user_id: str) -> list[Closable]:
+        """Every connection ``user_id`` opened, whatever token (app) it used."""
+        keys = self._keys_of_user.get(user_id, {})
+        return [connection for key in keys for connection in self._by_key.get(key, ())]
 
     def __len__(self) -> int:
         return sum(len(found) for found in self._by_key.values())
@@ -57,9 +90,30 @@ class ConnectionRegistry:
         every = [connection for found in self._by_key.values() for connection in found]
         return self._end(every, SERVER_CLOSING, reason)
 
+    def push_badges(self, data: dict[str, Any]) -> int:
+        """Tell the member's Socket.IO connections their new badges; how many were told."""
+        user_id = data.get("userId")
+        if not isinstance(user_id, str):
+            return 0
+        told = 0
+        for connection in self.of_user(user_id):
+            if isinstance(connection, Pushable):
+                try:
+                    connection.push(BADGES_MESSAGE, data)
+                    told += 1
+                except Exception:  # one broken connection must not keep the others uninformed
+                    log.exception("pushing badges to an Events API connection failed")
+        return told
+
     def on_event(self, event: Event) -> None:
-        """Bus listener: a revoked grant or a deleted app ends its connections."""
-        if event.name != "user.authorization.revoke" or event.is_test:
+        """Bus listener: a revoked grant or a deleted app ends its connections; a role
+        change pushes the member's new badges."""
+        if event.is_test:
+            return
+        if event.name == BADGES_CHANGED:
+            self.push_badges(event.data)
+            return
+        if event.name != "user.authorization.revoke":
             return
         user_id, client_id = event.data.get("userId"), event.data.get("clientId")
         if isinstance(user_id, str) and isinstance(client_id, str):

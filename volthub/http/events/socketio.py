@@ -172,6 +172,13 @@ class SocketSubscriber:
         conn.socketio.emit(self.namespace, "error", {"code": SLOW_CONSUMER, "message": reason})
         conn.endpoint.dispatch_leave(conn, conn.close(reason, CLOSE_TRY_AGAIN_LATER))
 
+    def push(self, name: str, data: dict[str, Any]) -> None:
+        """The registry tells this namespace something about its user (`channel:badges`)."""
+        if self.conn.session.closed:
+            return
+        self.conn.socketio.emit(self.namespace, name, data)
+        self.conn.flush()
+
     def end(self, code: str, reason: str) -> None:
         """The registry ends this namespace: `error` {code, message}, then the end. A revoked
         authorization leaves the namespace (DISCONNECT: the official clients do not
