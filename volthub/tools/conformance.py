@@ -178,12 +178,17 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         "--host", default="localhost", help="address or name to bind (default localhost: both 127.0.0.1 and ::1)"
     )
     parser.add_argument("--port", type=int, default=3000, help="port (default 3000, as the test-suites use)")
+    parser.add_argument(
+        "--gateway",
+        action="store_true",
+        help="serve on the Events API's own listener (h11, one bind: give --host 127.0.0.1) instead of Hypercorn",
+    )
 
 
 @command("socketio-conformance", _configure)
 def socketio_conformance(args: argparse.Namespace) -> int:
     """Serve the Engine.IO/Socket.IO reference apps the official protocol test-suites run against."""
-    trio.run(_serve_until_signal, _binds(args.host, args.port))
+    trio.run(_serve_until_signal, _binds(args.host, args.port), args.gateway)
     return 0
 
 
@@ -206,12 +211,14 @@ def _ipv6_loopback() -> bool:
         return False
 
 
-async def _serve_until_signal(binds: list[str]) -> None:
+async def _serve_until_signal(binds: list[str], gateway: bool = False) -> None:
     import signal
 
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        bound = await nursery.start(lambda task_status: serve(binds, shutdown=stop, task_status=task_status))
+        bound = await nursery.start(
+            lambda task_status: serve(binds, shutdown=stop, gateway=gateway, task_status=task_status)
+        )
         log.info("conformance apps on %s: /engine.io/ and /socket.io/", ", ".join(bound))
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:
