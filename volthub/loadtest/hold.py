@@ -38,6 +38,7 @@ import trio
 
 from volthub.loadtest.client import ClientSlot, RunState, SocketOptions, socketio_client
 from volthub.loadtest.metrics import ProcTrace, read_proc
+from volthub.loadtest.pipes import lines as read_lines
 from volthub.loadtest.targets import Channel, VolthubTarget, check_url, new_run_tag
 
 # Descriptors a generator process keeps for itself besides its sockets (stdio, epoll,
@@ -233,7 +234,7 @@ def _say(stream: Any, text: str) -> None:
 
 async def _worker() -> None:
     stdin = trio.lowlevel.FdStream(os.dup(0))
-    lines = _lines(stdin)
+    lines = read_lines(stdin)
     task = json.loads(await lines.__anext__())
     state = RunState(run_tag="hold", start=time.monotonic())
     options = SocketOptions(task["host"], task["port"], task["path"], "/", "raw", task["timeout"])
@@ -270,18 +271,6 @@ async def _worker() -> None:
 def _print(payload: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(payload) + "\n")
     sys.stdout.flush()
-
-
-async def _lines(stream: trio.lowlevel.FdStream) -> Any:
-    buffer = b""
-    while True:
-        while b"\n" not in buffer:
-            chunk = await stream.receive_some(4096)
-            if not chunk:
-                return
-            buffer += chunk
-        line, buffer = buffer.split(b"\n", 1)
-        yield line.decode()
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 import trio
 
+from volthub.loadtest.pipes import lines as read_lines
 from volthub.loadtest.servers import free_port
 
 GROUPS = (
@@ -125,7 +126,7 @@ async def _serve(connections: int, gateway: bool = False) -> None:
             stdout=subprocess.PIPE,
         )
         assert child.stdout is not None and child.stdin is not None
-        lines = _lines(child.stdout)
+        lines = read_lines(child.stdout)
         for kind in _batches(gateway):
             await trio.sleep(0.5)
             before = tracemalloc.take_snapshot()
@@ -140,24 +141,12 @@ async def _serve(connections: int, gateway: bool = False) -> None:
         stop.set()
 
 
-async def _lines(stream: Any) -> Any:
-    buffer = b""
-    while True:
-        while b"\n" not in buffer:
-            chunk = await stream.receive_some(4096)
-            if not chunk:
-                return
-            buffer += chunk
-        line, buffer = buffer.split(b"\n", 1)
-        yield line.decode()
-
-
 async def _client(base: str, token: str, count: int, gateway_port: int = 0) -> None:
     """The child: on each "go" line, open `count` connections of the next kind, say "ready"."""
     from trio_websocket import open_websocket_url
 
     stdin = trio.lowlevel.FdStream(os.dup(0))
-    lines = _lines(stdin)
+    lines = read_lines(stdin)
     path = "/ws/events?EIO=4&transport=websocket"
     ws_url = base.replace("http://", "ws://") + path
     async with trio.open_nursery() as nursery:
