@@ -1,6 +1,7 @@
 """services.raids on SQLite and PostgreSQL: the viewer count comes from presence, and a
 webhook of the target's app subscribed to `channel.raid` gets the incoming raid through the
-outbox, in the raid's own transaction; a refused raid leaves no delivery behind."""
+outbox, in the raid's own transaction; a refused raid (not live, banned by the target)
+leaves no delivery behind."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import SystemClock
 from volthub.hub.publisher import EventPublisher
 from volthub.persistence import Database, Tx
-from volthub.services.raids import RaidNotLive, raid
+from volthub.persistence import chat as chat_repo
+from volthub.services.raids import RaidBanned, RaidNotLive, raid
 from volthub.services.webhooks.outbox import OutboxSink
 
 
@@ -49,6 +51,17 @@ async def test_the_targets_webhook_gets_the_incoming_raid(db: Database, publishe
     assert await deliveries(db) == []
 
     await live(db, raider)
+
+    def ban(tx: Tx) -> None:
+        chat_repo.set_ban(
+            tx, channel_id=target, user_id=raider, moderator_id=None, reason=None, now_ms=1, expires_at=None
+        )
+
+    await db.write(ban)
+    with pytest.raises(RaidBanned):
+        await raid(publisher, presence, raider, "target")
+    assert await deliveries(db) == []
+    await db.write(lambda tx: chat_repo.remove_ban(tx, target, raider, 2))
     done = await raid(publisher, presence, raider, "Target")
     assert (done.target_id, done.target_username, done.viewers) == (target, "target", 5)
     [row] = await deliveries(db)

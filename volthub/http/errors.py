@@ -39,7 +39,7 @@ from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.passwords import PasswordWorkBusy
-from volthub.services.raids import RaidNotLive, RaidTargetNotFound, SelfRaid
+from volthub.services.raids import RaidBanned, RaidNotLive, RaidTargetNotFound, SelfRaid
 from volthub.services.streams import (
     ClipNotFound,
     ClipOutOfRange,
@@ -261,6 +261,7 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     RaidNotLive: lambda _: ApiError(409, "not_live", "only a live channel can raid"),
     RaidTargetNotFound: lambda error: ApiError(404, "not_found", "channel not found", {"username": str(error)}),
     SelfRaid: lambda _: ApiError(400, "invalid_target", "a channel cannot raid itself"),
+    RaidBanned: lambda _: ApiError(403, "raid_refused", "that channel has banned you"),
     InvalidRecipient: lambda _: ApiError(
         400, "invalid_recipient", "gift to someone other than yourself or the channel"
     ),

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from volthub.hub.clock import iso8601
 from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Tx
+from volthub.persistence import chat as chat_repo
 from volthub.persistence import streams as streams_repo
 from volthub.persistence import users as users_repo
 from volthub.protocol import catalogue
 from volthub.services.chat import Presence, presence_snapshot
 from volthub.services.notifications import notify
 
-__all__ = ["Raid", "RaidNotLive", "RaidTargetNotFound", "SelfRaid", "raid"]
+__all__ = ["Raid", "RaidBanned", "RaidNotLive", "RaidTargetNotFound", "SelfRaid", "raid"]
 
 
 class RaidNotLive(Exception):
@@ -35,6 +36,10 @@ class RaidTargetNotFound(LookupError):
 
 class SelfRaid(ValueError):
     """A channel cannot raid itself."""
+
+
+class RaidBanned(Exception):
+    """The target channel has banned (or timed out) the raider: no raid into it."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,8 @@ async def raid(publisher: EventPublisher, presence: Presence | None, raider_id: 
             raise SelfRaid()
         if streams_repo.open_stream(tx, raider.id) is None:
             raise RaidNotLive()
+        if chat_repo.active_ban(tx, target.id, raider.id, emitter.now_ms) is not None:
+            raise RaidBanned()
         at = iso8601(emitter.now_ms)
         who = catalogue.Person.of(raider)
         for channel_id, direction in ((target.id, "incoming"), (raider.id, "outgoing")):

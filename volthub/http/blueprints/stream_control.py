@@ -216,7 +216,8 @@ async def post_raid(data: RaidBody) -> RaidOut:
     """Raid another channel while live: emits `channel.raid` on the target (`direction:
     incoming`) and on the caller's channel (`outgoing`), with the caller's viewer count, and
     notifies the target's owner (`raid.incoming`). 409 `not_live` when the caller is not
-    live, 404 for an unknown target, 400 `invalid_target` for oneself."""
+    live, 404 for an unknown target, 400 `invalid_target` for oneself, 403 `raid_refused`
+    when the target's chat bans (or times out) the caller."""
     services = runtime().services
     done = await raid(
         runtime().events, getattr(services, "presence", None), access.principal().user_id, data.targetUsername
