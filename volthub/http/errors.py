@@ -39,6 +39,7 @@ from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.passwords import PasswordWorkBusy
+from volthub.services.raids import RaidBanned, RaidNotLive, RaidTargetNotFound, SelfRaid
 from volthub.services.streams import (
     ClipNotFound,
     ClipOutOfRange,
@@ -256,6 +257,11 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
         400, "insufficient_funds", "the balance is too low", {"balance": error.balance, "needed": error.needed}
     ),
     SelfTransfer: lambda _: ApiError(400, "invalid_recipient", "you cannot pay your own channel"),
+    # Raids (services.raids).
+    RaidNotLive: lambda _: ApiError(409, "not_live", "only a live channel can raid"),
+    RaidTargetNotFound: lambda error: ApiError(404, "not_found", "channel not found", {"username": str(error)}),
+    SelfRaid: lambda _: ApiError(400, "invalid_target", "a channel cannot raid itself"),
+    RaidBanned: lambda _: ApiError(403, "raid_refused", "that channel has banned you"),
     InvalidRecipient: lambda _: ApiError(
         400, "invalid_recipient", "gift to someone other than yourself or the channel"
     ),

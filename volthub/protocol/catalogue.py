@@ -520,6 +520,7 @@ PRODUCERS: Final[dict[str, str]] = {
     "channel.goal.completed": "volthub.hub.components.goals",
     "channel.timer.update": "volthub.hub.components.timers",
     "channel.volts": "volthub.services.volts",
+    "channel.raid": "volthub.services.raids",
     "channel.subscribe": "volthub.services.subscriptions",
     "channel.subscription.gift": "volthub.services.subscriptions",
     "channel.subscription.end": "volthub.services.subscriptions",
@@ -759,7 +760,7 @@ def user_authorization_revoke(
     }
 
 
-# --- builders: subscriptions, Volts, raids (the sandbox until their producers land) --------
+# --- builders: subscriptions, Volts, raids (their services and the sandbox) ---------------
 
 
 def channel_subscribe(

@@ -15,9 +15,12 @@ from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
 from volthub.http.blueprints.streams import CategoryList, categories_out, streams
+from volthub.http.documented import error_responses
+from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
 from volthub.protocol import streamtags
+from volthub.services.raids import raid
 from volthub.services.streams import Info, Setup
 
 blueprint = Blueprint("stream_control", __name__, url_prefix="/api/integrations/oauth/stream")
@@ -189,3 +192,39 @@ async def setup() -> SetupOut:
 async def regenerate_key() -> SetupOut:
     """A new stream key; the old one is refused from now on. Returns the new setup."""
     return setup_out(await streams().regenerate_key(access.principal().user_id))
+
+
+class RaidBody(Body):
+    targetUsername: str = Field(min_length=1, max_length=64, description="the channel to raid")
+
+
+class RaidOut(Model):
+    targetChannelId: str
+    targetUsername: str
+    viewers: int = Field(description="the raider's viewers (signed-in and anonymous) when the raid started")
+    raidedAt: str
+
+
+@blueprint.post("/raid")
+@access.token("stream:write")
+@limited("interactive")
+@tag(["Streams"])
+@error_responses(404, 409)
+@validate_request(RaidBody)
+@validate_response(RaidOut)
+async def post_raid(data: RaidBody) -> RaidOut:
+    """Raid another channel while live: emits `channel.raid` on the target (`direction:
+    incoming`) and on the caller's channel (`outgoing`), with the caller's viewer count, and
+    notifies the target's owner (`raid.incoming`). 409 `not_live` when the caller is not
+    live, 404 for an unknown target, 400 `invalid_target` for oneself, 403 `raid_refused`
+    when the target's chat bans (or times out) the caller."""
+    services = runtime().services
+    done = await raid(
+        runtime().events, getattr(services, "presence", None), access.principal().user_id, data.targetUsername
+    )
+    return RaidOut(
+        targetChannelId=done.target_id,
+        targetUsername=done.target_username,
+        viewers=done.viewers,
+        raidedAt=done.raided_at,
+    )

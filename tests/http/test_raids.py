@@ -1,0 +1,94 @@
+"""Raids on SQLite and PostgreSQL: POST /api/integrations/oauth/stream/raid emits
+`channel.raid` on both channels and notifies the target's owner; each refusal writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+
+from tests.conftest import make_settings
+from tests.http.streams.support import HOOK, SETUP
+
+RAID = "/api/integrations/oauth/stream/raid"
+
+
+@pytest.fixture
+def settings(database_url: str) -> Any:
+    return make_settings(database_url, ingest={"hook_secret": HOOK["Authorization"][7:], "silence_timeout_seconds": 0})
+
+
+@pytest.fixture
+async def app(settings: Any) -> AsyncIterator[Any]:
+    from volthub.http.app import create_app
+
+    application = create_app(settings)
+    async with application.test_app():
+        yield application
+
+
+@pytest.fixture
+def published(app: Any) -> list[Any]:
+    events: list[Any] = []
+    app.extensions["volthub"].bus.subscribe(events.append)
+    return events
+
+
+async def go_live(client: Any, owner: Any) -> None:
+    key = (await (await client.get(SETUP, headers=owner.headers)).get_json())["streamKey"]
+    response = await client.post("/api/ingest/publish", json={"streamKey": key}, headers=HOOK)
+    assert response.status_code == 200, await response.get_data(as_text=True)
+
+
+async def raids_of(published: list[Any], count: int) -> list[Any]:
+    """The first `count` raid events once the bus delivered them (PostgreSQL: via the relay)."""
+    with trio.fail_after(10):
+        while len(found := [e for e in published if e.name == "channel.raid"]) < count:
+            await trio.sleep(0.01)
+    return found
+
+
+async def notification_count(app: Any) -> int:
+    return int(await app.extensions["volthub"].db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM notifications")))
+
+
+async def test_a_live_raid_emits_on_both_channels_and_notifies(
+    app: Any, client: Any, make_user: Any, published: list[Any]
+) -> None:
+    raider, target = await make_user(), await make_user()
+    await go_live(client, raider)
+    response = await client.post(RAID, json={"targetUsername": target.username.upper()}, headers=raider.headers)
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    body = await response.get_json()
+    assert body["targetChannelId"] == target.id and body["targetUsername"] == target.username
+    assert body["viewers"] == 0
+    events = await raids_of(published, 2)
+    by_channel = {e.channel_id: e for e in events}
+    assert by_channel[target.id].data["direction"] == "incoming"
+    assert by_channel[raider.id].data["direction"] == "outgoing"
+    for event in events:
+        assert event.data["fromChannelId"] == raider.id and event.data["toChannelId"] == target.id
+        assert event.data["viewers"] == 0 and event.data["raidedAt"] == body["raidedAt"]
+        assert not event.is_test
+    notes = await (await client.get("/api/notifications", headers=target.headers)).get_json()
+    assert [n["type"] for n in notes["items"]] == ["raid.incoming"]
+    mine = await (await client.get("/api/notifications", headers=raider.headers)).get_json()
+    assert mine["items"] == []
+
+
+async def test_refusals_write_nothing(app: Any, client: Any, make_user: Any, published: list[Any]) -> None:
+    raider, target = await make_user(), await make_user()
+    offline = await client.post(RAID, json={"targetUsername": target.username}, headers=raider.headers)
+    assert offline.status_code == 409 and (await offline.get_json())["error"] == "not_live"
+    await go_live(client, raider)
+    missing = await client.post(RAID, json={"targetUsername": "nobody-here-at-all"}, headers=raider.headers)
+    assert missing.status_code == 404 and (await missing.get_json())["error"] == "not_found"
+    itself = await client.post(RAID, json={"targetUsername": raider.username}, headers=raider.headers)
+    assert itself.status_code == 400 and (await itself.get_json())["error"] == "invalid_target"
+    for bad in ({}, {"targetUsername": ""}, {"targetUsername": 5}, {"targetUsername": "x" * 65}):
+        assert (await client.post(RAID, json=bad, headers=raider.headers)).status_code == 400, bad
+    assert (await client.post(RAID, json={"targetUsername": target.username})).status_code == 401
+    assert [e for e in published if e.name == "channel.raid"] == []
+    assert await notification_count(app) == 0
