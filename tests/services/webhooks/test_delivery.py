@@ -33,6 +33,9 @@ SCHEDULE_OFFSETS_MS = [0, 60_000, 360_000, 2_160_000, 9_360_000]
 QUIET_TIMERS: dict[str, dict[str, Any]] = {
     "channel_points": {"points_per_interval": 0},
     "ingest": {"silence_timeout_seconds": 0},
+    # The role-expiry service still fires each grant at its time; only its look for grants
+    # written by other processes (every 60 s by default) would cost an autojump per wake.
+    "channel_roles": {"poll_seconds": 86_400.0},
 }
 
 
