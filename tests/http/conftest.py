@@ -1,4 +1,5 @@
-"""Fixtures of the HTTP tests (tests/http/): the chat environment.
+"""Fixtures of the HTTP tests (tests/http/): the chat environment, and the events an app
+published (for the test module's own ``app`` fixture).
 
 The app, its test client, users and live servers are in tests/conftest.py; the webhook
 receiver in tests/services/webhooks/support.py (loaded as a plugin for every area).
@@ -7,6 +8,7 @@ receiver in tests/services/webhooks/support.py (loaded as a plugin for every are
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -19,3 +21,12 @@ async def chat_env(sqlite_url: str) -> AsyncIterator[ChatEnv]:
     application = chat_app(sqlite_url)
     async with application.test_app():
         yield ChatEnv(application)
+
+
+@pytest.fixture
+def published(app: Any) -> list[Any]:
+    """Every event the module's ``app`` puts on its bus, in order (on PostgreSQL through the
+    relay, so a moment after the request that caused it)."""
+    events: list[Any] = []
+    app.extensions["volthub"].bus.subscribe(events.append)
+    return events

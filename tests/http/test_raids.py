@@ -29,13 +29,6 @@ async def app(settings: Any) -> AsyncIterator[Any]:
         yield application
 
 
-@pytest.fixture
-def published(app: Any) -> list[Any]:
-    events: list[Any] = []
-    app.extensions["volthub"].bus.subscribe(events.append)
-    return events
-
-
 async def go_live(client: Any, owner: Any) -> None:
     key = (await (await client.get(SETUP, headers=owner.headers)).get_json())["streamKey"]
     response = await client.post("/api/ingest/publish", json={"streamKey": key}, headers=HOOK)

@@ -37,13 +37,6 @@ async def app(settings: Any) -> AsyncIterator[Any]:
         yield application
 
 
-@pytest.fixture
-def published(app: Any) -> list[Any]:
-    events: list[Any] = []
-    app.extensions["volthub"].bus.subscribe(events.append)
-    return events
-
-
 async def redemption_event(published: list[Any], redemption_id: str) -> Any:
     """The redemption's event once the bus delivered it (on PostgreSQL through the event log
     relay, so a moment after the answer)."""

@@ -32,13 +32,6 @@ async def _row_counts(app: Any) -> dict[str, int]:
     return await database.read(count)
 
 
-@pytest.fixture
-def published(app: Any) -> list[Any]:
-    events: list[Any] = []
-    app.extensions["volthub"].bus.subscribe(events.append)
-    return events
-
-
 @pytest.mark.parametrize(
     ("event_type", "fields"),
     [

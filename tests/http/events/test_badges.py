@@ -6,21 +6,18 @@ the grants go through another, so the push crosses processes through the relay."
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
-import pytest
 import trio
 
 from tests.conftest import make_settings, register_live, serve_app
 from tests.http.oauth.tokens import issue_oauth_token
+from tests.js_client import JS_DIR, node_with_official_client
 from volthub.http.events.registry import ConnectionRegistry
 
-JS_DIR = Path(__file__).resolve().parents[2] / "js"
 ROLES = "/api/integrations/oauth/channel-roles"
 
 
@@ -36,9 +33,7 @@ async def _read_until(process: Any, lines: bytearray, marker: bytes) -> None:
 async def test_grants_and_removals_push_badges_to_the_members_open_socket(
     database_url: str, nursery: trio.Nursery
 ) -> None:
-    node = shutil.which("node")
-    if node is None or not (JS_DIR / "node_modules" / "socket.io-client").is_dir():
-        pytest.fail("node and tests/js/node_modules/socket.io-client are needed (npm ci --prefix tests/js)")
+    node = node_with_official_client()
     settings = make_settings(database_url, ratelimit={"enabled": False})
     stop = trio.Event()
     sockets_server = await serve_app(nursery, settings, stop)

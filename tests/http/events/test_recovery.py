@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import orjson
 import pytest
 import trio
 
 from tests.conftest import LiveServer, free_port, make_settings, register_live, serve_app
+from tests.js_client import JS_DIR, node_with_official_client
 from volthub.http.events.recovery import Lost, RecoveryStore
-
-JS_DIR = Path(__file__).resolve().parents[2] / "js"
 
 
 @pytest.fixture(params=["mount", "gateway"])
@@ -26,21 +23,21 @@ async def server(sqlite_url: str, nursery: trio.Nursery, request: pytest.Fixture
     stop.set()
 
 
-def _node() -> str:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed")
-    if not (JS_DIR / "node_modules" / "socket.io-client").is_dir():
-        pytest.fail("socket.io-client is not installed: run `npm ci --prefix tests/js` (make test does)")
-    return node
-
-
 @pytest.mark.parametrize(("transports", "target"), [("websocket", "path"), ("default", "namespace")])
 async def test_a_dropped_socket_gets_exactly_what_it_missed(server: LiveServer, transports: str, target: str) -> None:
     owner = await register_live(server.url)
     with trio.fail_after(40):
         done = await trio.run_process(
-            [_node(), "recovery_client.mjs", server.url, owner.token, owner.id, transports, target, server.events_url],
+            [
+                node_with_official_client(),
+                "recovery_client.mjs",
+                server.url,
+                owner.token,
+                owner.id,
+                transports,
+                target,
+                server.events_url,
+            ],
             cwd=JS_DIR,
             capture_stdout=True,
             capture_stderr=True,

@@ -9,11 +9,9 @@ malformed input, a stalled reader, presence.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,11 +23,11 @@ from trio_websocket import WebSocketConnection
 from tests.conftest import LiveServer, free_port, make_settings, register_live, serve_app
 from tests.conftest import RegisteredUser as Account
 from tests.http.events.live import closed, handshake, open_ws, poll, polling_open, push, receive
+from tests.js_client import JS_DIR, node_with_official_client
 from volthub.hub.clock import TrioClock
 from volthub.hub.publisher import Event
 from volthub.services.tokens import TokenService
 
-JS_DIR = Path(__file__).resolve().parents[2] / "js"
 SECRET = "events-test-secret-0123456789abcdef"
 EIO_PATH = "/ws/events/"
 DEFAULT_PATH = "/socket.io/"
@@ -117,18 +115,9 @@ async def connected(ws: WebSocketConnection) -> dict[str, Any]:
 # ------------------------------------------------------------------ official clients
 
 
-def _node() -> str:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed")
-    if not (JS_DIR / "node_modules" / "socket.io-client").is_dir():
-        pytest.fail("socket.io-client is not installed: run `npm ci --prefix tests/js` (make test does)")
-    return node
-
-
 @pytest.mark.parametrize(("transports", "target"), [("default", "namespace"), ("websocket", "path")])
 async def test_official_js_client(server: LiveServer, owner: Account, transports: str, target: str) -> None:
-    node = _node()
+    node = node_with_official_client()
     await create_reward(server, owner, name="Stretch", cost=250)
     with trio.fail_after(30):
         done = await trio.run_process(

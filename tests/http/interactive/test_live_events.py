@@ -4,9 +4,7 @@ prediction, a giveaway, a goal and a timer through the REST routes."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,8 +14,8 @@ import trio
 from httpx_sse import aconnect_sse
 
 from tests.conftest import LiveServer, make_settings, register_live, serve_app
+from tests.js_client import JS_DIR, node_with_official_client
 
-JS_DIR = Path(__file__).resolve().parents[2] / "js"
 INTERACTIVE = (
     "channel.poll.begin,channel.poll.end,channel.prediction.begin,channel.prediction.lock,"
     "channel.prediction.end,channel.giveaway.begin,channel.giveaway.end,channel.goal.progress,"
@@ -76,9 +74,7 @@ async def scenario(http: httpx.AsyncClient, owner: Any, viewer: Any) -> None:
 
 
 async def test_sse_and_official_socketio_client_see_each_event_once_in_order(server: LiveServer) -> None:
-    node = shutil.which("node")
-    if node is None or not (JS_DIR / "node_modules" / "socket.io-client").is_dir():
-        pytest.fail("node and tests/js/node_modules/socket.io-client are needed (npm ci --prefix tests/js)")
+    node = node_with_official_client()
     owner, viewer = await register_live(server.url), await register_live(server.url)
     sse_seen: list[dict[str, Any]] = []
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as http, trio.open_nursery() as nursery:
