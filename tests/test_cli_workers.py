@@ -1,5 +1,6 @@
-"""`volthub serve --workers N` (volthub/cli_workers.py): N processes on one port, one
-migration run, a rolling restart on SIGHUP that refuses no request, SIGTERM stops all."""
+"""`volthub serve --workers N` (volthub/cli_workers.py): N processes on one port (and on one
+Events API gateway port), one migration run, a rolling restart on SIGHUP that refuses no
+request, SIGTERM stops all."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60
 @pytest.mark.slow
 def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, tmp_path: Path) -> None:
     postgres_url = empty_postgres_url  # the parent migrates it, once
-    port = free_port()
+    port, gateway_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
@@ -47,6 +48,7 @@ def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, 
     }
     log = open(tmp_path / "workers.log", "wb")  # noqa: SIM115 - the child writes to it
     argv = [sys.executable, "-m", "volthub", "serve", "--workers", "2", "--port", str(port)]
+    argv += ["--gateway-port", str(gateway_port)]
     parent = subprocess.Popen([*argv, "--database", postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         wait_healthy(url, parent)
@@ -57,6 +59,14 @@ def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, 
         assert len(before) == 2
         text = (tmp_path / "workers.log").read_text()
         assert text.count("applied 0001_") == 1  # one migration run, by the parent
+        assert f"clients connect to ws://127.0.0.1:{gateway_port}/ws/events" in text
+        # Both workers bound the gateway port (SO_REUSEPORT): Engine.IO sessions open there.
+        for _ in range(4):
+            opened = httpx.get(
+                f"http://127.0.0.1:{gateway_port}/ws/events/", params={"EIO": "4", "transport": "polling"}
+            )
+            assert opened.status_code == 200 and opened.text.startswith("0{"), opened.text
+        assert text.count("Events API gateway listening on") == 2, text
 
         parent.send_signal(signal.SIGHUP)
         statuses = []

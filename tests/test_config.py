@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from volthub.config import ConfigError, defaults_as_dict, load_settings
+from volthub.config import ConfigError, defaults_as_dict, events_ws_url, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,3 +52,32 @@ def test_bad_toml_and_missing_file_are_config_errors(tmp_path):
         load_settings(broken, environ={})
     with pytest.raises(ConfigError, match="not found"):
         load_settings(tmp_path / "missing.toml", environ={})
+
+
+def test_the_gateway_is_on_by_default_and_clients_are_told_its_address():
+    settings = load_settings(environ={})
+    assert settings.events.gateway_port == 8081
+    assert events_ws_url(settings) == "ws://127.0.0.1:8081"
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"VOLTHUB_EVENTS__PUBLIC_WS_URL": "wss://events.example.com/"}, "wss://events.example.com"),
+        ({"VOLTHUB_SERVER__PUBLIC_URL": "https://live.example.com"}, "wss://live.example.com:8081"),
+        ({"VOLTHUB_SERVER__PUBLIC_URL": "http://live.example.com:8080"}, "ws://live.example.com:8081"),
+        ({"VOLTHUB_EVENTS__GATEWAY_HOST": "::1"}, "ws://[::1]:8081"),
+        ({"VOLTHUB_EVENTS__GATEWAY_PORT": "0"}, "ws://127.0.0.1:8080"),
+        (
+            {"VOLTHUB_EVENTS__GATEWAY_PORT": "0", "VOLTHUB_SERVER__PUBLIC_URL": "https://live.example.com/base/"},
+            "wss://live.example.com/base",
+        ),
+    ],
+)
+def test_the_ws_url_clients_are_told(environ, expected):
+    assert events_ws_url(load_settings(environ=environ)) == expected
+
+
+def test_public_ws_url_must_be_a_websocket_or_http_address():
+    with pytest.raises(ConfigError, match="events.public_ws_url"):
+        load_settings(environ={"VOLTHUB_EVENTS__PUBLIC_WS_URL": "ftp://x"})

@@ -10,7 +10,8 @@ while `make serve` runs in another. This test does the same:
 - Each block runs in its own `bash` under `set -euo pipefail`. The shell variables and
   functions it defines are saved and loaded into the next block, as one terminal would keep
   them. The only substitutions are environment variables the README reads with a default:
-  `BASE` (a free loopback port instead of 8080) and `RECEIVER_PORT`.
+  `BASE` (a free loopback port instead of 8080), `WS` (the gateway on a free loopback port
+  instead of 8081) and `RECEIVER_PORT`.
 - `<!-- readme-test: skip (why) -->` before a block: not run (it blocks, downloads, or
   takes minutes). `<!-- readme-test: server (why) -->`: the block starts the server with
   `make serve`; the test runs it with `make` standing in for "(re)start the test's server
@@ -128,8 +129,8 @@ def test_readme_shell_blocks_follow_one_convention() -> None:
 class Server:
     """`volthub serve` in the scratch root, as `make serve` runs it, on a free loopback port."""
 
-    def __init__(self, root: Path, env: dict[str, str], port: int) -> None:
-        self.root, self.env, self.port = root, env, port
+    def __init__(self, root: Path, env: dict[str, str], port: int, gateway_port: int) -> None:
+        self.root, self.env, self.port, self.gateway_port = root, env, port, gateway_port
         self.process: subprocess.Popen[bytes] | None = None
         self.log = root / "server.log"
 
@@ -137,8 +138,22 @@ class Server:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def ws(self) -> str:
+        """Where the README's Socket.IO clients connect: the gateway, as by default."""
+        return f"ws://127.0.0.1:{self.gateway_port}"
+
     def start(self, settings: dict[str, str]) -> None:
-        argv = [str(self.root / ".venv" / "bin" / "volthub"), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        argv = [
+            str(self.root / ".venv" / "bin" / "volthub"),
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--gateway-port",
+            str(self.gateway_port),
+        ]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 argv, cwd=self.root, env={**self.env, **settings}, stdout=log, stderr=subprocess.STDOUT
@@ -255,8 +270,8 @@ def session(tmp_path: Path) -> Iterator[Session]:
     root = scratch_root(tmp_path)
     # The reader's environment, less any volthub settings of the machine running the tests.
     env = {k: v for k, v in os.environ.items() if not (k.startswith("VOLTHUB_") and "__" in k)}
-    server = Server(root, env, free_port())
-    env.update(BASE=server.base, RECEIVER_PORT=str(free_port()))
+    server = Server(root, env, free_port(), free_port())
+    env.update(BASE=server.base, WS=server.ws, RECEIVER_PORT=str(free_port()))
     running = Session(root, env, server)
     try:
         yield running

@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from volthub.config import ConfigError, Settings, load_settings
+from volthub.config import ConfigError, Settings, events_ws_url, load_settings
 
 log = logging.getLogger("volthub")
 # Later features add their own sub-commands here: name -> (configure parser, run).
@@ -99,12 +99,20 @@ async def _serve(settings: Settings, listen_fd: int | None = None) -> None:
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_wait_for_signal, stop)
-        log.info("volthub listening on %s", config.bind[0])
+        log.info(
+            "volthub listening on %s (REST, SSE); Events API Socket.IO clients connect to %s/ws/events",
+            _http_url(config.bind[0]),
+            events_ws_url(settings),
+        )
         # Hypercorn stops accepting, closes idle keep-alive connections, lets in-flight
         # requests finish (shutdown_timeout), then runs the app's after_serving, which
         # cancels the background services' nursery.
         await hypercorn_serve(app, config, shutdown_trigger=functools.partial(_stopping, stop, app))
         nursery.cancel_scope.cancel()
+
+
+def _http_url(bind: str) -> str:
+    return bind if bind.startswith("fd://") else f"http://{bind}"
 
 
 async def _stopping(stop: trio.Event, app: Any) -> None:

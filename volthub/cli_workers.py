@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from types import FrameType
 
-from volthub.config import Settings
+from volthub.config import Settings, events_ws_url
 
 log = logging.getLogger("volthub.workers")
 READY_FD_ENV = "VOLTHUB_READY_FD"  # volthub.http.cluster.report_ready writes to it
@@ -85,7 +85,12 @@ def _bind(settings: Settings) -> socket.socket:
     listener.bind((host.strip("[]"), port))
     listener.listen(settings.server.listen_backlog)
     listener.set_inheritable(True)
-    log.info("volthub workers listening on %s:%d", host, listener.getsockname()[1])
+    log.info(
+        "volthub workers listening on http://%s:%d (REST, SSE); Events API Socket.IO clients connect to %s/ws/events",
+        host,
+        listener.getsockname()[1],
+        events_ws_url(settings),
+    )
     return listener
 
 
@@ -149,7 +154,12 @@ class Parent:
     def _start(self) -> Worker:
         read_fd, write_fd = os.pipe()
         fd = self.listener.fileno()
-        env = {**os.environ, "VOLTHUB_DATABASE__MIGRATE_ON_START": "false", READY_FD_ENV: str(write_fd)}
+        env = {
+            **os.environ,
+            "VOLTHUB_DATABASE__MIGRATE_ON_START": "false",
+            "VOLTHUB_EVENTS__GATEWAY_REUSE_PORT": "true",  # every worker binds the gateway port
+            READY_FD_ENV: str(write_fd),
+        }
         argv = _child_args(self.args, "serve") + ["--listen-fd", str(fd)]
         process = subprocess.Popen(argv, env=env, pass_fds=(fd, write_fd))
         os.close(write_fd)

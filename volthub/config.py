@@ -13,6 +13,7 @@ import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -162,10 +163,27 @@ class EventsSettings(Section):
     # connection that drops may come back within this long and get what it missed. 0: off.
     recovery_window_seconds: float = Field(120.0, ge=0, le=86_400)
     # The Events API's own listener (README "Two ways to serve the Events API"): Engine.IO
-    # WebSocket and polling on this port too, served without Hypercorn. 0: off.
-    gateway_port: int = Field(0, ge=0, le=65535)
+    # WebSocket and polling on this port, served without Hypercorn; where Socket.IO clients
+    # are sent by default. The mount on the main port stays. 0: off.
+    gateway_port: int = Field(8081, ge=0, le=65535)
     # Address the gateway binds; empty: [server] host.
     gateway_host: str = ""
+    # Several processes may bind the gateway port together (SO_REUSEPORT; the kernel spreads
+    # connections over them). `serve --workers N` turns it on for its workers; off, a second
+    # process on the same port fails to start instead of silently sharing it.
+    gateway_reuse_port: bool = False
+    # The Events API's WebSocket base address clients are told (`{ws_url}`: they connect to
+    # `{ws_url}/ws/events`), e.g. "wss://events.example.com". Empty: the gateway's port on
+    # the host of [server] public_url (else the bind address); the main port when the
+    # gateway is off.
+    public_ws_url: str = ""
+
+    @field_validator("public_ws_url")
+    @classmethod
+    def _ws_scheme(cls, url: str) -> str:
+        if url and not url.startswith(("ws://", "wss://", "http://", "https://")):
+            raise ValueError("must start with ws://, wss://, http:// or https:// (or be empty)")
+        return url.rstrip("/")
 
 
 class OAuthSettings(Section):
@@ -336,6 +354,28 @@ class Settings(Section):
     media: MediaSettings = MediaSettings()
     extvideo: ExtVideoSettings = ExtVideoSettings()
     cluster: ClusterSettings = ClusterSettings()
+
+
+def events_ws_url(settings: Settings) -> str:
+    """The Events API's WebSocket base address clients are told (`{ws_url}`; they connect to
+    `{ws_url}/ws/events`): `[events] public_ws_url`, else the gateway's port on the host of
+    `[server] public_url` (else of the bind address), else the main port's address."""
+    events, server = settings.events, settings.server
+    if events.public_ws_url:
+        return events.public_ws_url
+    public = urlsplit(server.public_url) if server.public_url else None
+    secure = public is not None and public.scheme == "https"
+    scheme = "wss" if secure else "ws"
+    if events.gateway_port:
+        host = public.hostname if public is not None and public.hostname else events.gateway_host or server.host
+        return f"{scheme}://{_bracketed(host)}:{events.gateway_port}"
+    if public is not None:
+        return f"{scheme}://{public.netloc}{public.path.rstrip('/')}"
+    return f"ws://{_bracketed(server.host)}:{server.port}"
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 class ConfigError(Exception):

@@ -214,7 +214,7 @@ async def test_command_check_route(chat_env: ChatEnv):
     assert (await levels.get_json())["levels"][0] == "everyone"
 
 
-def _socketio_listen(url: str, token: str, post: Any) -> dict[str, Any]:
+def _socketio_listen(url: str, events_url: str, token: str, post: Any) -> dict[str, Any]:
     """python-socketio's client: connect, post once connected, wait for the chat.message."""
     import socketio
 
@@ -233,7 +233,7 @@ def _socketio_listen(url: str, token: str, post: Any) -> dict[str, Any]:
             seen["message"] = data
             done.set()
 
-        await client.connect(url, namespaces=["/ws/events"], auth={"token": token}, transports=["websocket"])
+        await client.connect(events_url, namespaces=["/ws/events"], auth={"token": token}, transports=["websocket"])
         try:
             await asyncio.wait_for(done.wait(), 15)
         finally:
@@ -264,7 +264,7 @@ async def test_send_as_bot_arrives_on_socketio(sqlite_url: str, nursery: trio.Nu
             headers=bearer(token),
         )
 
-    seen = await trio.to_thread.run_sync(_socketio_listen, server.url, token, post)
+    seen = await trio.to_thread.run_sync(_socketio_listen, server.url, server.events_url, token, post)
     stop.set()
     assert seen["status"] == 200
     message = seen["message"]

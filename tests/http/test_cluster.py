@@ -119,7 +119,7 @@ async def test_two_processes_share_events_webhooks_and_resume(
         receiver.secret = created.json()["secret"]
 
         # An SSE client and a Socket.IO client on the second process.
-        ws = await open_ws(nursery, second.url, "/ws/events/")
+        ws = await open_ws(nursery, second.events_url, "/ws/events/")
         handshake(await receive(ws))
         await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
         assert (await socket_event(ws, "connected"))["authenticated"] is True
@@ -180,9 +180,13 @@ async def test_two_processes_share_events_webhooks_and_resume(
         # An Engine.IO polling request that reaches a process other than the one holding its
         # session gets the protocol's "Session ID unknown" 400, on which the official
         # client reconnects with a new session (README "Sticky sessions").
-        handshake_response = await one.get("/ws/events/", params={"EIO": "4", "transport": "polling"})
+        handshake_response = await one.get(
+            f"{first.events_url}/ws/events/", params={"EIO": "4", "transport": "polling"}
+        )
         sid = orjson.loads(handshake_response.text[1:])["sid"]
-        astray = await two.get("/ws/events/", params={"EIO": "4", "transport": "polling", "sid": sid})
+        astray = await two.get(
+            f"{second.events_url}/ws/events/", params={"EIO": "4", "transport": "polling", "sid": sid}
+        )
         assert astray.status_code == 400
         assert astray.json() == {"code": 1, "message": "Session ID unknown"}
     stop_receiver.set()

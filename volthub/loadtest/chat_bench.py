@@ -100,6 +100,8 @@ class Server:
                 "127.0.0.1",
                 "--port",
                 str(port),
+                "--gateway-port",
+                str(free_port()),  # never the default 8081: benches may run beside other servers
                 "--database",
                 database,
             ],

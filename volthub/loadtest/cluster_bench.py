@@ -57,6 +57,7 @@ class Server:
     process: subprocess.Popen[bytes]
     url: str
     log: Path
+    events_url: str  # the Events API gateway, where Socket.IO clients connect (as by default)
 
     def cpu(self) -> float:
         sample = read_proc(self.process.pid, 0.0)
@@ -83,17 +84,18 @@ def _admin(database: str, statement: str) -> None:
 
 
 def _start(url: str, workdir: Path, index: int) -> Server:
-    port = free_port()
+    port, gateway_port = free_port(), free_port()  # never the default 8081: servers run side by side
     log = workdir / f"server-{index}-{port}.log"
+    argv = [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port)]
     with open(log, "wb") as handle:
         process = subprocess.Popen(
-            [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port), "--database", url],
+            [*argv, "--gateway-port", str(gateway_port), "--database", url],
             stdout=handle,
             stderr=subprocess.STDOUT,
             env={**os.environ, **SERVER_ENV},
             cwd=workdir,
         )
-    return Server(process, f"http://127.0.0.1:{port}", log)
+    return Server(process, f"http://127.0.0.1:{port}", log, f"ws://127.0.0.1:{gateway_port}")
 
 
 async def _healthy(server: Server, timeout: float = 60.0) -> None:
@@ -111,7 +113,7 @@ async def _healthy(server: Server, timeout: float = 60.0) -> None:
 
 
 async def _client(server: Server, token: str, tally: Tally, ready: trio.Semaphore, stop: trio.Event) -> None:
-    url = server.url.replace("http://", "ws://") + "/ws/events/?EIO=4&transport=websocket"
+    url = server.events_url + "/ws/events/?EIO=4&transport=websocket"
     try:
         async with trio.open_nursery() as nursery:
             ws = await connect_websocket_url(nursery, url)

@@ -48,7 +48,7 @@ async def test_grants_and_removals_push_badges_to_the_members_open_socket(
         async with httpx.AsyncClient(base_url=writes_server.url, timeout=10) as http:
             process = await nursery.start(
                 lambda task_status: trio.run_process(
-                    [node, "badges_client.mjs", sockets_server.url, member.token, owner.id, "3"],
+                    [node, "badges_client.mjs", sockets_server.events_url, member.token, owner.id, "3"],
                     cwd=JS_DIR,
                     stdout=subprocess.PIPE,
                     check=False,

@@ -10,7 +10,7 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from tests.conftest import LiveServer, free_port, register_live, serve_app
+from tests.conftest import SOCKET_PATHS, LiveServer, register_live, serve_app, socket_path_events
 from tests.http.events.live import handshake, open_ws, receive
 from tests.http.oauth.tokens import issue_oauth_token
 from volthub.config import Settings
@@ -29,15 +29,14 @@ async def _socket(server: LiveServer, nursery: trio.Nursery, token: str):  # typ
     return ws
 
 
-@pytest.fixture(params=["mount", "gateway"])
+@pytest.fixture(params=SOCKET_PATHS)
 async def live_server(
     settings: Settings, nursery: trio.Nursery, request: pytest.FixtureRequest
 ) -> AsyncIterator[LiveServer]:
-    """The Socket.IO paths on the main port (mount) or on the gateway's own port."""
-    if request.param == "gateway":
-        settings = settings.model_copy(
-            update={"events": settings.events.model_copy(update={"gateway_port": free_port()})}
-        )
+    """The Socket.IO paths on the gateway's own port (the default) or on the main port (mount)."""
+    settings = settings.model_copy(
+        update={"events": settings.events.model_copy(update=socket_path_events(request.param))}
+    )
     stop = trio.Event()
     yield await serve_app(nursery, settings, stop)
     stop.set()

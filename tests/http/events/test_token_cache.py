@@ -18,7 +18,7 @@ EIO_PATH = "/ws/events"
 
 async def _connect(server: LiveServer, nursery: trio.Nursery, token: str) -> str:
     """The Socket.IO CONNECT answer for `token` in auth: `40{...}` or `44{...}`."""
-    ws = await open_ws(nursery, server.url, EIO_PATH)
+    ws = await open_ws(nursery, server.events_url, EIO_PATH)
     try:
         handshake(await receive(ws))
         await ws.send_message("40" + orjson.dumps({"token": token}).decode())

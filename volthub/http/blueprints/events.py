@@ -11,7 +11,7 @@ from pydantic import Field
 from quart import Blueprint, Response, request
 from quart_schema import tag, validate_querystring, validate_response
 
-from volthub.config import EventsSettings
+from volthub.config import EventsSettings, events_ws_url
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.events.registry import ConnectionRegistry
@@ -72,6 +72,10 @@ class EventTypeOut(Model):
 class EventTypesOut(Model):
     groups: list[str]
     types: list[EventTypeOut]
+    wsUrl: str = Field(
+        description="the Events API's WebSocket base address (`[events] public_ws_url`, by default the"
+        " gateway's port): a Socket.IO client connects to `{wsUrl}/ws/events`"
+    )
 
 
 class SseSubscriber:
@@ -110,8 +114,9 @@ async def event_types() -> EventTypesOut:
     """Every event name of the Events API and of webhooks, with its group, its transports,
     whether anything really emits it (the hype-train events never fire, spec §6.1; others
     until their producer lands), whether the sandbox can send it as a test event, whether
-    anonymous Events API subscribers get it, and its payload fields."""
-    return EventTypesOut.model_validate(catalogue.document())
+    anonymous Events API subscribers get it, and its payload fields; and `wsUrl`, where
+    Socket.IO clients connect (`{wsUrl}/ws/events`)."""
+    return EventTypesOut.model_validate({**catalogue.document(), "wsUrl": events_ws_url(runtime().settings)})
 
 
 @blueprint.get("/stream")

@@ -696,8 +696,10 @@ class Gateway:
         admit: Callable[[str], bool] | None = None,
         release: Callable[[str], None] | None = None,
         refusal: bytes = b"",
+        reuse_port: bool = False,
     ) -> None:
         self.host, self.port = host, port
+        self._reuse_port = reuse_port
         self.endpoints: dict[str, GatewayEndpoint] = {}
         self.ticker = Ticker()
         self._keep_alive = keep_alive_timeout
@@ -715,15 +717,15 @@ class Gateway:
 
     def bind(self) -> tuple[str, int]:
         """Open the listening socket (at start-up, so a taken port fails the start).
-        SO_REUSEPORT: the processes of `volthub serve --workers N` each bind the same
-        gateway port and the kernel spreads new connections over them."""
+        With `reuse_port` (SO_REUSEPORT) the processes of `volthub serve --workers N` each
+        bind the same gateway port and the kernel spreads new connections over them."""
         if self._listener is None:
             host = self.host.strip("[]")
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             listener = socket.socket(family, socket.SOCK_STREAM)
             try:
                 listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if hasattr(socket, "SO_REUSEPORT"):
+                if self._reuse_port and hasattr(socket, "SO_REUSEPORT"):
                     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 listener.bind((host, self.port))
                 listener.listen(self._backlog)

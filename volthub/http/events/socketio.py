@@ -576,6 +576,7 @@ def _gateway(
         admit=LIMITS.admit,  # the same connection caps as the main port (one count per process)
         release=LIMITS.release,
         refusal=OVER_CAPACITY_RESPONSE,
+        reuse_port=events.gateway_reuse_port,
     )
     for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"})):
         gateway.add_endpoint(
