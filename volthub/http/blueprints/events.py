@@ -14,7 +14,7 @@ from quart_schema import tag, validate_querystring, validate_response
 from volthub.config import EventsSettings, events_ws_url
 from volthub.http import access
 from volthub.http.errors import ApiError
-from volthub.http.events.registry import ConnectionRegistry
+from volthub.http.events.registry import SERVER_CLOSING, ConnectionRegistry
 from volthub.http.events.socketio import SLOW_CONSUMER, SSE_ENCODERS, sse_wire
 from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
@@ -101,9 +101,19 @@ class SseSubscriber:
         self.send.close()  # the stream sends what it holds, then the reason, then ends
 
     def end(self, code: str, reason: str) -> None:
-        """The connection registry ends the stream (a revoked grant, a deleted app)."""
+        """The connection registry ends the stream (a revoked grant, a deleted app, a server
+        shutting down): what it holds is sent, then its last event says why."""
         self.code = code
         self.overflow(reason)
+
+    def last_event(self) -> bytes | None:
+        """The stream's final event once it was ended: `shutdown` {reason} when the server
+        shuts down, else `error` {code, message}; None while it runs."""
+        if self.reason is None:
+            return None
+        if self.code == SERVER_CLOSING:
+            return sse.encode(_json({"reason": self.reason}), event="shutdown")
+        return sse.encode(_json({"code": self.code, "message": self.reason}), event="error")
 
 
 @blueprint.get("/types")
@@ -214,6 +224,8 @@ async def _event_stream(
     # every event is then either in `resume.events` or delivered live, exactly once.
     subscription = fanout.subscribe(subscriber, user.id, owner=True, names=names, user_id=user.id, viewer=False)
     resume = fanout.since(user.id, last_id)
+    if connections is not None:
+        connections.end_if_closing(subscriber)  # opened while the server shuts down
     try:
         yield sse.encode(_json({"channelUsername": user.username, "channelId": user.id}), event="connected")
         if not resume.found:
@@ -238,8 +250,9 @@ async def _event_stream(
                     break
             # Never yield inside the cancel scope: the consumer runs between yields.
             yield sse.KEEP_ALIVE if frame is None else frame
-        if subscriber.reason is not None:
-            yield sse.encode(_json({"code": subscriber.code, "message": subscriber.reason}), event="error")
+        last = subscriber.last_event()
+        if last is not None:
+            yield last
     finally:
         fanout.remove(subscriber)
         if connections is not None and registered is not None:

@@ -127,16 +127,21 @@ class EngineIOEndpoint:
                 try:
                     await trio.sleep_forever()
                 finally:
-                    self.close_sessions_for_shutdown()
+                    self.close_sessions("server shutting down")
         finally:
             self._nursery = None
             self.sessions.clear()
 
-    def close_sessions_for_shutdown(self) -> None:
-        """Before the drivers go (and at SIGTERM): release pending GETs and
-        end every session with a close packet."""
+    def close_sessions(self, reason: str) -> int:
+        """Release pending GETs and end every session still open as "going away" (clients
+        reconnect): before the drivers go, and at shutdown through the connection registry
+        (``ConnectionRegistry.close_all``); how many."""
+        closed = 0
         for conn in list(self.sessions.values()):
-            self.dispatch_leave(conn, conn.close("server shutting down", CLOSE_GOING_AWAY))
+            if not conn.session.closed:
+                closed += 1
+            self.dispatch_leave(conn, conn.close(reason, CLOSE_GOING_AWAY))
+        return closed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._nursery is None:

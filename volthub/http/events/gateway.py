@@ -765,7 +765,7 @@ class Gateway:
                 try:
                     await self._accept_loop(nursery)
                 finally:
-                    self.close_sessions_for_shutdown()
+                    self.close_sessions("server shutting down")
         finally:
             self._nursery = None
 
@@ -774,9 +774,8 @@ class Gateway:
         assert isinstance(endpoint, GatewayEndpoint)
         endpoint.on_due(conn, now)
 
-    def close_sessions_for_shutdown(self) -> None:
-        for endpoint in self.endpoints.values():
-            endpoint.close_sessions_for_shutdown()
+    def close_sessions(self, reason: str) -> int:
+        return sum(endpoint.close_sessions(reason) for endpoint in self.endpoints.values())
 
     def stop_accepting(self) -> None:
         listener, self._listener = self._listener, None

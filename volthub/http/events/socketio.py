@@ -185,6 +185,8 @@ class SocketSubscriber:
         reconnect, the token is no good anyway); anything else closes the session, so the
         clients reconnect (to another process, or once this one is back)."""
         conn = self.conn
+        if conn.session.closed:
+            return  # already ended (another namespace of the same session, say)
         session = conn.socketio
         session.emit(self.namespace, "error", {"code": code, "message": reason})
         if code == AUTHORIZATION_REVOKED:
@@ -319,6 +321,7 @@ class EventsSocketHandler:
             self._resubscribe(state, restored)
         elif user is not None:
             state.channels[user.id] = self.fanout.subscribe(subscriber, user.id, owner=True, user_id=user.id)
+        self.connections.end_if_closing(subscriber)  # joined while the server shuts down
 
     def _restore(self, conn: Connection, request: ConnectRequest, user: User | None) -> _Restored | None:
         """The kept state a reconnecting client names with {pid, offset}, and the events it
@@ -509,6 +512,12 @@ async def install(rt: Runtime) -> None:
     rt.bus.subscribe(fanout.publish)
     connections = rt.services.connections = ConnectionRegistry()
     rt.bus.subscribe(connections.on_event)
+    # A shutdown ends every Events API connection through the registry: its namespaces and
+    # streams, then the sessions of both paths that never joined one.
+    for endpoint in rt.engineio_endpoints.values():
+        connections.hold_sessions(endpoint)
+    if rt.gateway is not None:
+        connections.hold_sessions(rt.gateway)
     if rt.gateway is not None:
         host, port = rt.gateway.bind()  # here, so a taken port fails the start
         log.info("Events API gateway listening on %s:%d", host, port)
