@@ -111,3 +111,32 @@ def test_registry_ends_only_that_users_connections_of_that_app() -> None:
     assert len(registry) == 3
     assert registry.close_all("bye") == 3
     assert {r.ended[-1][0] for r in (other_app, other_user, anonymous)} == {"SERVER_CLOSING"}
+
+
+class _Holder:
+    def __init__(self, open_sessions: int) -> None:
+        self.open_sessions = open_sessions
+        self.reasons: list[str] = []
+
+    def close_sessions(self, reason: str) -> int:
+        self.reasons.append(reason)
+        closed, self.open_sessions = self.open_sessions, 0
+        return closed
+
+
+def test_close_all_is_the_one_shutdown_path() -> None:
+    """Registered connections first (each told why), then the sessions the endpoints hold
+    that never joined a namespace; a connection registered afterwards is ended at once."""
+    registry = ConnectionRegistry()
+    joined, holder = _Recorder(), _Holder(open_sessions=2)
+    registry.add(joined, "u1", None)
+    registry.hold_sessions(holder)
+    latecomer = _Recorder()
+    registry.end_if_closing(latecomer)
+    assert latecomer.ended == []  # not shutting down yet
+    assert registry.close_all("server shutting down") == 3
+    assert joined.ended == [("SERVER_CLOSING", "server shutting down")]
+    assert holder.reasons == ["server shutting down"]
+    registry.add(latecomer, None, None)
+    registry.end_if_closing(latecomer)
+    assert latecomer.ended == [("SERVER_CLOSING", "server shutting down")]
