@@ -85,7 +85,7 @@ KEYS: dict[str, str] = {
 }
 _STAGE_GROUPS = ("delivery.", "send.", "clients.", "reconnect.")
 _KIND_KEYS = ("ratio", "expected", "received", "drops")
-PERCENTILE = re.compile(r"latency_ms\.p(\d+(?:\.\d+)?)$")
+PERCENTILE = re.compile(r"\.(p\d+(?:\.\d+)?|max)$")
 
 
 class CheckError(ValueError):
@@ -184,9 +184,10 @@ def evaluate(check: Check, run: dict[str, Any]) -> dict[str, Any]:
 
 def _too_few(run: dict[str, Any], key: str) -> bool:
     """A percentile left out because too few of the expected samples arrived."""
-    if PERCENTILE.search(key) is None:
+    match = PERCENTILE.search(key)
+    if match is None or not key[: match.start()].endswith("latency_ms"):
         return False
-    group = lookup(run, key.rsplit(".", 1)[0])
+    group = lookup(run, key[: match.start()])
     return isinstance(group, dict) and group.get("too_few_samples") is True
 
 

@@ -208,12 +208,13 @@ def count_followers(tx: Tx, user_id: str) -> int:
 
 
 def delete_users(tx: Tx, user_ids: Sequence[str]) -> int:
-    """Remove accounts and what hangs off them (foreign keys cascade; the event log is keyed
-    by channel without one, so its rows go here too). For `volthub loadtest`, which removes
+    """Remove accounts and what hangs off them (foreign keys cascade; PostgreSQL's event log is
+    keyed by channel without one, so its rows go here too). For `volthub loadtest`, which removes
     the accounts it registered on a database it was given; the API has no account deletion."""
     removed = 0
     for user_id in user_ids:
-        tx.execute("DELETE FROM event_log WHERE channel_id = ?", (user_id,))
-        tx.execute("DELETE FROM event_channel_positions WHERE channel_id = ?", (user_id,))
+        if tx.dialect == "postgresql":  # the cluster's shared event log (PostgreSQL only)
+            tx.execute("DELETE FROM event_log WHERE channel_id = ?", (user_id,))
+            tx.execute("DELETE FROM event_channel_positions WHERE channel_id = ?", (user_id,))
         removed += len(tx.execute("DELETE FROM users WHERE id = ? RETURNING id", (user_id,)))
     return removed
