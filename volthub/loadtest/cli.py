@@ -350,7 +350,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="EXPR",
         help="'KEY OP NUMBER' over a run's figures, e.g. 'delivery.ratio>=0.999' or "
         "'stages.steady.delivery.latency_ms.p99<200' (repeatable; the figures are listed below). "
-        "Replaces the default checks",
+        "Replaces the default checks; hold.* checks apply to targets that held sockets (--hold), "
+        "the others to targets that ran",
     )
     out.add_argument(
         "--junit", type=Path, metavar="FILE", help="write the checks as JUnit XML, one test case per check and target"
@@ -763,10 +764,12 @@ HOLD_CHECKS = (
 
 
 def _checks_for(args: argparse.Namespace, summary: dict[str, Any]) -> list[checks.Check]:
-    if args.check:
-        return list(args.checks)
-    chosen = list(args.checks) if "delivery" in summary else []
-    return chosen + (list(HOLD_CHECKS) if "hold" in summary else [])
+    """hold.* checks go to a target that held sockets, the others to a target that ran; the
+    defaults (the scenario's, else DEFAULT_CHECKS, and HOLD_CHECKS) when no --check is given."""
+    given: list[checks.Check] = list(args.checks)
+    holding = [check for check in given if check.key.startswith("hold.")] if args.check else list(HOLD_CHECKS)
+    running = [check for check in given if not check.key.startswith("hold.")]
+    return (running if "delivery" in summary else []) + (holding if "hold" in summary else [])
 
 
 def _load(args: argparse.Namespace) -> str:
