@@ -7,7 +7,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -75,11 +75,15 @@ def test_a_run_that_loses_deliveries_fails_its_check(tmp_path: Path) -> None:
     assert run["delivery"]["latency_ms"]["p99"] is None and summary["passed"] is False
 
 
-def test_a_healthy_run_with_the_same_check_passes_and_writes_junit(tmp_path: Path) -> None:
+def test_a_healthy_run_with_the_same_check_passes_and_writes_junit(tmp_path: Path, server: Server) -> None:
     junit = tmp_path / "checks.xml"
     code, summary = loadtest(
         tmp_path,
-        "--spawn",
+        "--url",
+        server.url,
+        "--server-pid",
+        str(server.pid),
+        "--keep",
         *SMALL,
         "--check",
         "delivery.ratio>=0.999",
@@ -94,6 +98,7 @@ def test_a_healthy_run_with_the_same_check_passes_and_writes_junit(tmp_path: Pat
     assert verdicts(summary) == {"delivery.ratio": "pass", "send.errors": "pass", "stages.send.send.offered": "pass"}
     [check] = [c for c in summary["checks"] if c["key"] == "delivery.ratio"]
     assert check["figure"] == 1.0 and check["limit"] == 0.999 and check["op"] == ">="
+    assert summary["runs"][0]["server"]["cpu_seconds"] is not None, "--server-pid: the server is measured"
     root = ElementTree.parse(junit).getroot()
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == 3 and not root.findall(".//failure")
@@ -132,9 +137,18 @@ def test_refused_sends_are_reported_and_fail_the_delivery_check(tmp_path: Path) 
     assert verdicts(summary) == {"delivery.ratio": "fail"}
 
 
-@contextmanager
-def running_server(workdir: Path) -> Iterator[str]:
-    """A volthub on a free loopback port, as a tester's own server (its SQLite file in workdir)."""
+@dataclass
+class Server:
+    url: str
+    pid: int
+    database: Path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One volthub on a free loopback port for the runs that need no server of their own, as
+    a tester's running server would be (the bench settings: no rate limits)."""
+    workdir = tmp_path_factory.mktemp("server")
     plan = plan_server("volthub", workdir)
     process = subprocess.Popen(
         plan.argv, env=plan.env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -146,7 +160,7 @@ def running_server(workdir: Path) -> Iterator[str]:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        yield plan.url
+        yield Server(plan.url, process.pid, workdir / "loadtest.db")
     finally:
         process.terminate()
         process.wait(30)
@@ -157,22 +171,20 @@ def _usernames(database: Path) -> list[str]:
         return sorted(row[0] for row in connection.execute("SELECT username FROM users"))
 
 
-def test_tokens_register_nothing(tmp_path: Path) -> None:
+def test_tokens_register_nothing(tmp_path: Path, server: Server) -> None:
     """Against a running server with the tester's own token: the run registers no account."""
-    workdir = tmp_path / "server"
-    workdir.mkdir()
-    with running_server(workdir) as url:
-        body = httpx.post(f"{url}/api/auth/register", json={"username": "tester", "password": PASSWORD}).json()
-        tokens = tmp_path / "tokens.txt"
-        tokens.write_text(f"# token channel\n{body['token']} {body['user']['id']}\n")
-        code, summary = loadtest(
-            tmp_path, "--url", url, "--tokens", str(tokens), *SMALL, "--check", "delivery.ratio>=0.999"
-        )
+    body = httpx.post(f"{server.url}/api/auth/register", json={"username": "tester", "password": PASSWORD}).json()
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text(f"# token channel\n{body['token']} {body['user']['id']}\n")
+    before = _usernames(server.database)
+    code, summary = loadtest(
+        tmp_path, "--url", server.url, "--tokens", str(tokens), *SMALL, "--check", "delivery.ratio>=0.999"
+    )
     assert code == 0, summary.get("checks")
     [run] = summary["runs"]
     assert run["provisioned"] == {"accounts": 0, "tokens_given": 1}
     assert run["delivery"]["expected"] == 100
-    assert _usernames(workdir / "loadtest.db") == ["tester"]
+    assert "tester" in before and _usernames(server.database) == before
 
 
 def test_a_url_without_tokens_needs_keep(capsys: pytest.CaptureFixture[str]) -> None:
@@ -229,10 +241,12 @@ SCENARIO_FIGURES = {
 
 
 @pytest.mark.parametrize("name", list(SCENARIO_FIGURES))
-def test_each_bundled_scenario_runs_end_to_end(tmp_path: Path, name: str) -> None:
+def test_each_bundled_scenario_runs_end_to_end(tmp_path: Path, server: Server, name: str) -> None:
     code, summary = loadtest(
         tmp_path,
-        "--spawn",
+        "--url",
+        server.url,
+        "--keep",
         "--scenario",
         name,
         "--clients",
