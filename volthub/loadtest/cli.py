@@ -412,8 +412,8 @@ def loadtest(args: argparse.Namespace) -> int:
         unexpected = [leaf for leaf in leaves if not isinstance(leaf, _EXPECTED)]
         if unexpected:
             raise
-        for leaf in leaves:
-            print(f"error: {leaf or type(leaf).__name__}", file=sys.stderr)
+        more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
+        print(f"error: {leaves[0] or type(leaves[0]).__name__}{more}", file=sys.stderr)
         usage = (TargetUnreachable, RemoteTargetRefused, ValueError)
         return 2 if any(isinstance(leaf, usage) for leaf in leaves) else 1
 

@@ -125,7 +125,7 @@ class VolthubTarget(Target):
                 if response.status_code != 201:
                     raise TargetUnreachable(
                         f"{self.base_url}: registering {username} was answered HTTP {response.status_code} "
-                        f"{response.text[:200]}"
+                        f"{' '.join(response.text.split())[:160]}"
                     )
                 body = response.json()
                 channels[index] = Channel(index, body["user"]["id"], body["token"])
