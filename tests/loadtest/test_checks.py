@@ -34,6 +34,9 @@ def run(**delivery: Any) -> dict[str, Any]:
         ("send.errors==0", "send.errors", "==", 0.0),
         ("clients.disconnects!=-1", "clients.disconnects", "!=", -1.0),
         ("stages.steady.delivery.ratio>0.5", "stages.steady.delivery.ratio", ">", 0.5),
+        ("stages.a.b.send.late==0", "stages.a.b.send.late", "==", 0.0),
+        ("stages.up.delivery.latency_ms.p99<9", "stages.up.delivery.latency_ms.p99", "<", 9.0),
+        ("stages.up.reconnect.recovered_ratio>=1", "stages.up.reconnect.recovered_ratio", ">=", 1.0),
         ("delivery.by_kind.slow.ratio>=0", "delivery.by_kind.slow.ratio", ">=", 0.0),
     ],
 )
@@ -51,6 +54,8 @@ def test_parse(text: str, key: str, op: str, limit: float) -> None:
         ("delivery.rate>=1", "no figure named"),
         ("stages.steady.server.cpu_percent<5", "no figure named"),
         ("delivery.by_kind.slow.latency_ms.p99<5", "no figure named"),
+        ("stages.steady.clients.requested>1", "no figure named"),
+        ("stages.steady.send.per_second>1", "no figure named"),
     ],
 )
 def test_parse_refuses(text: str, message: str) -> None:

@@ -75,7 +75,9 @@ def test_a_run_that_loses_deliveries_fails_its_check(tmp_path: Path) -> None:
     assert run["delivery"]["latency_ms"]["p99"] is None and summary["passed"] is False
 
 
-def test_a_healthy_run_with_the_same_check_passes_and_writes_junit(tmp_path: Path, server: Server) -> None:
+def test_a_healthy_run_with_the_same_check_passes_and_writes_junit(
+    tmp_path: Path, server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
     junit = tmp_path / "checks.xml"
     code, summary = loadtest(
         tmp_path,
@@ -84,7 +86,7 @@ def test_a_healthy_run_with_the_same_check_passes_and_writes_junit(tmp_path: Pat
         "--server-pid",
         str(server.pid),
         "--keep",
-        *SMALL,
+        *[arg for arg in SMALL if arg != "--quiet"],
         "--check",
         "delivery.ratio>=0.999",
         "--check",
@@ -99,6 +101,9 @@ def test_a_healthy_run_with_the_same_check_passes_and_writes_junit(tmp_path: Pat
     [check] = [c for c in summary["checks"] if c["key"] == "delivery.ratio"]
     assert check["figure"] == 1.0 and check["limit"] == 0.999 and check["op"] == ">="
     assert summary["runs"][0]["server"]["cpu_seconds"] is not None, "--server-pid: the server is measured"
+    progress = capsys.readouterr().err.splitlines()[-1]  # not a terminal: whole lines
+    for part in ("connected 10/10", "deliveries/s", "p99 ", "errors: 0 refused, 0 failed, 0 late"):
+        assert part in progress, progress
     root = ElementTree.parse(junit).getroot()
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == 3 and not root.findall(".//failure")

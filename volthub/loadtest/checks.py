@@ -30,9 +30,9 @@ _EXPR = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*(<=|>=|==|!=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
 )
 
-# The figures a check may name: KEY -> what it is. `stages.NAME.` before a key of the
-# delivery, send and clients groups names that stage's own figure; `delivery.by_kind.KIND.`
-# before `ratio`, `expected`, `received` one client kind's.
+# The figures a check may name: KEY -> what it is. `stages.NAME.` before one of _STAGE_KEYS
+# names that stage's own figure; `delivery.by_kind.KIND.` before `ratio`, `expected`,
+# `received`, `drops` one client kind's.
 KEYS: dict[str, str] = {
     "delivery.ratio": "deliveries received / deliveries of every offered message to every client that "
     "should get it (refused, failed and late sends count as undelivered)",
@@ -83,7 +83,17 @@ KEYS: dict[str, str] = {
     "hold.connect_failures": "held sockets that never connected",
     "generator.cpu_percent": "the generator's own CPU % (near 100: figures are generator-bound)",
 }
-_STAGE_GROUPS = ("delivery.", "send.", "clients.", "reconnect.")
+# What each stage has of those (under stages.NAME.).
+_STAGE_KEYS = {
+    key
+    for key in KEYS
+    if key.startswith(("delivery.ratio", "delivery.expected", "delivery.received", "delivery.drops"))
+    or key.startswith(("delivery.latency_ms.", "reconnect."))
+    or key in ("clients.connected", "clients.disconnects")
+    or key.startswith("send.")
+    and key not in ("send.per_second",)
+    and not key.startswith("send.latency_ms")
+}
 _KIND_KEYS = ("ratio", "expected", "received", "drops")
 PERCENTILE = re.compile(r"\.(p\d+(?:\.\d+)?|max)$")
 
@@ -112,9 +122,8 @@ def known_key(key: str) -> bool:
     if key in KEYS:
         return True
     parts = key.split(".")
-    if len(parts) > 3 and parts[0] == "stages":
-        rest = ".".join(parts[2:])
-        return rest.startswith(_STAGE_GROUPS) and known_key(rest)
+    if len(parts) > 3 and parts[0] == "stages":  # a stage's name may hold dots itself
+        return any(".".join(parts[start:]) in _STAGE_KEYS for start in range(2, len(parts)))
     if len(parts) == 4 and parts[:2] == ["delivery", "by_kind"]:
         return parts[3] in _KIND_KEYS
     return False
