@@ -69,7 +69,7 @@ KEYS: dict[str, str] = {
     "reconnect.dropped": "sockets a reconnect storm dropped",
     "reconnect.reconnected": "of those, reconnected",
     "reconnect.recovered": "of those, recovered their session (same session, missed events replayed)",
-    "reconnect.recovered_ratio": "recovered / dropped",
+    "reconnect.recovered_ratio": "recovered / dropped with something to resume from (not without_offset)",
     "reconnect.without_offset": "dropped before any event arrived (nothing to resume from: not recoverable)",
     "reconnect.latency_ms.p99": "drop to reconnected percentile (ms); also p50, max",
     "reconnect.latency_ms.p50": "",

@@ -735,12 +735,16 @@ def _reconnect_figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     back = [r for r in records if r["connected_at"] is not None]
     times = sorted(r["connected_at"] - r["dropped_at"] for r in back)
     recovered = sum(1 for r in back if r["recovered"])
+    # A socket dropped before any event reached it has no offset to resume from, so it cannot
+    # ask to recover (as with the official clients): the ratio is over those that could; the
+    # others' missed events still count against the delivery ratio.
+    could = sum(1 for r in records if r["offset"])
     return {
         "dropped": len(records),
         "reconnected": len(back),
         "recovered": recovered,
-        "recovered_ratio": round(recovered / len(records), 6) if records else None,
-        "without_offset": sum(1 for r in records if not r["offset"]),
+        "without_offset": len(records) - could,
+        "recovered_ratio": round(recovered / could, 6) if could else None,
         "latency_ms": {
             "p50": _ms(percentile(times, 50)),
             "p99": _ms(percentile(times, 99)),
