@@ -478,6 +478,8 @@ def _validate(args: argparse.Namespace) -> str | None:
         return "--profile needs --spawn or --server-pid"
     if "sse" in plan.kinds and any(name not in VOLTHUB_TARGETS for name in args.target):
         return "--sse is for volthub only (the reference servers speak Socket.IO only)"
+    if "gateway" in plan.kinds and not args.ws_url and any(name != "volthub-gateway" for name in args.target):
+        return "the scenario's gateway clients need --target volthub-gateway (or --url with --ws-url)"
     args.channel_list = None
     if args.tokens is not None:
         if any(name not in VOLTHUB_TARGETS for name in args.target):
