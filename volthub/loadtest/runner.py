@@ -365,7 +365,7 @@ class Run:
 
     async def _wait_for_ramp(self) -> None:
         with trio.move_on_after(self.config.ramp_timeout) as scope:
-            while any(slot.connected_at is None and slot.error is None for slot in self.slots):
+            while any(slot.connected_at is None and slot.error is None and slot.left_at is None for slot in self.slots):
                 await trio.sleep(0.05)
         if scope.cancelled_caught:
             self.notes.append(f"ramp timed out after {self.config.ramp_timeout:.0f}s")
