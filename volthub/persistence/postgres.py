@@ -12,7 +12,6 @@ message only, never DETAIL (which holds row data) or statement parameters.
 from __future__ import annotations
 
 import contextlib
-
 import functools
 import time
 from collections.abc import Callable, Sequence
