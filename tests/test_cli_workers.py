@@ -60,12 +60,17 @@ def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, 
         text = (tmp_path / "workers.log").read_text()
         assert text.count("applied 0001_") == 1  # one migration run, by the parent
         assert f"clients connect to ws://127.0.0.1:{gateway_port}/ws/events" in text
-        # Both workers bound the gateway port (SO_REUSEPORT): Engine.IO sessions open there.
+        # Engine.IO sessions open on the gateway port of the workers.
         for _ in range(4):
             opened = httpx.get(
                 f"http://127.0.0.1:{gateway_port}/ws/events/", params={"EIO": "4", "transport": "polling"}
             )
             assert opened.status_code == 200 and opened.text.startswith("0{"), opened.text
+        # Both workers bound the gateway port (SO_REUSEPORT); the second may still be starting.
+        deadline = time.monotonic() + 30
+        while text.count("Events API gateway listening on") < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)  # real time: a child process is starting
+            text = (tmp_path / "workers.log").read_text()
         assert text.count("Events API gateway listening on") == 2, text
 
         parent.send_signal(signal.SIGHUP)
