@@ -1,7 +1,8 @@
-"""The README runs as written: every `sh` block, in order, against a server of the test's own.
+"""The docs run as written: every `sh` block of README.md and of each page under docs/, in
+order, against a server of the page's own.
 
-The README's shell examples are meant to be pasted, in order, into one bash terminal
-while `make serve` runs in another. This test does the same:
+The shell examples of a page are meant to be pasted, in order, into one bash terminal while
+`make serve` (or `make demo`) runs in another. This test does the same, page by page:
 
 - It works in a scratch stand-in for the repository root (every top-level entry of the
   checkout linked in, `.venv` pointing at the running interpreter's environment, a fresh
@@ -9,14 +10,18 @@ while `make serve` runs in another. This test does the same:
   reader, and the server's `var/volthub.db` is a throw-away SQLite file.
 - Each block runs in its own `bash` under `set -euo pipefail`. The shell variables and
   functions it defines are saved and loaded into the next block, as one terminal would keep
-  them. The only substitutions are environment variables the README reads with a default:
-  `BASE` (a free loopback port instead of 8080) and `RECEIVER_PORT`.
-- `<!-- readme-test: skip (why) -->` before a block: not run (it blocks, downloads, or
-  takes minutes). `<!-- readme-test: server (why) -->`: the block starts the server with
-  `make serve`; the test runs it with `make` standing in for "(re)start the test's server
-  with the `VOLTHUB_…` settings given to it".
+  them. The only substitutions are environment variables the docs read with a default:
+  `BASE` (a free loopback port instead of 8080), `GATEWAY` (the Events API's own listener,
+  instead of 8081), `RECEIVER_PORT` and `RTMP_PORT`.
+- `<!-- docs-test: skip (why) -->` before a block: not run (it blocks, downloads, or
+  takes minutes). `<!-- docs-test: server (why) -->`: the block starts the server with
+  `make serve` or `make demo`; the test runs it with `make` standing in for "(re)start the
+  test's server with the `VOLTHUB_…` settings given to it" (`make demo` adds
+  `--config config/demo.toml` and makes the demo certificates first, as the Makefile does).
+- `<!-- docs-test: needs nginx-rtmp ffmpeg -->` anywhere in a page: its blocks need those
+  programs; without them the page is skipped with that reason (and fails under CI).
 - Programs a block leaves in the background are stopped at the end (each block is its own
-  process group), whether the README's own `kill` ran or not.
+  process group), whether the page's own `kill` ran or not.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,13 +46,23 @@ from volthub.loadtest.servers import free_port
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "README.md"
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE_OPEN = re.compile(r"^```(\w*)\s*$")
-DIRECTIVE = re.compile(r"^<!--\s*readme-test:\s*(\w+)\b.*-->\s*$")
+DIRECTIVE = re.compile(r"^<!--\s*docs-test:\s*(\w+)\b.*-->\s*$")
+NEEDS = re.compile(r"^<!--\s*docs-test:\s*needs\s+([^(]*?)\s*-->\s*$", re.MULTILINE)
 SHELL_LANGUAGES = {"sh", "bash", "shell", "console", "zsh"}
-BLOCK_TIMEOUT = 30.0
+BLOCK_TIMEOUT = 60.0
 SERVER_START_TIMEOUT = 30.0
-MAX_SKIPPED = 8  # skipping is the exception: a README whose examples do not run is the bug
+MAX_SKIPPED = 12  # skipping is the exception: docs whose examples do not run are the bug
+# What a page may declare it needs (`<!-- docs-test: needs ... -->`), and how to tell it is here.
+PROGRAMS: dict[str, Callable[[], bool]] = {
+    "nginx-rtmp": lambda: Path("/usr/lib/nginx/modules/ngx_rtmp_module.so").exists()
+    and bool(shutil.which("nginx") or Path("/usr/sbin/nginx").exists()),
+    "ffmpeg": lambda: shutil.which("ffmpeg") is not None,
+    "redis": lambda: shutil.which("redis-server") is not None,
+    "chromium": lambda: Path("/usr/bin/chromium").exists(),
+}
+INSTALL = "apt-get install nginx libnginx-mod-rtmp ffmpeg redis-server chromium"
 
 # Runs one block inside the session: load what earlier blocks defined, run the block under
 # strict mode, then save every variable and function it added (not the environment's).
@@ -70,11 +85,17 @@ set +euo pipefail
 exit $__readme_status
 """
 
-# In a server block, `make serve` hands the test the settings it would start the server with.
+# In a server block, `make serve` / `make demo` hands the test the settings it would start
+# the server with (and `make demo` makes the demo certificates first, as the Makefile does).
 MAKE_SHIM = """\
 make() {{
-  if [ "$*" != serve ]; then echo "readme-test: a server block may only run 'make serve', not 'make $*'" >&2; return 2; fi
+  case "$*" in
+    serve) ;;
+    demo) docs/examples/demo_certs.sh var/demo ;;
+    *) echo "docs-test: a server block may only run 'make serve' or 'make demo', not 'make $*'" >&2; return 2 ;;
+  esac
   env -0 > {settings}
+  echo "$*" > {settings}.target
 }}
 """
 
@@ -87,8 +108,8 @@ class Block:
     directive: str | None  # "skip", "server" or None (run)
 
 
-def readme_blocks(markdown: str) -> list[Block]:
-    """Every fenced block with its language and the readme-test directive right before it."""
+def page_blocks(markdown: str) -> list[Block]:
+    """Every fenced block with its language and the docs-test directive right before it."""
     blocks: list[Block] = []
     lines = markdown.splitlines()
     index = 0
@@ -109,20 +130,40 @@ def readme_blocks(markdown: str) -> list[Block]:
     return blocks
 
 
-def shell_blocks() -> list[Block]:
-    return [block for block in readme_blocks(README.read_text(encoding="utf-8")) if block.language == "sh"]
+def shell_blocks(page: Path) -> list[Block]:
+    return [block for block in page_blocks(page.read_text(encoding="utf-8")) if block.language == "sh"]
 
 
-def test_readme_shell_blocks_follow_one_convention() -> None:
-    blocks = readme_blocks(README.read_text(encoding="utf-8"))
-    others = [f"line {b.line}: ```{b.language}" for b in blocks if b.language in SHELL_LANGUAGES - {"sh"}]
-    assert not others, f"shell examples are fenced as ```sh so the README test runs them: {others}"
-    unknown = [f"line {b.line}: {b.directive}" for b in blocks if b.directive not in (None, "skip", "server")]
-    assert not unknown, f"readme-test directives are 'skip' and 'server' only: {unknown}"
-    sh = [b for b in blocks if b.language == "sh"]
-    assert sh and sh[0].directive == "server", "the first shell block starts the server"
-    skipped = [b.line for b in sh if b.directive == "skip"]
-    assert len(skipped) <= MAX_SKIPPED, f"too many README blocks skipped by the test: lines {skipped}"
+def page_needs(page: Path) -> list[str]:
+    return [name for found in NEEDS.findall(page.read_text(encoding="utf-8")) for name in found.split()]
+
+
+def name_of(page: Path) -> str:
+    return str(page.relative_to(REPO))
+
+
+RUNNABLE_PAGES = [page for page in PAGES if shell_blocks(page)]
+
+
+def test_shell_blocks_of_every_page_follow_one_convention() -> None:
+    problems: list[str] = []
+    skipped: list[str] = []
+    for page in PAGES:
+        blocks = page_blocks(page.read_text(encoding="utf-8"))
+        where = name_of(page)
+        problems += [f"{where}:{b.line}: fence it as ```sh" for b in blocks if b.language in SHELL_LANGUAGES - {"sh"}]
+        problems += [
+            f"{where}:{b.line}: unknown directive {b.directive!r} (skip, server)"
+            for b in blocks
+            if b.directive not in (None, "skip", "server")
+        ]
+        problems += [f"{where}: needs {name!r}? known: {sorted(PROGRAMS)}" for name in page_needs(page) if name not in PROGRAMS]
+        sh = [b for b in blocks if b.language == "sh"]
+        if sh and sh[0].directive != "server":
+            problems.append(f"{where}:{sh[0].line}: the first shell block starts the server (make serve or make demo)")
+        skipped += [f"{where}:{b.line}" for b in sh if b.directive == "skip"]
+    assert not problems, "\n".join(problems)
+    assert len(skipped) <= MAX_SKIPPED, f"too many shell blocks skipped by the test: {skipped}"
 
 
 class Server:
@@ -137,8 +178,10 @@ class Server:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, settings: dict[str, str]) -> None:
+    def start(self, settings: dict[str, str], config: str | None = None) -> None:
         argv = [str(self.root / ".venv" / "bin" / "volthub"), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        if config is not None:
+            argv += ["--config", config]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 argv, cwd=self.root, env={**self.env, **settings}, stdout=log, stderr=subprocess.STDOUT
@@ -176,14 +219,14 @@ class Session:
 
     def __init__(self, root: Path, env: dict[str, str], server: Server) -> None:
         self.root, self.env, self.server = root, env, server
-        self.state = root / ".readme-test-state.sh"
+        self.state = root / ".docs-test-state.sh"
         self.process_groups: list[int] = []
         self.started = False
 
     def run(self, block: Block, prelude: str = "") -> tuple[int, str]:
-        script = self.root / f".readme-test-block-{block.line}.sh"
+        script = self.root / f".docs-test-block-{block.line}.sh"
         script.write_text(WRAPPER.format(state=self.state, prelude=prelude, block=block.text))
-        output = self.root / f".readme-test-block-{block.line}.out"
+        output = self.root / f".docs-test-block-{block.line}.out"
         with output.open("wb") as sink:
             # Output goes to a file, not a pipe: a program the block leaves running in the
             # background keeps its copy of the descriptor, and a pipe would never close.
@@ -206,18 +249,22 @@ class Session:
         return status, output.read_text(errors="replace")
 
     def run_server_block(self, block: Block) -> tuple[int, str]:
-        settings_file = self.root / ".readme-test-settings"
+        settings_file = self.root / ".docs-test-settings"
+        target_file = self.root / ".docs-test-settings.target"
         settings_file.unlink(missing_ok=True)
+        target_file.unlink(missing_ok=True)
         status, output = self.run(block, prelude=MAKE_SHIM.format(settings=settings_file))
         if status != 0:
             return status, output
         if not settings_file.exists():
-            return 1, output + "\n(readme-test: the server block never ran 'make serve')"
+            return 1, output + "\n(docs-test: the server block never ran 'make serve' or 'make demo')"
         given = dict(item.split("=", 1) for item in settings_file.read_text().split("\0") if "=" in item)
         settings = {k: v for k, v in given.items() if k.startswith("VOLTHUB_") and self.env.get(k) != v}
+        demo = target_file.read_text().strip() == "demo"
         self.server.stop()
-        self.server.start(settings)
-        return 0, output + f"\n(readme-test: server (re)started with {settings or 'the defaults'})"
+        self.server.start(settings, config="config/demo.toml" if demo else None)
+        started = f"make {'demo' if demo else 'serve'} with {settings or 'nothing more'}"
+        return 0, output + f"\n(docs-test: server (re)started as {started})"
 
     def close(self) -> None:
         for group in self.process_groups:
@@ -230,7 +277,7 @@ def scratch_root(tmp_path: Path) -> Path:
     """A stand-in for the repository root: the checkout linked in, its own var/, our venv."""
     venv = Path(sys.prefix)
     if not (venv / "bin" / "volthub").exists():
-        pytest.fail(f"the README uses .venv/bin/volthub; this interpreter's environment {venv} has none")
+        pytest.fail(f"the docs use .venv/bin/volthub; this interpreter's environment {venv} has none")
     root = tmp_path / "repo"
     root.mkdir()
     for entry in REPO.iterdir():
@@ -243,20 +290,36 @@ def scratch_root(tmp_path: Path) -> Path:
 def required_tools() -> None:
     missing = [tool for tool in ("bash", "curl", "openssl", "python3") if shutil.which(tool) is None]
     if missing:
-        message = f"the README's examples need {', '.join(missing)} (Debian: apt-get install curl openssl)"
+        message = f"the docs' examples need {', '.join(missing)} (Debian: apt-get install curl openssl)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
 
 
-@pytest.fixture
-def session(tmp_path: Path) -> Iterator[Session]:
-    required_tools()
+def required_programs(page: Path) -> None:
+    missing = [name for name in page_needs(page) if not PROGRAMS[name]()]
+    if missing:
+        message = f"{name_of(page)} needs {', '.join(missing)} (Debian: {INSTALL})"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@contextlib.contextmanager
+def session_for(tmp_path: Path) -> Iterator[Session]:
     root = scratch_root(tmp_path)
     # The reader's environment, less any volthub settings of the machine running the tests.
     env = {k: v for k, v in os.environ.items() if not (k.startswith("VOLTHUB_") and "__" in k)}
+    gateway = free_port()
+    # The gateway gets a free port too (make demo and the default config would use 8081).
+    env["VOLTHUB_EVENTS__GATEWAY_PORT"] = str(gateway)
     server = Server(root, env, free_port())
-    env.update(BASE=server.base, RECEIVER_PORT=str(free_port()))
+    env.update(
+        BASE=server.base,
+        GATEWAY=f"http://127.0.0.1:{gateway}",
+        RECEIVER_PORT=str(free_port()),
+        RTMP_PORT=str(free_port()),
+    )
     running = Session(root, env, server)
     try:
         yield running
@@ -292,9 +355,17 @@ def test_the_session_keeps_shell_state_and_reports_failures(tmp_path: Path) -> N
         pytest.fail("close() left a block's background program running")
 
 
-def test_every_shell_block_of_the_readme_runs_in_order(session: Session) -> None:
+@pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=name_of)
+def test_every_shell_block_of_the_page_runs_in_order(page: Path, tmp_path: Path) -> None:
+    required_tools()
+    required_programs(page)
+    with session_for(tmp_path) as session:
+        run_page(page, session)
+
+
+def run_page(page: Path, session: Session) -> None:
     ran: list[int] = []
-    for block in shell_blocks():
+    for block in shell_blocks(page):
         if block.directive == "skip":
             continue
         if block.directive == "server":
@@ -303,11 +374,11 @@ def test_every_shell_block_of_the_readme_runs_in_order(session: Session) -> None
             status, output = session.run(block)
         if status != 0:
             pytest.fail(
-                f"README.md block at line {block.line} failed (exit {status}):\n"
+                f"{name_of(page)} block at line {block.line} failed (exit {status}):\n"
                 f"```sh\n{block.text}\n```\n--- its output ---\n{output}\n"
                 f"--- blocks that passed before it: lines {ran} ---\n"
                 f"--- server log (last lines) ---\n{session.server.log_tail()}",
                 pytrace=False,
             )
         ran.append(block.line)
-    assert ran, "README.md has no runnable shell block"
+    assert ran, f"{name_of(page)} has no runnable shell block"
