@@ -313,12 +313,15 @@ def session_for(tmp_path: Path) -> Iterator[Session]:
     gateway = free_port()
     # The gateway gets a free port too (make demo and the default config would use 8081).
     env["VOLTHUB_EVENTS__GATEWAY_PORT"] = str(gateway)
+    rtmp = free_port()
+    # ...and the RTMP address stream/setup hands out names the test's nginx port.
+    env["VOLTHUB_INGEST__RTMP_URL"] = f"rtmp://127.0.0.1:{rtmp}/live"
     server = Server(root, env, free_port())
     env.update(
         BASE=server.base,
         GATEWAY=f"http://127.0.0.1:{gateway}",
         RECEIVER_PORT=str(free_port()),
-        RTMP_PORT=str(free_port()),
+        RTMP_PORT=str(rtmp),
     )
     running = Session(root, env, server)
     try:

@@ -6,6 +6,7 @@
 #   sign_in NAME PASSWORD  register NAME if it is new, sign in, print a first-party token
 #   new_app NAME [SCOPE]   the developer app NAME of $TOKEN's user (created once): sets CLIENT_ID,
 #                          CLIENT_SECRET and REDIRECT_URI; an operator grants SCOPE (sensitive scopes)
+#   wait_port PORT         wait up to 10 s until something listens on 127.0.0.1:PORT
 #   authorize SCOPES       the OAuth code flow with PKCE for $CLIENT_ID, consented by $TOKEN's
 #                          user: prints an access token carrying SCOPES
 BASE=${BASE:-http://127.0.0.1:8080}   # where `make serve` / `make demo` listens
@@ -58,4 +59,9 @@ print(base64.urlsafe_b64encode(hashlib.sha256(sys.stdin.buffer.read()).digest())
   curl -sf -X POST "$BASE/api/developer/oauth/token" -u "$CLIENT_ID:$CLIENT_SECRET" \
     --data-urlencode grant_type=authorization_code --data-urlencode "code=$code" \
     --data-urlencode "redirect_uri=$REDIRECT_URI" --data-urlencode "code_verifier=$verifier" | json_get access_token
+}
+
+wait_port() {
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "nothing listens on 127.0.0.1:$1" >&2; return 1
 }
