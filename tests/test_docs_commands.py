@@ -383,5 +383,6 @@ def run_page(page: Path, session: Session) -> None:
                 f"--- server log (last lines) ---\n{session.server.log_tail()}",
                 pytrace=False,
             )
+        print(f"--- {name_of(page)}:{block.line} ---\n{output}")  # shown with -s, or on a later failure
         ran.append(block.line)
     assert ran, f"{name_of(page)} has no runnable shell block"
