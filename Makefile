@@ -40,10 +40,10 @@ $(VENV)/.installed-docs: $(VENV)/.installed pyproject.toml
 # page is generated from the code's OpenAPI document (docs/hooks.py). `make docs-serve`
 # serves it with live reload at http://127.0.0.1:8000.
 docs: $(VENV)/.installed-docs
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 docs-serve: $(VENV)/.installed-docs
-	$(VENV)/bin/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 test: $(VENV)/.installed-test
 	@# The official socket.io-client for tests/http/events/test_socketio.py (needs Node.js + npm).

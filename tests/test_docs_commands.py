@@ -56,8 +56,10 @@ SERVER_START_TIMEOUT = 30.0
 MAX_SKIPPED = 12  # skipping is the exception: docs whose examples do not run are the bug
 # What a page may declare it needs (`<!-- docs-test: needs ... -->`), and how to tell it is here.
 PROGRAMS: dict[str, Callable[[], bool]] = {
-    "nginx-rtmp": lambda: Path("/usr/lib/nginx/modules/ngx_rtmp_module.so").exists()
-    and bool(shutil.which("nginx") or Path("/usr/sbin/nginx").exists()),
+    "nginx-rtmp": lambda: (
+        Path("/usr/lib/nginx/modules/ngx_rtmp_module.so").exists()
+        and bool(shutil.which("nginx") or Path("/usr/sbin/nginx").exists())
+    ),
     "ffmpeg": lambda: shutil.which("ffmpeg") is not None,
     "redis": lambda: shutil.which("redis-server") is not None,
     "chromium": lambda: Path("/usr/bin/chromium").exists(),
@@ -67,22 +69,22 @@ INSTALL = "apt-get install nginx libnginx-mod-rtmp ffmpeg redis-server chromium"
 # Runs one block inside the session: load what earlier blocks defined, run the block under
 # strict mode, then save every variable and function it added (not the environment's).
 WRAPPER = """\
-__readme_known=" $(compgen -v | tr '\\n' ' ') "
+__docs_known=" $(compgen -v | tr '\\n' ' ') "
 if [ -f {state} ]; then source {state}; fi
 set -euo pipefail
 {prelude}
 {block}
-__readme_status=$?
+__docs_status=$?
 set +euo pipefail
 {{
-  for __readme_name in $(compgen -v); do
-    case "$__readme_known" in *" $__readme_name "*) continue ;; esac
-    case "$__readme_name" in __readme_*) continue ;; esac
-    declare -p "$__readme_name"
+  for __docs_name in $(compgen -v); do
+    case "$__docs_known" in *" $__docs_name "*) continue ;; esac
+    case "$__docs_name" in __docs_*) continue ;; esac
+    declare -p "$__docs_name"
   done
   declare -f
 }} > {state}.next && mv {state}.next {state}
-exit $__readme_status
+exit $__docs_status
 """
 
 # In a server block, `make serve` / `make demo` hands the test the settings it would start
@@ -142,7 +144,7 @@ def name_of(page: Path) -> str:
     return str(page.relative_to(REPO))
 
 
-RUNNABLE_PAGES = [page for page in PAGES if shell_blocks(page)]
+RUNNABLE_PAGES = [page for page in PAGES if any(block.directive != "skip" for block in shell_blocks(page))]
 
 
 def test_shell_blocks_of_every_page_follow_one_convention() -> None:
@@ -157,11 +159,13 @@ def test_shell_blocks_of_every_page_follow_one_convention() -> None:
             for b in blocks
             if b.directive not in (None, "skip", "server")
         ]
-        problems += [f"{where}: needs {name!r}? known: {sorted(PROGRAMS)}" for name in page_needs(page) if name not in PROGRAMS]
+        problems += [
+            f"{where}: needs {name!r}? known: {sorted(PROGRAMS)}" for name in page_needs(page) if name not in PROGRAMS
+        ]
         sh = [b for b in blocks if b.language == "sh"]
-        servers = [b.line for b in sh if b.directive == "server"]
-        if servers and sh[0].directive != "server":
-            problems.append(f"{where}:{sh[0].line}: a page that uses a server starts it in its first shell block")
+        run = [b for b in sh if b.directive != "skip"]
+        if any(b.directive == "server" for b in run) and run[0].directive != "server":
+            problems.append(f"{where}:{run[0].line}: a page that uses a server starts it in its first shell block")
         skipped += [f"{where}:{b.line}" for b in sh if b.directive == "skip"]
     assert not problems, "\n".join(problems)
     assert len(skipped) <= MAX_SKIPPED, f"too many shell blocks skipped by the test: {skipped}"

@@ -23,7 +23,14 @@ def openapi_document() -> dict[str, Any]:
 
     async def build() -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as scratch:  # never opened: the app is not started
-            settings = load_settings(None, environ={}, overrides={"database": {"url": f"sqlite:///{scratch}/x.db"}})
+            settings = load_settings(
+                None,
+                environ={},
+                overrides={
+                    "database": {"url": f"sqlite:///{scratch}/x.db"},
+                    "server": {"public_url": "http://127.0.0.1:8080"},
+                },
+            )
             app = create_app(settings)
             async with app.app_context():
                 document: dict[str, Any] = app.extensions["QUART_SCHEMA"].openapi_provider.schema()
@@ -38,7 +45,7 @@ def _cell(text: Any) -> str:
 
 def _type(schema: dict[str, Any], document: dict[str, Any]) -> str:
     if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[-1]
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
     if "anyOf" in schema:
         return " or ".join(_type(option, document) for option in schema["anyOf"])
     if schema.get("type") == "array":
