@@ -36,8 +36,10 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,7 +54,7 @@ DIRECTIVE = re.compile(r"^<!--\s*docs-test:\s*(\w+)\b.*-->\s*$")
 NEEDS = re.compile(r"^<!--\s*docs-test:\s*needs\s+([^(]*?)\s*-->\s*$", re.MULTILINE)
 SHELL_LANGUAGES = {"sh", "bash", "shell", "console", "zsh"}
 BLOCK_TIMEOUT = 60.0
-SERVER_START_TIMEOUT = 30.0
+SERVER_START_TIMEOUT = 90.0  # generous: a loaded CI machine starts several pages at once
 MAX_SKIPPED = 12  # skipping is the exception: docs whose examples do not run are the bug
 # What a page may declare it needs (`<!-- docs-test: needs ... -->`), and how to tell it is here.
 PROGRAMS: dict[str, Callable[[], bool]] = {
@@ -64,6 +66,7 @@ PROGRAMS: dict[str, Callable[[], bool]] = {
     "redis": lambda: shutil.which("redis-server") is not None,
     "chromium": lambda: Path("/usr/bin/chromium").exists(),
 }
+PARALLEL_PAGES = 3  # pages run at once (each with its own server and ports)
 INSTALL = "apt-get install nginx libnginx-mod-rtmp ffmpeg redis-server chromium"
 
 # Runs one block inside the session: load what earlier blocks defined, run the block under
@@ -301,8 +304,12 @@ def required_tools() -> None:
         pytest.skip(message)
 
 
+def missing_programs(page: Path) -> list[str]:
+    return [name for name in page_needs(page) if not PROGRAMS[name]()]
+
+
 def required_programs(page: Path) -> None:
-    missing = [name for name in page_needs(page) if not PROGRAMS[name]()]
+    missing = missing_programs(page)
     if missing:
         message = f"{name_of(page)} needs {', '.join(missing)} (Debian: {INSTALL})"
         if os.environ.get("CI"):
@@ -321,6 +328,8 @@ def session_for(tmp_path: Path) -> Iterator[Session]:
     rtmp = free_port()
     # ...and the RTMP address stream/setup hands out names the test's nginx port.
     env["VOLTHUB_INGEST__RTMP_URL"] = f"rtmp://127.0.0.1:{rtmp}/live"
+    # Cheap password hashing: sign-ins are many and the docs do not test argon2's cost.
+    env.update(VOLTHUB_AUTH__ARGON2_TIME_COST="1", VOLTHUB_AUTH__ARGON2_MEMORY_KIB="1024")
     server = Server(root, env, free_port())
     env.update(
         BASE=server.base,
@@ -363,23 +372,45 @@ def test_the_session_keeps_shell_state_and_reports_failures(tmp_path: Path) -> N
         pytest.fail("close() left a block's background program running")
 
 
-@pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=name_of)
-def test_every_shell_block_of_the_page_runs_in_order(page: Path, tmp_path: Path) -> None:
+def run_page_in(page: Path, directory: Path) -> list[str]:
+    with session_for(directory) as session:
+        return run_page(page, session)
+
+
+@pytest.fixture(scope="module")
+def page_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Path, Any]]:
+    """Every selected page's run, PARALLEL_PAGES at a time: each has its own server, ports and
+    scratch root, and most of a page's time is spent waiting (servers starting, ffmpeg's real
+    time, events arriving), so they overlap well."""
     required_tools()
+    selected = [
+        item.callspec.params["page"]
+        for item in request.session.items
+        if hasattr(item, "callspec") and "page" in item.callspec.params
+    ]
+    runnable = [page for page in selected if not missing_programs(page)]
+    with ThreadPoolExecutor(PARALLEL_PAGES) as pool:
+        yield {page: pool.submit(run_page_in, page, tmp_path_factory.mktemp("docs")) for page in runnable}
+
+
+@pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=name_of)
+def test_every_shell_block_of_the_page_runs_in_order(page: Path, page_runs: dict[Path, Any]) -> None:
     required_programs(page)
-    with session_for(tmp_path) as session:
-        run_page(page, session)
+    print("\n".join(page_runs[page].result()))  # a failed block raises here, with its report
 
 
-def run_page(page: Path, session: Session) -> None:
+def run_page(page: Path, session: Session) -> list[str]:
     ran: list[int] = []
+    log: list[str] = []
     for block in shell_blocks(page):
         if block.directive == "skip":
             continue
+        started = time.monotonic()
         if block.directive == "server":
             status, output = session.run_server_block(block)
         else:
             status, output = session.run(block)
+        took = time.monotonic() - started
         if status != 0:
             pytest.fail(
                 f"{name_of(page)} block at line {block.line} failed (exit {status}):\n"
@@ -388,6 +419,7 @@ def run_page(page: Path, session: Session) -> None:
                 f"--- server log (last lines) ---\n{session.server.log_tail()}",
                 pytrace=False,
             )
-        print(f"--- {name_of(page)}:{block.line} ---\n{output}")  # shown with -s, or on a later failure
+        log.append(f"--- {name_of(page)}:{block.line} ({took:.1f} s) ---\n{output}")
         ran.append(block.line)
     assert ran, f"{name_of(page)} has no runnable shell block"
+    return log
