@@ -9,7 +9,9 @@ def test_the_reference_lists_every_operation_of_the_document_with_its_access() -
     document = openapi_document()
     page = render(document)
     operations = [(method, path) for path, item in document["paths"].items() for method in METHODS if method in item]
-    missing = [f"{method.upper()} {path}" for method, path in operations if f"### `{method.upper()} {path}`" not in page]
+    missing = [
+        f"{method.upper()} {path}" for method, path in operations if f"### `{method.upper()} {path}`" not in page
+    ]
     assert operations and not missing, missing
     poll = page.split("### `POST /api/integrations/oauth/polls`", 1)[1].split("### ", 1)[0]
     assert "Access: token with `channel:interactive:write`." in poll
