@@ -66,7 +66,7 @@ PROGRAMS: dict[str, Callable[[], bool]] = {
     "redis": lambda: shutil.which("redis-server") is not None,
     "chromium": lambda: Path("/usr/bin/chromium").exists(),
 }
-PARALLEL_PAGES = 3  # pages run at once (each with its own server and ports)
+PARALLEL_PAGES = 4  # pages run at once (each with its own server and ports)
 INSTALL = "apt-get install nginx libnginx-mod-rtmp ffmpeg redis-server chromium"
 
 # Runs one block inside the session: load what earlier blocks defined, run the block under
