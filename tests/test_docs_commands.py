@@ -50,7 +50,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE_OPEN = re.compile(r"^```(\w*)\s*$")
-DIRECTIVE = re.compile(r"^<!--\s*docs-test:\s*(\w+)\b.*-->\s*$")
+DIRECTIVE = re.compile(r"^<!--\s*docs-test:\s*(\w+)\b\s*(?:\((.*)\))?\s*-->\s*$")
 NEEDS = re.compile(r"^<!--\s*docs-test:\s*needs\s+([^(]*?)\s*-->\s*$", re.MULTILINE)
 SHELL_LANGUAGES = {"sh", "bash", "shell", "console", "zsh"}
 BLOCK_TIMEOUT = 60.0
@@ -111,6 +111,7 @@ class Block:
     language: str
     text: str
     directive: str | None  # "skip", "server" or None (run)
+    reason: str = ""  # the directive's "(why)"
 
 
 def page_blocks(markdown: str) -> list[Block]:
@@ -130,7 +131,8 @@ def page_blocks(markdown: str) -> list[Block]:
         previous = next((lines[i] for i in range(start - 1, -1, -1) if lines[i].strip()), "")
         directive = DIRECTIVE.match(previous)
         body = "\n".join(lines[start + 1 : index])
-        blocks.append(Block(start + 1, opening.group(1), body, directive.group(1) if directive else None))
+        found = (directive.group(1), directive.group(2) or "") if directive else (None, "")
+        blocks.append(Block(start + 1, opening.group(1), body, *found))
         index += 1
     return blocks
 
@@ -169,8 +171,14 @@ def test_shell_blocks_of_every_page_follow_one_convention() -> None:
         run = [b for b in sh if b.directive != "skip"]
         if any(b.directive == "server" for b in run) and run[0].directive != "server":
             problems.append(f"{where}:{run[0].line}: a page that uses a server starts it in its first shell block")
-        skipped += [f"{where}:{b.line}" for b in sh if b.directive == "skip"]
+        problems += [
+            f"{where}:{b.line}: say why: <!-- docs-test: skip (why) -->"
+            for b in sh
+            if b.directive == "skip" and not b.reason
+        ]
+        skipped += [f"{where}:{b.line} ({b.reason})" for b in sh if b.directive == "skip"]
     assert not problems, "\n".join(problems)
+    print("shell blocks not run, and why:", *skipped, sep="\n  ")  # pytest -rP shows the list
     assert len(skipped) <= MAX_SKIPPED, f"too many shell blocks skipped by the test: {skipped}"
 
 
@@ -404,6 +412,7 @@ def run_page(page: Path, session: Session) -> list[str]:
     log: list[str] = []
     for block in shell_blocks(page):
         if block.directive == "skip":
+            log.append(f"--- {name_of(page)}:{block.line} skipped: {block.reason} ---")
             continue
         started = time.monotonic()
         if block.directive == "server":
