@@ -1,9 +1,6 @@
 """Follow a channel's events over Socket.IO with python-socketio's asyncio client.
 
-    WS=ws://127.0.0.1:8081 TOKEN=<a token> python docs/examples/socketio_client.py [--count N]
-
-WS is the Events API's WebSocket address (`wsUrl` of GET /api/events/types; by default the
-gateway, `[events] gateway_port` 8081).
+    BASE=http://127.0.0.1:8080 TOKEN=<a token> python docs/examples/socketio_client.py [--count N]
 
 Connects to the namespace `/ws/events` (on the default path `/socket.io`) with the token in
 `auth.token`, which subscribes the connection to the token owner's channel. Prints
@@ -12,8 +9,8 @@ Connects to the namespace `/ws/events` (on the default path `/socket.io`) with t
 N events (default: run until Ctrl-C), 1 when the connection is refused or the
 `--timeout` passes first.
 
-Needs `python-socketio[asyncio_client]` (in volthub's `test` extra). The README's Events API
-section runs this script; tests/test_readme.py runs the README.
+Needs `python-socketio[asyncio_client]` (in volthub's `test` extra). The Events API guide
+(docs/guides/events.md) runs this script; tests/test_docs_commands.py runs the guide.
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ def show(kind: str, payload: Any) -> None:
     print(kind, json.dumps(payload, sort_keys=True), flush=True)
 
 
-async def follow(ws_url: str, token: str, count: int | None, timeout: float | None) -> int:
+async def follow(base: str, token: str, count: int | None, timeout: float | None) -> int:
     client = socketio.AsyncClient(reconnection=False)
     finished = asyncio.Event()
     by_name_seen = 0
@@ -63,7 +60,7 @@ async def follow(ws_url: str, token: str, count: int | None, timeout: float | No
         finished.set()
 
     try:
-        await client.connect(ws_url, namespaces=[NAMESPACE], auth={"token": token}, transports=["websocket"])
+        await client.connect(base, namespaces=[NAMESPACE], auth={"token": token}, transports=["websocket"])
     except socketio.exceptions.ConnectionError as refused:
         print(f"connection refused: {refused}", file=sys.stderr)
         return 1
@@ -82,9 +79,9 @@ def main() -> int:
     parser.add_argument("--count", type=int, help="exit after this many events (default: run until Ctrl-C)")
     parser.add_argument("--timeout", type=float, help="give up after this many seconds")
     args = parser.parse_args()
-    ws_url = os.environ.get("WS", "ws://127.0.0.1:8081")
+    base = os.environ.get("BASE", "http://127.0.0.1:8080")
     try:
-        return asyncio.run(follow(ws_url, os.environ["TOKEN"], args.count, args.timeout))
+        return asyncio.run(follow(base, os.environ["TOKEN"], args.count, args.timeout))
     except KeyboardInterrupt:
         return 0
 
