@@ -19,10 +19,10 @@ START = 1_700_000_000
 
 @asynccontextmanager
 async def apps(database_url: str, count: int, **sections: Any) -> AsyncIterator[list[Any]]:
-    settings = make_settings(database_url, ratelimit={"global_per_ip_per_minute": 3}, **sections)
     async with AsyncExitStack() as stack:
         made = []
-        for _ in range(count):
+        for _ in range(count):  # settings of its own each: a gateway port of its own
+            settings = make_settings(database_url, ratelimit={"global_per_ip_per_minute": 3}, **sections)
             app = create_app(settings, clock=TrioClock(start=START))
             await stack.enter_async_context(app.test_app())
             made.append(app)
