@@ -192,3 +192,80 @@ def _server_error(response: httpx.Response) -> int:
         text = response.text[:200]
     print(f"error: HTTP {response.status_code} {text}", file=sys.stderr)
     return 1
+
+
+# --- token -------------------------------------------------------------------------------
+
+
+def _configure_token(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--user", metavar="NAME", required=True, help="whose token (a username)")
+    kind = parser.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--client-id", metavar="ID", help="an app's token, recorded as a grant of that app")
+    kind.add_argument("--first-party", action="store_true", help="a first-party session token (as sign-in gives)")
+    parser.add_argument("--scopes", metavar='"A B"', default="", help="space-separated scopes (with --client-id)")
+
+
+@command("token", _configure_token)
+def token_command(args: argparse.Namespace) -> int:
+    """Mint a token pair for local development, printed as JSON."""
+    from volthub.protocol.oauth.scopes import InvalidScope, format_scope, parse_scope
+
+    if args.first_party and args.scopes:
+        return _usage("--scopes goes with --client-id: a first-party token is not scoped")
+    try:
+        scope = format_scope(parse_scope(args.scopes).requested)
+    except InvalidScope as exc:
+        return _usage(str(exc))
+    import trio
+
+    return trio.run(_mint, settings_from(args), args, scope)
+
+
+async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int:
+    from volthub.cli import _open
+    from volthub.hub.bus import InProcessBus, PostgresRelay
+    from volthub.hub.clock import SystemClock, to_ms
+    from volthub.hub.publisher import EventPublisher
+    from volthub.persistence import migrate
+    from volthub.persistence import secrets as secret_store
+    from volthub.persistence import users as users_repo
+    from volthub.services.oauth import OAuthError, build_oauth_service
+    from volthub.services.tokens import TokenService
+    from volthub.services.webhooks import OutboxSink
+
+    clock = SystemClock()
+    database = await _open(settings)
+    try:
+        await migrate(database)
+        secret = settings.auth.token_secret or await database.write(
+            secret_store.get_or_create("token_secret", to_ms(clock.now()))
+        )
+        tokens = TokenService(secret, clock, settings.auth.session_ttl_seconds)
+        if args.first_party:
+            user = await database.read(lambda tx: users_repo.get_by_username_insensitive(tx, args.user))
+            if user is None:
+                print(f"error: no user named {args.user!r}", file=sys.stderr)
+                return 1
+            access, expires_at = tokens.issue_session(user.id)
+            out = {"access_token": access, "refresh_token": None, "expires_in": expires_at - int(clock.now())}
+            print(orjson.dumps({**out, "scope": ""}).decode())
+            return 0
+        # The grant's event reaches the app owner's webhooks (outbox) and, on PostgreSQL,
+        # the running servers (event log + NOTIFY), as a consent would.
+        relay = PostgresRelay(database, clock) if database.dialect == "postgresql" else None
+        publisher = EventPublisher(database, InProcessBus(), clock, event_log=relay)
+        publisher.add_transaction_sink(OutboxSink(float(settings.webhooks.retry_delays[0])))
+        oauth = build_oauth_service(database, publisher, clock, settings.oauth)
+        try:
+            issued = await oauth.mint(args.user, args.client_id, scope)
+        except OAuthError as exc:
+            print(f"error: {exc.error}: {exc.message}", file=sys.stderr)
+            return 1
+        ttl = settings.oauth.access_token_ttl_seconds
+        access, _ = tokens.issue_access(issued.user_id, issued.client_id, issued.scope, issued.grant_id, ttl)
+        out = {"access_token": access, "refresh_token": issued.refresh_token, "expires_in": ttl, "scope": issued.scope}
+        print(orjson.dumps(out).decode())
+        return 0
+    finally:
+        await database.close()
