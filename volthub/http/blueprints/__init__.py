@@ -33,3 +33,6 @@ BLUEPRINTS += interactive.BLUEPRINTS
 from volthub.http.blueprints import channel_roles, subscriptions, volts  # noqa: E402  (issue 14)
 
 BLUEPRINTS += [volts.blueprint, subscriptions.blueprint, channel_roles.blueprint]
+from volthub.http.blueprints import devpages  # noqa: E402  (index, API reference, developer pages)
+
+BLUEPRINTS += [devpages.blueprint]
