@@ -146,15 +146,15 @@ def _operation(method: str, path: str, op: Mapping[str, Any]) -> str:
             parts.append(f"<h4>Request body <code>{esc(media)}</code></h4>{_schema(content.get('schema', {}))}")
     responses = op.get("responses") or {}
     if responses:
-        rows = []
+        answers: list[str] = []
         for status, response in sorted(responses.items(), key=lambda item: str(item[0])):
             content = response.get("content") or {}
             shapes = "".join(
                 f"<div><code>{esc(media)}</code> {_schema(c.get('schema', {}), brief=True)}</div>"
                 for media, c in content.items()
             )
-            rows.append(f"<tr><td>{esc(status)}</td><td>{prose(response.get('description'))}{shapes}</td></tr>")
-        parts.append(f"<h4>Responses</h4><table class=responses><tbody>{''.join(rows)}</tbody></table>")
+            answers.append(f"<tr><td>{esc(status)}</td><td>{prose(response.get('description'))}{shapes}</td></tr>")
+        parts.append(f"<h4>Responses</h4><table class=responses><tbody>{''.join(answers)}</tbody></table>")
     parts.append("</article>")
     return "".join(parts)
 
