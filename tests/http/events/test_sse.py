@@ -14,7 +14,7 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 from tests.conftest import LiveServer, make_settings, register_live, serve_app
 from tests.conftest import RegisteredUser as Account
 from volthub.config import EventsSettings
-from volthub.http.blueprints.events import _event_stream
+from volthub.http.blueprints.events import event_stream
 from volthub.http.events.socketio import SSE_WIRE, sse_named
 from volthub.hub.fanout import Fanout
 from volthub.hub.publisher import Event
@@ -255,7 +255,7 @@ async def test_a_stream_that_falls_behind_gets_the_reason_and_ends() -> None:
     fanout.register_wire(SSE_WIRE, sse_named)
     settings = EventsSettings(queue_size=8)
     user = User("c1", "streamer", "Streamer", None, "", 0, 0)
-    stream = _event_stream(fanout, settings, user, None, None)
+    stream = event_stream(fanout, settings, user, None, None)
     assert (await stream.__anext__()).startswith(b"event: connected\n")
     for n in range(20):  # nobody reads: the queue holds 8, the 9th overflows
         fanout.publish(_event(n))
@@ -270,7 +270,7 @@ async def test_closing_the_stream_unsubscribes() -> None:
     fanout = Fanout()
     fanout.register_wire(SSE_WIRE, sse_named)
     user = User("c1", "streamer", "Streamer", None, "", 0, 0)
-    stream = _event_stream(fanout, EventsSettings(), user, frozenset({"channel.raid"}), None)
+    stream = event_stream(fanout, EventsSettings(), user, frozenset({"channel.raid"}), None)
     await stream.__anext__()
     assert fanout.subscriber_count("c1") == 1
     await stream.aclose()

@@ -33,6 +33,6 @@ BLUEPRINTS += interactive.BLUEPRINTS
 from volthub.http.blueprints import channel_roles, subscriptions, volts  # noqa: E402  (issue 14)
 
 BLUEPRINTS += [volts.blueprint, subscriptions.blueprint, channel_roles.blueprint]
-from volthub.http.blueprints import devpages  # noqa: E402  (index, API reference, developer pages)
+from volthub.http.blueprints import developer, devpages  # noqa: E402  (index, API reference, dashboard)
 
-BLUEPRINTS += [devpages.blueprint]
+BLUEPRINTS += [devpages.blueprint, developer.blueprint]

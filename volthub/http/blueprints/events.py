@@ -148,16 +148,20 @@ async def stream(query_args: StreamQuery) -> Response:
     """
     names = _event_filter(query_args.events)
     user = await _token_owner()
-    client_id = access.principal().client_id
+    return stream_response(user, names, query_args.messages, access.principal().client_id)
+
+
+def stream_response(user: User, names: frozenset[str] | None, form: str, client_id: str | None) -> Response:
+    """The SSE response of `user`'s channel (also the developer dashboard's inspector)."""
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
-    body = _event_stream(
+    body = event_stream(
         rt.services.fanout,
         rt.settings.events,
         user,
         names,
         last_id,
-        query_args.messages,
+        form,
         client_id,
         rt.services.connections,
     )
@@ -195,7 +199,7 @@ async def _token_owner() -> User:
     return user
 
 
-async def _event_stream(
+async def event_stream(
     fanout: Fanout,
     settings: EventsSettings,
     user: User,

@@ -29,6 +29,7 @@ from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
 from volthub.hub.clock import iso8601, to_ms
+from volthub.hub.publisher import Event
 from volthub.protocol import catalogue, trigger
 from volthub.protocol.catalogue import Person
 from volthub.services.accounts import User
@@ -261,19 +262,10 @@ async def send_test_event(data: TestEventBody) -> TestEventOut:
     or counted.
     """
     channel_id = access.check_own_channel(data.channelId)
-    rt = runtime()
-    channel = await rt.services.accounts.get_user(channel_id)
+    channel = await runtime().services.accounts.get_user(channel_id)
     if channel is None:
         raise access.unauthorized("invalid_token", "the token's user no longer exists")
-    at = iso8601(to_ms(rt.clock.now()))
-    name, payload = _build(data.model_copy(update={"channelId": channel_id}), channel, at)
-    to_sockets = data.eventsApi and catalogue.delivered_over_events_api(name)
-    if not to_sockets and not data.webhooks:
-        raise _invalid("webhooks", f"the Events API does not carry {name}: send it with webhooks: true")
-    event = rt.events.publish_ephemeral(channel_id, name, payload, publish=to_sockets)
-    tried: list[TestDelivery] = []
-    if data.webhooks:
-        tried = await rt.services.webhooks.deliver_test(event, access.principal().client_id)
+    event, tried = await publish_test(data, channel, access.principal().client_id)
     return TestEventOut(
         eventId=event.id,
         event=event.name,
@@ -294,6 +286,28 @@ async def send_test_event(data: TestEventBody) -> TestEventOut:
             for d in tried
         ],
     )
+
+
+async def publish_test(
+    body: TestEventBody, channel: User, client_id: str | None, *, logged: bool = False
+) -> tuple[Event, list[TestDelivery]]:
+    """Build and send a test event of `channel` (its owner asked): to the Events API when it
+    carries the event and `body.eventsApi`, and with `body.webhooks` to the owner's webhooks
+    that want it (only `client_id`'s when given): once and unrecorded, or `logged` as
+    ordinary outbox deliveries (the developer dashboard, which shows the delivery log)."""
+    rt = runtime()
+    at = iso8601(to_ms(rt.clock.now()))
+    name, payload = _build(body.model_copy(update={"channelId": channel.id}), channel, at)
+    to_sockets = body.eventsApi and catalogue.delivered_over_events_api(name)
+    if not to_sockets and not body.webhooks:
+        raise _invalid("webhooks", f"the Events API does not carry {name}: send it with webhooks: true")
+    event = rt.events.publish_ephemeral(channel.id, name, payload, publish=to_sockets)
+    tried: list[TestDelivery] = []
+    if body.webhooks and logged:
+        await rt.services.webhooks.enqueue_test(event, client_id)
+    elif body.webhooks:
+        tried = await rt.services.webhooks.deliver_test(event, client_id)
+    return event, tried
 
 
 def _build(body: TestEventBody, channel: User, at: str) -> tuple[str, dict[str, Any]]:

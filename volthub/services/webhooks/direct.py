@@ -1,4 +1,5 @@
-"""Test deliveries: one signed POST of a test event to each matching webhook, stored nowhere.
+"""Test deliveries: one signed POST of a test event to each matching webhook, stored nowhere;
+or, for the developer dashboard, queued in the outbox like a real delivery (`enqueue_test`).
 
 A test event (sandbox route, `volthub trigger --channel`, the developer dashboard) reaches
 the channel owner's enabled webhooks subscribed to it (or to a legacy alias of it), signed
@@ -9,6 +10,7 @@ attempt and no failure count: one attempt, whose outcome is returned to the call
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 import trio
@@ -81,3 +83,24 @@ async def deliver_test(
             nursery.start_soon(one, target)
     order = {target.webhook.id: n for n, target in enumerate(targets)}
     return sorted(results, key=lambda r: order[r.webhook_id])
+
+
+def enqueue_test(tx: Tx, event: Event, client_id: str | None, now_ms: int) -> list[str]:
+    """Queue `event` (a test event) for the matching webhooks as ordinary outbox deliveries:
+    the dispatcher sends, retries and logs them, and they can be redelivered (the developer
+    dashboard's test-event form, which shows them in the delivery log). The event itself is
+    stored nowhere else. Returns the delivery ids."""
+    assert event.is_test, "only test events are queued this way"
+    rows = [
+        repo.NewDelivery(
+            str(uuid.uuid4()),
+            target.webhook.id,
+            event.id,
+            target.name,
+            encode_delivery_body(event.id, target.name, event.timestamp, event.data),
+            now_ms,
+        )
+        for target in _targets(tx, event, client_id)
+    ]
+    repo.enqueue(tx, rows, now_ms)
+    return [row.id for row in rows]
