@@ -36,7 +36,7 @@ class Event:
     seq: int | None = None
 
     def envelope(self) -> dict[str, Any]:
-        """The Events API envelope of spec §2.5."""
+        """The Events API envelope: id, type, channel, timestamp and data."""
         return {"event": self.name, "data": self.data, "timestamp": self.timestamp}
 
     @cached_property

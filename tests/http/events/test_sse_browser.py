@@ -1,4 +1,4 @@
-"""The SSE stream in headless Chromium with a real `EventSource` (spec §6.1).
+"""The SSE stream in headless Chromium with a real `EventSource`.
 
 `EventSource.onmessage` only sees unnamed messages; the stream sends each event once, named,
 by default, unnamed with `?messages=unnamed`, and both with `?messages=both`. The page sends the token as a

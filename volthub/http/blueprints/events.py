@@ -1,4 +1,4 @@
-"""Events API over HTTP (spec §4.14, §6.1): the SSE stream and the event catalogue."""
+"""Events API over HTTP: the SSE stream and the event catalogue."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class EventTypeOut(Model):
     transports: TransportsOut
     emitted: bool = Field(
         description="true when something on the platform really sends it; false for the hype-train"
-        " events (never sent, spec §6.1) and for events whose producer has not landed yet"
+        " events (never sent) and for events whose producer has not landed yet"
     )
     sandbox: bool = Field(
         description="the sandbox (and `volthub trigger`) can send it as a test event: every emitted event"
@@ -111,7 +111,7 @@ class SseSubscriber:
 @validate_response(EventTypesOut)
 async def event_types() -> EventTypesOut:
     """Every event name of the Events API and of webhooks, with its group, its transports,
-    whether anything really emits it (the hype-train events never fire, spec §6.1; others
+    whether anything really emits it (the hype-train events never fire; others
     until their producer lands), whether the sandbox can send it as a test event, whether
     anonymous Events API subscribers get it, and its payload fields."""
     return EventTypesOut.model_validate(catalogue.document())
@@ -168,7 +168,7 @@ def stream_response(user: User, names: frozenset[str] | None, form: str, client_
     response = Response(body, status=200, content_type="text/event-stream; charset=utf-8")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
-    response.timeout = None  # endless: Quart's RESPONSE_TIMEOUT must not cut it (DESIGN §7)
+    response.timeout = None  # endless: Quart's RESPONSE_TIMEOUT must not cut it
     return response
 
 
