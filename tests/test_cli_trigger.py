@@ -17,6 +17,7 @@ import trio
 
 from tests.conftest import make_settings, register_live, serve_app
 from tests.http.events.live import handshake, open_ws, receive
+from tests.http.test_cluster import socket_event
 from tests.services.webhooks.support import start_receiver
 from volthub.cli import main
 from volthub.loadtest.servers import free_port
@@ -133,15 +134,6 @@ def _row_counts(database: Any) -> dict[str, int]:
     return database.read(count)  # type: ignore[no-any-return]
 
 
-async def _socket_event(ws: Any, name: str) -> Any:
-    while True:
-        frame = await receive(ws, skip_pings=True)
-        if isinstance(frame, str) and frame.startswith("42"):
-            event, *args = orjson.loads(frame[2:])
-            if event == name:
-                return args[0]
-
-
 async def test_channel_sends_every_emitted_event_to_sockets_and_webhooks_storing_nothing(
     database_url: str, receiver_tls: tuple[Path, Path, Path], nursery: trio.Nursery
 ) -> None:
@@ -168,7 +160,7 @@ async def test_channel_sends_every_emitted_event_to_sockets_and_webhooks_storing
     handshake(await receive(ws))
     await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
     with trio.fail_after(WAIT):
-        assert (await _socket_event(ws, "connected"))["authenticated"] is True
+        assert (await socket_event(ws, "connected"))["authenticated"] is True
 
     database = server.app.extensions["volthub"].db
     before = await _row_counts(database)
@@ -178,7 +170,7 @@ async def test_channel_sends_every_emitted_event_to_sockets_and_webhooks_storing
         assert await trio.to_thread.run_sync(main, argv) == 0, name
         if catalogue.delivered_over_events_api(name):
             with trio.fail_after(WAIT):
-                data = await _socket_event(ws, name)
+                data = await socket_event(ws, name)
             assert data["isTest"] is True, name
         if name in webhook_events:
             delivered += 1

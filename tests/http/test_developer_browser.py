@@ -12,6 +12,7 @@ import trio
 
 from tests.conftest import make_settings, register_live, serve_app
 from tests.http.oauth.test_consent_browser import CHROMIUM, CHROMIUM_ARGS, chromium  # noqa: F401  (fixture)
+from tests.http.test_docs_pages import only_this_origin
 from tests.services.webhooks.support import WebhookReceiver, start_receiver
 
 WAIT_MS = 15_000
@@ -26,18 +27,7 @@ def walk(base: str, username: str, password: str, receiver: WebhookReceiver) -> 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context()
-
-            def gate(route: Any) -> None:  # nothing but volthub: no third-party origin
-                if route.request.url.startswith(base):
-                    route.continue_()
-                else:
-                    elsewhere.append(route.request.url)
-                    route.abort()
-
-            context.route("**/*", gate)
-            page = context.new_page()
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page = only_this_origin(browser, base, elsewhere, problems)  # no third-party origin
             page.goto(f"{base}/developer")
             page.fill("#login-username", username)
             page.fill("#login-password", password)

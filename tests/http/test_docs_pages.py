@@ -58,8 +58,26 @@ async def test_static_files_are_served_and_nothing_else(client: Any) -> None:
     assert (await client.get("/static/nope.css")).status_code == 404
 
 
+def only_this_origin(browser: Any, base: str, elsewhere: list[str], problems: list[str]) -> Any:
+    """A page on which every request to another origin is refused and recorded (as if there
+    were no network but volthub), and console errors (CSP violations) are recorded."""
+    context = browser.new_context()
+
+    def gate(route: Any) -> None:
+        if route.request.url.startswith(base):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", gate)
+    page = context.new_page()
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    return page
+
+
 def browse_offline(base: str) -> dict[str, Any]:
-    """Runs in a worker thread. Every request to another origin is refused and recorded."""
+    """Runs in a worker thread: Playwright's sync API owns its own event loop there."""
     from playwright.sync_api import sync_playwright
 
     elsewhere: list[str] = []
@@ -67,18 +85,7 @@ def browse_offline(base: str) -> dict[str, Any]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context()
-
-            def gate(route: Any) -> None:
-                if route.request.url.startswith(base):
-                    route.continue_()
-                else:
-                    elsewhere.append(route.request.url)
-                    route.abort()
-
-            context.route("**/*", gate)
-            page = context.new_page()
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page = only_this_origin(browser, base, elsewhere, problems)
             page.goto(f"{base}/", wait_until="load")
             page.click("#link-docs")
             page.wait_for_selector("#operations")

@@ -11,6 +11,7 @@ inspector reads `/developer/events`, the signed-in user's channel as SSE.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -101,6 +102,23 @@ def _as_message(exc: Exception) -> tuple[str, int] | None:
 
 
 Handler = Callable[[User, dict[str, str], str], Awaitable[Response]]
+FormHandler = Callable[..., Awaitable[Response]]
+
+
+def form_post(path: str) -> Callable[[FormHandler], FormHandler]:
+    """A dashboard form's route: `handler(user, values, seed, **route arguments)` runs only
+    for a signed-in user with a valid CSRF token (see `_post`)."""
+
+    def register(handler: FormHandler) -> FormHandler:
+        async def view(**route: str) -> Response:
+            return await _post(functools.partial(handler, **route))
+
+        view.__name__ = handler.__name__
+        view.__doc__ = handler.__doc__
+        blueprint.post(path)(hide(access.public(access.accepts(FORM)(view))))
+        return handler
+
+    return register
 
 
 async def _post(handler: Handler) -> Response:
@@ -180,17 +198,11 @@ async def login() -> Response:
     return response
 
 
-@blueprint.post("/logout")
-@hide
-@access.public
-@access.accepts(FORM)
-async def logout() -> Response:
-    async def run(user: User, values: dict[str, str], seed: str) -> Response:
-        response = _redirect(developer_page.BASE)
-        response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
-        return response
-
-    return await _post(run)
+@form_post("/logout")
+async def logout(user: User, values: dict[str, str], seed: str) -> Response:
+    response = _redirect(developer_page.BASE)
+    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
+    return response
 
 
 # --- apps --------------------------------------------------------------------------------------
@@ -233,26 +245,20 @@ async def _app_page(user: User, client_id: str, seed: str, **extra: Any) -> Resp
     return _page(body, seed)
 
 
-@blueprint.post("/apps")
-@hide
-@access.public
-@access.accepts(FORM)
-async def create_app() -> Response:
-    async def run(user: User, values: dict[str, str], seed: str) -> Response:
-        checked = _app_fields(values)
-        fields = AppFields(
-            name=checked.name,
-            description="",
-            logo_url=checked.logoUrl,
-            redirect_uris=list(checked.redirectUris),
-            bot_app=False,
-            public=False,
-        )
-        app, secret = await runtime().services.apps.create(user.id, fields)
-        shown = ("client secret", secret) if secret else None
-        return await _app_page(user, app.client_id, seed, secret=shown)
-
-    return await _post(run)
+@form_post("/apps")
+async def create_app(user: User, values: dict[str, str], seed: str) -> Response:
+    checked = _app_fields(values)
+    fields = AppFields(
+        name=checked.name,
+        description="",
+        logo_url=checked.logoUrl,
+        redirect_uris=list(checked.redirectUris),
+        bot_app=False,
+        public=False,
+    )
+    app, secret = await runtime().services.apps.create(user.id, fields)
+    shown = ("client secret", secret) if secret else None
+    return await _app_page(user, app.client_id, seed, secret=shown)
 
 
 @blueprint.get("/apps/<client_id>")
@@ -271,76 +277,48 @@ async def app_page(client_id: str) -> Response:
         return _problem("Not found", known[0], known[1])
 
 
-@blueprint.post("/apps/<client_id>")
-@hide
-@access.public
-@access.accepts(FORM)
-async def update_app(client_id: str) -> Response:
-    async def run(user: User, values: dict[str, str], seed: str) -> Response:
-        checked = _app_fields(values)
-        changes = {"name": checked.name, "logo_url": checked.logoUrl, "redirect_uris": list(checked.redirectUris)}
-        await runtime().services.apps.update(user.id, client_id, changes)
-        return _redirect(f"{developer_page.BASE}/apps/{client_id}")
-
-    return await _post(run)
+@form_post("/apps/<client_id>")
+async def update_app(user: User, values: dict[str, str], seed: str, client_id: str) -> Response:
+    checked = _app_fields(values)
+    changes = {"name": checked.name, "logo_url": checked.logoUrl, "redirect_uris": list(checked.redirectUris)}
+    await runtime().services.apps.update(user.id, client_id, changes)
+    return _redirect(f"{developer_page.BASE}/apps/{client_id}")
 
 
-@blueprint.post("/apps/<client_id>/rotate-secret")
-@hide
-@access.public
-@access.accepts(FORM)
-async def rotate_app_secret(client_id: str) -> Response:
-    async def run(user: User, values: dict[str, str], seed: str) -> Response:
-        _, secret = await runtime().services.apps.rotate_secret(user.id, client_id)
-        return await _app_page(user, client_id, seed, secret=("client secret", secret))
-
-    return await _post(run)
+@form_post("/apps/<client_id>/rotate-secret")
+async def rotate_app_secret(user: User, values: dict[str, str], seed: str, client_id: str) -> Response:
+    _, secret = await runtime().services.apps.rotate_secret(user.id, client_id)
+    return await _app_page(user, client_id, seed, secret=("client secret", secret))
 
 
 # --- webhooks ----------------------------------------------------------------------------------
 
 
-@blueprint.post("/apps/<client_id>/webhooks")
-@hide
-@access.public
-@access.accepts(FORM)
-async def create_webhook(client_id: str) -> Response:
-    async def run(user: User, values: dict[str, str], seed: str) -> Response:
-        events = _check_events([e for e in (await request.form).getlist("events") if e])
-        if not events:
-            raise ApiError(400, "validation_error", "events: choose at least one", {"field": "events"})
-        admin = runtime().services.webhook_admin
-        await admin.check_app(user.id, client_id)
-        url = await admin.check_target(values.get("url", "").strip())
-        webhook = await admin.create(user.id, client_id, url, events)
-        return await _app_page(user, client_id, seed, secret=("webhook signing secret", webhook.secret))
-
-    return await _post(run)
+@form_post("/apps/<client_id>/webhooks")
+async def create_webhook(user: User, values: dict[str, str], seed: str, client_id: str) -> Response:
+    events = _check_events([e for e in (await request.form).getlist("events") if e])
+    if not events:
+        raise ApiError(400, "validation_error", "events: choose at least one", {"field": "events"})
+    admin = runtime().services.webhook_admin
+    await admin.check_app(user.id, client_id)
+    url = await admin.check_target(values.get("url", "").strip())
+    webhook = await admin.create(user.id, client_id, url, events)
+    return await _app_page(user, client_id, seed, secret=("webhook signing secret", webhook.secret))
 
 
-@blueprint.post("/apps/<client_id>/webhooks/<webhook_id>/enabled")
-@hide
-@access.public
-@access.accepts(FORM)
-async def toggle_webhook(client_id: str, webhook_id: str) -> Response:
-    async def run(user: User, values: dict[str, str], seed: str) -> Response:
-        enabled = values.get("enabled") == "true"
-        await runtime().services.webhook_admin.change(user.id, client_id, webhook_id, WebhookChange(enabled=enabled))
-        return _redirect(f"{developer_page.BASE}/apps/{client_id}")
-
-    return await _post(run)
+@form_post("/apps/<client_id>/webhooks/<webhook_id>/enabled")
+async def toggle_webhook(user: User, values: dict[str, str], seed: str, client_id: str, webhook_id: str) -> Response:
+    enabled = values.get("enabled") == "true"
+    await runtime().services.webhook_admin.change(user.id, client_id, webhook_id, WebhookChange(enabled=enabled))
+    return _redirect(f"{developer_page.BASE}/apps/{client_id}")
 
 
-@blueprint.post("/apps/<client_id>/webhooks/<webhook_id>/rotate-secret")
-@hide
-@access.public
-@access.accepts(FORM)
-async def rotate_webhook_secret(client_id: str, webhook_id: str) -> Response:
-    async def run(user: User, values: dict[str, str], seed: str) -> Response:
-        webhook = await runtime().services.webhook_admin.rotate_secret(user.id, client_id, webhook_id)
-        return await _app_page(user, client_id, seed, secret=("webhook signing secret", webhook.secret))
-
-    return await _post(run)
+@form_post("/apps/<client_id>/webhooks/<webhook_id>/rotate-secret")
+async def rotate_webhook_secret(
+    user: User, values: dict[str, str], seed: str, client_id: str, webhook_id: str
+) -> Response:
+    webhook = await runtime().services.webhook_admin.rotate_secret(user.id, client_id, webhook_id)
+    return await _app_page(user, client_id, seed, secret=("webhook signing secret", webhook.secret))
 
 
 @blueprint.get("/apps/<client_id>/webhooks/<webhook_id>")
@@ -388,44 +366,34 @@ async def webhook_page(client_id: str, webhook_id: str) -> Response:
     return _page(body, seed)
 
 
-@blueprint.post("/apps/<client_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver")
-@hide
-@access.public
-@access.accepts(FORM)
-async def redeliver(client_id: str, webhook_id: str, delivery_id: str) -> Response:
-    async def run(user: User, values: dict[str, str], seed: str) -> Response:
-        await runtime().services.webhook_admin.redeliver(user.id, client_id, webhook_id, delivery_id)
-        return _redirect(f"{developer_page.BASE}/apps/{client_id}/webhooks/{webhook_id}")
-
-    return await _post(run)
+@form_post("/apps/<client_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver")
+async def redeliver(
+    user: User, values: dict[str, str], seed: str, client_id: str, webhook_id: str, delivery_id: str
+) -> Response:
+    await runtime().services.webhook_admin.redeliver(user.id, client_id, webhook_id, delivery_id)
+    return _redirect(f"{developer_page.BASE}/apps/{client_id}/webhooks/{webhook_id}")
 
 
 # --- test events and the inspector -----------------------------------------------------------
 
 
-@blueprint.post("/test-event")
-@hide
-@access.public
-@access.accepts(FORM)
-async def test_event() -> Response:
-    async def run(user: User, values: dict[str, str], seed: str) -> Response:
-        try:
-            fields = trigger.parse_assignments(developer_page.listify(values.get("fields")))
-        except trigger.InvalidField as exc:
-            raise ApiError(400, "validation_error", f"fields: {exc}", {"field": "fields"}) from None
-        body = TestEventBody(
-            eventType=values.get("event", "")[:64],
-            channelId=user.id,
-            fields=fields or None,
-            eventsApi=values.get("sockets") == "1",
-            webhooks=values.get("webhooks") == "1",
-        )
-        event, _ = await publish_test(body, user, None, logged=True)
-        if _wants_json():  # the page's script: the inspector keeps its stream
-            return jsonify({"eventId": event.id, "event": event.name})
-        return _redirect(f"{developer_page.BASE}?sent={event.id}")
-
-    return await _post(run)
+@form_post("/test-event")
+async def test_event(user: User, values: dict[str, str], seed: str) -> Response:
+    try:
+        fields = trigger.parse_assignments(developer_page.listify(values.get("fields")))
+    except trigger.InvalidField as exc:
+        raise ApiError(400, "validation_error", f"fields: {exc}", {"field": "fields"}) from None
+    body = TestEventBody(
+        eventType=values.get("event", "")[:64],
+        channelId=user.id,
+        fields=fields or None,
+        eventsApi=values.get("sockets") == "1",
+        webhooks=values.get("webhooks") == "1",
+    )
+    event, _ = await publish_test(body, user, None, logged=True)
+    if _wants_json():  # the page's script: the inspector keeps its stream
+        return jsonify({"eventId": event.id, "event": event.name})
+    return _redirect(f"{developer_page.BASE}?sent={event.id}")
 
 
 @blueprint.get("/events")

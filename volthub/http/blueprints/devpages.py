@@ -32,6 +32,15 @@ SECURITY_HEADERS: dict[str, str] = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
 }
+INDEX_SCHEMA = {
+    "type": "object",
+    "required": ["name", "version", "links"],
+    "properties": {
+        "name": {"type": "string"},
+        "version": {"type": "string"},
+        "links": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
 STATIC_TYPES = {"devtools.css": "text/css; charset=utf-8", "developer.js": "text/javascript; charset=utf-8"}
 
 
@@ -55,6 +64,7 @@ def _version() -> str:
 @access.public
 @tag(["Developer pages"])
 @responds(200, "The index: HTML for browsers, `{name, version, links}` JSON otherwise", "text/html")
+@responds(200, "The index", "application/json", INDEX_SCHEMA)
 async def index() -> Any:
     """Where to go from here: the API reference, the OpenAPI document, the developer
     dashboard, the event catalogue. Browsers (`Accept: text/html`) get a page."""
