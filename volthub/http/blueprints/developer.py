@@ -402,6 +402,6 @@ async def test_event(user: User, values: dict[str, str], seed: str) -> Response:
 async def events() -> Response:
     """The signed-in user's channel as SSE (unnamed messages: the inspector lists them all)."""
     user = await _user()
-    if user is None:
-        return Response("", status=401)
+    if user is None:  # signed out: to the sign-in page, as every dashboard page does
+        return _redirect(developer_page.BASE)
     return stream_response(user, None, "unnamed", None)
