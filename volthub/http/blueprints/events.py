@@ -148,6 +148,7 @@ async def stream(query_args: StreamQuery) -> Response:
     client_id = access.principal().client_id
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
+    await rt.bus.prepare([user.id])  # this process hears the channel and holds its recent events
     body = _event_stream(
         rt.services.fanout,
         rt.settings.events,
