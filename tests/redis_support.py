@@ -7,7 +7,9 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +111,30 @@ def redis_cluster(tmp_path: Path) -> Iterator[list[RedisServer]]:
     finally:
         for node in nodes:
             node.stop()
+
+
+@dataclass(frozen=True)
+class Broker:
+    """What carries events between processes in a scale-out test: its name, the `[cluster]`
+    settings and the environment of a `volthub serve` process that choose it."""
+
+    name: str
+    section: dict[str, Any]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {f"VOLTHUB_CLUSTER__{key.upper()}": str(value) for key, value in self.section.items()}
+
+
+@pytest.fixture(params=["postgres", "redis"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
+    """Runs a scale-out test once per broker: PostgreSQL's LISTEN/NOTIFY, and a real
+    redis-server started for the test."""
+    if request.param == "postgres":
+        yield Broker("postgres", {"broker": "postgres"})
+        return
+    server = RedisServer(tmp_path).start()
+    try:
+        yield Broker("redis", {"broker": "redis", "redis_url": server.url})
+    finally:
+        server.stop()

@@ -1,6 +1,7 @@
 """Two `volthub serve` processes on one PostgreSQL database (issue 17, DESIGN §4.1
-"Several processes"): events cross processes through the LISTEN/NOTIFY relay, a webhook is
-delivered by one process only, and an SSE client resumes on the other process."""
+"Several processes"): events cross processes through the broker (PostgreSQL's LISTEN/NOTIFY
+relay, or Redis), a webhook is delivered by one process only, and an SSE client resumes on
+the other process."""
 
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 
 from tests.conftest import register_live
 from tests.http.events.live import handshake, open_ws, receive
+from tests.redis_support import Broker, broker
 from tests.services.webhooks.support import start_receiver
 from volthub.persistence import apps as apps_repo
 from volthub.persistence import oauth as oauth_repo
 from volthub.persistence import open_database
+
+__all__ = ["broker"]  # fixture
 
 STREAM = "/api/events/stream"
 # DESIGN §4.1: processes sharing one database see each other's events within a second.
@@ -91,7 +95,7 @@ async def socket_event(ws: Any, name: str) -> Any:
 
 @pytest.mark.slow
 async def test_two_processes_share_events_webhooks_and_resume(
-    postgres_url: str, server_process: Any, receiver_tls: Any, nursery: trio.Nursery
+    postgres_url: str, server_process: Any, receiver_tls: Any, nursery: trio.Nursery, broker: Broker
 ) -> None:
     receiver, stop_receiver = await start_receiver(nursery, receiver_tls)
     env = {
@@ -100,6 +104,7 @@ async def test_two_processes_share_events_webhooks_and_resume(
         "VOLTHUB_WEBHOOKS__CA_FILE": str(receiver_tls[0]),
         "VOLTHUB_WEBHOOKS__POLL_SECONDS": "0.5",
         "VOLTHUB_CLUSTER__PRESENCE_INTERVAL_SECONDS": "0.5",
+        **broker.env,
     }
     first = await trio.to_thread.run_sync(server_process, postgres_url, env)
     second = await trio.to_thread.run_sync(server_process, postgres_url, env)
