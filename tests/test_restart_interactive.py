@@ -9,12 +9,15 @@ import contextlib
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+
+from tests.redis_support import RedisServer
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +88,7 @@ class Scenario:
     owner: dict[str, Any]
     poll: dict[str, Any]
     timer: dict[str, Any]
+    env: dict[str, str] = field(default_factory=dict)  # the broker of a PostgreSQL deployment
     restarted: list[Any] = field(default_factory=list)
     watchers: list[Watcher] = field(default_factory=list)
 
@@ -96,9 +100,9 @@ class Scenario:
         return all(w.named("channel.poll.end") and w.named("channel.timer.update") for w in self.watchers)
 
 
-def _start_and_kill(database_url: str, server_process: Any) -> Scenario:
+def _start_and_kill(database_url: str, server_process: Any, env: dict[str, str] | None = None) -> Scenario:
     """A server with an open poll (15 s) and a running timer (12 s), killed with SIGKILL."""
-    server = server_process(database_url)
+    server = server_process(database_url, env)
     owner = _register(server.url, f"kill{int(time.time() * 1000) % 10**8}")
     headers = {"Authorization": f"Bearer {owner['token']}"}
     poll = httpx.post(
@@ -112,15 +116,15 @@ def _start_and_kill(database_url: str, server_process: Any) -> Scenario:
     ).json()["timer"]
     server.process.send_signal(signal.SIGKILL)
     server.process.wait(10)
-    return Scenario(database_url, owner, poll, timer)
+    return Scenario(database_url, owner, poll, timer, dict(env or {}))
 
 
 def _restart_and_watch(scenario: Scenario, server_process: Any) -> None:
     """One process on SQLite; two processes sharing the database on PostgreSQL, one observer
     on each. Both processes resume the deadlines and race their guarded writes."""
-    scenario.restarted.append(server_process(scenario.database_url))
+    scenario.restarted.append(server_process(scenario.database_url, scenario.env))
     if scenario.database_url.startswith("postgresql"):
-        scenario.restarted.append(server_process(scenario.database_url))
+        scenario.restarted.append(server_process(scenario.database_url, scenario.env))
     scenario.watchers.extend(_watch(process.url, scenario.owner["token"]) for process in scenario.restarted)
 
 
@@ -154,15 +158,22 @@ def _check(scenario: Scenario) -> None:
     assert httpx.get(url, headers=scenario.headers, timeout=10).json() == {"poll": None}
 
 
-def test_open_poll_and_running_timer_end_on_time_after_sigkill(request, sqlite_url, server_process):
+def test_open_poll_and_running_timer_end_on_time_after_sigkill(request, sqlite_url, server_process, tmp_path):
     # Both backends in one test, side by side: the 15 s of real time the poll needs is waited
     # once, not once per backend. Without PostgreSQL (outside CI) SQLite still runs.
-    database_urls = [sqlite_url]
+    # PostgreSQL runs twice, with each broker between its processes.
+    runs: list[tuple[str, dict[str, str]]] = [(sqlite_url, {})]
     with contextlib.suppress(pytest.skip.Exception):
-        database_urls.append(request.getfixturevalue("postgres_url"))
-    scenarios = [_start_and_kill(url, server_process) for url in database_urls]
-    for scenario in scenarios:
-        _restart_and_watch(scenario, server_process)
+        runs.append((request.getfixturevalue("postgres_url"), {}))
+        redis = RedisServer(tmp_path).start()
+        request.addfinalizer(redis.stop)
+        redis_env = {"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": redis.url}
+        runs.append((request.getfixturevalue("another_postgres_url"), redis_env))
+    # Side by side in threads: each start waits for its process, and the deadlines run meanwhile.
+    with ThreadPoolExecutor(len(runs)) as pool:
+        scenarios = list(pool.map(lambda run: _start_and_kill(run[0], server_process, run[1]), runs))
+    with ThreadPoolExecutor(len(scenarios)) as pool:
+        list(pool.map(lambda scenario: _restart_and_watch(scenario, server_process), scenarios))
     deadline = time.time() + 30
     while time.time() < deadline and not all(scenario.done() for scenario in scenarios):
         time.sleep(0.2)  # real time: server processes run the deadlines
