@@ -3,8 +3,9 @@
 With SQLite (one process) it is a direct call (`InProcessBus`). With PostgreSQL it is
 `PostgresRelay`: LISTEN/NOTIFY between processes, backed by an event log; or, with
 `[cluster] broker = "redis"`, `hub.redis_bus.RedisRelay`: the same log, Redis between
-processes, each process subscribed only to the channels it serves. Listeners must not block: they hand the event to
-bounded queues with `send_nowait` (DESIGN §2), so one slow consumer never delays another.
+processes, each process subscribed only to the channels it serves. Listeners must not
+block: they hand the event to bounded queues with `send_nowait`, so one slow consumer never
+delays another.
 """
 
 from __future__ import annotations
