@@ -136,3 +136,18 @@ def test_badges_go_to_every_connection_of_that_member_and_no_one_else() -> None:
     assert registry.push_badges(data) == 1
     assert len(registry.of_user("member")) == 2  # the socket and the stream
     assert registry.push_badges({"badges": []}) == 0
+
+
+def test_the_registry_tells_when_a_member_first_connects_and_last_leaves() -> None:
+    registry = ConnectionRegistry()
+    told: list[tuple[str, bool]] = []
+    registry.interest = lambda user_id, wanted: told.append((user_id, wanted))
+    first, second = _Connection(), _Stream()
+    first_key = registry.add(first, "member", None)
+    second_key = registry.add(second, "member", "app")
+    registry.add(_Connection(), None, None)  # anonymous: nobody to follow
+    assert told == [("member", True)]
+    registry.discard(first, first_key)
+    assert told == [("member", True)]
+    registry.discard(second, second_key)
+    assert told == [("member", True), ("member", False)]
