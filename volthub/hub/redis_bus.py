@@ -226,8 +226,7 @@ class RedisRelay:
         self._holds[subject] = count
         if count == 1:
             self._idle_since.pop(subject, None)
-            if subject not in self._subscribed:
-                self._changed.set()
+            self._changed.set()  # even when subscribed: it may be on its way out
 
     def release(self, subject: str) -> None:
         count = self._holds.get(subject, 0) - 1
@@ -362,7 +361,6 @@ class RedisRelay:
         for subject, since in list(self._idle_since.items()):
             if now - since >= linger:
                 del self._idle_since[subject]
-                self._ready.pop(subject, None)
         return {BROADCAST, *self._holds, *self._idle_since}
 
     async def _sync(self, pubsub: Any) -> None:
@@ -382,6 +380,12 @@ class RedisRelay:
             await pubsub.unsubscribe(*batch)
             self._subscribed.difference_update(batch)
             for subject in batch:
+                if subject in self._holds or subject in self._idle_since:
+                    # Wanted again meanwhile: the next round subscribes and catches up.
+                    self._ready[subject] = trio.Event()
+                    self._changed.set()
+                    continue
+                self._ready.pop(subject, None)
                 channel_id = _channel_of(subject)
                 if channel_id is not None:  # its resume buffer stops being complete here
                     self._followed.pop(channel_id, None)
