@@ -54,6 +54,7 @@ from coredis.typing import Node
 from volthub.hub.bus import call_listener, event_body, event_of_row
 from volthub.hub.clock import Clock, to_ms
 from volthub.persistence import Database, Tx, event_log
+from volthub.protocol.ratelimit import Decision, Rate, decide
 
 if TYPE_CHECKING:
     from volthub.hub.publisher import Event
@@ -268,6 +269,31 @@ class RedisRelay:
 
     def subscribed(self) -> set[str]:
         return set(self._subscribed)
+
+    # ------------------------------------------------------------------ shared rate limits
+
+    async def spend(self, key: str, rate: Rate, now_ns: int) -> Decision | None:
+        """One request against a rate-limit budget shared by every process, kept in Redis
+        (the arithmetic is `protocol.ratelimit.decide`; Redis keeps one number per key and
+        sets it only if no other process changed it meanwhile). None while the broker is
+        unreachable or too contended: the caller counts in PostgreSQL instead."""
+        client = self._client
+        if client is None:
+            return None
+        stored_key = f"{PREFIX}rl:{{{key}}}"
+        try:
+            for _ in range(8):
+                stored = await client.get(stored_key)
+                decision, new_tat = decide(rate, int(stored) if stored else None, now_ns)
+                if not decision.allowed:
+                    return decision
+                ttl_ms = max(1, (decision.reset_ns - now_ns) // 1_000_000 + 1)
+                swapped = await client.eval(_COMPARE_AND_SET, keys=[stored_key], args=[stored or b"", new_tat, ttl_ms])
+                if swapped == 1:
+                    return decision
+        except Exception:  # the database counts instead
+            log.warning("rate limit: the broker did not answer; counting in the database", exc_info=True)
+        return None
 
     # ------------------------------------------------------------------ the service
 
@@ -592,6 +618,16 @@ class RedisRelay:
             finally:
                 self._unlogged_count -= 1
                 self._made_progress()
+
+
+# Set KEYS[1] to ARGV[2] (expiring in ARGV[3] ms) only if it still holds ARGV[1] ("" for
+# no value): a budget's number changes only from the value its decision was made on.
+_COMPARE_AND_SET = """
+local current = redis.call('GET', KEYS[1]) or ''
+if current ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
 
 
 def _subjects(event: Event) -> list[str]:
