@@ -45,11 +45,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import coredis
 import orjson
 import trio
-from coredis.tokens import PureToken
-from coredis.typing import Node
 
 from volthub.hub.bus import call_listener, event_body, event_of_row
 from volthub.hub.clock import Clock, to_ms
@@ -340,6 +337,11 @@ class RedisRelay:
             self._connected_event = trio.Event()
 
     def _make_client(self) -> Any:
+        # Imported here: the client library costs a second of start-up, and only
+        # deployments with this broker need it.
+        import coredis
+        from coredis.typing import Node
+
         if self.cluster:
             nodes: list[Node] = []
             for node in self.settings.cluster_nodes:
@@ -449,6 +451,8 @@ class RedisRelay:
             self._made_progress()
 
     async def _push(self, client: Any, batch: list[Event]) -> None:
+        from coredis.tokens import PureToken
+
         history, expire_ms = self.settings.history, to_ms(self.settings.retention_seconds)
         extra: list[tuple[str, bytes]] = []
 
