@@ -11,7 +11,7 @@ import os
 
 from volthub.http.runtime import Runtime
 from volthub.hub.bus import PostgresRelay
-from volthub.hub.presence import ClusterPresence
+from volthub.hub.presence import ClusterPresence, RedisPresenceStore
 from volthub.hub.redis_bus import RedisRelay
 
 # Set by `volthub serve --workers N` in each worker's environment: a pipe to write one byte
@@ -32,7 +32,9 @@ def install(rt: Runtime, relay: PostgresRelay | RedisRelay | None) -> None:
         relay.add_history(fanout.replace_recent)
     else:
         relay.add_backfill(fanout.remember)
-    rt.services.presence = ClusterPresence(rt.db, rt.clock, fanout, rt.settings.cluster.presence_interval_seconds)
+    store = RedisPresenceStore(relay) if isinstance(relay, RedisRelay) else None
+    interval = rt.settings.cluster.presence_interval_seconds
+    rt.services.presence = ClusterPresence(rt.db, rt.clock, fanout, interval, store)
 
 
 async def presence_service(rt: Runtime) -> None:

@@ -77,6 +77,10 @@ def stream_key(channel_id: str) -> str:
     return f"{PREFIX}{{{channel_id}}}:log"  # the same slot as its subject (hash tag)
 
 
+def presence_key(channel_id: str) -> str:
+    return f"{PREFIX}{{{channel_id}}}:presence"
+
+
 def user_subject(user_id: str) -> str:
     return f"{PREFIX}{{u:{user_id}}}:user"
 
@@ -266,6 +270,13 @@ class RedisRelay:
 
     def subscribed(self) -> set[str]:
         return set(self._subscribed)
+
+    def client(self) -> Any:
+        """The session's client, for other users of the broker (presence); raises while the
+        broker is unreachable."""
+        if self._client is None:
+            raise ConnectionError("the event broker is not connected")
+        return self._client
 
     # ------------------------------------------------------------------ shared rate limits
 
