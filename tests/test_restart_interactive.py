@@ -9,7 +9,6 @@ import contextlib
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,22 +157,29 @@ def _check(scenario: Scenario) -> None:
     assert httpx.get(url, headers=scenario.headers, timeout=10).json() == {"poll": None}
 
 
-def test_open_poll_and_running_timer_end_on_time_after_sigkill(request, sqlite_url, server_process, tmp_path):
+def test_open_poll_and_running_timer_end_on_time_after_sigkill(request, sqlite_url, server_process):
     # Both backends in one test, side by side: the 15 s of real time the poll needs is waited
     # once, not once per backend. Without PostgreSQL (outside CI) SQLite still runs.
-    # PostgreSQL runs twice, with each broker between its processes.
-    runs: list[tuple[str, dict[str, str]]] = [(sqlite_url, {})]
+    database_urls = [sqlite_url]
     with contextlib.suppress(pytest.skip.Exception):
-        runs.append((request.getfixturevalue("postgres_url"), {}))
-        redis = RedisServer(tmp_path).start()
-        request.addfinalizer(redis.stop)
-        redis_env = {"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": redis.url}
-        runs.append((request.getfixturevalue("another_postgres_url"), redis_env))
-    # Side by side in threads: each start waits for its process, and the deadlines run meanwhile.
-    with ThreadPoolExecutor(len(runs)) as pool:
-        scenarios = list(pool.map(lambda run: _start_and_kill(run[0], server_process, run[1]), runs))
-    with ThreadPoolExecutor(len(scenarios)) as pool:
-        list(pool.map(lambda scenario: _restart_and_watch(scenario, server_process), scenarios))
+        database_urls.append(request.getfixturevalue("postgres_url"))
+    _run([_start_and_kill(url, server_process) for url in database_urls], server_process)
+
+
+def test_with_the_redis_broker_a_poll_and_a_timer_end_once_after_sigkill(postgres_url, server_process, tmp_path):
+    """The same on PostgreSQL with Redis between the processes: the guarded writes still end
+    each deadline once, and the end reaches the observers of both processes."""
+    redis = RedisServer(tmp_path).start()
+    try:
+        env = {"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": redis.url}
+        _run([_start_and_kill(postgres_url, server_process, env)], server_process)
+    finally:
+        redis.stop()
+
+
+def _run(scenarios: list[Scenario], server_process: Any) -> None:
+    for scenario in scenarios:
+        _restart_and_watch(scenario, server_process)
     deadline = time.time() + 30
     while time.time() < deadline and not all(scenario.done() for scenario in scenarios):
         time.sleep(0.2)  # real time: server processes run the deadlines

@@ -40,6 +40,8 @@ async def database(postgres_url: str) -> AsyncIterator[Database]:
 class Broker:
     """What `RedisPresenceStore` needs of the Redis relay: its connected client."""
 
+    connected = True
+
     def __init__(self, client: Any) -> None:
         self._client = client
 

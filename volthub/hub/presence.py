@@ -72,6 +72,8 @@ class RedisPresenceStore:
         self._written: set[str] = set()  # channels this process has a field in
 
     async def replace_mine(self, process_id: str, rows: Rows, now_ms: int, stale_before_ms: int) -> None:
+        if not self._relay.connected:
+            return  # not yet (or no longer): the next round writes, every interval
         client = self._relay.client()
         ttl_ms = max(1, now_ms - stale_before_ms)
         current = set()
