@@ -268,8 +268,8 @@ class ClusterSettings(Section):
     event_log_retention_seconds: float = Field(600.0, ge=10, le=7 * 86400)
     # Newest event-log rows a starting process loads into its resume buffers.
     warm_start_rows: int = Field(50_000, ge=0, le=10_000_000)
-    # Rate-limit budgets counted in the database, shared by every process (PostgreSQL).
-    # false: each process counts on its own.
+    # Rate-limit budgets counted in the database (in Redis with broker = "redis"), shared by
+    # every process (PostgreSQL). false: each process counts on its own.
     shared_rate_limits: bool = True
     # Each process publishes its Events API connections per channel this often, and the
     # viewers list adds up every process's count; a process silent for 3 times this long
