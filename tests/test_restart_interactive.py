@@ -99,19 +99,21 @@ class Scenario:
         return all(w.named("channel.poll.end") and w.named("channel.timer.update") for w in self.watchers)
 
 
-def _start_and_kill(database_url: str, server_process: Any, env: dict[str, str] | None = None) -> Scenario:
-    """A server with an open poll (15 s) and a running timer (12 s), killed with SIGKILL."""
+def _start_and_kill(
+    database_url: str, server_process: Any, env: dict[str, str] | None = None, poll_seconds: int = 15
+) -> Scenario:
+    """A server with an open poll (15 s) and a running timer (3 s shorter), killed with SIGKILL."""
     server = server_process(database_url, env)
     owner = _register(server.url, f"kill{int(time.time() * 1000) % 10**8}")
     headers = {"Authorization": f"Bearer {owner['token']}"}
     poll = httpx.post(
         f"{server.url}/api/dashboard/polls",
-        json={"title": "Survive?", "options": ["yes", "no"], "durationSeconds": 15},
+        json={"title": "Survive?", "options": ["yes", "no"], "durationSeconds": poll_seconds},
         headers=headers,
         timeout=10,
     ).json()["poll"]
     timer = httpx.post(
-        f"{server.url}/api/dashboard/timers", json={"durationSeconds": 12}, headers=headers, timeout=10
+        f"{server.url}/api/dashboard/timers", json={"durationSeconds": poll_seconds - 3}, headers=headers, timeout=10
     ).json()["timer"]
     server.process.send_signal(signal.SIGKILL)
     server.process.wait(10)
@@ -172,7 +174,8 @@ def test_with_the_redis_broker_a_poll_and_a_timer_end_once_after_sigkill(postgre
     redis = RedisServer(tmp_path).start()
     try:
         env = {"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": redis.url}
-        _run([_start_and_kill(postgres_url, server_process, env)], server_process)
+        # Longer deadlines: three process starts (the killed one and two restarts) come first.
+        _run([_start_and_kill(postgres_url, server_process, env, poll_seconds=20)], server_process)
     finally:
         redis.stop()
 
@@ -180,7 +183,7 @@ def test_with_the_redis_broker_a_poll_and_a_timer_end_once_after_sigkill(postgre
 def _run(scenarios: list[Scenario], server_process: Any) -> None:
     for scenario in scenarios:
         _restart_and_watch(scenario, server_process)
-    deadline = time.time() + 30
+    deadline = time.time() + 60
     while time.time() < deadline and not all(scenario.done() for scenario in scenarios):
         time.sleep(0.2)  # real time: server processes run the deadlines
     time.sleep(2)  # room for a duplicate to show up
