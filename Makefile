@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test fuzz lint format bench clean
+.PHONY: serve demo test fuzz lint format docs docs-serve bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,26 @@ $(VENV)/.installed-lint: $(VENV)/.installed pyproject.toml
 
 serve: $(VENV)/.installed
 	$(VENV)/bin/volthub serve --host $(HOST) --port $(PORT)
+
+# Everything the docs' guides use at once (config/demo.toml): the Events API gateway on 8081,
+# a media-server hook secret, webhooks to a local receiver (a throw-away CA in var/demo),
+# sandbox payments.
+demo: $(VENV)/.installed
+	docs/examples/demo_certs.sh var/demo
+	$(VENV)/bin/volthub serve --config config/demo.toml --host $(HOST) --port $(PORT)
+
+$(VENV)/.installed-docs: $(VENV)/.installed pyproject.toml
+	$(PIP) install --quiet -e '.[docs]'
+	touch $@
+
+# The documentation site (mkdocs-material) into site/, warnings as errors; the API reference
+# page is generated from the code's OpenAPI document (docs/hooks.py). `make docs-serve`
+# serves it with live reload at http://127.0.0.1:8000.
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 test: $(VENV)/.installed-test
 	@# The official socket.io-client for tests/http/events/test_socketio.py (needs Node.js + npm).
@@ -87,4 +107,4 @@ bench: $(VENV)/.installed-bench $(NODE_REF)/node_modules/.installed
 		--plot $(BENCH_OUT)/bench.png $(BENCH_ARGS) $(BENCH_HOLD) $(BENCH_CHECKS)
 
 clean:
-	rm -rf $(VENV) var .pytest_cache $(BENCH_OUT) $(NODE_REF)/node_modules
+	rm -rf $(VENV) var site .pytest_cache $(BENCH_OUT) $(NODE_REF)/node_modules

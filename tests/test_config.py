@@ -41,6 +41,8 @@ def test_environment_ignores_unrelated_variables():
         ({"VOLTHUB_CLUSTER__BROKER": "redis"}, "cluster"),  # and no address
         ({"VOLTHUB_CLUSTER__REDIS_URL": "http://x"}, "cluster.redis_url"),
         ({"VOLTHUB_CLUSTER__REDIS_CLUSTER_NODES": "10.0.0.1"}, "cluster.redis_cluster_nodes"),
+        ({"VOLTHUB_INGEST__RTMP_URL": ""}, "ingest"),  # no ingest address left to offer
+        ({"VOLTHUB_INGEST__WHIP_URL": "srt://media:9000"}, "ingest.whip_url"),
     ],
 )
 def test_bad_value_names_its_key(environ, key):
