@@ -280,13 +280,39 @@ class ClusterSettings(Section):
     event_log_retention_seconds: float = Field(600.0, ge=10, le=7 * 86400)
     # Newest event-log rows a starting process loads into its resume buffers.
     warm_start_rows: int = Field(50_000, ge=0, le=10_000_000)
-    # Rate-limit budgets counted in the database, shared by every process (PostgreSQL).
-    # false: each process counts on its own.
+    # Rate-limit budgets counted in the database (in Redis with broker = "redis"), shared by
+    # every process (PostgreSQL). false: each process counts on its own.
     shared_rate_limits: bool = True
     # Each process publishes its Events API connections per channel this often, and the
     # viewers list adds up every process's count; a process silent for 3 times this long
     # (killed) is left out.
     presence_interval_seconds: float = Field(5.0, ge=0.5, le=300)
+    # What carries events between processes: "postgres" (LISTEN/NOTIFY on the database: every
+    # process hears every event) or "redis" (Redis or Valkey: a process subscribes only to the
+    # channels it serves). PostgreSQL stays the system of record either way.
+    broker: Literal["postgres", "redis"] = "postgres"
+    # With broker = "redis": one server (redis:// or rediss://) ...
+    redis_url: str = Field("", pattern=r"^(rediss?://.*)?$")
+    # ... or a Redis Cluster, by some of its nodes ("host:port"); channels are sharded by slot.
+    redis_cluster_nodes: list[str] = Field([], max_length=64)
+    # A channel nobody here needs any more is unsubscribed from after this long (a client
+    # that reconnects at once keeps the subscription).
+    redis_unsubscribe_after_seconds: float = Field(5.0, ge=0, le=3600)
+
+    @field_validator("redis_cluster_nodes")
+    @classmethod
+    def _nodes(cls, nodes: list[str]) -> list[str]:
+        for node in nodes:
+            host, _, port = node.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"not host:port: {node!r}")
+        return nodes
+
+    @model_validator(mode="after")
+    def _broker_address(self) -> ClusterSettings:
+        if self.broker == "redis" and not (self.redis_url or self.redis_cluster_nodes):
+            raise ValueError('broker = "redis" needs redis_url or redis_cluster_nodes')
+        return self
 
 
 class VoltsSettings(Section):

@@ -39,6 +39,7 @@ from volthub.http.runtime import Runtime, Services
 from volthub.hub.bus import InProcessBus, PostgresRelay, RelaySettings
 from volthub.hub.clock import Clock, SystemClock, to_ms
 from volthub.hub.publisher import EventPublisher
+from volthub.hub.redis_bus import RedisRelay, RedisSettings
 from volthub.hub.supervisor import Service, Supervisor
 from volthub.persistence import Database, migrate, open_database
 from volthub.persistence import secrets as secret_store
@@ -251,16 +252,31 @@ async def _start(app: QuartTrio) -> None:
     cluster.report_ready()
 
 
-def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | None:
-    """On PostgreSQL the bus is the LISTEN/NOTIFY relay between processes."""
+def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | RedisRelay | None:
+    """On PostgreSQL the bus relays between processes: LISTEN/NOTIFY, or Redis when
+    `[cluster] broker = "redis"`; both log events in the database."""
     if database.dialect != "postgresql":
         return None
     cluster = rt.settings.cluster
-    relay = PostgresRelay(
-        database,
-        rt.clock,
-        RelaySettings(retention_seconds=cluster.event_log_retention_seconds, warm_rows=cluster.warm_start_rows),
-    )
+    relay: PostgresRelay | RedisRelay
+    if cluster.broker == "redis":
+        relay = RedisRelay(
+            database,
+            rt.clock,
+            RedisSettings(
+                url=cluster.redis_url,
+                cluster_nodes=tuple(cluster.redis_cluster_nodes),
+                unsubscribe_after_seconds=cluster.redis_unsubscribe_after_seconds,
+                history=max(1, rt.settings.events.resume_buffer_size),
+                retention_seconds=cluster.event_log_retention_seconds,
+            ),
+        )
+    else:
+        relay = PostgresRelay(
+            database,
+            rt.clock,
+            RelaySettings(retention_seconds=cluster.event_log_retention_seconds, warm_rows=cluster.warm_start_rows),
+        )
     rt.bus = relay
     return relay
 

@@ -96,6 +96,10 @@ class Fanout:
         self._recent: OrderedDict[str, deque[Event]] = OrderedDict()
         # Called when a channel's viewers change (presence across processes listens).
         self.presence_listeners: list[Callable[[], None]] = []
+        # Told (channel id, True) when a channel gets its first subscription here and
+        # (channel id, False) when its last one goes: a broker with per-channel interest
+        # subscribes only to what is served here.
+        self.interest: Callable[[str, bool], None] | None = None
         self.delivered = 0  # offers accepted, for tests and metrics
         self.overflowed = 0
 
@@ -124,7 +128,11 @@ class Fanout:
         subscription = Subscription(
             subscriber, channel_id, owner, None if names is None else frozenset(names), user_id, viewer
         )
-        channel = self._channels.setdefault(channel_id, _Channel())
+        channel = self._channels.get(channel_id)
+        if channel is None:
+            channel = self._channels[channel_id] = _Channel()
+            if self.interest is not None:
+                self.interest(channel_id, True)
         channel.subscriptions[subscription] = None
         if viewer:
             if user_id is None:
@@ -150,6 +158,8 @@ class Fanout:
             self._presence_changed()
         if not channel.subscriptions:
             del self._channels[subscription.channel_id]
+            if self.interest is not None:
+                self.interest(subscription.channel_id, False)
         mine = self._by_subscriber.get(subscription.subscriber)
         if mine is not None:
             if subscription in mine:
@@ -248,6 +258,17 @@ class Fanout:
         else:
             self._recent.move_to_end(event.channel_id)
         recent.append(event)
+
+    def replace_recent(self, channel_id: str, events: list[Event]) -> None:
+        """Make ``events`` (oldest first) the channel's resume buffer: a broker with
+        per-channel interest fills it when this process starts following the channel."""
+        if self._resume_size <= 0:
+            return
+        recent = deque((e for e in events if catalogue.delivered_over_events_api(e.name)), maxlen=self._resume_size)
+        self._recent[channel_id] = recent
+        self._recent.move_to_end(channel_id)
+        while len(self._recent) > self._resume_channels:
+            self._recent.popitem(last=False)
 
     def since(self, channel_id: str, last_event_id: str | None) -> Resume:
         """The buffered events of ``channel_id`` after ``last_event_id``.

@@ -148,13 +148,14 @@ async def stream(query_args: StreamQuery) -> Response:
     """
     names = _event_filter(query_args.events)
     user = await _token_owner()
-    return stream_response(user, names, query_args.messages, access.principal().client_id)
+    return await stream_response(user, names, query_args.messages, access.principal().client_id)
 
 
-def stream_response(user: User, names: frozenset[str] | None, form: str, client_id: str | None) -> Response:
+async def stream_response(user: User, names: frozenset[str] | None, form: str, client_id: str | None) -> Response:
     """The SSE response of `user`'s channel (also the developer dashboard's inspector)."""
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
+    await rt.bus.prepare([user.id])  # this process hears the channel and holds its recent events
     body = event_stream(
         rt.services.fanout,
         rt.settings.events,

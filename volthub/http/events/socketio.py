@@ -292,10 +292,18 @@ class EventsSocketHandler:
                     namespace, "authentication is unavailable, try again", {"code": "service_unavailable"}
                 )
                 return
+        wants_recovery = self.recovery.enabled and request.auth.get("recovery") is True
+        # This process must hear the channels (and hold their recent events) first: with a
+        # broker with per-channel interest it may not follow them yet.
+        following = [user.id] if user is not None else []
+        asked_pid = request.auth.get("pid")
+        if wants_recovery and isinstance(asked_pid, str):
+            following += self.recovery.channels_of(asked_pid)
+        if following:
+            await self._rt.bus.prepare(following)
         # No await from here on: the connect ack, then `connected`, then events; a recovered
         # connection's missed events are read in the same step as it subscribes again, so
         # each event is either replayed or delivered live, exactly once.
-        wants_recovery = self.recovery.enabled and request.auth.get("recovery") is True
         restored = self._restore(conn, request, user) if wants_recovery else None
         pid = restored.pid if restored else (new_sid() if wants_recovery else None)
         sid = session.accept_connect(namespace, restored.lost.sid if restored else None, pid)
@@ -424,6 +432,7 @@ class EventsSocketHandler:
             self._error(conn, event, SERVICE_UNAVAILABLE, "channel lookup is unavailable")
             return
         if channel.id not in state.channels:
+            await self._rt.bus.prepare([channel.id])
             others = len(state.channels) - (1 if state.user is not None and state.user.id in state.channels else 0)
             if others >= self._rt.settings.events.max_subscriptions:
                 self._error(conn, event, LIMIT_EXCEEDED, "too many channel subscriptions on this connection")
