@@ -255,6 +255,9 @@ class ExtVideoSettings(Section):
     # /api/extvideo/auth/callback.
     redirect_uri: str = ""
     scope: str = "videos.read playlists.read"
+    # Send a PKCE challenge (S256) with the consent URL and its verifier with the code
+    # exchange; turn off only for a provider that refuses the extra parameters.
+    pkce: bool = True
     timeout_seconds: float = Field(10.0, gt=0, le=120)
     # Seconds the public widget serves a user's recent videos from memory before asking again.
     widget_cache_seconds: float = Field(60.0, ge=0, le=86400)

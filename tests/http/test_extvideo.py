@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -28,6 +30,8 @@ class Provider:
     """What the fake provider has issued and seen."""
 
     codes: dict[str, str] = field(default_factory=dict)  # code -> redirect_uri
+    challenges: dict[str, str] = field(default_factory=dict)  # code -> PKCE S256 challenge
+    verified: int = 0  # code exchanges whose PKCE verifier matched
     access: set[str] = field(default_factory=set)
     refresh: set[str] = field(default_factory=set)
     revoked: list[str] = field(default_factory=list)
@@ -55,6 +59,9 @@ def provider_app(state: Provider) -> QuartTrio:
         assert args["client_id"] == CLIENT_ID and args["response_type"] == "code"
         code = secrets.token_hex(6)
         state.codes[code] = args["redirect_uri"]
+        if "code_challenge" in args:
+            assert args["code_challenge_method"] == "S256"
+            state.challenges[code] = args["code_challenge"]
         return "", 302, {"Location": f"{args['redirect_uri']}?code={code}&state={args['state']}"}
 
     @app.post("/oauth/token")
@@ -65,6 +72,12 @@ def provider_app(state: Provider) -> QuartTrio:
         if form["grant_type"] == "authorization_code":
             if state.codes.pop(form["code"], None) != form["redirect_uri"]:
                 return {"error": "invalid_grant"}, 400
+            challenge = state.challenges.pop(form["code"], None)
+            if challenge is not None:
+                digest = hashlib.sha256(form.get("code_verifier", "").encode()).digest()
+                if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() != challenge:
+                    return {"error": "invalid_grant"}, 400
+                state.verified += 1
             return issue()
         if form["refresh_token"] not in state.refresh:
             return {"error": "invalid_grant"}, 400
@@ -128,12 +141,12 @@ async def provider(nursery: trio.Nursery) -> AsyncIterator[tuple[str, Provider]]
 
 
 @pytest.fixture
-async def volthub(sqlite_url: str, provider: tuple[str, Provider]) -> AsyncIterator[Any]:
+async def volthub(database_url: str, provider: tuple[str, Provider]) -> AsyncIterator[Any]:
     from volthub.http.app import create_app
 
     url, _ = provider
     settings = make_settings(
-        sqlite_url,
+        database_url,
         extvideo={"base_url": url, "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "widget_cache_seconds": 0},
         server={"public_url": "https://volthub.example"},
     )
@@ -142,7 +155,9 @@ async def volthub(sqlite_url: str, provider: tuple[str, Provider]) -> AsyncItera
         yield app
 
 
-async def connect(app: Any, client: Any, headers: dict[str, str]) -> Any:
+async def consent_at_provider(app: Any, client: Any, headers: dict[str, str]) -> str:
+    """Ask for the consent URL with `client` (the browser keeps the cookie it gets) and
+    consent at the provider: the path and query the provider sends the browser back to."""
     started = await (await client.get("/api/extvideo/auth/url", headers=headers)).get_json()
     assert started["url"].startswith(app.extensions["volthub"].settings.extvideo.base_url)
     async with httpx.AsyncClient() as http:
@@ -152,7 +167,11 @@ async def connect(app: Any, client: Any, headers: dict[str, str]) -> Any:
     assert f"{back.scheme}://{back.netloc}{back.path}" == "https://volthub.example/api/extvideo/auth/callback"
     query = parse_qs(back.query)
     assert query["state"] == [started["state"]]
-    return await client.get(f"{back.path}?{back.query}")
+    return f"{back.path}?{back.query}"
+
+
+async def connect(app: Any, client: Any, headers: dict[str, str]) -> Any:
+    return await client.get(await consent_at_provider(app, client, headers))
 
 
 async def test_connect_read_refresh_and_disconnect(volthub: Any, provider: tuple[str, Provider], mock_clock: Any):
@@ -167,6 +186,7 @@ async def test_connect_read_refresh_and_disconnect(volthub: Any, provider: tuple
     assert (await client.get("/api/extvideo/auth/url", headers=reader)).status_code == 403  # needs manage
     callback = await connect(volthub, client, manager)
     assert callback.status_code == 200 and (await callback.get_json())["account"]["name"] == "Video Person"
+    assert state.verified == 1  # the code exchange carried the PKCE verifier
     replay = await client.get("/api/extvideo/auth/callback?state=forged&code=x")
     assert replay.status_code == 400 and (await replay.get_json())["error"] == "invalid_state"
     status = await (await client.get("/api/extvideo/status", headers=reader)).get_json()
@@ -221,3 +241,34 @@ async def test_provider_down_is_a_502_and_unconfigured_is_a_409(sqlite_url: str)
         started = await (await client.get("/api/extvideo/auth/url", headers=user.headers)).get_json()
         failed = await client.get(f"/api/extvideo/auth/callback?state={started['state']}&code=abc")
         assert failed.status_code == 502 and (await failed.get_json())["error"] == "extvideo_provider_error"
+
+
+async def test_a_state_completes_only_in_the_browser_of_the_user_who_asked(
+    volthub: Any, provider: tuple[str, Provider], mock_clock: Any
+) -> None:
+    streamer_browser, viewer_browser = volthub.test_client(), volthub.test_client()
+    streamer, viewer = await register(streamer_browser), await register(viewer_browser)
+    manage = {"Authorization": f"Bearer {await issue_oauth_token(volthub, streamer.id, ['extvideo:manage'])}"}
+    read = {"Authorization": f"Bearer {await issue_oauth_token(volthub, streamer.id, ['extvideo:read'])}"}
+
+    # The streamer's state completed in the viewer's browser links nothing, and is used up.
+    back = await consent_at_provider(volthub, streamer_browser, manage)
+    elsewhere = await viewer_browser.get(back)
+    assert elsewhere.status_code == 400 and (await elsewhere.get_json())["error"] == "invalid_state"
+    assert (await (await streamer_browser.get("/api/extvideo/status", headers=read)).get_json())["connected"] is False
+    again = await streamer_browser.get(back)
+    assert again.status_code == 400 and (await again.get_json())["error"] == "invalid_state"
+
+    # A state is short-lived.
+    back = await consent_at_provider(volthub, streamer_browser, manage)
+    mock_clock.jump(11 * 60)
+    late = await streamer_browser.get(back)
+    assert late.status_code == 400 and (await late.get_json())["error"] == "invalid_state"
+
+    # The browser that asked completes it.
+    back = await consent_at_provider(volthub, streamer_browser, manage)
+    done = await streamer_browser.get(back)
+    assert done.status_code == 200, await done.get_data(as_text=True)
+    assert (await (await streamer_browser.get("/api/extvideo/status", headers=read)).get_json())["connected"] is True
+    widget = await (await viewer_browser.get(f"/api/extvideo/widgets/{viewer.username}")).get_json()
+    assert widget["connected"] is False

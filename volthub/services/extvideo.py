@@ -4,10 +4,16 @@ A provider adapter speaking OAuth 2.0 (authorisation code) and a small JSON API,
 addresses `[extvideo]` configures; nothing here names a real platform. What the adapter
 expects of the provider (the spec shows none of it):
 
-- `GET {authorize_url}?response_type=code&client_id&redirect_uri&scope&state` — the person
-  consents there and comes back to `redirect_uri` with `code` and `state`.
+- `GET {authorize_url}?response_type=code&client_id&redirect_uri&scope&state` (and, with
+  `[extvideo] pkce`, `code_challenge` and `code_challenge_method=S256`, RFC 7636) — the
+  person consents there and comes back to `redirect_uri` with `code` and `state`.
 - `POST {token_url}` (form: grant_type=authorization_code|refresh_token, code, redirect_uri,
-  refresh_token, client_id, client_secret) → `{access_token, refresh_token?, expires_in?, scope?}`.
+  code_verifier with PKCE, refresh_token, client_id, client_secret) →
+  `{access_token, refresh_token?, expires_in?, scope?}`.
+
+Linking is bound to who started it: `authorize_url` returns, beside the state, a browser
+secret the HTTP layer keeps in a cookie of the browser that asked; the callback completes
+only with the state (single use, 10 minutes) and that cookie, for the user who asked.
 - `POST {revoke_url}` (form: token, client_id, client_secret) — best effort on disconnect.
 - `GET {base_url}/me` → `{id, name, url?}`; `GET {base_url}/videos?sort=recent&limit=N`,
   `GET {base_url}/library?limit=N&cursor=C` → `{items: [video], nextCursor?}`;
@@ -20,8 +26,10 @@ marks the connection `reauth_required`. Outgoing calls use httpx on Trio with
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass, replace
 from typing import Any
@@ -105,6 +113,14 @@ def _items(document: Any, shape: Any) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
+class Authorization:
+    url: str  # the provider's consent address
+    state: str
+    expires_at: int  # epoch ms
+    browser: str  # kept in a cookie of the browser that asked; the callback needs it
+
+
+@dataclass(frozen=True)
 class Status:
     configured: bool
     connection: Connection | None
@@ -137,34 +153,46 @@ class ExtVideo:
 
     # -- connecting --
 
-    async def authorize_url(self, user_id: str) -> tuple[str, str, int]:
-        """(the provider's consent URL, the state, when the state expires)."""
+    async def authorize_url(self, user_id: str) -> Authorization:
+        """The provider's consent URL, its state and the browser secret for the cookie."""
         self._require_configured()
-        state = secrets.token_urlsafe(24)
+        state, browser = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        verifier = secrets.token_urlsafe(48) if self._settings.pkce else None
         now = self._now()
         expires = now + STATE_TTL_MS
-        await self._db.write(lambda tx: repo.add_state(tx, _digest(state), user_id, now, expires))
-        query = urlencode(
-            {
-                "response_type": "code",
-                "client_id": self._settings.client_id,
-                "redirect_uri": self._redirect,
-                "scope": self._settings.scope,
-                "state": state,
-            }
+        await self._db.write(
+            lambda tx: repo.add_state(tx, _digest(state), user_id, now, expires, _digest(browser), verifier)
         )
-        return f"{self._authorize}?{query}", state, expires
+        query = {
+            "response_type": "code",
+            "client_id": self._settings.client_id,
+            "redirect_uri": self._redirect,
+            "scope": self._settings.scope,
+            "state": state,
+        }
+        if verifier is not None:
+            challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+            query |= {"code_challenge": challenge, "code_challenge_method": "S256"}
+        return Authorization(f"{self._authorize}?{urlencode(query)}", state, expires, browser)
 
-    async def complete(self, state: str, code: str) -> Connection:
-        """The provider sent the person back: exchange the code, read the account, store."""
+    async def complete(self, state: str, code: str, browser: str | None) -> Connection:
+        """The provider sent the person back: check the state (single use) belongs to this
+        browser, exchange the code, read the account, store it for the user who asked."""
         self._require_configured()
         now = self._now()
-        user_id = await self._db.write(lambda tx: repo.take_state(tx, _digest(state), now))
-        if user_id is None:
+        pending = await self._db.write(lambda tx: repo.take_state(tx, _digest(state), now))
+        if (
+            pending is None
+            or pending.browser_hash is None
+            or browser is None
+            or not hmac.compare_digest(pending.browser_hash, _digest(browser))
+        ):
             raise InvalidState()
-        tokens = await self._token_request(
-            {"grant_type": "authorization_code", "code": code, "redirect_uri": self._redirect}
-        )
+        user_id = pending.user_id
+        form = {"grant_type": "authorization_code", "code": code, "redirect_uri": self._redirect}
+        if pending.code_verifier is not None:
+            form["code_verifier"] = pending.code_verifier
+        tokens = await self._token_request(form)
         account = await self._get(tokens["access_token"], "/me", {})
         if not isinstance(account, dict) or not isinstance(account.get("id"), (str, int)):
             raise ProviderError("the provider's /me answer has no account id")

@@ -252,6 +252,6 @@ def _redirect(location: str) -> Response:
     return response
 
 
-def _set_cookie(response: Response, name: str, value: str, max_age: int | None) -> None:
+def _set_cookie(response: Response, name: str, value: str, max_age: int | None, path: str = COOKIE_PATH) -> None:
     secure = request.scheme == "https" or runtime().settings.server.public_url.startswith("https://")
-    response.set_cookie(name, value, max_age=max_age, path=COOKIE_PATH, secure=secure, httponly=True, samesite="Lax")
+    response.set_cookie(name, value, max_age=max_age, path=path, secure=secure, httponly=True, samesite="Lax")
