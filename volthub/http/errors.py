@@ -35,7 +35,7 @@ from volthub.services.extvideo import InvalidState, ProviderError, ReauthRequire
 from volthub.services.extvideo import NotConfigured as ExtNotConfigured
 from volthub.services.extvideo import NotConnected as ExtNotConnected
 from volthub.services.idempotency import KeyInFlight, KeyReused
-from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
+from volthub.services.journals import JournalNotFound, SlugTaken, TooCostly, TooManyImages
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.passwords import PasswordWorkBusy
@@ -225,6 +225,7 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     SlugTaken: lambda error: ApiError(
         409, "slug_taken", "you already have a journal with that slug", {"slug": str(error)}
     ),
+    TooCostly: lambda error: ApiError(400, "validation_error", str(error), {"field": "body"}),
     TooManyImages: lambda error: ApiError(409, "too_many_images", f"a journal holds at most {error} images"),
     # The external video platform (services.extvideo).
     ExtNotConfigured: lambda _: ApiError(
