@@ -37,6 +37,7 @@ class Provider:
     revoked: list[str] = field(default_factory=list)
     refreshes: int = 0
     expires_in: int = 600
+    hostile: bool = False  # answer with script and data URLs where web addresses belong
 
 
 def provider_app(state: Provider) -> QuartTrio:
@@ -95,16 +96,16 @@ def provider_app(state: Provider) -> QuartTrio:
 
     @app.get("/me")
     async def me() -> Any:
-        return (
-            ({"id": "acct-1", "name": "Video Person", "url": "https://video.example/@p"}, 200)
-            if authorised()
-            else ({}, 401)
-        )
+        url = "javascript:alert(document.cookie)" if state.hostile else "https://video.example/@p"
+        return ({"id": "acct-1", "name": "Video Person", "url": url}, 200) if authorised() else ({}, 401)
 
     @app.get("/videos")
     async def videos() -> Any:
         if not authorised():
             return {}, 401
+        if state.hostile:
+            bad = ["javascript:alert(1)", " JavaScript:alert(1)", "data:text/html,x", "//video.example/v", "vbscript:x"]
+            return {"items": [{"id": f"h{i}", "url": u, "thumbnailUrl": u} for i, u in enumerate(bad)]}
         return {"items": VIDEOS[: int(request.args["limit"])] + [{"no": "id"}]}
 
     @app.get("/library")
@@ -272,3 +273,23 @@ async def test_a_state_completes_only_in_the_browser_of_the_user_who_asked(
     assert (await (await streamer_browser.get("/api/extvideo/status", headers=read)).get_json())["connected"] is True
     widget = await (await viewer_browser.get(f"/api/extvideo/widgets/{viewer.username}")).get_json()
     assert widget["connected"] is False
+
+
+async def test_script_and_data_urls_from_the_provider_never_reach_the_widget(
+    volthub: Any, provider: tuple[str, Provider]
+) -> None:
+    _, state = provider
+    state.hostile = True
+    browser = volthub.test_client()
+    user = await register(browser)
+    manage = {"Authorization": f"Bearer {await issue_oauth_token(volthub, user.id, ['extvideo:manage'])}"}
+    read = {"Authorization": f"Bearer {await issue_oauth_token(volthub, user.id, ['extvideo:read'])}"}
+    assert (await connect(volthub, browser, manage)).status_code == 200
+    widget = await (await browser.get(f"/api/extvideo/widgets/{user.username}")).get_json()
+    assert widget["connected"] is True and widget["account"]["url"] is None
+    assert len(widget["videos"]) == 5
+    assert all(v["url"] is None and v["thumbnailUrl"] is None for v in widget["videos"])
+    status = await (await browser.get("/api/extvideo/status", headers=read)).get_json()
+    assert status["account"]["url"] is None
+    recent = await (await browser.get("/api/extvideo/videos/recent", headers=read)).get_json()
+    assert {v["url"] for v in recent["items"]} == {None}

@@ -33,7 +33,7 @@ import hmac
 import secrets
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 
@@ -53,6 +53,7 @@ __all__ = [
     "NotConnected",
     "ProviderError",
     "ReauthRequired",
+    "web_url",
 ]
 
 STATE_TTL_MS = 10 * 60 * 1000
@@ -81,14 +82,26 @@ class ProviderError(Exception):
         self.status = status
 
 
+def web_url(value: Any) -> str | None:
+    """`value` when it is an absolute http(s) address; None for anything else the provider
+    sends (javascript:, data:, relative or scheme-relative), so it never reaches a page."""
+    if not isinstance(value, str) or len(value) > 2048 or value != value.strip():
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    return value if parts.scheme.lower() in ("http", "https") and parts.hostname else None
+
+
 def _video(item: Any) -> dict[str, Any] | None:
     if not isinstance(item, dict) or not isinstance(item.get("id"), (str, int)):
         return None
     return {
         "id": str(item["id"]),
         "title": str(item.get("title") or ""),
-        "url": item.get("url") if isinstance(item.get("url"), str) else None,
-        "thumbnailUrl": item.get("thumbnailUrl") if isinstance(item.get("thumbnailUrl"), str) else None,
+        "url": web_url(item.get("url")),
+        "thumbnailUrl": web_url(item.get("thumbnailUrl")),
         "publishedAt": item.get("publishedAt") if isinstance(item.get("publishedAt"), str) else None,
         "durationSeconds": item.get("durationSeconds") if isinstance(item.get("durationSeconds"), int) else None,
         "views": item.get("views") if isinstance(item.get("views"), int) else None,
@@ -102,7 +115,7 @@ def _playlist(item: Any) -> dict[str, Any] | None:
     return {
         "id": str(item["id"]),
         "title": str(item.get("title") or ""),
-        "url": item.get("url") if isinstance(item.get("url"), str) else None,
+        "url": web_url(item.get("url")),
         "videoCount": count if isinstance(count, int) else None,
     }
 
@@ -201,7 +214,7 @@ class ExtVideo:
             user_id=user_id,
             account_id=str(account["id"]),
             account_name=str(account.get("name") or account["id"]),
-            account_url=account.get("url") if isinstance(account.get("url"), str) else None,
+            account_url=web_url(account.get("url")),
             access_token=tokens["access_token"],
             refresh_token=tokens.get("refresh_token"),
             expires_at=_expiry(tokens, now),
@@ -263,7 +276,7 @@ class ExtVideo:
                     "account": {
                         "id": connection.account_id,
                         "name": connection.account_name,
-                        "url": connection.account_url,
+                        "url": web_url(connection.account_url),
                     },
                     "videos": videos,
                 }

@@ -24,7 +24,7 @@ from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
 from volthub.hub.clock import iso8601, to_ms
-from volthub.services.extvideo import Connection, ExtVideo
+from volthub.services.extvideo import Connection, ExtVideo, web_url
 
 blueprint = Blueprint("extvideo", __name__, url_prefix="/api/extvideo")
 # The cookie binding an authorisation in flight to the browser that asked for it.
@@ -45,7 +45,7 @@ class AuthUrlOut(Model):
 class AccountOut(Model):
     id: str
     name: str
-    url: str | None
+    url: str | None = Field(description="an absolute http(s) address or null")
 
 
 class StatusOut(Model):
@@ -66,17 +66,20 @@ def status_out(configured: bool, connection: Connection | None) -> StatusOut:
         configured=configured,
         connected=connection.status == "connected",
         status=connection.status,
-        account=AccountOut(id=connection.account_id, name=connection.account_name, url=connection.account_url),
+        account=AccountOut(id=connection.account_id, name=connection.account_name, url=web_url(connection.account_url)),
         scope=connection.scope,
         connectedAt=iso8601(connection.connected_at),
     )
 
 
+WEB_URL = "an absolute http(s) address; null when the platform gave none or anything else"
+
+
 class VideoOut(Model):
     id: str
     title: str
-    url: str | None
-    thumbnailUrl: str | None
+    url: str | None = Field(description=WEB_URL)
+    thumbnailUrl: str | None = Field(description=WEB_URL)
     publishedAt: str | None
     durationSeconds: int | None
     views: int | None
