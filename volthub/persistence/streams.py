@@ -147,14 +147,6 @@ def open_stream_by_key(tx: Tx, key_hash: str) -> Stream | None:
     return Stream.from_row(row) if row else None
 
 
-def open_stream_by_path(tx: Tx, source: str, media_path: str) -> Stream | None:
-    row = tx.one(
-        f"SELECT {_STREAM} FROM streams WHERE source = ? AND media_path = ? AND ended_at IS NULL",
-        (source, media_path),
-    )
-    return Stream.from_row(row) if row else None
-
-
 def insert_stream(tx: Tx, stream: Stream) -> None:
     tx.execute(
         f"INSERT INTO streams ({_STREAM}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
