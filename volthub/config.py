@@ -311,6 +311,13 @@ class ChannelRoleSettings(Section):
     poll_seconds: float = Field(60.0, gt=0, le=86_400)
 
 
+class RaidSettings(Section):
+    # After a raid, the raider may not raid again for this long, and the target may not be
+    # raided again for target_cooldown_seconds (429 raid_cooldown with the seconds left). 0: none.
+    raider_cooldown_seconds: float = Field(120.0, ge=0, le=86_400)
+    target_cooldown_seconds: float = Field(30.0, ge=0, le=86_400)
+
+
 class ChannelPointsSettings(Section):
     # Points a signed-in viewer earns per `watch_interval_seconds` connected to a channel.
     points_per_interval: int = Field(10, ge=0, le=1_000_000)
@@ -325,6 +332,7 @@ class Settings(Section):
     subscriptions: SubscriptionSettings = SubscriptionSettings()
     channel_points: ChannelPointsSettings = ChannelPointsSettings()
     channel_roles: ChannelRoleSettings = ChannelRoleSettings()
+    raids: RaidSettings = RaidSettings()
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
     auth: AuthSettings = AuthSettings()

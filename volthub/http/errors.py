@@ -39,7 +39,7 @@ from volthub.services.journals import JournalNotFound, SlugTaken, TooCostly, Too
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.passwords import PasswordWorkBusy
-from volthub.services.raids import RaidBanned, RaidNotLive, RaidTargetNotFound, SelfRaid
+from volthub.services.raids import RaidBanned, RaidCooldown, RaidNotLive, RaidTargetNotFound, SelfRaid
 from volthub.services.streams import (
     ClipNotFound,
     ClipOutOfRange,
@@ -263,6 +263,13 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     RaidTargetNotFound: lambda error: ApiError(404, "not_found", "channel not found", {"username": str(error)}),
     SelfRaid: lambda _: ApiError(400, "invalid_target", "a channel cannot raid itself"),
     RaidBanned: lambda _: ApiError(403, "raid_refused", "that channel has banned you"),
+    RaidCooldown: lambda error: ApiError(
+        429,
+        "raid_cooldown",
+        "you raided too recently" if error.which == "raider" else "that channel was raided too recently",
+        {"cooldown": error.which, "retryAfterSeconds": error.retry_after_seconds},
+        headers={"Retry-After": str(error.retry_after_seconds)},
+    ),
     InvalidRecipient: lambda _: ApiError(
         400, "invalid_recipient", "gift to someone other than yourself or the channel"
     ),

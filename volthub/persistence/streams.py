@@ -408,3 +408,16 @@ def get_clip(tx: Tx, clip_id: str) -> Clip | None:
 
 def clips_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
     return _page(tx, Clip, channel_id, limit, cursor)
+
+
+def claim_raid_cooldown(tx: Tx, key: str, now_ms: int, until_ms: int) -> int | None:
+    """Start the cooldown `key` (until `until_ms`) unless one is running: None when claimed,
+    else the time (ms) the running one ends. Guarded, so concurrent raids claim it once."""
+    rows = tx.execute(
+        "INSERT INTO raid_cooldowns (key, until_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE"
+        " SET until_ms = excluded.until_ms WHERE raid_cooldowns.until_ms <= ? RETURNING key",
+        (key, until_ms, now_ms),
+    )
+    if rows:
+        return None
+    return int(tx.scalar("SELECT until_ms FROM raid_cooldowns WHERE key = ?", (key,)))
