@@ -27,6 +27,9 @@ class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(65536, ge=1024, le=64 * 1024 * 1024)
+    # Request bodies of routes that take small ones (every route but uploads, journals and
+    # developer apps) larger than this get 413 payload_too_large.
+    small_body_bytes: int = Field(16384, ge=1024, le=64 * 1024 * 1024)
     # On SIGTERM/SIGINT: stop accepting, finish requests in flight, end event streams, exit.
     shutdown_timeout: float = Field(5.0, ge=0, le=600)
     # An idle kept-alive HTTP connection is closed after this long.

@@ -132,6 +132,17 @@ def accepted_body_types(view: Callable[..., Any] | None) -> tuple[str, ...]:
     return getattr(view, "__volthub_accepts__", JSON_ONLY)
 
 
+def large_body(fn: F) -> F:
+    """Let a route take a body up to `[server] max_body_bytes` (uploads, journals); every
+    other route takes at most `small_body_bytes`."""
+    setattr(fn, "__volthub_large_body__", True)  # noqa: B010  (F is any callable)
+    return fn
+
+
+def body_limit_of(view: Callable[..., Any] | None, small: int, large: int) -> int:
+    return large if getattr(view, "__volthub_large_body__", False) else small
+
+
 def declaration_of(view: Callable[..., Any]) -> Access | None:
     return getattr(view, ATTRIBUTE, None)
 

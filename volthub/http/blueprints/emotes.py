@@ -147,6 +147,7 @@ def _code(code: str) -> str:
 
 @blueprint.put("/mine/<code>")
 @access.first_party
+@access.large_body
 @access.accepts(*ACCEPTED)
 @tag(["Emotes"])
 @error_responses(409, 413, 415)

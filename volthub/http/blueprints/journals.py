@@ -182,6 +182,7 @@ async def my_journals(query_args: PageQuery) -> JournalList:
 
 @blueprint.post("/api/journals")
 @access.token("journal:write")
+@access.large_body
 @tag(["Journals"])
 @error_responses(409)
 @validate_request(CreateBody)
@@ -207,6 +208,7 @@ async def read_mine(slug: str) -> JournalOut:
 
 @blueprint.put("/api/journals/<slug>")
 @access.token("journal:write")
+@access.large_body
 @tag(["Journals"])
 @error_responses(404, 409)
 @validate_request(UpdateBody)
@@ -243,6 +245,7 @@ async def publish(slug: str) -> JournalOut:
 
 @blueprint.post("/api/journals/<slug>/images")
 @access.token("journal:write")
+@access.large_body
 @access.accepts(*ACCEPTED)
 @tag(["Journals"])
 @error_responses(404, 409, 413, 415)
