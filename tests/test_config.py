@@ -52,3 +52,30 @@ def test_bad_toml_and_missing_file_are_config_errors(tmp_path):
         load_settings(broken, environ={})
     with pytest.raises(ConfigError, match="not found"):
         load_settings(tmp_path / "missing.toml", environ={})
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"extvideo": {"base_url": "https://video.example", "client_id": "c"}},
+        {"extvideo": {"base_url": "https://video.example", "client_id": "c"}, "server": {"public_url": "volthub"}},
+        {"extvideo": {"base_url": "https://video.example", "client_id": "c", "redirect_uri": "/api/extvideo/cb"}},
+    ],
+)
+def test_extvideo_refuses_to_start_without_an_absolute_redirect_uri(overrides):
+    with pytest.raises(ConfigError) as excinfo:
+        load_settings(environ={}, overrides=overrides)
+    assert "extvideo.redirect_uri" in str(excinfo.value)
+
+
+def test_extvideo_redirect_uri_comes_from_public_url_or_its_own_key():
+    configured = {"base_url": "https://video.example", "client_id": "c"}
+    from_public = load_settings(
+        environ={}, overrides={"extvideo": configured, "server": {"public_url": "https://volthub.example/"}}
+    )
+    assert from_public.extvideo.callback_url(from_public.server.public_url) == (
+        "https://volthub.example/api/extvideo/auth/callback"
+    )
+    own = load_settings(environ={}, overrides={"extvideo": {**configured, "redirect_uri": "https://a.example/cb"}})
+    assert own.extvideo.callback_url("") == "https://a.example/cb"
+    assert load_settings(environ={}, overrides={}).extvideo.base_url == ""  # off: nothing to check

@@ -13,8 +13,9 @@ import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ENV_PREFIX = "VOLTHUB_"
 
@@ -241,6 +242,9 @@ class MediaSettings(Section):
     # capped by [server] max_body_bytes: raise both for larger images.
     emote_max_bytes: int = Field(65536, ge=64, le=64 * 1024 * 1024)
     journal_image_max_bytes: int = Field(65536, ge=64, le=64 * 1024 * 1024)
+    # Largest width and height in pixels, by kind (read from the image's header).
+    emote_max_side: int = Field(512, ge=1, le=65_535)
+    journal_image_max_side: int = Field(4096, ge=1, le=65_535)
 
 
 class ExtVideoSettings(Section):
@@ -264,6 +268,14 @@ class ExtVideoSettings(Section):
     timeout_seconds: float = Field(10.0, gt=0, le=120)
     # Seconds the public widget serves a user's recent videos from memory before asking again.
     widget_cache_seconds: float = Field(60.0, ge=0, le=86400)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.client_id)
+
+    def callback_url(self, public_url: str) -> str:
+        """Where the provider sends people back: `redirect_uri`, or public_url's callback."""
+        return self.redirect_uri or f"{public_url.rstrip('/')}/api/extvideo/auth/callback"
 
 
 class ClusterSettings(Section):
@@ -350,6 +362,18 @@ class Settings(Section):
     media: MediaSettings = MediaSettings()
     extvideo: ExtVideoSettings = ExtVideoSettings()
     cluster: ClusterSettings = ClusterSettings()
+
+    @model_validator(mode="after")
+    def _absolute_extvideo_callback(self) -> Settings:
+        """The provider needs an absolute redirect_uri: refuse to start without one."""
+        if self.extvideo.configured:
+            parts = urlsplit(self.extvideo.callback_url(self.server.public_url))
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    "extvideo.redirect_uri: the video platform needs an absolute http(s) redirect_uri;"
+                    " set [extvideo] redirect_uri or [server] public_url"
+                )
+        return self
 
 
 class ConfigError(Exception):

@@ -235,7 +235,13 @@ async def test_provider_down_is_a_502_and_unconfigured_is_a_409(sqlite_url: str)
     from volthub.loadtest.servers import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
-    app = create_app(make_settings(sqlite_url, extvideo={"base_url": dead, "client_id": "c", "timeout_seconds": 2}))
+    app = create_app(
+        make_settings(
+            sqlite_url,
+            extvideo={"base_url": dead, "client_id": "c", "timeout_seconds": 2},
+            server={"public_url": "https://volthub.example"},
+        )
+    )
     async with app.test_app():
         client = app.test_client()
         user = await register(client)

@@ -308,10 +308,18 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         streams=await _make_streams(rt, database, publisher),
         bots=Bots(database, clock, hold_days=settings.bots.name_hold_days),
         media=media,
-        emotes=Emotes(database, clock, media, max_bytes=settings.media.emote_max_bytes),
+        emotes=Emotes(
+            database, clock, media, max_bytes=settings.media.emote_max_bytes, max_side=settings.media.emote_max_side
+        ),
         badges=BadgeCatalogue(database, clock),
         teams=Teams(database, clock),
-        journals=Journals(database, clock, media, image_max_bytes=settings.media.journal_image_max_bytes),
+        journals=Journals(
+            database,
+            clock,
+            media,
+            image_max_bytes=settings.media.journal_image_max_bytes,
+            image_max_side=settings.media.journal_image_max_side,
+        ),
         extvideo=ExtVideo(database, clock, settings.extvideo, settings.server.public_url),
         idempotency=Idempotency(database, clock),
         volts=Volts(database, publisher, clock, settings.volts),

@@ -149,13 +149,13 @@ class ExtVideo:
         self._authorize = settings.authorize_url or f"{base}/oauth/authorize"
         self._token = settings.token_url or f"{base}/oauth/token"
         self._revoke = settings.revoke_url or f"{base}/oauth/revoke"
-        self._redirect = settings.redirect_uri or f"{public_url.rstrip('/')}/api/extvideo/auth/callback"
+        self._redirect = settings.callback_url(public_url)  # absolute: the settings refuse to load otherwise
         # username (lower) -> (fetched at, widget); bounded by the number of connected users.
         self._widgets: dict[str, tuple[float, dict[str, Any]]] = {}
 
     @property
     def configured(self) -> bool:
-        return bool(self._base and self._settings.client_id)
+        return self._settings.configured
 
     def _now(self) -> int:
         return to_ms(self._clock.now())

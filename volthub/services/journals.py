@@ -74,11 +74,14 @@ class Upload:
 
 
 class Journals:
-    def __init__(self, database: Database, clock: Clock, media: MediaStore, *, image_max_bytes: int) -> None:
+    def __init__(
+        self, database: Database, clock: Clock, media: MediaStore, *, image_max_bytes: int, image_max_side: int
+    ) -> None:
         self._db = database
         self._clock = clock
         self._media = media
         self.image_max_bytes = image_max_bytes
+        self.image_max_side = image_max_side
         self._renders = trio.CapacityLimiter(RENDERS)
 
     def _now(self) -> int:

@@ -148,3 +148,23 @@ async def test_srt_ingest_urls_are_refused_in_config() -> None:
 
     with pytest.raises(ConfigError, match="ingest.rtmp_url"):
         load_settings(None, environ={"VOLTHUB_INGEST__RTMP_URL": "srt://host:9000"})
+
+
+@pytest.mark.parametrize("tag", ["xx", "klingon", "en_US", "e1", "en-", "-en", "zz-ZZ", "english"])
+async def test_a_language_not_in_the_bcp47_registry_is_refused(client: Any, owner: Any, tag: str) -> None:
+    response = await put(client, owner, language=tag)
+    answer = await response.get_json()
+    assert response.status_code == 400, answer
+    assert answer["error"] == "validation_error" and "language" in str(answer["details"])
+    assert (await info(client, owner))["language"] is None
+
+
+@pytest.mark.parametrize(
+    "tag, stored", [("en", "en"), ("pt-BR", "pt-br"), ("zh-Hant-TW", "zh-hant-tw"), ("iw", "he"), ("DE-ch", "de-ch")]
+)
+async def test_a_registered_language_is_stored_in_its_canonical_form(
+    client: Any, owner: Any, tag: str, stored: str
+) -> None:
+    response = await put(client, owner, language=tag)
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    assert (await info(client, owner))["language"] == stored

@@ -198,3 +198,14 @@ async def test_a_mediamtx_publish_is_bound_to_the_path_of_the_keys_channel(
     done = await http.post("/api/ingest/mediamtx/unpublish", params=secret, json={"path": b.username})
     assert done.status_code == 200, done.text
     assert await live(a) and not await live(b)
+
+
+async def test_ingest_hooks_check_the_secret_before_the_content_type(http: httpx.AsyncClient) -> None:
+    for path, body in (("/api/ingest/nginx/publish", {"name": "k"}), ("/api/ingest/publish", None)):
+        response = await http.post(
+            path,
+            content=b"name=k" if body is None else b'{"name": "k"}',
+            headers={"Content-Type": "text/plain" if body is None else "application/json"},
+        )
+        assert response.status_code == 401, (path, response.text)
+        assert response.json()["error"] == "invalid_hook_secret"

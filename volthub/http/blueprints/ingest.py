@@ -118,35 +118,35 @@ class KeyBody(Body):
 
 @blueprint.post("/publish")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(KeyBody)
 async def publish(data: KeyBody) -> dict[str, Any]:
     """The media server admitted a publisher: the channel goes live (`stream.online`).
     403 `invalid_stream_key` for a key no channel has; repeating it while live is a no-op."""
-    _check_secret()
     return await _publish(data.streamKey, "hook")
 
 
 @blueprint.post("/unpublish")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(KeyBody)
 async def unpublish(data: KeyBody) -> dict[str, Any]:
     """The publisher stopped: the stream closes, leaves a VOD (`stream.offline`)."""
-    _check_secret()
     return await _unpublish(data.streamKey)
 
 
 @blueprint.post("/heartbeat")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(KeyBody)
 async def heartbeat(data: KeyBody) -> dict[str, Any]:
     """The publisher is still there: holds off the silence timeout."""
-    _check_secret()
     return await _heartbeat(data.streamKey)
 
 
@@ -160,34 +160,34 @@ async def _form_name() -> str:
 
 @blueprint.post("/nginx/publish")
 @access.public
+@access.checked_first(_check_secret)
 @access.accepts(FORM)
 @tag(["Ingest"])
 @_documented
 async def nginx_publish() -> dict[str, Any]:
     """nginx-rtmp `on_publish` (form-encoded, key in `name`, secret in `?secret=`)."""
-    _check_secret()
     return await _publish(await _form_name(), "nginx-rtmp")
 
 
 @blueprint.post("/nginx/unpublish")
 @access.public
+@access.checked_first(_check_secret)
 @access.accepts(FORM)
 @tag(["Ingest"])
 @_documented
 async def nginx_unpublish() -> dict[str, Any]:
     """nginx-rtmp `on_publish_done`."""
-    _check_secret()
     return await _unpublish(await _form_name())
 
 
 @blueprint.post("/nginx/update")
 @access.public
+@access.checked_first(_check_secret)
 @access.accepts(FORM)
 @tag(["Ingest"])
 @_documented
 async def nginx_update() -> dict[str, Any]:
     """nginx-rtmp `on_update` (every `notify_update_timeout`): a heartbeat."""
-    _check_secret()
     return await _heartbeat(await _form_name())
 
 
@@ -224,6 +224,7 @@ def _mediamtx_key(data: MediaMTXAuth) -> str:
 
 @blueprint.post("/mediamtx/auth")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(MediaMTXAuth)
@@ -232,7 +233,6 @@ async def mediamtx_auth(data: MediaMTXAuth) -> dict[str, Any]:
     username, any case) goes live (2xx admits; 403 `invalid_stream_key`, or
     `path_not_allowed` for another path); `read` / `playback` are allowed; other actions
     are refused."""
-    _check_secret()
     if data.action == "publish":
         return await _publish(_mediamtx_key(data), "mediamtx", media_path=data.path)
     if data.action in ("read", "playback"):
@@ -246,12 +246,12 @@ class PathBody(Body):
 
 @blueprint.post("/mediamtx/unpublish")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(PathBody)
 async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
     """MediaMTX `runOnUnavailable` (curl with `{"path": "$MTX_PATH"}`): the stream closes."""
-    _check_secret()
     try:
         vod = await streams().unpublish_path("mediamtx", data.path)
     except NotLive:
@@ -261,12 +261,12 @@ async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
 
 @blueprint.post("/mediamtx/heartbeat")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(PathBody)
 async def mediamtx_heartbeat(data: PathBody) -> dict[str, Any]:
     """A `runOnAvailable` loop's heartbeat for a MediaMTX path."""
-    _check_secret()
     try:
         stream = await streams().heartbeat_path("mediamtx", data.path)
     except NotLive:

@@ -256,7 +256,7 @@ async def upload_image(slug: str) -> tuple[ImageOut, int]:
     upload stores nothing."""
     me = access.principal().user_id
     await journals().mine(me, slug)  # 404 before reading the body
-    image = await read_image(journals().image_max_bytes)
+    image = await read_image(journals().image_max_bytes, journals().image_max_side)
     upload = await journals().add_image(me, slug, image)
     url = media_path(upload.media.id)
     return (

@@ -19,7 +19,7 @@ from volthub.http.documented import error_responses
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
-from volthub.protocol import streamtags
+from volthub.protocol import languages, streamtags
 from volthub.services.raids import Cooldowns, raid
 from volthub.services.streams import Info, Setup
 
@@ -47,7 +47,12 @@ class InfoBody(Body):
     category: str | None = Field(None, max_length=100, description="slug or name; null clears")
     tags: list[str] | None = Field(None, max_length=_MAX_RAW_TAGS)
     channelTags: list[str] | None = Field(None, max_length=_MAX_RAW_TAGS)
-    language: str | None = Field(None, min_length=2, max_length=16, description="e.g. en, pt-br; null clears")
+    language: str | None = Field(
+        None,
+        min_length=2,
+        max_length=35,
+        description="a BCP 47 tag from the IANA registry (e.g. en, pt-BR), stored canonical and lower-case; null clears",
+    )
 
     @field_validator("tags", "channelTags")
     @classmethod
@@ -58,8 +63,8 @@ class InfoBody(Body):
 
     @field_validator("language")
     @classmethod
-    def _lower(cls, value: str | None) -> str | None:
-        return value.strip().lower() if value else None
+    def _registered(cls, value: str | None) -> str | None:
+        return languages.canonical(value) if value else None
 
 
 class TagOut(Model):
