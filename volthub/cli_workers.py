@@ -1,4 +1,4 @@
-"""`volthub serve --workers N`: N server processes on one port (issue 17).
+"""`volthub serve --workers N`: N server processes on one port.
 
 The parent process serves nothing itself. It applies pending migrations once, binds the
 listening socket, and starts N workers (`volthub serve --listen-fd FD`, migrations off)

@@ -1,4 +1,4 @@
-"""The external video platform integration (spec §4.12): connect, read, disconnect.
+"""The external video platform integration: connect, read, disconnect.
 
 `GET auth/url` (extvideo:manage) returns the provider's consent address and sets a cookie
 (HttpOnly, SameSite=Lax, path /api/extvideo/auth) in the browser that asked; the provider
