@@ -69,3 +69,30 @@ def test_the_redis_broker_is_chosen_by_environment():
     nodes = load_settings(environ={"VOLTHUB_CLUSTER__REDIS_CLUSTER_NODES": "10.0.0.1:6379,10.0.0.2:6379"})
     assert nodes.cluster.redis_cluster_nodes == ["10.0.0.1:6379", "10.0.0.2:6379"]
     assert load_settings(environ={}).cluster.broker == "postgres"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"extvideo": {"base_url": "https://video.example", "client_id": "c"}},
+        {"extvideo": {"base_url": "https://video.example", "client_id": "c"}, "server": {"public_url": "volthub"}},
+        {"extvideo": {"base_url": "https://video.example", "client_id": "c", "redirect_uri": "/api/extvideo/cb"}},
+    ],
+)
+def test_extvideo_refuses_to_start_without_an_absolute_redirect_uri(overrides):
+    with pytest.raises(ConfigError) as excinfo:
+        load_settings(environ={}, overrides=overrides)
+    assert "extvideo.redirect_uri" in str(excinfo.value)
+
+
+def test_extvideo_redirect_uri_comes_from_public_url_or_its_own_key():
+    configured = {"base_url": "https://video.example", "client_id": "c"}
+    from_public = load_settings(
+        environ={}, overrides={"extvideo": configured, "server": {"public_url": "https://volthub.example/"}}
+    )
+    assert from_public.extvideo.callback_url(from_public.server.public_url) == (
+        "https://volthub.example/api/extvideo/auth/callback"
+    )
+    own = load_settings(environ={}, overrides={"extvideo": {**configured, "redirect_uri": "https://a.example/cb"}})
+    assert own.extvideo.callback_url("") == "https://a.example/cb"
+    assert load_settings(environ={}, overrides={}).extvideo.base_url == ""  # off: nothing to check

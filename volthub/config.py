@@ -13,6 +13,7 @@ import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -27,6 +28,9 @@ class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(65536, ge=1024, le=64 * 1024 * 1024)
+    # Request bodies of routes that take small ones (every route but uploads, journals and
+    # developer apps) larger than this get 413 payload_too_large.
+    small_body_bytes: int = Field(16384, ge=1024, le=64 * 1024 * 1024)
     # On SIGTERM/SIGINT: stop accepting, finish requests in flight, end event streams, exit.
     shutdown_timeout: float = Field(5.0, ge=0, le=600)
     # An idle kept-alive HTTP connection is closed after this long.
@@ -250,6 +254,9 @@ class MediaSettings(Section):
     # capped by [server] max_body_bytes: raise both for larger images.
     emote_max_bytes: int = Field(65536, ge=64, le=64 * 1024 * 1024)
     journal_image_max_bytes: int = Field(65536, ge=64, le=64 * 1024 * 1024)
+    # Largest width and height in pixels, by kind (read from the image's header).
+    emote_max_side: int = Field(512, ge=1, le=65_535)
+    journal_image_max_side: int = Field(4096, ge=1, le=65_535)
 
 
 class ExtVideoSettings(Section):
@@ -267,9 +274,20 @@ class ExtVideoSettings(Section):
     # /api/extvideo/auth/callback.
     redirect_uri: str = ""
     scope: str = "videos.read playlists.read"
+    # Send a PKCE challenge (S256) with the consent URL and its verifier with the code
+    # exchange; turn off only for a provider that refuses the extra parameters.
+    pkce: bool = True
     timeout_seconds: float = Field(10.0, gt=0, le=120)
     # Seconds the public widget serves a user's recent videos from memory before asking again.
     widget_cache_seconds: float = Field(60.0, ge=0, le=86400)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.client_id)
+
+    def callback_url(self, public_url: str) -> str:
+        """Where the provider sends people back: `redirect_uri`, or public_url's callback."""
+        return self.redirect_uri or f"{public_url.rstrip('/')}/api/extvideo/auth/callback"
 
 
 class ClusterSettings(Section):
@@ -346,6 +364,13 @@ class ChannelRoleSettings(Section):
     poll_seconds: float = Field(60.0, gt=0, le=86_400)
 
 
+class RaidSettings(Section):
+    # After a raid, the raider may not raid again for this long, and the target may not be
+    # raided again for target_cooldown_seconds (429 raid_cooldown with the seconds left). 0: none.
+    raider_cooldown_seconds: float = Field(120.0, ge=0, le=86_400)
+    target_cooldown_seconds: float = Field(30.0, ge=0, le=86_400)
+
+
 class ChannelPointsSettings(Section):
     # Points a signed-in viewer earns per `watch_interval_seconds` connected to a channel.
     points_per_interval: int = Field(10, ge=0, le=1_000_000)
@@ -360,6 +385,7 @@ class Settings(Section):
     subscriptions: SubscriptionSettings = SubscriptionSettings()
     channel_points: ChannelPointsSettings = ChannelPointsSettings()
     channel_roles: ChannelRoleSettings = ChannelRoleSettings()
+    raids: RaidSettings = RaidSettings()
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
     auth: AuthSettings = AuthSettings()
@@ -374,6 +400,18 @@ class Settings(Section):
     media: MediaSettings = MediaSettings()
     extvideo: ExtVideoSettings = ExtVideoSettings()
     cluster: ClusterSettings = ClusterSettings()
+
+    @model_validator(mode="after")
+    def _absolute_extvideo_callback(self) -> Settings:
+        """The provider needs an absolute redirect_uri: refuse to start without one."""
+        if self.extvideo.configured:
+            parts = urlsplit(self.extvideo.callback_url(self.server.public_url))
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    "extvideo.redirect_uri: the video platform needs an absolute http(s) redirect_uri;"
+                    " set [extvideo] redirect_uri or [server] public_url"
+                )
+        return self
 
 
 class ConfigError(Exception):

@@ -171,3 +171,13 @@ async def test_fifty_parallel_requests_with_one_key_move_money_once(app: Any, cl
     assert len(bodies) == 50 and len(set(bodies)) == 1
     assert await balance_of(client, viewer) == 93
     assert await balance_of(client, creator) == 7
+
+
+async def test_a_send_transaction_names_its_counterparty(client: Any, make_user: Any) -> None:
+    viewer, creator = await make_user(), await make_user()
+    await buy(client, viewer, 100)
+    sent = (await (await send(client, viewer, creator.id, 40)).get_json())["transaction"]
+    assert sent["counterpartyId"] == creator.id
+    assert sent["counterparty"] == {"userId": creator.id, "username": creator.username, "displayName": creator.username}
+    bought = (await (await buy(client, viewer, 5)).get_json())["transaction"]
+    assert bought["counterpartyId"] is None and bought["counterparty"] is None

@@ -35,7 +35,7 @@ from volthub.http.blueprints import subscriptions as subscriptions_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import socketio as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
-from volthub.http.runtime import Runtime, Services
+from volthub.http.runtime import Runtime, Services, runtime
 from volthub.hub.bus import InProcessBus, PostgresRelay, RelaySettings
 from volthub.hub.clock import Clock, SystemClock, to_ms
 from volthub.hub.publisher import EventPublisher
@@ -156,8 +156,9 @@ def create_app(
 
     install_error_handlers(app)
     app.before_request(_refuse_nul_in_url)
+    access.install(app)  # authentication and scopes before anything about the body
+    app.before_request(_limit_body)
     app.before_request(_require_json_body)
-    access.install(app)
     ratelimit.install(app)  # after access; puts its per-IP check first of all hooks
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
@@ -198,6 +199,21 @@ def _version() -> str:
 async def _refuse_nul_in_url() -> None:
     if "\x00" in request.path or b"%00" in request.query_string.lower():
         raise _nul_refused()
+
+
+async def _limit_body() -> None:
+    """Each route's body limit (`[server] small_body_bytes`, or `max_body_bytes` for the
+    routes marked `access.large_body`): 413 past it, before the body is used."""
+    view = _view(request.endpoint) if request.endpoint else None
+    server = runtime().settings.server
+    limit = access.body_limit_of(view, server.small_body_bytes, server.max_body_bytes)
+    length = request.content_length
+    if length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+        length = len(await request.get_data(cache=True))  # at most max_body_bytes, read ahead
+    if length is not None and length > limit:
+        raise ApiError(
+            413, "payload_too_large", f"this route takes a request body of at most {limit} bytes", {"maxBytes": limit}
+        )
 
 
 async def _require_json_body() -> None:
@@ -308,10 +324,18 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         streams=await _make_streams(rt, database, publisher),
         bots=Bots(database, clock, hold_days=settings.bots.name_hold_days),
         media=media,
-        emotes=Emotes(database, clock, media, max_bytes=settings.media.emote_max_bytes),
+        emotes=Emotes(
+            database, clock, media, max_bytes=settings.media.emote_max_bytes, max_side=settings.media.emote_max_side
+        ),
         badges=BadgeCatalogue(database, clock),
         teams=Teams(database, clock),
-        journals=Journals(database, clock, media, image_max_bytes=settings.media.journal_image_max_bytes),
+        journals=Journals(
+            database,
+            clock,
+            media,
+            image_max_bytes=settings.media.journal_image_max_bytes,
+            image_max_side=settings.media.journal_image_max_side,
+        ),
         extvideo=ExtVideo(database, clock, settings.extvideo, settings.server.public_url),
         idempotency=Idempotency(database, clock),
         volts=Volts(database, publisher, clock, settings.volts),
