@@ -64,6 +64,8 @@ from volthub.protocol.engineio.handshake import (
 from volthub.protocol.engineio.packets import ProtocolError
 from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClosed, Settings, UpgradeCancelled, new_sid
 from volthub.protocol.socketio.session import Disconnected
+from volthub.http.observe import request_id
+from volthub.metrics import observe_lag
 from volthub.protocol.websocket import (
     CLOSE_NORMAL,
     OP_PONG,
@@ -186,6 +188,12 @@ class WireConnection(Connection):
             self.endpoint.forget(self)  # type: ignore[attr-defined]
         if not self.gone or self.sock is not None:  # a forgotten session's socket may still linger
             self.gateway.ticker.reschedule(self)
+
+    def note_lag(self, since: float) -> None:
+        if self.sock is not None:  # a WebSocket here is written at once, in `deliver`
+            observe_lag(since)
+        else:
+            super().note_lag(since)
 
     def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> bool:
         session = self.session
@@ -355,6 +363,7 @@ class GatewayEndpoint(EngineIOEndpoint):
             sid = new_sid()
         session = self._factory(sid, self.settings, transport, self.now())
         conn = WireConnection(sid, session, self, query, scope.get("client"))
+        conn.request_id = request_id(scope)
         self.sessions[sid] = conn
         self.gateway.ticker.reschedule(conn)
         return conn
