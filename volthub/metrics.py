@@ -29,7 +29,7 @@ from prometheus_client.registry import REGISTRY, Collector
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PREFIX = "volthub_"
 
-disable_created_metrics()  # the `_created` series double every scrape and no rule here reads them
+disable_created_metrics()  # type: ignore[no-untyped-call]  # the `_created` series double every scrape and no rule here reads them
 
 # Latency buckets (seconds) for request handling and for fan-out lag: 1 ms to 10 s.
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -92,8 +92,7 @@ ACTOR_INBOX_DEPTH = Histogram(
 )
 BUS_LAG = Histogram(
     PREFIX + "bus_lag_seconds",
-    "Time from an event's commit to its arrival from the broker in this process (PostgreSQL "
-    "LISTEN/NOTIFY or Redis).",
+    "Time from an event's commit to its arrival from the broker in this process (PostgreSQL LISTEN/NOTIFY or Redis).",
     buckets=_FAST,
 )
 BUS_RECONNECTS = Counter(
@@ -162,7 +161,7 @@ def exposition(extra: Collector | None = None) -> bytes:
     from prometheus_client import multiprocess
 
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=directory)
+    multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
     if extra is not None:
         registry.register(extra)
     return generate_latest(registry)
@@ -192,4 +191,4 @@ def worker_exited(pid: int) -> None:
         return
     from prometheus_client import multiprocess
 
-    multiprocess.mark_process_dead(pid, directory)
+    multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]

@@ -204,7 +204,7 @@ def _version() -> str:
 def _note_route(endpoint: str | None, values: dict[str, Any] | None) -> None:
     """The matched route's template labels the request's metrics and access line."""
     if request.url_rule is not None:
-        request.scope[observe.ROUTE_KEY] = request.url_rule.rule  # type: ignore[literal-required]
+        request.scope[observe.ROUTE_KEY] = request.url_rule.rule  # type: ignore[typeddict-unknown-key]
 
 
 async def _refuse_nul_in_url() -> None:

@@ -74,7 +74,9 @@ def route_label(scope: Scope) -> str:
 
 
 def middleware(app: ASGIApp, access_log: bool) -> ASGIApp:
-    async def asgi(scope: Scope, receive: Callable[[], Awaitable[Message]], send: Callable[[Message], Awaitable[None]]) -> None:
+    async def asgi(
+        scope: Scope, receive: Callable[[], Awaitable[Message]], send: Callable[[Message], Awaitable[None]]
+    ) -> None:
         kind = scope["type"]
         if kind not in ("http", "websocket"):
             await app(scope, receive, send)

@@ -25,7 +25,6 @@ from typing import Any
 import trio
 
 from volthub import metrics
-
 from volthub.hub.clock import Clock, to_ms
 from volthub.hub.components.base import Outcome, Refused
 from volthub.hub.kinds import ComponentKind

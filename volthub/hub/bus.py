@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from volthub import metrics
-
 from volthub.hub.clock import Clock, to_ms
 from volthub.persistence import Database, Tx, event_log
 

@@ -42,7 +42,10 @@ class Subscriber(Protocol):
     """One connection's delivery end; ``deliver`` and ``overflow`` must not block."""
 
     wire: str  # the wire format (a key of the encoders) this subscriber takes
-    transport: str  # websocket, polling or sse: how deliveries are counted
+
+    @property
+    def transport(self) -> str:
+        """websocket, polling or sse: how its deliveries are counted."""
 
     def deliver(self, payload: Any) -> bool:
         """Queue an encoded event; False when the queue is full."""

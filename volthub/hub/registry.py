@@ -20,7 +20,6 @@ from typing import Any
 import trio
 
 from volthub import metrics
-
 from volthub.hub.actor import (
     ActorRuntime,
     Call,

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from volthub.metrics import observe_lag
 from volthub.http.events.asgi import CLOSE_NORMAL
+from volthub.metrics import observe_lag
 from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClosed
 from volthub.protocol.socketio.session import Disconnected, SocketIOSession
 

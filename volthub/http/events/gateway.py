@@ -54,6 +54,8 @@ from volthub.http.events.asgi import (
 )
 from volthub.http.events.connection import Connection, Handler
 from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.http.observe import request_id
+from volthub.metrics import observe_lag
 from volthub.protocol.engineio.handshake import (
     WEBSOCKET,
     ErrorCode,
@@ -64,8 +66,6 @@ from volthub.protocol.engineio.handshake import (
 from volthub.protocol.engineio.packets import ProtocolError
 from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClosed, Settings, UpgradeCancelled, new_sid
 from volthub.protocol.socketio.session import Disconnected
-from volthub.http.observe import request_id
-from volthub.metrics import observe_lag
 from volthub.protocol.websocket import (
     CLOSE_NORMAL,
     OP_PONG,

@@ -11,7 +11,6 @@ from typing import Protocol
 import trio
 
 from volthub import metrics
-
 from volthub.hub.clock import Clock, to_ms
 from volthub.hub.publisher import Event
 from volthub.persistence import Database, Tx
