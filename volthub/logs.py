@@ -100,6 +100,7 @@ def configure(format: str = "text", level: str = "info") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    logging.captureWarnings(True)  # Python warnings become log lines (logger py.warnings) too
     _route_hypercorn_loggers()
 
 

@@ -268,8 +268,8 @@ async def _start(app: QuartTrio) -> None:
 def _log_started(rt: Runtime) -> None:
     """One line an operator can act on: what serves where, on what."""
     settings = rt.settings
-    worker = logs.worker_name()
-    if worker is not None:  # the parent of `--workers` logs the summary once
+    worker = os.environ.get(logs.WORKER_ENV)
+    if worker is not None:  # the parent of `volthub serve --workers` logs the summary once
         log.info("worker %s ready (pid %d)", worker, os.getpid())
         return
     log.info("%s", logs.startup_summary(settings, _version(), workers=1))
