@@ -23,7 +23,9 @@ TOKEN_SECRET = "tok-secret-4f1d2c9a8b7e6d5c"
 HOOK_SECRET = "hook-secret-9a8b7c6d5e4f3a2b"
 
 
-def launch(kind: str, database_url: str, port: int, tmp_path: Path, log_format: str = "json") -> subprocess.Popen[bytes]:
+def launch(
+    kind: str, database_url: str, port: int, tmp_path: Path, log_format: str = "json"
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "VOLTHUB_AUTH__ARGON2_TIME_COST": str(FAST_AUTH["argon2_time_cost"]),
@@ -134,7 +136,7 @@ def test_json_logs_parse_give_each_request_one_access_line_and_hold_no_secret(
     messages = [line["message"] for line in lines]
     assert sum("serving http://" in m for m in messages) == 1, messages  # one start-up summary
     assert not any(m.startswith("Running on") for m in messages)  # Hypercorn's banner: once, in the summary
-    assert not any("service relay finished" in m or "finished" == m.split()[-1] for m in messages)
+    assert not any("service relay finished" in m or m.split()[-1] == "finished" for m in messages)
     if kind == "serve":
         assert messages[-1] == "volthub stopped"
 

@@ -48,7 +48,11 @@ def settings_from(args: argparse.Namespace, **server: Any) -> Settings:
     server = {key: value for key, value in server.items() if value is not None}
     if server:
         overrides["server"] = server
-    return load_settings(args.config, overrides=overrides)
+    settings = load_settings(args.config, overrides=overrides)
+    from volthub import logs
+
+    logs.configure(settings.logging.format, settings.logging.level)
+    return settings
 
 
 # --- serve -------------------------------------------------------------------------------
@@ -91,9 +95,6 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
 def serve(args: argparse.Namespace) -> int:
     """Serve the API, the Events API and the pages (migrates the database first)."""
     settings = settings_from(args, host=args.host, port=args.port)
-    from volthub import logs
-
-    logs.configure(settings.logging.format, settings.logging.level)
     if args.gateway_port is not None:
         events = type(settings.events).model_validate(
             {**settings.events.model_dump(), "gateway_port": args.gateway_port}

@@ -106,8 +106,12 @@ def _child_args(args: argparse.Namespace, command: str) -> list[str]:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    """In a child process, so a rolling restart applies the migrations of the new code."""
-    return subprocess.call(_child_args(args, "migrate"))
+    """In a child process, so a rolling restart applies the migrations of the new code.
+    What it prints becomes log lines of the parent (one format for the whole run)."""
+    result = subprocess.run(_child_args(args, "migrate"), stdout=subprocess.PIPE, text=True)
+    for line in result.stdout.splitlines():
+        log.info("migrations: %s", line)
+    return result.returncode
 
 
 def _bind(settings: Settings) -> socket.socket:
