@@ -38,7 +38,7 @@ fuzz: $(VENV)/.installed-test
 	VOLTHUB_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) VOLTHUB_FUZZ_EVERY_BACKEND=1 $(PY) -m pytest tests/fuzz $(PYTEST_ARGS)
 
 # Style (ruff lint + format check), types (mypy; strict on volthub/protocol) and the layer
-# contracts of DESIGN §1 (import-linter). `make format` applies ruff's fixes and format.
+# contracts (import-linter, see docs/architecture.md). `make format` applies ruff's fixes and format.
 lint: $(VENV)/.installed-lint
 	$(VENV)/bin/ruff check volthub tests
 	$(VENV)/bin/ruff format --check volthub tests
@@ -53,7 +53,7 @@ format: $(VENV)/.installed-lint
 # with [events] gateway_port: target volthub-gateway), python-socketio (uvicorn) and Node
 # socket.io under the same load, one after another; prints a table per server, all side by
 # side, each volthub path's ratios to the references, a hold of BENCH_HOLD sockets per volthub
-# path, and the issue-16 targets table (figure and met / NOT met). The default load is the
+# path, and the Events API targets table (figure and met / NOT met). The default load is the
 # targets' own: 2,000 sockets on one channel at 5 msg/s. Scale it with BENCH_ARGS and
 # BENCH_HOLD (see `volthub loadtest --help`), e.g.
 #   make bench BENCH_ARGS="--clients 5000 --channels 10 --rate 20 --duration 60" BENCH_HOLD="--hold 5000 --hold-seconds 30"

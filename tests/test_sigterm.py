@@ -1,4 +1,4 @@
-"""SIGTERM on `volthub serve` (issue 18): with an idle kept-alive connection and an open SSE
+"""SIGTERM on `volthub serve`: with an idle kept-alive connection and an open SSE
 stream, the process exits 0 within `[server] shutdown_timeout` (5 s), the stream ends with a
 `shutdown` event and a proper end of body, and every acknowledged write is there after a
 restart."""

@@ -161,7 +161,7 @@ class EventsSettings(Section):
     # Socket.IO connection state recovery (v4.6+ clients that ask with auth.recovery): a
     # connection that drops may come back within this long and get what it missed. 0: off.
     recovery_window_seconds: float = Field(120.0, ge=0, le=86_400)
-    # The Events API's own listener (README "Two ways to serve the Events API"): Engine.IO
+    # The Events API's own listener (docs/architecture.md, "The Events API paths"): Engine.IO
     # WebSocket and polling on this port too, served without Hypercorn. 0: off.
     gateway_port: int = Field(0, ge=0, le=65535)
     # Address the gateway binds; empty: [server] host.
@@ -169,7 +169,7 @@ class EventsSettings(Section):
 
 
 class OAuthSettings(Section):
-    """OAuth 2.0 for third-party apps (spec §4.3, §5; DESIGN §4)."""
+    """OAuth 2.0 for third-party apps."""
 
     # Lifetime of an OAuth access token (a JWT; stops working at once when its grant is revoked).
     access_token_ttl_seconds: int = Field(3600, ge=60, le=86400)
@@ -190,7 +190,7 @@ class OAuthSettings(Section):
 
 
 class IngestSettings(Section):
-    """Media-server hooks and ingest addresses (DESIGN §4.1 "Stream")."""
+    """Media-server hooks and ingest addresses."""
 
     # Shared secret the media server presents on every hook (Bearer header, or query
     # parameter `secret` where the server cannot send headers). Empty: hooks are refused
@@ -210,12 +210,12 @@ class IngestSettings(Section):
     @classmethod
     def _no_srt(cls, url: str) -> str:
         if url.lower().startswith("srt://"):
-            raise ValueError("SRT ingest is not offered (spec §2.12)")
+            raise ValueError("SRT ingest is not offered")
         return url
 
 
 class StreamsSettings(Section):
-    """Browse lists and the category catalogue (spec §4.5, §4.6)."""
+    """Browse lists and the category catalogue."""
 
     # Usernames of the channels `GET /api/streams/featured` lists (those live, in this order).
     featured: list[str] = Field([], max_length=1000)
@@ -225,7 +225,7 @@ class StreamsSettings(Section):
 
 
 class BotSettings(Section):
-    # Spec §8: a bot name stays reserved this long after a bot stops using it.
+    # A bot name stays reserved this long after a bot stops using it.
     name_hold_days: int = Field(45, ge=0, le=3650)
 
 
@@ -261,7 +261,7 @@ class ExtVideoSettings(Section):
 
 
 class ClusterSettings(Section):
-    """Several processes on one PostgreSQL database (issue 17). SQLite ignores this section."""
+    """Several processes on one PostgreSQL database. SQLite ignores this section."""
 
     # Events are kept in the database's event log this long: a process whose LISTEN
     # connection dropped replays from it, and a starting process fills its resume buffers.

@@ -1,4 +1,4 @@
-"""schemathesis over the whole OpenAPI document (issue 18, Build 7), on both backends, with a
+"""schemathesis over the whole OpenAPI document, on both backends, with a
 first-party token and an OAuth token holding every scope.
 
 Checks: not_a_server_error, status_code_conformance, content_type_conformance,

@@ -37,7 +37,7 @@ from volthub.services.tokens import TokenService
 
 SECRET = "access-matrix-secret-of-32-bytes-or-more"
 ACCESS_CODES = frozenset({"missing_token", "invalid_token", "insufficient_scope", "first_party_only"})
-# Routes acting "on the token owner's channel only" (spec §1, DESIGN §5).
+# Routes acting "on the token owner's channel only".
 OWN_CHANNEL_PREFIXES = ("/api/integrations/oauth/", "/api/developer/subscriptions")
 _PARAM = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 

@@ -1,4 +1,4 @@
-"""Developer apps (spec §4.13): create, list, read, patch, delete, rotate the secret, scope grants."""
+"""Developer apps: create, list, read, patch, delete, rotate the secret, scope grants."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bots (spec §2.1 sendAsBot, §4.13, §5, §8): configure, names, bot-select, sendAsBot."""
+"""Bots: configure, names, bot-select, sendAsBot."""
 
 from __future__ import annotations
 

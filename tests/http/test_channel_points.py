@@ -1,4 +1,4 @@
-"""Channel-points rewards over REST (spec §2.8, §4.11) and the event catalogue route."""
+"""Channel-points rewards over REST and the event catalogue route."""
 
 from __future__ import annotations
 

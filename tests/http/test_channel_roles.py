@@ -1,4 +1,4 @@
-"""Channel roles (spec §2.13, §4.10): grant, list, delete; the next chat message shows it."""
+"""Channel roles: grant, list, delete; the next chat message shows it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Public chat routes (spec §4.2): history, viewers, stats, policy, slash commands."""
+"""Public chat routes: history, viewers, stats, policy, slash commands."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ async def test_history_is_oldest_first_and_keeps_the_event_payload(chat_env, moc
     body = await get(chat_env, f"/api/chat/channels/{streamer.id}/history")
     assert [m["message"] for m in body["messages"]] == [f"hi @{streamer.username}", "welcome"]
     events = [event.data for event in chat_env.named("chat.message")]
-    assert body["messages"] == events  # the §2.6 payload with timestamp, optional members as sent
+    assert body["messages"] == events  # the chat.message payload with timestamp, optional members as sent
     assert "mentions" in body["messages"][0] and "mentions" not in body["messages"][1]
 
 

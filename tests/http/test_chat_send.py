@@ -1,4 +1,4 @@
-"""POST /api/integrations/oauth/chat/channels/:channelId/messages (spec §2.1, §2.2, §2.6)."""
+"""POST /api/integrations/oauth/chat/channels/:channelId/messages."""
 
 from __future__ import annotations
 

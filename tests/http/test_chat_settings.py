@@ -1,4 +1,4 @@
-"""GET/PATCH /api/integrations/oauth/chat/settings (spec §2.3), and what survives a restart."""
+"""GET/PATCH /api/integrations/oauth/chat/settings, and what survives a restart."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Two `volthub serve` processes on one PostgreSQL database (issue 17, DESIGN §4.1
-"Several processes"): events cross processes through the LISTEN/NOTIFY relay, a webhook is
+"""Two `volthub serve` processes on one PostgreSQL database: events cross processes through the LISTEN/NOTIFY relay, a webhook is
 delivered by one process only, and an SSE client resumes on the other process."""
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from volthub.persistence import oauth as oauth_repo
 from volthub.persistence import open_database
 
 STREAM = "/api/events/stream"
-# DESIGN §4.1: processes sharing one database see each other's events within a second.
+# Processes sharing one database see each other's events within a second.
 WITHIN = 1.0
 
 
@@ -33,7 +32,7 @@ def chat_path(channel_id: str) -> str:
 
 async def grant_chat_read(database_url: str, owner_id: str) -> str:
     """An app of `owner_id` holding chat:read on the owner's channel (chat.message webhooks
-    need it, spec §6.2); its client id."""
+    need it); its client id."""
     database = open_database(database_url, 1)
     await database.open()
     client_id = f"app_{uuid.uuid4().hex[:12]}"
@@ -179,7 +178,7 @@ async def test_two_processes_share_events_webhooks_and_resume(
 
         # An Engine.IO polling request that reaches a process other than the one holding its
         # session gets the protocol's "Session ID unknown" 400, on which the official
-        # client reconnects with a new session (README "Sticky sessions").
+        # client reconnects with a new session (sticky sessions).
         handshake_response = await one.get("/ws/events/", params={"EIO": "4", "transport": "polling"})
         sid = orjson.loads(handshake_response.text[1:])["sid"]
         astray = await two.get("/ws/events/", params={"EIO": "4", "transport": "polling", "sid": sid})

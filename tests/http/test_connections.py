@@ -1,4 +1,4 @@
-"""Connection handling under Hypercorn's trio worker (issue 18, DESIGN §7), with raw sockets.
+"""Connection handling under Hypercorn's trio worker, with raw sockets.
 
 Each test is a row of the issue's table: the early-refusal keep-alive stall, `Connection:
 close` / HTTP/1.0 / idle connections that never closed, and descriptor exhaustion. They fail

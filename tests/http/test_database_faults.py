@@ -1,4 +1,4 @@
-"""Database faults as the issue's table found them (issue 18): terminated pooled PostgreSQL
+"""Database faults as a fault-injection run found them: terminated pooled PostgreSQL
 connections, an unreachable PostgreSQL, SQLite on a full disk, row data in the log."""
 
 from __future__ import annotations

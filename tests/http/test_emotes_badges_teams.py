@@ -1,4 +1,4 @@
-"""Emotes, uploaded images, badges and teams (spec §4.6, §4.7)."""
+"""Emotes, uploaded images, badges and teams."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Journals (spec §4.12): drafts, publish, slugs, public reads, safe Markdown, images."""
+"""Journals: drafts, publish, slugs, public reads, safe Markdown, images."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Login starvation (issue 18): failed-login throttles per account and per address, and a
+"""Login starvation: failed-login throttles per account and per address, and a
 bounded password-hashing queue."""
 
 from __future__ import annotations

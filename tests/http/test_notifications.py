@@ -1,4 +1,4 @@
-"""Notifications (spec §4.11): the caller's own list, unread count, read marks, scopes."""
+"""Notifications: the caller's own list, unread count, read marks, scopes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rate-limit budgets shared by processes on one PostgreSQL database (issue 17): two apps
+"""Rate-limit budgets shared by processes on one PostgreSQL database: two apps
 (two processes' worth of state) on one schema spend one budget; SQLite keeps counting per
 process; `[cluster] shared_rate_limits = false` does too."""
 

@@ -1,4 +1,4 @@
-"""Channel-points redemptions over REST (spec §2.7, §4.11), on SQLite and PostgreSQL:
+"""Channel-points redemptions over REST, on SQLite and PostgreSQL:
 redeem through the ledger, per-stream limits, the stream's list, fulfil / reject (refund),
 Idempotency-Key, concurrency, and the follow bonus and notification."""
 
@@ -138,7 +138,7 @@ async def test_redeem_moves_points_emits_and_lists(app: Any, client: Any, publis
     assert event.data["status"] == "unfulfilled" and event.data["redemptionId"] == body["redemptionId"]
     [row] = await listed(client, owner, stream_id)
     assert row == {k: v for k, v in body.items() if k != "balance"}
-    # Without input the event leaves userInput out (spec §2.7: present if given).
+    # Without input the event leaves userInput out (present only if given).
     plain = await (await client.post(redeem_path(owner, item), headers=viewer.headers, json={})).get_json()
     assert "userInput" not in (await redemption_event(published, plain["redemptionId"])).data
     totals = await _db(app).read(ledger.totals)

@@ -1,4 +1,4 @@
-"""The test-event sandbox (spec §2.4, §6.3): validation, own channel only, nothing stored."""
+"""The test-event sandbox: validation, own channel only, nothing stored."""
 
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
-"""Every route of the spec's endpoint tables (§4) answers: none is missing.
+"""Every route of the spec's endpoint tables answers: none is missing.
 
-The list below is copied from spec §4 (paths with `:param`s as the spec writes them). For
+The list below is the product's endpoint tables (paths with `:param`s as they are written). For
 each, the route must exist in the app's URL map for that method, and a call with a valid
-first-party token (accepted everywhere, DESIGN §4) must not come back as "route missing":
+first-party token (accepted everywhere) must not come back as "route missing":
 Quart's own 404 (no route), a 405 (no such method) or a 501. A 404 for a missing resource
 is ours (`not_found` with our own message) and passes, as does any other status.
 
-`IN_FLIGHT` lists routes that issues being built in parallel add (12: polls and
-giveaways; 13: streams, categories, clips; 14: subscriptions, channel roles, Volts,
-channel points). They are skipped with that reason until those branches are merged; the
-integrator empties the set then, and from then on every route of §4 is checked.
+`IN_FLIGHT` lists routes added by work built in parallel; they are skipped with that reason
+until those branches are merged, then the set is emptied and every route is checked.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Subscriptions over HTTP (spec §4.9, §2.10): paying, gifting, managing, rosters, chat
+"""Subscriptions over HTTP: paying, gifting, managing, rosters, chat
 standing, expiry under MockClock, and the sandbox that changes nothing."""
 
 from __future__ import annotations

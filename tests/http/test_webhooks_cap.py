@@ -1,4 +1,4 @@
-"""The per-app webhook cap holds under concurrent creates (issue 11: enforced by the database).
+"""The per-app webhook cap holds under concurrent creates (enforced by the database).
 
 Before, the create route counted the app's webhooks and inserted in one transaction; on
 PostgreSQL (READ COMMITTED) concurrent creates each counted below the cap and all inserted.

@@ -1,4 +1,4 @@
-"""The one event catalogue against the spec's tables (§6.1, §6.2)."""
+"""The one event catalogue against the spec's tables."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ WEBHOOK_ONLY = {
     "user.unfollow",
 }
 # Beyond the spec's Events API table: an app's owner also learns who authorised or revoked
-# the app on their own Events API connections (issue 16).
+# the app on their own Events API connections.
 APP_OWNER_EVENTS = {"user.authorization.grant", "user.authorization.revoke"}
 
 

@@ -1,4 +1,4 @@
-"""The webhook catalogue (spec §6.2) and the legacy channel.cheer name."""
+"""The webhook catalogue and the legacy channel.cheer name."""
 
 from __future__ import annotations
 

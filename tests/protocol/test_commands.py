@@ -1,4 +1,4 @@
-"""The command permission ladder (spec §5): every level against every kind of viewer."""
+"""The command permission ladder: every level against every kind of viewer."""
 
 from __future__ import annotations
 

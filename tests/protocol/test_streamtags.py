@@ -1,4 +1,4 @@
-"""Tag slugs and the §2.12 tag rules (volthub.protocol.streamtags): pure, property-tested."""
+"""Tag slugs and the tag rules (volthub.protocol.streamtags): pure, property-tested."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Role expiry under MockClock (issue 14): at a grant's expiresAt the role-expiry service
+"""Role expiry under MockClock: at a grant's expiresAt the role-expiry service
 has the channel's actor end it, emitting `channel.moderator.remove` (for moderators) and
 the badge push, once; grants that expired while no process ran end at start, once even
 with two processes racing for them. Both backends."""

@@ -74,7 +74,7 @@ def own_channel(
     first_party_anywhere: bool = False,
     must_exist: bool = False,
 ) -> Callable[[F], F]:
-    """Spec §1 for a channel named in the path: it must be the token owner's own.
+    """A channel named in the path: it must be the token owner's own.
 
     The path value `param` (shown to clients as `name`) must be a UUID (400 `invalid_id`),
     with `must_exist` the id of a channel (404 `not_found`, before ownership), and
@@ -86,7 +86,7 @@ def own_channel(
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         async def view(*args: Any, **kwargs: Any) -> Any:
-            if must_exist:  # spec §7: a channel that does not exist is 404, whoever asks
+            if must_exist:  # a channel that does not exist is 404, whoever asks
                 await check_channel_exists(kwargs[param], name=name)
             kwargs[param] = check_own_channel(kwargs[param], name=name, first_party_anywhere=first_party_anywhere)
             return await fn(*args, **kwargs)

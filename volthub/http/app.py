@@ -4,7 +4,7 @@
 
 The app's lifespan owns everything long-lived: the database, the typed `Services`
 (`_make_services`), and one `volthub.hub.supervisor.Supervisor` (under a cancel scope it
-owns, DESIGN §7) that runs the background services and restarts a crashed one with
+owns) that runs the background services and restarts a crashed one with
 back-off; after_serving stops it.
 """
 
@@ -276,7 +276,7 @@ def _log_started(rt: Runtime) -> None:
 
 
 def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | None:
-    """On PostgreSQL the bus is the LISTEN/NOTIFY relay between processes (DESIGN §2)."""
+    """On PostgreSQL the bus is the LISTEN/NOTIFY relay between processes."""
     if database.dialect != "postgresql":
         return None
     cluster = rt.settings.cluster

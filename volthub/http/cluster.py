@@ -1,4 +1,4 @@
-"""Several processes on one PostgreSQL database (issue 17; README "Several processes").
+"""Several processes on one PostgreSQL database (docs/architecture.md, "Bus and brokers").
 
 The app's side of it: the bus relay and presence as background services, and the readiness report a
 worker of `volthub serve --workers N` sends its parent (so a rolling restart replaces the

@@ -338,7 +338,7 @@ def render_error_page(title: str, message: str) -> str:
     return _page(f"{title} – volthub", body)
 
 
-# --- the bot-select page (spec §2.1: "a bot connected through the bot-select flow") ----------
+# --- the bot-select page (a channel connects a bot through the bot-select flow) ----------
 
 BOT_SELECT_ACTION = "/oauth/bot/select"
 

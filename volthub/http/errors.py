@@ -1,4 +1,4 @@
-"""The one error builder: every error response is `{error, message, details?}` (DESIGN §6)."""
+"""The one error builder: every error response is `{error, message, details?}`."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ DomainError = Callable[[Any], ApiError]
 
 
 # One log line per distinct store fault per this many seconds: a full disk must not write a
-# traceback per request (issue 18 measured 12,464 lines in 28 s).
+# traceback per request (one full-disk test measured 12,464 lines in 28 s).
 FAULT_LOG_INTERVAL = 10.0
 _fault_logged_at: dict[str, float] = {}
 _fault_log = logging.getLogger("volthub.database")

@@ -1,4 +1,4 @@
-"""`@idempotent`: the `Idempotency-Key` header of money-moving POSTs (DESIGN §4.1 "Volts").
+"""`@idempotent`: the `Idempotency-Key` header of money-moving POSTs.
 
 Put it right under the route decorator, so it sees the whole answer of the view (its
 validation and domain errors included):

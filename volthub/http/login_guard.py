@@ -1,4 +1,4 @@
-"""Failed-login throttles (issue 18): per account and per client address, configurable in
+"""Failed-login throttles: per account and per client address, configurable in
 `[auth]`. Only failures are counted (GCRA, volthub.protocol.ratelimit); once a key is over
 its budget, attempts are refused with 429 until one more is allowed, before any password
 hash is spent, so a flood of wrong passwords cannot starve other people's logins of the

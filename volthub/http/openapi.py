@@ -1,6 +1,6 @@
 """The OpenAPI document: quart-schema's, plus each route's access declaration, plus the
 answers every route can give, added BY RULE so that a new route comes out right without its
-author listing them (issue 18):
+author listing them:
 
 - every operation: 400 (invalid input), 429 (rate limited), 503 (database or storage
   unavailable, server busy; with Retry-After);

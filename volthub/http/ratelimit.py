@@ -1,4 +1,4 @@
-"""Rate limits (spec §8, DESIGN §4-5). Routes name their budget once:
+"""Rate limits. Routes name their budget once:
 
     @limited("chat_send")
 
@@ -115,7 +115,7 @@ def client_ip(peer: str | None, forwarded_for: str | None, trust_forwarded_for: 
 
 
 def budget_key(category: str, caller: access.Principal | None, ip: str, client_id: str | None = None) -> Hashable:
-    """Whose budget a request of `category` spends (spec §8, DESIGN §5).
+    """Whose budget a request of `category` spends.
 
     token:          (client_id, IP) — there is no bearer token; client_id may be None.
     app_create:     the user.

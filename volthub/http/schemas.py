@@ -26,7 +26,7 @@ def _drop_null_defaults(schema: dict[str, Any]) -> None:
 
 
 class Body(BaseModel):
-    """Request bodies: strict types (no "1" for 1), unknown fields ignored (DESIGN §6)."""
+    """Request bodies: strict types (no "1" for 1), unknown fields ignored."""
 
     model_config = ConfigDict(strict=True, extra="ignore", json_schema_extra=_drop_null_defaults)
 

@@ -1,7 +1,7 @@
 """How volthub is served by Hypercorn's trio worker: the one config builder, the descriptor
 limit, a connection cap, and a narrow adaptation of Hypercorn's TCP server.
 
-Why the adaptation (DESIGN §7): in Hypercorn 0.17/0.18 the connection close runs inside the
+Why the adaptation: in Hypercorn 0.17/0.18 the connection close runs inside the
 task that finished the response. Quart-Trio cancels that task's nursery as soon as the
 request is over (it sees `http.disconnect`), so the close (`send_eof` / `aclose`) and the
 restart of the keep-alive idle timer hit a cancelled scope and never happen. The effects:
@@ -21,7 +21,7 @@ code still needs it).
 
 Two more narrow changes ride along: when the peer closes, the idle timer is stopped at once
 (upstream keeps the descriptor until keep_alive_timeout runs out); and the 400/431 answers
-Hypercorn writes itself for unparsable requests carry a JSON error body (DESIGN §6).
+Hypercorn writes itself for unparsable requests carry a JSON error body.
 
 The patched `run` counts connections: past `[server] max_connections` in total or
 `max_connections_per_address` from one address, a new connection gets a 503 and is closed at
@@ -178,7 +178,7 @@ def _capped(run: Callable[[Any], Coroutine[Any, Any, None]]) -> Callable[[Any], 
 
 
 # Hypercorn answers requests h11 cannot parse (400, 431 for an oversized head) with an empty
-# body; give them the DESIGN §6 error body like every other error.
+# body; give them the `{error, message}` body like every other error.
 _PROTOCOL_ERRORS = {
     400: ("bad_request", "the request could not be parsed as HTTP/1.1"),
     413: ("payload_too_large", "the request is too large"),

@@ -1,4 +1,4 @@
-"""The channel actor (DESIGN §2): one task per active channel, driving its components.
+"""The channel actor: one task per active channel, driving its components.
 
 The loop waits on the actor's bounded inbox until the earliest component deadline. What is
 queued is drained into ONE transaction (through `EventPublisher.write`, the one publish

@@ -2,7 +2,7 @@
 
 With SQLite (one process) it is a direct call (`InProcessBus`). With PostgreSQL it is
 `PostgresRelay`: LISTEN/NOTIFY between processes, backed by an event log. Listeners must not block: they hand the event to
-bounded queues with `send_nowait` (DESIGN §2), so one slow consumer never delays another.
+bounded queues with `send_nowait`, so one slow consumer never delays another.
 """
 
 from __future__ import annotations

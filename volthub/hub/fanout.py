@@ -1,4 +1,4 @@
-"""Fan-out of platform events to Events API connections (DESIGN §2 "Fan-out").
+"""Fan-out of platform events to Events API connections.
 
 The bus hands every event to :meth:`Fanout.publish` (a bus listener: it never blocks).
 For each subscription of the event's channel that may see it, the event is encoded once
@@ -7,7 +7,7 @@ encoded object is offered to every subscriber of that format. A subscriber whose
 queue is full answers False; it is then unsubscribed and told to disconnect with a reason
 (``overflow``), never waited on, so one slow client cannot delay anyone else.
 
-Who sees what (DESIGN §5): a subscription is either the channel *owner*'s (a connection
+Who sees what: a subscription is either the channel *owner*'s (a connection
 authenticated as the channel's user) and gets every Events API event of the channel, or a
 *public* one (anonymous, or someone else's channel) and gets only the catalogue's public
 events. Sandbox events (``is_test``) go to owners only: synthetic alerts are for the

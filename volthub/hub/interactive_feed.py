@@ -2,7 +2,7 @@
 
 `InteractiveFeed` listens on the bus (hub/bus.py) for follows, subscriptions, gifts, Volts
 and a stream going live, and hands the channel's actor the matching goal and timer
-commands. The listener only queues (`send_nowait`, DESIGN §2); one task turns the queue
+commands. The listener only queues (`send_nowait`); one task turns the queue
 into commands. Each command carries the event's id and the actor counts an event once
 (`interactive_counted_events`), so an event relayed to several processes sharing one
 database, or seen twice, moves nothing twice. Sandbox test events move nothing.

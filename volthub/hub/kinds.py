@@ -42,12 +42,12 @@ def chat_kind(history_limit: int = chat.HISTORY_LIMIT_DEFAULT) -> ComponentKind:
 
 
 def roles_kind() -> ComponentKind:
-    """VIP and moderator grants (spec §4.10); expiry comes from the role-expiry service."""
+    """VIP and moderator grants; expiry comes from the role-expiry service."""
     return ComponentKind("roles", roles.COMMANDS, roles.RolesComponent, TxRoleStore)
 
 
 def interactive_kinds() -> tuple[ComponentKind, ...]:
-    """Polls, predictions, giveaways, goals and timers (spec §3, §4.8)."""
+    """Polls, predictions, giveaways, goals and timers."""
     return (
         ComponentKind("polls", polls.COMMANDS, polls.PollsComponent, stores.TxPollStore, repo.channels_with_open_polls),
         ComponentKind(

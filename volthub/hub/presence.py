@@ -1,4 +1,4 @@
-"""Presence across the processes of a PostgreSQL deployment (issue 17).
+"""Presence across the processes of a PostgreSQL deployment.
 
 Each process knows who is connected through it (the fan-out's `snapshot`). `ClusterPresence`
 writes that to the database every `interval` seconds and answers `snapshot(channel_id)`

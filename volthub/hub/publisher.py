@@ -38,7 +38,7 @@ class Event:
     seq: int | None = None
 
     def envelope(self) -> dict[str, Any]:
-        """The Events API envelope of spec §2.5."""
+        """The Events API envelope: id, type, channel, timestamp and data."""
         return {"event": self.name, "data": self.data, "timestamp": self.timestamp}
 
     @cached_property
@@ -123,7 +123,7 @@ class EventPublisher:
         return result
 
     def publish_ephemeral(self, channel_id: str, name: str, data: dict[str, Any]) -> Event:
-        """Sandbox events: same delivery pipeline, never stored (spec §2.4). On PostgreSQL the
+        """Sandbox events: same delivery pipeline, never stored. On PostgreSQL the
         bus logs them for the relay (the event log is transport, pruned by age)."""
         emitter = Emitter(now_ms=to_ms(self._clock.now()))
         event = emitter.emit(channel_id, name, data, is_test=True)

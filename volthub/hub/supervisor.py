@@ -1,4 +1,4 @@
-"""One supervisor for the process's background services (DESIGN §2 "Runtime shape").
+"""One supervisor for the process's background services.
 
 Each service runs in the supervisor's nursery. An exception is logged and the service is
 started again after an exponential back-off (doubling from `initial_delay` up to

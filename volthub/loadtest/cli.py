@@ -264,9 +264,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     wire.add_argument("--namespace", default="/", metavar="NS", help="Socket.IO namespace")
 
-    held = parser.add_argument_group(
-        "hold (issue 16: many sockets held open; volthub targets, --spawn, a fresh server each)"
-    )
+    held = parser.add_argument_group("hold (many sockets held open; volthub targets, --spawn, a fresh server each)")
     held.add_argument(
         "--hold",
         type=_non_negative(int),
@@ -542,7 +540,7 @@ def _summarise(
             print("\n== ratios (lower is better for volthub) ==\n" + "\n".join(lines))
     checks = report.targets_table(results, holds)
     if checks:
-        print(f"\n== issue 16 targets ({_load(args)}) ==\n{checks}")
+        print(f"\n== Events API targets ({_load(args)}) ==\n{checks}")
     if args.json:
         payload = {
             "argv": sys.argv,

@@ -1,4 +1,4 @@
-"""The hold measurement (issue 16): N Socket.IO sockets held open for S seconds, no disconnects.
+"""The hold measurement: N Socket.IO sockets held open for S seconds, no disconnects.
 
     volthub loadtest --spawn --target volthub,volthub-gateway --hold 20000 --hold-seconds 60 ...
 

@@ -1,4 +1,4 @@
-"""Login latency while another address floods wrong passwords (issue 18).
+"""Login latency while another address floods wrong passwords.
 
     .venv/bin/python -m volthub.loadtest.login_flood [--flooders 30] [--duration 15]
         [--database sqlite:///...] [--no-throttle]

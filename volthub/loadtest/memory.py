@@ -1,4 +1,4 @@
-"""Bytes per Events API connection, by kind, measured with tracemalloc (issue 16).
+"""Bytes per Events API connection, by kind, measured with tracemalloc.
 
     .venv/bin/python -m volthub.loadtest.memory --connections 500
     .venv/bin/python -m volthub.loadtest.memory --connections 500 --gateway

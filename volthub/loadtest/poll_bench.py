@@ -1,4 +1,4 @@
-"""Votes per second into one poll (issue 12): 2,000 voters, every vote durable.
+"""Votes per second into one poll: 2,000 voters, every vote durable.
 
     python -m volthub.loadtest.poll_bench --database sqlite:///var/poll-bench.db --voters 2000
     python -m volthub.loadtest.poll_bench --database postgresql://postgres@127.0.0.1:5432/bench

@@ -134,7 +134,7 @@ def _ratio(a: Any, b: Any) -> float | None:
     return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else None
 
 
-# The issue-16 targets (a run measures the first six at its own load; the bench's is 2,000
+# The Events API targets (a run measures the first six at its own load; the bench's is 2,000
 # sockets at 5 msg/s): label, and (figure, met) from one run and the reference runs.
 HOLD_SOCKETS = 20_000
 HOLD_SECONDS = 60.0
@@ -197,7 +197,7 @@ def _hold_check(found: dict[str, Any]) -> Check:
 def targets_rows(
     results: Sequence[dict[str, Any]], holds: Sequence[dict[str, Any]] = (), subjects: Sequence[str] = SUBJECTS
 ) -> list[dict[str, Any]]:
-    """Every issue-16 target for every volthub path measured: its figure and met (or None: not
+    """Every Events API target for every volthub path measured: its figure and met (or None: not
     measured, e.g. CPU against node without a node run)."""
     by_name = {r["target"]: r for r in results}
     refs = {name: r for name, r in by_name.items() if name not in subjects}

@@ -90,7 +90,7 @@ class VolthubTarget(Target):
         self.name = name
 
     async def provision(self, http: httpx.AsyncClient, count: int, run_tag: str) -> list[Channel]:
-        """One registered user per channel: a user's id is its channel (spec §1), and its
+        """One registered user per channel: a user's id is its channel, and its
         first-party token both connects sockets (auto-subscribed to that channel) and
         posts in it."""
         channels: list[Channel | None] = [None] * count

@@ -1,4 +1,4 @@
-"""Badges and teams (spec §4.6, §4.7): plain rows."""
+"""Badges and teams: plain rows."""
 
 from __future__ import annotations
 

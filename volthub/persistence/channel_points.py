@@ -1,4 +1,4 @@
-"""Channel-points rewards (spec §2.8): the custom rewards of a channel."""
+"""Channel-points rewards: the custom rewards of a channel."""
 
 from __future__ import annotations
 

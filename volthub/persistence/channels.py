@@ -1,6 +1,6 @@
 """The `channels` row: the per-channel write lock and the version of what actors cache.
 
-Every write to a channel's live state (DESIGN §2) starts with `lock`: on PostgreSQL the
+Every write to a channel's live state starts with `lock`: on PostgreSQL the
 row update holds the row lock until commit, so actors of one channel in different
 processes take turns; SQLite transactions are already serial (BEGIN IMMEDIATE). The row
 is created with the user (`users.create_user`).

@@ -290,7 +290,7 @@ def remove_ban(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Ban | None
     return found
 
 
-# --- channel roles (spec §4.10; written by the channel actor's roles component) ----------------
+# --- channel roles (written by the channel actor's roles component) ----------------
 
 
 def grant_role(tx: Tx, channel_id: str, user_id: str, role: str, now_ms: int, expires_at: int | None = None) -> None:

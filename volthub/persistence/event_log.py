@@ -1,4 +1,4 @@
-"""The event log and LISTEN/NOTIFY of the PostgreSQL bus relay (DESIGN §2 "Event bus", §3).
+"""The event log and LISTEN/NOTIFY of the PostgreSQL bus relay.
 
 `append` runs inside the transaction that publishes events: it hands each event the next
 position of its channel (`seq`, ordered per channel across processes), writes it to

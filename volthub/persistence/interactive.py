@@ -1,4 +1,4 @@
-"""Interactive control: polls, predictions, giveaways, goals, timers (spec §3, §4.8).
+"""Interactive control: polls, predictions, giveaways, goals, timers.
 
 Plain functions over a `Tx`, portable SQL, plain rows: the records belong to the
 components in volthub.hub.components. Every deadline effect here is a guarded update

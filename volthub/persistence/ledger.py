@@ -1,4 +1,4 @@
-"""Money ledgers (DESIGN §2 "Money"): Volts and channel points, double entry.
+"""Money ledgers: Volts and channel points, double entry.
 
 One `transfer` is one ledger transaction: a debit row, a credit row and both balance
 changes, written in the caller's database transaction so it is whole or absent together

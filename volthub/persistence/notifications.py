@@ -1,4 +1,4 @@
-"""User notifications (spec §4.11): newest first, read or unread."""
+"""User notifications: newest first, read or unread."""
 
 from __future__ import annotations
 

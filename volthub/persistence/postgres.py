@@ -1,6 +1,6 @@
-"""PostgreSQL backend: psycopg 3's sync API in Trio worker threads (DESIGN §3).
+"""PostgreSQL backend: psycopg 3's sync API in Trio worker threads.
 
-Faults (issue 18): the pool checks a connection before handing it out, so one the server
+Faults: the pool checks a connection before handing it out, so one the server
 terminated is replaced instead of failing the request; waiting for a connection (the
 limiter and the pool together) is bounded by `acquire_timeout`, then `DatabaseUnavailable`;
 after an outage the pool retries connecting every second (psycopg_pool's default backoff

@@ -1,4 +1,4 @@
-"""Presence rows of the processes of a PostgreSQL deployment (issue 17)."""
+"""Presence rows of the processes of a PostgreSQL deployment."""
 
 from __future__ import annotations
 

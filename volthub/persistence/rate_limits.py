@@ -1,4 +1,4 @@
-"""Rate-limit budgets in the database, shared by every process (PostgreSQL; issue 17).
+"""Rate-limit budgets in the database, shared by every process (PostgreSQL).
 
 The arithmetic is `volthub.protocol.ratelimit.decide`; this module only keeps its one
 number per key. A hit locks the key's row for its transaction, so concurrent requests of

@@ -1,4 +1,4 @@
-"""Subscriptions (spec §4.9, §2.10; migrations 0003 and 0011): rows, rosters, guarded ends.
+"""Subscriptions (migrations 0003 and 0011): rows, rosters, guarded ends.
 
 A subscription is active while `ended_at IS NULL AND started_at <= now < expires_at`.
 Ending one is a guarded transition (`UPDATE ... WHERE ended_at IS NULL ... RETURNING`), so

@@ -82,7 +82,7 @@ def get_by_id(tx: Tx, user_id: str) -> User | None:
 
 
 def get_by_username(tx: Tx, username: str) -> User | None:
-    """Exact, case-sensitive lookup (spec §4.4: usernames are case-sensitive on profiles)."""
+    """Exact, case-sensitive lookup (usernames are case-sensitive on profiles)."""
     row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE username = ?", (username,))
     return User.from_row(row) if row else None
 

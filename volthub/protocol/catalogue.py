@@ -1,18 +1,18 @@
 """The one event catalogue: every platform event name, who receives it and what it carries.
 
-Both delivery channels read it: the Events API (Socket.IO and SSE, spec §6.1) and webhooks
-(spec §6.2). Each entry says
+Both delivery channels read it: the Events API (Socket.IO and SSE) and webhooks.
+Each entry says
 
 - its group, as the spec's tables group it;
 - its transports: ``events_api`` and/or ``webhooks`` (the two tables differ: e.g.
   ``channel.subscription.end`` and ``user.*`` are webhook-only);
 - whether anything on the platform emits it: ``PRODUCERS`` names the module that really
   does (a test parses it to check), so ``emitted`` cannot claim more than the code does; the
-  hype-train events are listed by the spec and never fire (§6.1); ``channel.cheer`` is only
+  hype-train events are listed by the spec and never fire; ``channel.cheer`` is only
   a legacy webhook name of ``channel.volts`` and fires when it does;
-- whether the sandbox can send it as a test event (``SANDBOX_EVENTS``, spec §2.4);
+- whether the sandbox can send it as a test event (``SANDBOX_EVENTS``);
 - whether it is *public*: delivered to any Events API connection subscribed to the channel,
-  anonymous ones included (stream, chat and interaction lifecycle, DESIGN §5). Every other
+  anonymous ones included (stream, chat and interaction lifecycle). Every other
   event reaches only the channel owner's authenticated connections;
 - its payload fields (the ``data`` of the envelope), and a *builder*: a function named
   after the event (``channel.follow`` -> ``channel_follow``) that every producer and the
@@ -54,7 +54,7 @@ class EventType:
     description: str
     fields: tuple[PayloadField, ...]
     transports: frozenset[str] = _BOTH
-    never_fires: bool = False  # listed by the spec, never sent (hype train, §6.1)
+    never_fires: bool = False  # listed by the spec, never sent (hype train)
     public: bool = False
     alias_of: str | None = None  # a legacy name that receives another event
     webhook_scope: str | None = None  # webhooks get it only while the app holds this scope
@@ -84,7 +84,7 @@ _WHO = (
     _f("username", "string", "the user's username"),
     _f("displayName", "string", "the user's display name"),
 )
-_TEST = _f("isTest", "boolean", "true on sandbox test events (spec §2.4)", optional=True)
+_TEST = _f("isTest", "boolean", "true on sandbox test events", optional=True)
 _MODERATOR = _f("moderator", "object", "{userId, username, displayName} of who acted")
 _STREAM = (
     _f("streamId", "string", "id of the stream"),
@@ -124,7 +124,7 @@ def _event(name: str, group: str, description: str, *fields: PayloadField, **opt
 
 
 # Order: the spec's tables. Within each group, webhook-transport events keep the order of
-# the webhook table (§6.2), so the webhook view below reproduces it exactly.
+# the webhook table, so the webhook view below reproduces it exactly.
 CATALOGUE: Final[tuple[EventType, ...]] = (
     # ---------------------------------------------------------------- Stream
     _event(
@@ -277,7 +277,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
     _event(
         "channel.channel_points_redemption",
         "Channel",
-        "A channel-points reward was redeemed (spec §2.7).",
+        "A channel-points reward was redeemed.",
         _f("redemptionId", "string", ""),
         _f("rewardId", "string", "matches a reward item id"),
         _f("rewardTitle", "string", ""),
@@ -463,7 +463,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
     _event(
         "chat.message",
         "Chat",
-        "A chat message, regular or card (spec §2.6).",
+        "A chat message, regular or card.",
         _f("messageId", "string", ""),
         _f("channelId", "string", ""),
         *_WHO,
@@ -477,7 +477,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("color", "string", "accent colour, hex", optional=True),
         _f("mentions", "array", "[{username, userId, displayName}]", optional=True),
         _f("replyTo", "object", "{messageId, userId, username, snippet}", optional=True),
-        _f("effect", "string", "glow, galaxy, rainbow or gigantify (spec §2.1)", optional=True),
+        _f("effect", "string", "glow, galaxy, rainbow or gigantify", optional=True),
         _f("effectColor", "string", "#rrggbb, with glow", optional=True),
         _f("card", "object", "{type, payload} on card messages", optional=True),
         _f("isSystem", "boolean", "true for system or card messages", optional=True),
@@ -548,7 +548,7 @@ ALIASES: Final[dict[str, str]] = {e.name: e.alias_of for e in CATALOGUE if e.ali
 REQUIRED_SCOPE: Final[dict[str, str]] = {e.name: e.webhook_scope for e in CATALOGUE if e.webhook_scope}
 
 
-# The sandbox's test event types (spec §2.4) and the event each sends.
+# The sandbox's test event types and the event each sends.
 SANDBOX_EVENTS: Final[dict[str, str]] = {
     "subscription": "channel.subscribe",
     "gift_subscription": "channel.subscription.gift",
@@ -561,7 +561,7 @@ SANDBOX_NAMES: Final[frozenset[str]] = frozenset(SANDBOX_EVENTS.values())
 
 # What the Events API may carry: its names, less those that never fire (hype train). Not
 # narrowed to PRODUCERS: the fan-out is transport (sandbox events of producer-less types
-# travel it too, spec §2.4), and the producer table is held true by tests, not at runtime.
+# travel it too), and the producer table is held true by tests, not at runtime.
 _DELIVERED: Final[frozenset[str]] = frozenset(
     e.name for e in CATALOGUE if EVENTS_API in e.transports and not e.never_fires
 )
@@ -655,7 +655,7 @@ class Person(NamedTuple):
 
 
 def _tested(data: dict[str, Any], is_test: bool) -> dict[str, Any]:
-    """Sandbox events carry ``isTest: true`` (spec §2.4); real ones leave the key out."""
+    """Sandbox events carry ``isTest: true``; real ones leave the key out."""
     if is_test:
         data["isTest"] = True
     return data
@@ -818,7 +818,7 @@ def channel_subscription_end(
     ended_at: str,
     expires_at: str,
 ) -> dict[str, Any]:
-    """Spec §2.9: `reason` is canceled or expired; `gifter` None for a bought subscription."""
+    """`reason` is canceled or expired; `gifter` None for a bought subscription."""
     return {
         **subscriber.fields(),
         "tier": tier,
@@ -841,7 +841,7 @@ def channel_channel_points_redemption(
     status: str,
     redeemed_at: str,
 ) -> dict[str, Any]:
-    """Spec §2.7; ``userInput`` only when the redeemer gave some."""
+    """``userInput`` only when the redeemer gave some."""
     data: dict[str, Any] = {
         "redemptionId": redemption_id,
         "rewardId": reward_id,
@@ -910,7 +910,7 @@ def chat_message(
     is_test: bool = False,
     emotes: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """Spec §2.6. Optional members appear only when they have a value; a card message is
+    """Optional members appear only when they have a value; a card message is
     always a system message. `subscriber_months` None: not a subscriber."""
     data: dict[str, Any] = {
         "messageId": message_id,

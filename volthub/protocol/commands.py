@@ -1,4 +1,4 @@
-"""The command permission ladder of bot commands (spec §5), as pure code.
+"""The command permission ladder of bot commands, as pure code.
 
 Levels, lowest first: everyone, followers (optionally with a minimum follow age),
 subscribers, tier1, tier2, tier3 ("that tier or above"), vips (VIPs and moderators),

@@ -1,4 +1,4 @@
-"""Stream tags (spec §2.12): slugs, the curated vocabulary and the per-list limits.
+"""Stream tags: slugs, the curated vocabulary and the per-list limits.
 
 Pure functions, no I/O. The rules:
 
@@ -48,7 +48,7 @@ def _tag(name: str, tier: Tier, content_warning: bool = False) -> Tag:
     return Tag(slugify(name), name, tier, content_warning)
 
 
-# The content warnings of §2.12, in the spec's order. They fit both tiers.
+# The content warnings, in their documented order. They fit both tiers.
 CONTENT_WARNINGS: Final[tuple[Tag, ...]] = tuple(
     _tag(name, "both", content_warning=True)
     for name in (

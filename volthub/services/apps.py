@@ -1,4 +1,4 @@
-"""Developer apps (OAuth clients), managed by their owner (spec §4.13, DESIGN §4).
+"""Developer apps (OAuth clients), managed by their owner.
 
 `owned_app` is the one ownership check: an app that does not exist, whose client id is not
 plausible, or that belongs to someone else is `AppNotFound` alike (a 404 that does not tell

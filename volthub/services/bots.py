@@ -1,4 +1,4 @@
-"""Bots (spec §2.1 sendAsBot, §4.13, §5, §8).
+"""Bots.
 
 A bot-type app configures one bot (`configure`): a bot account whose username is the
 default bot name, claimed in the one namespace of names (persistence.names) so no person

@@ -1,4 +1,4 @@
-"""Badges and teams (spec §4.6, §4.7).
+"""Badges and teams.
 
 Badges: the catalogue by category (event, achievement, system), a channel's subscription
 badges (the `subscriber` badge at each tier and tenure milestone), and a user's badges:

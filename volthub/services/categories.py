@@ -1,4 +1,4 @@
-"""The category catalogue (spec §4.6): built in, extended by an operator's JSON file.
+"""The category catalogue: built in, extended by an operator's JSON file.
 
 The built-in list is `volthub/data/categories.json`; `[streams] categories_file` names a file
 of the same shape whose entries are added (a slug already known is replaced). Both are read

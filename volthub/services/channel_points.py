@@ -1,7 +1,7 @@
-"""Channel-points rewards: what a channel offers (spec §2.8), in its REST and socket shapes.
+"""Channel-points rewards: what a channel offers, in its REST and socket shapes.
 
 Every channel has the built-in rewards below (``builtInType`` set, not stored) besides the
-custom ones it created. The REST shape has every field of §2.8; the socket shape
+custom ones it created. The REST shape has every field of a reward; the socket shape
 (``channel:rewards``) leaves out the fields marked "REST only".
 """
 
@@ -176,7 +176,7 @@ def rest_shape(reward: Reward) -> dict[str, Any]:
     }
 
 
-# --- redemptions (spec §2.7, §4.11) --------------------------------------------------------
+# --- redemptions --------------------------------------------------------
 
 # Where redeemed points go: the channel's own system account. A rejection refunds from it.
 REDEMPTIONS_ACCOUNT = "redemptions"
@@ -222,7 +222,7 @@ class RedemptionResolved(Exception):
 
 
 def redemption_shape(redemption: Redemption) -> dict[str, Any]:
-    """A redemption over REST: the event's fields (one builder, spec §2.7), its stream and
+    """A redemption over REST: the event's fields (one builder), its stream and
     when it was resolved."""
     data = catalogue.channel_channel_points_redemption(
         redemption_id=redemption.id,
@@ -366,7 +366,7 @@ class Redemptions:
         return await self._publisher.write(change)
 
 
-# --- earning (DESIGN §2 "Money"): follow bonus, watching -----------------------------------
+# --- earning: follow bonus, watching -----------------------------------
 
 
 def pay_follow_bonus(tx: Tx, channel_id: str, user_id: str, amount: int, now_ms: int) -> bool:

@@ -1,4 +1,4 @@
-"""Channel roles (spec §2.13, §4.10; DESIGN §4.1 "Channel roles"): VIP and moderator.
+"""Channel roles: VIP and moderator.
 
 Grants and removals go through the channel's actor (hub/components/roles.py): one
 transaction with `channel.moderator.add/remove` and the badge push, so the member's chat

@@ -1,4 +1,4 @@
-"""Chat reads that are not a channel's live state (spec §2.3, §4.2): history, activity,
+"""Chat reads that are not a channel's live state: history, activity,
 viewers, the chat settings as stored.
 
 Changes to a channel's chat (messages, moderation, modes) go through its actor

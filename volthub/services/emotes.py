@@ -1,4 +1,4 @@
-"""Emotes (spec §4.6): global and per-channel collections of operator-managed images.
+"""Emotes: global and per-channel collections of operator-managed images.
 
 Codes are 2–32 letters, digits or underscores, case-sensitive, written in chat as `:code:`.
 `resolve` is the one resolver: the resolve route, emote-only mode and the emotes a chat

@@ -1,4 +1,4 @@
-"""The external video platform integration (spec §4.12, paths `extvideo`).
+"""The external video platform integration (paths `extvideo`).
 
 A provider adapter speaking OAuth 2.0 (authorisation code) and a small JSON API, at the
 addresses `[extvideo]` configures; nothing here names a real platform. What the adapter

@@ -1,4 +1,4 @@
-"""Idempotency-Key for money-moving POSTs (DESIGN §4.1 "Volts").
+"""Idempotency-Key for money-moving POSTs.
 
 Scoped to the user and the route. The first request claims the key in the database; its
 answer is stored with the key, and a repeat gets those bytes back. A repeat that arrives

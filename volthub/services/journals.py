@@ -1,4 +1,4 @@
-"""Journals (spec §4.12): a user's Markdown posts, drafts until published.
+"""Journals: a user's Markdown posts, drafts until published.
 
 Slugs are lower-case words joined by hyphens, unique per author; one is made from the title
 when none is given (`-2`, `-3`, … on a clash). Readers see published posts only; the author

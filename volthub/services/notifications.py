@@ -1,4 +1,4 @@
-"""A user's notifications (spec §4.11): newest first, read or unread.
+"""A user's notifications: newest first, read or unread.
 
 Notifications are written by the services that raise them (a disabled webhook, ...) in
 their own transactions; this service is the owner's side: list, count, mark read.

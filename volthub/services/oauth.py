@@ -13,7 +13,7 @@ Decisions:
   now. What it holds is the consent minus sensitive scopes the app lacks an operator grant
   for (while `[oauth] sensitive_scopes_need_review`). It is recomputed at every refresh, so
   a scope an operator (re-)grants an app reaches existing connections at their next refresh
-  — within an access token's lifetime, no reconnection (spec §5.6) — and an operator's
+  — within an access token's lifetime, no reconnection — and an operator's
   withdrawal applies at once. A user never gains a scope they did not consent to.
 - Access tokens are stateless JWTs: revoking one (RFC 7009) revokes its whole grant.
 - Events `user.authorization.grant` (when a code is redeemed and the grant exists) and

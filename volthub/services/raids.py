@@ -1,4 +1,4 @@
-"""Raids (spec §6.2 `channel.raid`, §2.4): a live broadcaster sends their viewers to another
+"""Raids (the `channel.raid` event): a live broadcaster sends their viewers to another
 channel.
 
 One write: `channel.raid` on the target channel (`direction: incoming`) and on the raider's

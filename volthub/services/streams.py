@@ -1,5 +1,5 @@
-"""Streams: info and tags (spec §2.12), stream keys, live state from the media server, browse
-lists, VODs and clips (spec §2.11, §4.5, §4.7; DESIGN §4.1 "Stream").
+"""Streams: info and tags, stream keys, live state from the media server, browse
+lists, VODs and clips.
 
 Live state comes only from the media server's hooks: `publish` opens a stream record and
 emits `stream.online`; `unpublish` (or silence: no hook for `[ingest]

@@ -1,4 +1,4 @@
-"""Subscriptions (spec §2.9, §2.10, §3, §4.9; DESIGN §4.1 "Subscriptions").
+"""Subscriptions.
 
 Paid in Volts at `[subscriptions]` tier prices: the payment (a ledger transfer), the
 subscription row, its events and notifications are one transaction. A subscription is
@@ -90,7 +90,7 @@ def _gifter(sub: Subscription) -> dict[str, str] | None:
 
 
 def roster_item(sub: Subscription) -> dict[str, Any]:
-    """Spec §2.10 and nothing beyond it."""
+    """Id, names, tier, gift information and expiry, and nothing beyond them."""
     return {
         "userId": sub.user_id,
         "username": sub.username,

@@ -1,4 +1,4 @@
-"""Reading users and follows: profiles, search, follower lists, follow status (spec §4.4).
+"""Reading users and follows: profiles, search, follower lists, follow status.
 
 The writes (register, profile, follow, unfollow) are `volthub.services.accounts.Accounts`.
 """

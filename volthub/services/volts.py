@@ -1,4 +1,4 @@
-"""Volts (spec §4.11, DESIGN §4.1 "Volts"): the platform currency viewers buy and send.
+"""Volts: the platform currency viewers buy and send.
 
 Every movement is a ledger transfer (persistence/ledger.py) in the same transaction as the
 event and notification it causes. Purchases are paid through a `PaymentProvider`; the

@@ -1,5 +1,5 @@
-"""A role change reaches the member's open Socket.IO connection at once (issue 14, spec
-§4.10): the official socket.io-client, connected as the member and watching the channel,
+"""A role change reaches the member's open Socket.IO connection at once: the
+official socket.io-client, connected as the member and watching the channel,
 gets `channel:badges` after each grant and removal without reconnecting, and the member's
 next chat message carries the new flags. On PostgreSQL the socket is on one process and
 the grants go through another, so the push crosses processes through the relay."""

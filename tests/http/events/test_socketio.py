@@ -144,7 +144,7 @@ async def test_official_js_client(server: LiveServer, owner: Account, transports
     assert seen["byName"]["isTest"] is True
     names = [reward["name"] for reward in seen["rewards"]["rewards"]]
     assert names == ["First", "Stretch"]
-    assert "requiresModeratorApproval" not in seen["rewards"]["rewards"][1]  # REST only (spec §2.8)
+    assert "requiresModeratorApproval" not in seen["rewards"]["rewards"][1]  # REST only
     expected = ["websocket"] if transports == "websocket" else ["polling", "websocket"]
     assert seen["transports"] == expected
 

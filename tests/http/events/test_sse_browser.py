@@ -1,4 +1,4 @@
-"""The SSE stream in headless Chromium with a real `EventSource` (spec §6.1).
+"""The SSE stream in headless Chromium with a real `EventSource`.
 
 `EventSource.onmessage` only sees unnamed messages; the stream sends each event both named
 and unnamed by default, and one form with `?messages=`. The page sends the token as a

@@ -46,7 +46,7 @@ async def server(sqlite_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveSe
 
 
 async def scenario(http: httpx.AsyncClient, owner: Any, viewer: Any) -> None:
-    """Every transition once, through the dashboard and §4.7 routes."""
+    """Every transition once, through the dashboard and by-username routes."""
 
     async def post(path: str, user: Any = owner, **body: Any) -> dict[str, Any]:
         response = await http.post(path, headers=user.headers, json=body or None)

@@ -1,4 +1,4 @@
-"""Interactive control over HTTP: the OAuth routes, the §4.7 routes by username and the
+"""Interactive control over HTTP: the OAuth routes, the routes by username and the
 dashboard routes share validation and behaviour; events are emitted once per transition."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""OAuth 2.0 authorization code + PKCE through the JSON API (spec §4.3, §5; RFC 6749, 7636, 7009, 8414)."""
+"""OAuth 2.0 authorization code + PKCE through the JSON API (RFC 6749, 7636, 7009, 8414)."""
 
 from __future__ import annotations
 
@@ -574,7 +574,7 @@ async def test_completing_authorization_needs_a_first_party_token(client):
     assert missing.status_code == 400 and (await missing.get_json())["error"] == "invalid_request"
 
 
-# --- scopes: sensitive grants, aliases, spec §5.6 -----------------------------------------------------------
+# --- scopes: sensitive grants, aliases, refresh -----------------------------------------------------------
 
 
 async def test_sensitive_scope_after_an_operator_grant(app, client):
@@ -611,7 +611,7 @@ async def test_without_review_sensitive_scopes_need_no_grant(sqlite_url):
 
 
 async def test_operator_withdrawal_applies_at_once_and_a_regrant_at_the_next_refresh(app, client):
-    """Spec §5.6, as decided (volthub.services.oauth): a grant keeps the user's consent; what it
+    """As decided (volthub.services.oauth): a grant keeps the user's consent; what it
     holds follows the app's operator grants — narrowed at once, widened at the next refresh."""
     from volthub.http.access import authenticate
     from volthub.persistence import oauth as repo

@@ -1,4 +1,4 @@
-"""Browse lists (spec §4.5), users search (§4.4) and clips (§2.11, §4.7)."""
+"""Browse lists, users search and clips."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stream info and tags per spec §2.12, categories (§4.6) and the ingest setup (§4.5)."""
+"""Stream info and tags, categories and the ingest setup."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Live state driven by the ingest hooks: SSE sees stream.online, stream.update (with tags)
-and stream.offline; the live list and the VOD list follow; both backends (DESIGN §4.1)."""
+and stream.offline; the live list and the VOD list follow; both backends."""
 
 from __future__ import annotations
 

@@ -271,7 +271,7 @@ def test_chat_is_always_idle_and_has_no_deadline(store):
         ChatComponent(CHANNEL, history_limit=0)
 
 
-# --- bots and emotes (issue 15) -----------------------------------------------------------------
+# --- bots and emotes -----------------------------------------------------------------
 
 
 def test_send_as_bot_posts_as_the_bot_with_its_badge(store: FakeStore) -> None:

@@ -22,7 +22,7 @@ from volthub.protocol.oauth.scopes import (
     parse_scope,
 )
 
-# The spec §5 table, in its order (23 strings; DESIGN §5: serve the table, not the prose's 22).
+# The product's scope table, in its order (23 strings).
 SPEC_TABLE = [
     "chat:read", "chat:write", "chat:moderate",
     "stream:read", "stream:write", "stream:key",

@@ -31,7 +31,7 @@ def test_defaults() -> None:
 
 
 def test_attempt_offsets() -> None:
-    # DESIGN §4: attempts at 0, 1, 6, 36 and 156 minutes.
+    # The default schedule: attempts at 0, 1, 6, 36 and 156 minutes.
     assert attempt_offsets() == [0, 60, 360, 2160, 9360]
     assert [o / 60 for o in attempt_offsets()] == [0, 1, 6, 36, 156]
 
@@ -75,7 +75,7 @@ def test_failed_attempts_must_be_positive() -> None:
 
 
 def test_configured_delays() -> None:
-    # `VOLTHUB_WEBHOOKS__RETRY_DELAYS="0,1,2,3,4"` (DESIGN §4).
+    # `VOLTHUB_WEBHOOKS__RETRY_DELAYS="0,1,2,3,4"`.
     delays = [0, 1, 2, 3, 4]
     assert attempt_offsets(delays) == [0, 1, 3, 6, 10]
     assert [next_attempt_at(n, T0, delays) for n in range(1, 6)] == [

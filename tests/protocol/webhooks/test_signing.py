@@ -61,7 +61,7 @@ def standard(secret: str = SECRET, ts_s: int = TS_MS // 1000, body: bytes = BODY
 
 
 def test_our_signature_known_answer() -> None:
-    # Spec §6.2: HMAC_SHA256(secret, timestamp + "." + rawBody), hex, "sha256=" prefix;
+    # HMAC_SHA256(secret, timestamp + "." + rawBody), hex, "sha256=" prefix;
     # the key is the secret string as shown, prefix included.
     expected = hex_hmac(SECRET.encode(), f"{TS_MS}.".encode() + BODY)
     assert sign_delivery(SECRET, TS_MS, BODY) == "sha256=" + expected

@@ -61,7 +61,7 @@ async def test_expiry_reaches_an_https_receiver_with_reason_expired(env: Env, io
     every = [orjson.loads(d.body) for d in env.receiver.received]
     bodies = [b for b in every if b.get("event", b.get("type")) == "channel.subscription.end"]
     # Fired once: one event id (a delivery may repeat when the jump outran an attempt's
-    # timeout; receivers dedupe by event id, spec §6.2).
+    # timeout; receivers dedupe by event id).
     assert bodies
     assert len({b["id"] for b in bodies}) == 1
     body = bodies[0]

@@ -1,4 +1,4 @@
-"""First-party accounts (DESIGN §4): the platform's own login, needed to consent and own apps."""
+"""First-party accounts: the platform's own login, needed to consent and own apps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bot-select page for people: `GET /oauth/bot/select?client_id=…` (spec §2.1).
+"""The bot-select page for people: `GET /oauth/bot/select?client_id=…`.
 
 The consent-like way to choose which bot speaks in your channel: it shows the bot (its
 app's logo and reviewed badge), asks you to sign in when needed, and Connect / Cancel.

@@ -1,11 +1,11 @@
-"""Bots (spec §2.1 sendAsBot, §4.13, §5): a bot app's bot, the bot-select flow, custom
+"""Bots: a bot app's bot, the bot-select flow, custom
 names per channel, and the command permission ladder.
 
 Developer side (first-party, the app's owner): `bot/configure`, `bot/instances`,
 `bot/check-name`. Channel side (the channel owner's tokens, their own channel only):
 `bot/current`, `bot/customize` (bot:write), the bot-select flow `bot/select` (choosing is
 first-party only: like consent, a person decides which bot speaks in their channel), and
-`bot/commands/check`, the ladder of §5 for a bot deciding whether someone may run a command.
+`bot/commands/check`, the permission ladder for a bot deciding whether someone may run a command.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class BotOut(Model):
     botUserId: str = Field(description="the bot's own account; messages it posts carry this userId")
     name: str = Field(description="the default bot name, reserved platform-wide")
     commandPrefix: str
-    defaultPermission: str = Field(description="a level of the permission ladder (spec §5)")
+    defaultPermission: str = Field(description="a level of the permission ladder")
     logoUrl: str | None
     reviewed: bool
     createdAt: str
@@ -278,7 +278,7 @@ async def customize(data: CustomizeBody) -> CurrentOut:
 @error_responses(404)
 @validate_response(RevertOut)
 async def revert() -> RevertOut:
-    """Back to the default name; the custom name stays reserved for 45 days (spec §8)."""
+    """Back to the default name; the custom name stays reserved for 45 days."""
     caller = access.principal()
     identity, released, until = await bots().revert(caller.user_id, caller.client_id)
     return RevertOut(
@@ -328,7 +328,7 @@ async def unselect() -> CurrentOut:
 @tag(["Bots"])
 @validate_response(LevelsOut)
 async def levels() -> LevelsOut:
-    """The command permission ladder (spec §5), lowest first."""
+    """The command permission ladder, lowest first."""
     return LevelsOut(levels=list(commands.LEVELS))
 
 

@@ -1,4 +1,4 @@
-"""Badges (spec §4.6) and teams (spec §4.7): public reads.
+"""Badges and teams: public reads.
 
 Badges are operator-managed (`volthub badges award|withdraw`); the catalogue ships with
 the system badges chat messages carry (broadcaster, moderator, vip, subscriber, bot, ...).

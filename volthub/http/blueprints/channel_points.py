@@ -1,4 +1,4 @@
-"""Channel-points rewards over REST (spec §4.11, §2.8).
+"""Channel-points rewards over REST.
 
 Listing is public: `items` (the channel's custom rewards) and `items/with-built-in` (the
 built-in rewards first, then the custom ones). The spec does not show how rewards are

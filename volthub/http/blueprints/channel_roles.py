@@ -1,4 +1,4 @@
-"""Channel roles over OAuth (spec §2.13, §4.10; DESIGN §4.1 "Channel roles").
+"""Channel roles over OAuth.
 
 Grant VIP or moderator by `memberId` or `username` with an optional `expiresAt`; list;
 delete. Writes count against the roles budget (30/min) and go through the channel's actor

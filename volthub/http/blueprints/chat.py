@@ -1,4 +1,4 @@
-"""Chat for integrations (spec §2.1–2.3, §4.1): send, moderate, chat modes.
+"""Chat for integrations: send, moderate, chat modes.
 
 Every state change goes to the channel's actor (volthub/hub/actor.py), which checks the
 rules, stores the change and publishes its events before it answers. This module also
@@ -78,7 +78,7 @@ def absent(**field: Any) -> Any:
 
 
 class OmitNone(Model):
-    """Optional members are left out rather than sent as null (spec §2.6: "present when")."""
+    """Optional members are left out rather than sent as null (a member is present only when it has a value)."""
 
     # No return annotation on purpose: with one, pydantic documents the annotation instead
     # of the model's fields in the OpenAPI document.
@@ -93,9 +93,7 @@ class ReplyToIn(Body):
         min_length=1, max_length=50, description="The original author; the stored username is sent on."
     )
     snippet: str | None = Field(None, max_length=rules.SNIPPET_MAX, description="Preview, at most 100 characters.")
-    message: str | None = Field(
-        None, max_length=rules.SNIPPET_MAX, description="Accepted as another name of snippet (DESIGN §5)."
-    )
+    message: str | None = Field(None, max_length=rules.SNIPPET_MAX, description="Accepted as another name of snippet.")
 
     @field_validator("snippet", "message")
     @classmethod
@@ -120,7 +118,7 @@ class SendBody(Body):
     sendAsBot: bool = Field(
         False,
         description="Post as the channel's bot: the token's own bot when its app is a bot app, else the bot"
-        " the channel chose in the bot-select flow. Needs chat:write only (DESIGN §5).",
+        " the channel chose in the bot-select flow. Needs chat:write only.",
     )
     effect: Effect | None = None
     effectColor: str | None = Field(
@@ -177,7 +175,7 @@ class ModerateBody(Body):
     reason: str | None = Field(None, max_length=rules.REASON_MAX)
     asBot: bool = Field(
         False,
-        description="Moderate as the channel's bot; the bot needs the moderator role in the channel (spec §5).",
+        description="Moderate as the channel's bot; the bot needs the moderator role in the channel.",
     )
 
     @field_validator("userId")
@@ -240,7 +238,7 @@ class ModerateOut(Model):
 @validate_response(SendOut, 200)
 @access.own_channel(first_party_anywhere=True, must_exist=True)
 async def send_message(channel_id: str, data: SendBody) -> SendOut:
-    """Post a chat message (spec §2.1) as the token's user.
+    """Post a chat message as the token's user.
 
     An OAuth token posts only in its owner's channel; a first-party token in any channel.
     A channel id that names no channel is 404 `not_found` (before the ownership check).
@@ -325,7 +323,7 @@ async def moderate(channel_id: str, data: ModerateBody) -> ModerateOut:
 @tag(["Chat"])
 @validate_response(SettingsOut, 200)
 async def get_settings() -> SettingsOut:
-    """The chat modes of the token owner's channel (spec §2.3); fresh: false, 0, false, false, false."""
+    """The chat modes of the token owner's channel; fresh: false, 0, false, false, false."""
     rt = runtime()
     settings = await ChatReads(rt.db, rt.clock).settings(access.principal().user_id)
     return SettingsOut.of(settings)

@@ -1,4 +1,4 @@
-"""The consent page for people: `GET /oauth/authorize` and its form posts (DESIGN §4).
+"""The consent page for people: `GET /oauth/authorize` and its form posts.
 
 The same checks as the JSON authorize API (`blueprints.oauth.authorize.check_authorize`), rendered
 with `volthub.http.consent_page` and served with its SECURITY_HEADERS.

@@ -1,4 +1,4 @@
-"""Developer apps (spec §4.13, DESIGN §4): OAuth clients, managed by their owner.
+"""Developer apps: OAuth clients, managed by their owner.
 
 First-party tokens only. An app owned by someone else is a 404, as if it did not exist.
 The client secret is shown only in the create and rotate-secret responses; it is stored as

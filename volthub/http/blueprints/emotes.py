@@ -1,4 +1,4 @@
-"""Emotes (spec §4.6): global and per-channel collections, and the code resolver.
+"""Emotes: global and per-channel collections, and the code resolver.
 
 Images are uploaded by the channel's owner (`PUT /api/emotes/mine/:code`, the raw image as
 the body) or by the operator (`volthub emotes add`, global or any channel); both go through

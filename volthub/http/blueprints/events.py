@@ -1,4 +1,4 @@
-"""Events API over HTTP (spec §4.14, §6.1): the SSE stream and the event catalogue."""
+"""Events API over HTTP: the SSE stream and the event catalogue."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class StreamQuery(Query):
     )
     messages: Literal["both", "named", "unnamed"] = Field(
         "both",
-        description="which SSE form of each event to send: `both` (spec §6.1: the message named"
+        description="which SSE form of each event to send: `both` (the message named"
         " after the event, then an unnamed one with the same envelope and id), `named` (for"
         " `addEventListener(name)` only) or `unnamed` (for `EventSource.onmessage` only)",
     )
@@ -61,9 +61,9 @@ class EventTypeOut(Model):
     transports: TransportsOut
     emitted: bool = Field(
         description="true when something on the platform really sends it; false for the hype-train"
-        " events (never sent, spec §6.1) and for events whose producer has not landed yet"
+        " events (never sent) and for events whose producer has not landed yet"
     )
-    sandbox: bool = Field(description="the sandbox can send it as a test event (spec §2.4)")
+    sandbox: bool = Field(description="the sandbox can send it as a test event")
     public: bool = Field(description="sent to anonymous subscribers of the channel too")
     aliasOf: str | None
     webhookScope: str | None
@@ -119,7 +119,7 @@ class SseSubscriber:
 @validate_response(EventTypesOut)
 async def event_types() -> EventTypesOut:
     """Every event name of the Events API and of webhooks, with its group, its transports,
-    whether anything really emits it (the hype-train events never fire, spec §6.1; others
+    whether anything really emits it (the hype-train events never fire; others
     until their producer lands), whether the sandbox can send it as a test event, whether
     anonymous Events API subscribers get it, and its payload fields."""
     return EventTypesOut.model_validate(catalogue.document())
@@ -137,7 +137,7 @@ async def stream(query_args: StreamQuery) -> Response:
     (`{channelUsername, channelId}`), then one event per platform event: `event: <name>`,
     `id: <event id>`, `data: <envelope {event, data, timestamp}>`, followed by the same
     envelope and id as an unnamed message (`id:` and `data:` only), which is what a browser's
-    `EventSource.onmessage` receives (spec §6.1). `messages=named` or `messages=unnamed`
+    `EventSource.onmessage` receives. `messages=named` or `messages=unnamed`
     sends only that form, so a client need not read every event twice; `messages=both` is
     the default. `events=a,b` keeps only
     those names (unknown names: 400 `unknown_event`); `connected` is sent whatever the
@@ -172,7 +172,7 @@ async def stream(query_args: StreamQuery) -> Response:
     response = Response(body, status=200, content_type="text/event-stream; charset=utf-8")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
-    response.timeout = None  # endless: Quart's RESPONSE_TIMEOUT must not cut it (DESIGN §7)
+    response.timeout = None  # endless: Quart's RESPONSE_TIMEOUT must not cut it
     return response
 
 

@@ -1,4 +1,4 @@
-"""The external video platform integration (spec §4.12): connect, read, disconnect.
+"""The external video platform integration: connect, read, disconnect.
 
 `GET auth/url` (extvideo:manage) returns the provider's consent address; the provider sends
 the person back to `GET auth/callback` (public: the person's browser arrives there; the

@@ -1,4 +1,4 @@
-"""Media-server hooks: live state comes from the server that receives the video (DESIGN §4.1).
+"""Media-server hooks: live state comes from the server that receives the video.
 
 Every hook carries `[ingest] hook_secret`: as `Authorization: Bearer <secret>`, or as the
 query parameter `secret` where the media server cannot add headers. Unset, every hook is

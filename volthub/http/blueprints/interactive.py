@@ -1,4 +1,4 @@
-"""Interactive control (spec §3, §4.7, §4.8; DESIGN §4.1): polls, predictions, giveaways,
+"""Interactive control: polls, predictions, giveaways,
 goals, timers and subathons.
 
 Three doors, one behaviour: every write is a command to the channel's actor
@@ -7,7 +7,7 @@ rules, stores the change, posts the chat card and emits the event in one transac
 - `/api/integrations/oauth/...` for integrations (reads `channel:read`, writes
   `channel:interactive:write`, 60/min), on the token owner's channel;
 - `/api/dashboard/...`, the same paths for the owner's own dashboard (first-party tokens);
-- `/api/streams/:username/...` (spec §4.7): public reads, owner writes, and the viewers'
+- `/api/streams/:username/...`: public reads, owner writes, and the viewers'
   vote, join and bet.
 The bodies are validated by the same models whichever door is used, and the components
 check the same limits again (a command may come from elsewhere, e.g. a chat bot).
@@ -603,7 +603,7 @@ dashboard_blueprint = Blueprint("dashboard_interactive", __name__, url_prefix="/
 _owner_routes(dashboard_blueprint, access.first_party, access.first_party, "Dashboard")
 
 
-# --- spec §4.7: by channel username ------------------------------------------------------------
+# --- by channel username ------------------------------------------------------------
 
 streams_blueprint = Blueprint("stream_interactive", __name__, url_prefix="/api/streams/<username>")
 

@@ -1,4 +1,4 @@
-"""Journals (spec §4.12): a user's Markdown posts; drafts until published.
+"""Journals: a user's Markdown posts; drafts until published.
 
 Readers: `GET /api/users/:username/journals` (published, newest first, cursor list) and
 `/api/users/:username/journals/:slug` (published only). The author: `GET /api/journals`

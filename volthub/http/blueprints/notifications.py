@@ -1,4 +1,4 @@
-"""Notifications (spec §4.11): the caller's own, newest first; read state per notification."""
+"""Notifications: the caller's own, newest first; read state per notification."""
 
 from __future__ import annotations
 

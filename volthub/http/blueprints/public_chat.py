@@ -1,4 +1,4 @@
-"""Public chat (spec §4.2): history, viewers, statistics, policy and slash commands."""
+"""Public chat: history, viewers, statistics, policy and slash commands."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class CardOut(Model):
 
 
 class ChatMessageOut(OmitNone):
-    """A chat.message payload (spec §2.6) with its timestamp; optional members only when set."""
+    """A chat.message payload with its timestamp; optional members only when set."""
 
     model_config = ConfigDict(extra="allow")  # payloads written by newer versions pass through
 
@@ -157,7 +157,7 @@ def _chat() -> ChatReads:
 async def history(channel_id: str, query_args: HistoryQuery) -> HistoryOut:
     """Recent messages, oldest first: at most `limit` (1–100, default 100); deleted ones excluded.
 
-    Each is the chat.message payload (spec §2.6) as it was sent, with `timestamp`.
+    Each is the chat.message payload as it was sent, with `timestamp`.
     """
     found = await _chat().history(uuid_param(channel_id, "channelId"), query_args.limit)
     return HistoryOut(messages=[ChatMessageOut.model_validate(payload) for payload in found])

@@ -1,4 +1,4 @@
-"""The test-event sandbox (spec §2.4, §6.3).
+"""The test-event sandbox.
 
 A test event travels the same fan-out as real events (Socket.IO and SSE, with an event id
 in the resume buffer), carries ``isTest: true`` in its data, and is never stored: no
@@ -216,7 +216,7 @@ def _test_user() -> Person:
 @validate_request(TestEventBody)
 @validate_response(TestEventOut)
 async def send_test_event(data: TestEventBody) -> TestEventOut:
-    """Send a synthetic event to your own channel's Events API connections (spec §2.4).
+    """Send a synthetic event to your own channel's Events API connections.
 
     Any valid token. `channelId` must be the token owner's id (403 `channel_not_owned`
     otherwise). The six types map to channel.subscribe, channel.subscription.gift,
@@ -258,7 +258,7 @@ def _types() -> TestEventTypesOut:
 @tag(["Sandbox"])
 @validate_response(TestEventTypesOut)
 async def test_event_types() -> TestEventTypesOut:
-    """The test event types, the event each sends, and the fields each uses (spec §4.1)."""
+    """The test event types, the event each sends, and the fields each uses."""
     return _types()
 
 

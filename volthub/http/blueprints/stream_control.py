@@ -1,5 +1,5 @@
-"""Stream info, tags, categories and ingest setup of the token owner's channel (spec §2.12,
-§4.5), under /api/integrations/oauth/stream.
+"""Stream info, tags, categories and ingest setup of the token owner's channel, under
+/api/integrations/oauth/stream.
 
 `PUT info` is checked whole before anything is written: a tag list over its limit (7 stream
 tags, 5 channel tags; content warnings never count) or an unknown category is a 400 and

@@ -1,6 +1,6 @@
-"""Public streams (spec §4.5), clips (spec §2.11, §4.7) and categories (spec §4.6).
+"""Public streams, clips and categories.
 
-Lists use the cursor style of DESIGN §4 (`{items, nextCursor}`, `limit` ≤ 100). `live` and
+Lists use the project's cursor style (`{items, nextCursor}`, `limit` ≤ 100). `live` and
 `browse` are newest first; `top` ranks by viewers now connected to the channel's Events API
 (the hub's presence, the count `GET /api/chat/channels/:id/viewers` reports), `growing` by
 viewers gained per minute live; their cursor is a position in that ranking. `featured`

@@ -1,7 +1,7 @@
-"""Subscriptions over REST (spec §4.9, §2.10; DESIGN §4.1 "Subscriptions").
+"""Subscriptions over REST.
 
 Buying and gifting move Volts and honour `Idempotency-Key`. Every route here counts
-against the subscription budget (120/min per client, spec §8).
+against the subscription budget (120/min per client).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ Tier = Literal["tier1", "tier2", "tier3"]
 
 
 class RosterItemOut(Model):
-    """Spec §2.10: nothing beyond id, names, tier, gift information and expiry."""
+    """Nothing beyond id, names, tier, gift information and expiry."""
 
     userId: str
     username: str

@@ -1,4 +1,4 @@
-"""Users and followers (spec §4.4)."""
+"""Users and followers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Volts over REST (spec §4.11, DESIGN §4.1 "Volts"): wallet, purchase, send, history.
+"""Volts over REST: wallet, purchase, send, history.
 
 Purchase and send move money: both honour `Idempotency-Key` (http/idempotency.py).
 """

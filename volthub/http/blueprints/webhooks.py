@@ -1,4 +1,4 @@
-"""App webhooks (spec §4.13, §2.14, §6.2): CRUD, secret rotation, delivery log, redelivery.
+"""App webhooks: CRUD, secret rotation, delivery log, redelivery.
 
 The app's owner manages them with a first-party token; another user's app is a 404. The
 work is `volthub.services.webhooks.WebhookAdmin`; its errors map to HTTP in `errors.py`.
@@ -163,7 +163,7 @@ async def list_webhooks(client_id: str) -> WebhookList:
 @validate_request(WebhookCreate)
 @validate_response(WebhookWithSecret, 201)
 async def create_webhook(client_id: str, data: WebhookCreate) -> tuple[WebhookWithSecret, int]:
-    """Create a webhook for the app's owner's channel (spec §6.2). The signing secret
+    """Create a webhook for the app's owner's channel. The signing secret
     (`whsec_…`) is returned only here and on rotate-secret.
 
     The URL must be HTTPS; loopback, private, link-local and other non-public targets, and

@@ -3,7 +3,7 @@
 One :class:`EngineIOEndpoint` per Engine.IO path. It speaks raw ASGI rather than going
 through Quart routes: a polling request or a WebSocket frame then costs a dict lookup and
 the session's own parsing, not Quart's request/response objects, context variables and
-hook chain, which matters at thousands of connections per core (issue 7 benchmarks the
+hook chain, which matters at thousands of connections per core (`volthub loadtest` measures the
 CPU per delivery). :func:`volthub.http.events.socketio.mount` puts the product's two
 endpoints in front of the Quart app; the conformance mode serves its own. The connection
 and handler types are in :mod:`.connection`, the ASGI byte-level helpers in :mod:`.asgi`.
@@ -144,7 +144,7 @@ class EngineIOEndpoint:
             self.sessions.clear()
 
     def close_sessions_for_shutdown(self) -> None:
-        """Before the drivers go (and at SIGTERM, issue 18's hook): release pending GETs and
+        """Before the drivers go (and at SIGTERM): release pending GETs and
         end every session with a close packet."""
         for conn in list(self.sessions.values()):
             self.dispatch_leave(conn, conn.close("server shutting down", CLOSE_GOING_AWAY))

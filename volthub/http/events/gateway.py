@@ -1,4 +1,4 @@
-"""The Events API's own listener (issue 16): Engine.IO WebSocket and polling on a port of
+"""The Events API's own listener: Engine.IO WebSocket and polling on a port of
 their own (``[events] gateway_port``), without Hypercorn's per-connection machinery.
 
 Same paths, sessions and application as the single-port mount (:mod:`.socketio`): each

@@ -2,13 +2,13 @@
 
 Used to end connections whose right to exist went away: a revoked OAuth grant or a deleted
 app (``user.authorization.revoke`` on the bus) ends the connections that user opened with
-that app's tokens, each told why (issue 16). ``close_all(reason)`` ends every one of them,
+that app's tokens, each told why. ``close_all(reason)`` ends every one of them,
 e.g. for a server shutting down.
 
 Also used to reach a member's connections: a channel-role change (the bus-only
 ``roles.BADGES_CHANGED``, published by the channel actor and relayed to every process on
 PostgreSQL) pushes ``channel:badges`` to every Socket.IO namespace the member opened, with
-any token, without a reconnect (issue 14, spec §4.10). SSE streams are not told: they
+any token, without a reconnect. SSE streams are not told: they
 carry platform events only.
 
 Everything runs in the Trio thread; no locking, no awaiting.

@@ -1,4 +1,4 @@
-"""The Events API over Socket.IO (spec §5.8, §6.1; DESIGN §4), and its wiring into the app.
+"""The Events API over Socket.IO, and its wiring into the app.
 
 Two Engine.IO endpoints, both served by :mod:`volthub.http.events.engineio` in front of
 Quart (:func:`mount`):
@@ -8,8 +8,8 @@ Quart (:func:`mount`):
                  works as the spec writes it) and "/" too
 
 With `[events] gateway_port` the same two paths are also served, by the same handler, on
-a port of their own by :mod:`volthub.http.events.gateway` (README "Two ways to serve the
-Socket.IO paths").
+a port of their own by :mod:`volthub.http.events.gateway` (docs/architecture.md, "The Events API
+paths").
 
 On connect, a token (``auth.token``, else the ``token`` query parameter) is verified by
 ``access.authenticate``: valid, the connection is subscribed to the token owner's channel
@@ -95,7 +95,7 @@ class SocketFrames(NamedTuple):
 
 
 def socket_encoder(namespace: str, offsets: bool = False) -> Callable[[PlatformEvent], SocketFrames]:
-    """Each event is emitted twice (spec §6.1): `event` with the envelope, then by name.
+    """Each event is emitted twice: `event` with the envelope, then by name.
     With ``offsets`` (connection state recovery), each carries the event id as a last
     argument, which the official clients remember as their offset."""
 
@@ -111,7 +111,7 @@ def socket_encoder(namespace: str, offsets: bool = False) -> Callable[[PlatformE
     return encode
 
 
-# The SSE forms of an event (spec §6.1), chosen per stream with `?messages=`: the named
+# The SSE forms of an event, chosen per stream with `?messages=`: the named
 # message (`event: <name>`), the unnamed one (what `EventSource.onmessage` receives), or
 # both, named first. Each carries the envelope and the event id, so `Last-Event-ID` resumes
 # whichever form a client reads. One wire per form: each is encoded once per event.

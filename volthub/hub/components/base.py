@@ -1,4 +1,4 @@
-"""What every channel component is (DESIGN §2): a sans-IO state machine the actor drives.
+"""What every channel component is: a sans-IO state machine the actor drives.
 
 A component owns one concern of a channel's live state (chat, polls, timers, ...). It never
 does I/O itself: the actor hands it a *store port* (a small Protocol the component declares,

@@ -1,4 +1,4 @@
-"""The chat component (DESIGN §2): chat's records, rules and state machine, sans-IO.
+"""The chat component: chat's records, rules and state machine, sans-IO.
 
 Nothing here touches the store, the clock or Trio. The rules are pure functions over what
 the caller knows (`now_ms`, the people involved) and return a value or a `Refusal`; the HTTP
@@ -26,7 +26,7 @@ from volthub.hub.clock import iso8601
 from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused, refuse
 from volthub.protocol import catalogue
 
-# --- limits (spec §2.1, §2.2, §8) ------------------------------------------------------------
+# --- limits ------------------------------------------------------------
 
 MESSAGE_MAX = 500
 SNIPPET_MAX = 100
@@ -252,7 +252,7 @@ class Member:
         return cls(Standing.from_row(row), row["avatar_url"])
 
 
-# --- chat settings (spec §2.3) ---------------------------------------------------------------
+# --- chat settings ---------------------------------------------------------------
 
 
 class SettingsError(ValueError):
@@ -829,7 +829,7 @@ def _delete(store: ChatStore, moderator: Standing, request: ModerationRequest) -
         raise Refused(Refusal(404, "not_found", "message not found in this channel", {"messageId": request.message_id}))
     author = _member(store, message.user_id)
     refuse(check_moderation_target(moderator, author, "delete"))
-    # Not in the event catalogue (spec §6.1), so nothing is emitted: it just leaves history.
+    # Not in the event catalogue, so nothing is emitted: it just leaves history.
     result = ModerationResult("delete", not message.deleted, who(author), message_id=message.id)
     writes = [] if message.deleted else [DeleteMessage(message.id, moderator.user_id)]
     return Outcome(result, writes)

@@ -18,7 +18,7 @@ class CardStore(Protocol):
 
 
 def invalid_state(what: str, status: str, operation: str) -> Refused:
-    """409 `invalid_state` with the current status (DESIGN §4.1)."""
+    """409 `invalid_state` with the current status."""
     return Refused(Refusal(409, "invalid_state", f"cannot {operation} a {what} that is {status}", {"status": status}))
 
 

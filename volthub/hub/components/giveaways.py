@@ -1,4 +1,4 @@
-"""Giveaways (spec §3, §4.7, §4.8; DESIGN §4.1), the channel actor's giveaway component, sans-IO.
+"""Giveaways, the channel actor's giveaway component, sans-IO.
 
 States: (none) → open → closed. Decisions the spec leaves open:
 - `end` closes an open giveaway; a giveaway with `durationSeconds` closes by itself at

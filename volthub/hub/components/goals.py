@@ -1,4 +1,4 @@
-"""Goals (spec §3, §4.8; DESIGN §4.1), the channel actor's goal component, sans-IO.
+"""Goals, the channel actor's goal component, sans-IO.
 
 A goal counts `followers`, `subscriptions`, `volts` (moved by themselves by the matching
 platform events) or `custom` (moved only by `adjust`) towards `target`. Decided here:

@@ -1,4 +1,4 @@
-"""Polls (spec §3, §4.7, §4.8; DESIGN §4.1), the channel actor's poll component, sans-IO.
+"""Polls, the channel actor's poll component, sans-IO.
 
 States: (none) → open → ended. A poll ends when the owner ends it or by itself at
 `endsAt` (the actor's deadline; the end is a guarded write, so with several processes on

@@ -1,4 +1,4 @@
-"""Predictions (spec §3, §4.8; DESIGN §4.1), the channel actor's prediction component, sans-IO.
+"""Predictions, the channel actor's prediction component, sans-IO.
 
 States: (none) → open → locked → resolved, and open | locked → cancelled. The betting
 window closes by itself at `locksAt` (the actor's deadline, a guarded write). Resolving an

@@ -1,4 +1,4 @@
-"""Channel roles (spec §2.13, §4.10; DESIGN §2, §4.1 "Channel roles"): the channel actor's
+"""Channel roles: the channel actor's
 VIP and moderator component, sans-IO.
 
 A grant, a removal and the end of an expired grant run in the actor's transaction, so the
@@ -145,7 +145,7 @@ def holding(member: Standing, role: str, held: bool) -> Standing:
 
 def badge_update(channel: Standing, member: Standing) -> dict[str, Any]:
     """What the member's open sockets are told (`channel:badges`): the flags and badges
-    chat would put on their next message in this channel (spec §2.6 names)."""
+    chat would put on their next message in this channel (the chat.message badge names)."""
     data: dict[str, Any] = {
         "channelId": channel.user_id,
         "channelUsername": channel.username,

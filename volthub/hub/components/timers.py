@@ -1,4 +1,4 @@
-"""Timers and subathons (spec §3, §4.8; DESIGN §4.1), the channel actor's timer component.
+"""Timers and subathons, the channel actor's timer component.
 
 The spec leaves the states open; decided here (and in the OpenAPI document):
 

@@ -16,7 +16,7 @@ CREATE TABLE apps (
 
 CREATE INDEX apps_by_owner ON apps (owner_id, created_at);
 
--- Sensitive scopes an operator has granted an app (`volthub apps grant`, DESIGN §4).
+-- Sensitive scopes an operator has granted an app (`volthub apps grant`).
 CREATE TABLE app_scope_grants (
     client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
     scope TEXT NOT NULL,
@@ -28,7 +28,7 @@ CREATE TABLE app_scope_grants (
 -- several for one app (one per device); together they are that app's "connection".
 -- consented_scope: the scope string the user approved (legacy aliases kept, canonical order).
 -- held_scope: the real scope names the grant confers now, space-separated; recomputed at
--- every refresh (spec §5.6) and narrowed at once when an operator withdraws a scope.
+-- every refresh and narrowed at once when an operator withdraws a scope.
 CREATE TABLE oauth_grants (
     id TEXT PRIMARY KEY,
     user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,

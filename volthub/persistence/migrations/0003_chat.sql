@@ -18,7 +18,7 @@ CREATE TABLE chat_settings (
     updated_at BIGINT NOT NULL
 );
 
--- `payload` is the chat.message event data (spec §2.6) as sent, JSON text; history serves
+-- `payload` is the chat.message event data as sent, JSON text; history serves
 -- it as is. A deleted message keeps its row (deleted_at set) and leaves the history.
 CREATE TABLE chat_messages (
     id TEXT PRIMARY KEY,
@@ -49,7 +49,7 @@ CREATE TABLE chat_bans (
     PRIMARY KEY (channel_id, user_id)
 );
 
--- Spec §4.10: moderator and VIP roles; expires_at NULL means until removed.
+-- Moderator and VIP roles; expires_at NULL means until removed.
 CREATE TABLE channel_roles (
     channel_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
@@ -61,7 +61,7 @@ CREATE TABLE channel_roles (
 
 CREATE INDEX channel_roles_by_user ON channel_roles (user_id);
 
--- Spec §4.9: a subscription is active while ended_at IS NULL and started_at <= now < expires_at.
+-- A subscription is active while ended_at IS NULL and started_at <= now < expires_at.
 CREATE TABLE subscriptions (
     id TEXT PRIMARY KEY,
     channel_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,

@@ -5,9 +5,9 @@ CREATE TABLE webhooks (
     id TEXT PRIMARY KEY,
     client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
     url TEXT NOT NULL,
-    -- JSON array of subscribed event names (spec §6.2 catalogue)
+    -- JSON array of subscribed event names
     events TEXT NOT NULL,
-    -- kept in clear: it must sign (DESIGN §3)
+    -- kept in clear: it must sign
     secret TEXT NOT NULL,
     enabled BOOLEAN NOT NULL DEFAULT TRUE,
     -- NULL while enabled; 'owner', 'failures' or 'gone' (a 410 answer) once disabled

@@ -1,4 +1,4 @@
--- Channel-points rewards (spec §2.8): the custom rewards a channel offers. Built-in rewards
+-- Channel-points rewards: the custom rewards a channel offers. Built-in rewards
 -- (builtInType set) are not stored: every channel has them (volthub/hub/channel_points.py).
 -- Portable SQL: runs on SQLite and PostgreSQL. Times are epoch milliseconds.
 

@@ -1,4 +1,4 @@
--- The per-app webhook cap, enforced by the database (issue 11): a counter on the app row,
+-- The per-app webhook cap, enforced by the database: a counter on the app row,
 -- raised by a guarded UPDATE in the transaction that inserts the webhook and lowered by the
 -- one that deletes it. Concurrent creates on PostgreSQL queue on the app row's lock and
 -- re-check the guard, so the cap holds where a COUNT(*) check-then-insert raced.

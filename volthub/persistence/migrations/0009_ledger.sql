@@ -1,4 +1,4 @@
--- Money ledgers (DESIGN §2 "Money"): Volts and channel points, double entry.
+-- Money ledgers: Volts and channel points, double entry.
 -- Every movement is one ledger transaction = a debit row and a credit row in
 -- ledger_entries, written in the database transaction that changes both balances.
 -- A balance lives in ledger_accounts; the CHECK keeps every account but a mint (the

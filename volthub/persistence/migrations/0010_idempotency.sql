@@ -1,4 +1,4 @@
--- Idempotency-Key of money-moving POSTs (DESIGN §4.1 "Volts"): one row per user, route and
+-- Idempotency-Key of money-moving POSTs: one row per user, route and
 -- key. The first request claims the row (state 'pending') with the hash of its body; when
 -- it has answered, the row holds that answer (status, content type, body) and every repeat
 -- gets those bytes back. A repeat with another body is refused (422). The primary key is

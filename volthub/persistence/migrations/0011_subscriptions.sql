@@ -1,4 +1,4 @@
--- Subscriptions become real (spec §4.9, DESIGN §4.1 "Subscriptions"); the table is 0003's.
+-- Subscriptions become real; the table is 0003's.
 -- One open (not ended) subscription per subscriber and channel, held by the database, so two
 -- concurrent subscribes cannot both pay. An open row past its expires_at is ended (reason
 -- 'expired') by the expiry service, or by the next subscribe of that member, whichever

@@ -1,4 +1,4 @@
--- Channel-points redemptions (spec §2.7, §4.11) and how points are earned (DESIGN §2 "Money").
+-- Channel-points redemptions and how points are earned.
 -- Portable SQL: runs on SQLite and PostgreSQL. Times are epoch milliseconds.
 
 -- One row per redemption, written in the transaction that moves its cost from the viewer's

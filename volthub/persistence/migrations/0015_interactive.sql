@@ -1,4 +1,4 @@
--- Interactive control (spec §3, §4.7, §4.8): polls, predictions, giveaways, goals, timers.
+-- Interactive control: polls, predictions, giveaways, goals, timers.
 -- Each table is owned by one channel actor component (volthub/hub/components/*). Deadline
 -- effects are guarded updates on `status`, so two processes never both end the same poll.
 -- Portable SQL: runs on SQLite and PostgreSQL. Times are epoch milliseconds.

@@ -1,4 +1,4 @@
--- Streams (spec §2.11, §2.12, §4.5, §4.7; DESIGN §4.1 "Stream"). Portable SQL: runs on
+-- Streams. Portable SQL: runs on
 -- SQLite and PostgreSQL. Times are epoch milliseconds; tag lists are JSON arrays of slugs.
 
 -- What a channel has set for its streams, and its stream key. The key itself is never
@@ -49,7 +49,7 @@ CREATE TABLE vods (
 );
 CREATE INDEX vods_by_channel ON vods (channel_id, created_at, id);
 
--- Clips (spec §2.11): records of a span of a live or recorded stream; no video processing.
+-- Clips: records of a span of a live or recorded stream; no video processing.
 CREATE TABLE clips (
     id TEXT PRIMARY KEY,
     channel_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,

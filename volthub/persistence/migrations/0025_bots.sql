@@ -1,4 +1,4 @@
--- Bots (spec §4.13, §5) and the one namespace of names. Portable SQL; times in epoch ms.
+-- Bots and the one namespace of names. Portable SQL; times in epoch ms.
 
 -- Every name a person or a bot is known by: usernames, default bot names, per-channel
 -- custom bot names, and names still held after a bot stopped using them. The primary key

@@ -1,4 +1,4 @@
--- Uploaded images, emotes, badges and teams (spec §4.6, §4.7). Portable SQL; times in ms.
+-- Uploaded images, emotes, badges and teams. Portable SQL; times in ms.
 
 -- An uploaded image, sniffed and size-checked before it is stored. `data` holds it
 -- base64-encoded when [media] storage = "database" (one schema for both backends);

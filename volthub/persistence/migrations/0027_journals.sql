@@ -1,4 +1,4 @@
--- Journals (spec §4.12): a user's posts, drafts until published. Portable SQL; times in ms.
+-- Journals: a user's posts, drafts until published. Portable SQL; times in ms.
 -- `body` is the Markdown as written; it is rendered and sanitised when read.
 CREATE TABLE journals (
     id TEXT PRIMARY KEY,

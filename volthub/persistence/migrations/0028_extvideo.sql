@@ -1,4 +1,4 @@
--- The external video platform integration (spec §4.12, extvideo). Portable SQL; ms times.
+-- The external video platform integration (paths `extvideo`). Portable SQL; ms times.
 
 -- An authorisation in flight: the `state` sent to the provider, stored as SHA-256.
 CREATE TABLE extvideo_states (

@@ -1,4 +1,4 @@
--- The event log of the PostgreSQL bus relay (issue 17, DESIGN §2 "Event bus").
+-- The event log of the PostgreSQL bus relay.
 -- Every event published on a PostgreSQL deployment is written here in the transaction that
 -- causes it and announced with NOTIFY at commit; processes that missed a notification (a
 -- lost LISTEN connection, a process that just started) read it back from here. Rows are

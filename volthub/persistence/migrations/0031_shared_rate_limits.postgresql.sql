@@ -1,4 +1,4 @@
--- Rate-limit budgets shared by every process of a PostgreSQL deployment (issue 17,
+-- Rate-limit budgets shared by every process of a PostgreSQL deployment (
 -- [cluster] shared_rate_limits). One row per budget key: its GCRA theoretical arrival time
 -- in the scaled units of volthub.protocol.ratelimit (epoch ns times the limit, beyond
 -- BIGINT, hence NUMERIC), and the epoch ns after which the row means "full budget" and may

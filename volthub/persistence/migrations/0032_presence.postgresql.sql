@@ -1,4 +1,4 @@
--- Presence across processes (issue 17): each process of a PostgreSQL deployment writes who
+-- Presence across processes: each process of a PostgreSQL deployment writes who
 -- is connected to each channel through it, every [cluster] presence_interval_seconds; the
 -- viewers list adds up the rows of processes heard from lately. A killed process's rows
 -- are ignored once stale and deleted by the next process that writes.

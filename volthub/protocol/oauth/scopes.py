@@ -1,14 +1,12 @@
 """OAuth scope catalogue, legacy aliases and scope-string parsing (sans-IO).
 
-The spec's prose (§5) says the service issues 22 scopes, but its Scopes table lists 23
-scope strings. DESIGN §5 decides that volthub serves the table's 23; ``SCOPES`` below is
-that table, in the table's order, which is also the canonical order used for display and
-for ``format_scope``.
+volthub serves 23 scope strings; ``SCOPES`` below lists them in their canonical order,
+used for display and for ``format_scope``.
 
-Scope strings are checked literally (spec §5.7): case-sensitive, no wildcards, no prefix
+Scope strings are checked literally: case-sensitive, no wildcards, no prefix
 matching — ``chat`` does not imply ``chat:read`` and ``chat:*`` is simply unknown.
 
-Legacy strings from before release 1.5.0 stay valid (DESIGN §4): they are accepted on
+Legacy strings from before release 1.5.0 stay valid: they are accepted on
 authorize and in stored tokens and expand to the real scope they stand for.
 ``user:profile:read`` expands to nothing, because reading your own profile needs no scope.
 """

@@ -100,7 +100,7 @@ class SocketIOSession(EngineIOSession):
         self._allowed = namespaces
         self._joined: dict[str, str] = {}  # namespace → the socket id we gave it
         # Small sets, replaced rather than mutated, so an idle connection holds the one shared
-        # empty set instead of three of its own (issue 16: bytes per connection).
+        # empty set instead of three of its own (bytes per connection count at many thousands of sockets).
         self._pending: frozenset[str] = _NONE  # CONNECT received, app has not answered yet
         # Namespaces we disconnected or refused: the client may have sent packets for them
         # before it heard, so those are dropped rather than treated as protocol errors.

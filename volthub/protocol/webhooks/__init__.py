@@ -7,7 +7,7 @@ For receivers, the one function to know is :func:`verify`::
     try:
         event = verify(secret, request.headers, raw_body)  # raw bytes, as received
     except WebhookVerificationError:
-        return 401  # spec §7: bad signature or old timestamp
+        return 401  # bad signature or old timestamp
 
 It accepts our ``X-Service-*`` headers or the Standard Webhooks ``webhook-*`` headers,
 a list of secrets during rotation, and returns the parsed body.

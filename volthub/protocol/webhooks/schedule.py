@@ -1,10 +1,10 @@
 """The webhook retry schedule and response classification, as pure functions.
 
-Delays are gaps, not offsets (DESIGN §4): the first attempt runs ``delays[0]`` after
+Delays are gaps, not offsets: the first attempt runs ``delays[0]`` after
 the event, and each later gap starts when the preceding attempt failed. With the default
 ``[0, 60, 300, 1800, 7200]`` and instant failures the attempts run at 0, 1, 6, 36 and
 156 minutes; after the 5th failed attempt the delivery gives up and the webhook is
-disabled (spec §3 and §8). All times are epoch seconds (floats), as the hub clock gives.
+disabled. All times are epoch seconds (floats), as the hub clock gives.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every delivery carries two independent signatures over the same raw body:
 
-* ours (spec §6.2): ``X-Service-Signature: sha256=<hex>`` where the MAC is
+* ours: ``X-Service-Signature: sha256=<hex>`` where the MAC is
   ``HMAC-SHA256(key, f"{X-Service-Timestamp}." + raw_body)`` and the timestamp is
   epoch **milliseconds**;
 * Standard Webhooks (standardwebhooks.com, v1 symmetric): ``webhook-signature: v1,<base64>``
@@ -39,7 +39,7 @@ import orjson
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32
-DEFAULT_TOLERANCE = 300  # seconds; spec §6.2 rule 5 and §8 recommend 5 minutes
+DEFAULT_TOLERANCE = 300  # seconds: a receiver rejects timestamps more than 5 minutes off
 
 # Header names as sent. Lookups on receipt are case-insensitive.
 H_SIGNATURE = "X-Service-Signature"
@@ -98,7 +98,7 @@ def _standard_mac(secret: str, msg_id: str, timestamp: str, raw_body: bytes) -> 
 
 
 def sign_delivery(secret: str, timestamp_ms: int, raw_body: bytes) -> str:
-    """``sha256=<hex HMAC-SHA256(secret, f"{timestamp_ms}." + raw_body)>`` (spec §6.2).
+    """``sha256=<hex HMAC-SHA256(secret, f"{timestamp_ms}." + raw_body)>``.
 
     The key is the secret string's UTF-8 bytes, ``whsec_`` prefix included.
     """
@@ -130,8 +130,8 @@ def _check_msg_id(msg_id: str) -> None:
 def encode_delivery_body(event_id: str, event_name: str, timestamp_iso: str, data: Mapping[str, Any]) -> bytes:
     """The exact bytes that are signed and sent: ``{id, event, type, timestamp, data}``.
 
-    Both ``event`` and ``type`` carry the event name (DESIGN §5), so receivers written
-    for either shape of spec §2.9 work.
+    Both ``event`` and ``type`` carry the event name, so receivers written
+    for either shape work.
     """
     envelope = {
         "id": event_id,
@@ -260,7 +260,7 @@ def _verify_ours(keys: list[str], found: Mapping[str, str], body: bytes, toleran
     if match is None:
         raise WebhookVerificationError(f"bad signature format in {H_SIGNATURE}: expected 'sha256=' and 64 hex digits")
     sent_ms = _parse_timestamp(ts_text, H_TIMESTAMP)
-    # Spec §6.2 rule 5: compare in milliseconds.
+    # The tolerance is compared in milliseconds.
     _check_age(sent_ms, round(now * 1000), round(tolerance * 1000), "ms")
     given = match.group(1).lower().encode("ascii")
     if not _any_match(given, (_our_mac(k, ts_text, body).encode("ascii") for k in keys)):

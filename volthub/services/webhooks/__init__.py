@@ -1,4 +1,4 @@
-"""Webhooks (DESIGN §2 "Webhooks"): the outbox sink, the dispatcher with its worker pool, the
+"""Webhooks: the outbox sink, the dispatcher with its worker pool, the
 HTTPS adapter, and the owner's administration of webhooks.
 
     event → OutboxSink (inside the change's transaction) → webhook_deliveries row

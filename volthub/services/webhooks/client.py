@@ -35,7 +35,7 @@ class AttemptResult:
 
 
 def make_ssl_context(ca_file: str) -> ssl.SSLContext:
-    """The system trust store plus `[webhooks] ca_file` (httpx 0.28 wants a context, DESIGN §7).
+    """The system trust store plus `[webhooks] ca_file` (httpx 0.28 wants a context).
 
     One per process and version of the CA file: reading the system store takes ~30 ms, paid
     by every app a process creates (the test suite creates one per test). The context is

@@ -1,4 +1,4 @@
-"""The outbox sink: delivery rows written in the same transaction as the change (DESIGN §2)."""
+"""The outbox sink: delivery rows written in the same transaction as the change."""
 
 from __future__ import annotations
 

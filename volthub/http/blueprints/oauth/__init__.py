@@ -1,4 +1,4 @@
-"""OAuth 2.0 for third-party apps (spec §4.3, §5; DESIGN §4), one module per part:
+"""OAuth 2.0 for third-party apps, one module per part:
 
 - `authorize`: `GET|POST /api/developer/oauth/authorize` (preview, then the user's decision);
   the checks are shared with the HTML consent page (blueprints/consent.py).

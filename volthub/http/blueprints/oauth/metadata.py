@@ -40,8 +40,7 @@ class ScopeCatalogue(Model):
 async def scopes() -> Any:
     """Every scope an app can request, with category, description and sensitivity.
 
-    The spec's prose says 22 scopes but its table lists 23; volthub serves the table's 23
-    (DESIGN §5). Legacy aliases are accepted on authorize and in stored tokens.
+    Legacy aliases are accepted on authorize and in stored tokens.
     """
     return jsonify(catalogue_document())
 
