@@ -192,7 +192,7 @@ async def test_a_scrape_under_load_shows_every_family_move(
         assert value(after, "volthub_webhook_outbox_oldest_age_seconds") > 0
         assert value(after, "volthub_db_pool_connections", state="idle") >= 1
         families = {family.name for family in text_string_to_metric_families(after)}
-        for family in DESIGNED_FAMILIES:
+        for family in CONTRACT_FAMILIES:
             assert family in families, family
         # Route labels are templates: no user id ever becomes a label value.
         assert owner.id not in after and fan.id not in after
@@ -204,7 +204,7 @@ async def test_a_scrape_under_load_shows_every_family_move(
 
 # The families dashboards and alerting rules are built on (names without the _total suffix,
 # as the parser reports counter families).
-DESIGNED_FAMILIES = [
+CONTRACT_FAMILIES = [
     "volthub_http_requests",
     "volthub_http_request_duration_seconds",
     "volthub_events_connections",
