@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from types import FrameType
 
-from volthub import logs, metrics
+from volthub import logs, metrics, version
 from volthub.config import Settings
 
 log = logging.getLogger("volthub.workers")
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     metrics_dir, own_dir = _metrics_dir()
     parent = Parent(args, listener, args.workers, settings.server.shutdown_timeout)
     try:
-        log.info("%s", logs.startup_summary(settings, _version(), workers=args.workers))
+        log.info("%s", logs.startup_summary(settings, version(), workers=args.workers))
         return parent.run()
     finally:
         if own_dir:
@@ -83,15 +83,6 @@ def _metrics_dir() -> tuple[str, bool]:
     metrics.prepare_multiprocess_dir(directory)
     os.environ[metrics.MULTIPROC_ENV] = directory
     return directory, not given
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("volthub")
-    except PackageNotFoundError:
-        return "0.0.0"
 
 
 def _child_args(args: argparse.Namespace, command: str) -> list[str]:

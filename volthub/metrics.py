@@ -116,8 +116,24 @@ SERVICE_RESTARTS = Counter(
 _DELIVERIES = {transport: EVENTS_DELIVERIES.labels(transport) for transport in ("websocket", "polling", "sse")}
 
 
+# `[metrics] enabled = false` stops the per-delivery and per-request work too, not only the
+# endpoint (and lets a benchmark measure what the metrics cost).
+_enabled = True
+
+
+def set_enabled(enabled: bool) -> None:
+    global _enabled
+    _enabled = enabled
+
+
+def enabled() -> bool:
+    return _enabled
+
+
 def count_deliveries(by_transport: dict[str, int]) -> None:
     """Add one fan-out's deliveries (called once per event, not per socket)."""
+    if not _enabled:
+        return
     for transport, count in by_transport.items():
         child = _DELIVERIES.get(transport)
         if child is None:
@@ -127,7 +143,8 @@ def count_deliveries(by_transport: dict[str, int]) -> None:
 
 def observe_lag(since: float) -> None:
     """An event committed at ``since`` (epoch seconds) was just written to a socket."""
-    EVENTS_LAG.observe(max(0.0, time.time() - since))
+    if _enabled:
+        EVENTS_LAG.observe(max(0.0, time.time() - since))
 
 
 def multiprocess_dir() -> str | None:

@@ -25,7 +25,7 @@ from quart_schema import QuartSchema, hide
 from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioRequest
 
-from volthub import logs
+from volthub import logs, metrics, version
 from volthub.config import Settings, load_settings
 from volthub.http import access, cluster, observe, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
@@ -140,6 +140,7 @@ def create_app(
 ) -> Quart:
     settings = settings or load_settings(config_file)
     logs.configure(settings.logging.format, settings.logging.level)
+    metrics.set_enabled(settings.metrics.enabled)
     app = QuartTrio("volthub", static_folder=None)
     app.request_class = ApiRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes
@@ -150,7 +151,7 @@ def create_app(
         swagger_ui_path=None,
         redoc_ui_path=None,
         scalar_ui_path=None,
-        info={"title": "volthub developer API", "version": _version()},
+        info={"title": "volthub developer API", "version": version()},
         security_schemes={"bearer": {"type": "http", "scheme": "bearer", "bearer_format": "JWT"}},
         openapi_provider_class=VolthubOpenAPIProvider,
     )
@@ -190,15 +191,6 @@ def _declare_openapi_route(app: Quart) -> None:
         return await serve_document()
 
     app.view_functions["openapi"] = hide(access.public(openapi_document))
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("volthub")
-    except PackageNotFoundError:
-        return "0.0.0"
 
 
 def _note_route(endpoint: str | None, values: dict[str, Any] | None) -> None:
@@ -272,7 +264,7 @@ def _log_started(rt: Runtime) -> None:
     if worker is not None:  # the parent of `volthub serve --workers` logs the summary once
         log.info("worker %s ready (pid %d)", worker, os.getpid())
         return
-    log.info("%s", logs.startup_summary(settings, _version(), workers=1))
+    log.info("%s", logs.startup_summary(settings, version(), workers=1))
 
 
 def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | None:

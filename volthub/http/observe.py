@@ -122,9 +122,10 @@ def _finished(scope: Scope, status: int, seconds: float, streaming: bool, rid: s
     method = scope.get("method", "GET")
     method_label = method if method in _METHODS else "other"
     route = route_label(scope)
-    metrics.HTTP_REQUESTS.labels(method_label, route, str(status)).inc()
-    if not streaming:
-        metrics.HTTP_DURATION.labels(method_label, route).observe(seconds)
+    if metrics.enabled():
+        metrics.HTTP_REQUESTS.labels(method_label, route, str(status)).inc()
+        if not streaming:
+            metrics.HTTP_DURATION.labels(method_label, route).observe(seconds)
     if access_log:
         _access_line(method, route, status, seconds, rid, client_of(scope))
 
