@@ -518,7 +518,7 @@ async def install(rt: Runtime) -> None:
     rt.bus.subscribe(connections.on_event)
     if rt.gateway is not None:
         host, port = rt.gateway.bind()  # here, so a taken port fails the start
-        log.info("Events API gateway listening on %s:%d", host, port)
+        log.debug("Events API gateway listening on %s:%d", host, port)
 
 
 def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
