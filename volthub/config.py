@@ -333,6 +333,36 @@ class ClusterSettings(Section):
         return self
 
 
+class MetricsSettings(Section):
+    """`GET /metrics` on the main port, in the Prometheus text format."""
+
+    enabled: bool = True
+    # Client addresses (CIDRs) that may read it; everyone else gets 404. Behind a reverse
+    # proxy on the same machine every client looks like loopback: keep /metrics off the proxy.
+    allow: list[str] = Field(["127.0.0.0/8", "::1/128"], max_length=1000)
+
+    @field_validator("allow")
+    @classmethod
+    def _cidrs(cls, allow: list[str]) -> list[str]:
+        import ipaddress
+
+        for entry in allow:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"not an address or CIDR: {entry!r}") from None
+        return allow
+
+
+class LoggingSettings(Section):
+    # "text": one readable line per record; "json": one JSON object per line
+    # (ts, level, logger, message, and the fields of access lines).
+    format: Literal["text", "json"] = "text"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    # One line per HTTP request and per Events API session end, at INFO.
+    access_log: bool = True
+
+
 class VoltsSettings(Section):
     # Volts a new wallet holds before its first purchase.
     starting_balance: int = Field(0, ge=0, le=1_000_000_000)
@@ -400,6 +430,8 @@ class Settings(Section):
     media: MediaSettings = MediaSettings()
     extvideo: ExtVideoSettings = ExtVideoSettings()
     cluster: ClusterSettings = ClusterSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    logging: LoggingSettings = LoggingSettings()
 
     @model_validator(mode="after")
     def _absolute_extvideo_callback(self) -> Settings:

@@ -75,7 +75,8 @@ async def test_send_moves_volts_emits_channel_volts_and_notifies(app: Any, clien
     refused = await send(client, viewer, creator.id, 61)
     assert refused.status_code == 400
     error = await refused.get_json()
-    assert error["error"] == "insufficient_funds" and error["details"] == {"balance": 60, "needed": 61}
+    assert error["error"] == "insufficient_funds"
+    assert error["details"] == {"balance": 60, "needed": 61, "requestId": refused.headers["X-Request-Id"]}
     assert (await send(client, viewer, viewer.id, 1)).status_code == 400
     assert (await send(client, viewer, "00000000-0000-0000-0000-000000000000", 1)).status_code == 404
     assert await balance_of(client, viewer) == 60

@@ -11,6 +11,8 @@ from volthub.hub.publisher import Event
 
 
 class Sub:
+    transport = "websocket"
+
     def __init__(self, wire: str = "a", capacity: int = 1000) -> None:
         self.wire = wire
         self.capacity = capacity
@@ -22,6 +24,9 @@ class Sub:
             return False
         self.got.append(payload)
         return True
+
+    def note_lag(self, since: float) -> None:
+        pass
 
     def overflow(self, reason: str) -> None:
         self.overflows.append(reason)

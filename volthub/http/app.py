@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,8 +25,9 @@ from quart_schema import QuartSchema, hide
 from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioRequest
 
+from volthub import logs, metrics, version
 from volthub.config import Settings, load_settings
-from volthub.http import access, cluster, ratelimit, serving
+from volthub.http import access, cluster, observe, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import channel_points as channel_points_blueprint
 from volthub.http.blueprints import channel_roles as channel_roles_blueprint
@@ -87,6 +89,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("subscription-expiry", subscriptions_blueprint.run_expiry),
     ("role-expiry", channel_roles_blueprint.run_expiry),
     ("points-earning", channel_points_blueprint.run_watch_earnings),
+    ("metrics", observe.sampler_service),
 ]
 
 
@@ -137,6 +140,8 @@ def create_app(
     settings: Settings | None = None, *, clock: Clock | None = None, config_file: str | None = None
 ) -> Quart:
     settings = settings or load_settings(config_file)
+    logs.configure(settings.logging.format, settings.logging.level)
+    metrics.set_enabled(settings.metrics.enabled)
     app = QuartTrio("volthub", static_folder=None)
     app.request_class = ApiRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes
@@ -147,7 +152,7 @@ def create_app(
         swagger_ui_path=None,
         redoc_ui_path=None,
         scalar_ui_path=None,
-        info={"title": "volthub developer API", "version": _version()},
+        info={"title": "volthub developer API", "version": version()},
         security_schemes={"bearer": {"type": "http", "scheme": "bearer", "bearer_format": "JWT"}},
         openapi_provider_class=VolthubOpenAPIProvider,
     )
@@ -155,6 +160,7 @@ def create_app(
     app.extensions["volthub"] = Runtime(settings=settings, clock=clock or SystemClock(), bus=InProcessBus())
 
     install_error_handlers(app)
+    app.url_value_preprocessor(_note_route)  # runs before every before_request hook
     app.before_request(_refuse_nul_in_url)
     access.install(app)  # authentication and scopes before anything about the body
     app.before_request(_limit_body)
@@ -165,6 +171,8 @@ def create_app(
     _declare_openapi_route(app)
     events_api.mount(app)  # Engine.IO paths (/ws/events, /socket.io) served ahead of Quart
     serving.adapt(app, settings)  # Hypercorn's close fix, connection caps, early body reads
+    # Outermost: request ids, access lines and HTTP metrics for everything, Engine.IO included.
+    app.asgi_app = observe.middleware(app.asgi_app, settings.logging.access_log)  # type: ignore[method-assign, assignment, arg-type]
 
     @app.before_serving
     async def _startup() -> None:
@@ -187,13 +195,10 @@ def _declare_openapi_route(app: Quart) -> None:
     app.view_functions["openapi"] = hide(access.public(openapi_document))
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("volthub")
-    except PackageNotFoundError:
-        return "0.0.0"
+def _note_route(endpoint: str | None, values: dict[str, Any] | None) -> None:
+    """The matched route's template labels the request's metrics and access line."""
+    if request.url_rule is not None:
+        request.scope[observe.ROUTE_KEY] = request.url_rule.rule  # type: ignore[typeddict-unknown-key]
 
 
 async def _refuse_nul_in_url() -> None:
@@ -266,6 +271,17 @@ async def _start(app: QuartTrio) -> None:
     cluster.install(rt, relay)  # PostgreSQL: resume backfill, presence over all processes
     await app.nursery.start(_supervise, rt)
     cluster.report_ready()
+    _log_started(rt)
+
+
+def _log_started(rt: Runtime) -> None:
+    """One line an operator can act on: what serves where, on what."""
+    settings = rt.settings
+    worker = os.environ.get(logs.WORKER_ENV)
+    if worker is not None:  # the parent of `volthub serve --workers` logs the summary once
+        log.info("worker %s ready (pid %d)", worker, os.getpid())
+        return
+    log.info("%s", logs.startup_summary(settings, version(), workers=1))
 
 
 def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | RedisRelay | None:

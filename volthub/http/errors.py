@@ -7,10 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from quart import Quart, Response, jsonify
+from quart import Quart, Response, has_request_context, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
+from volthub.http.observe import request_id
 from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused, UnknownChannel
 from volthub.hub.clock import iso8601
 from volthub.persistence import DatabaseUnavailable, InvalidData, StorageUnavailable
@@ -101,7 +102,12 @@ def not_found(what: str, **details: Any) -> ApiError:
 
 
 def error_response(error: ApiError) -> Response:
-    response = jsonify(error.body())
+    """The one error response: the body, its headers, and the request's id in `details`
+    (`requestId`, the same as the `X-Request-Id` header) for the operator's logs."""
+    body = error.body()
+    if has_request_context():
+        body["details"] = {**(error.details or {}), "requestId": request_id(request.scope)}  # type: ignore[arg-type]
+    response = jsonify(body)
     response.status_code = error.status
     response.headers.update(error.headers)
     return response

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from volthub import metrics
 from volthub.hub.clock import Clock, to_ms
 from volthub.persistence import Database, Tx, event_log
 
@@ -220,6 +222,7 @@ class PostgresRelay:
                 log.warning("event relay connection lost (%s); reconnecting in %.1f s", exc, delay)
                 await trio.sleep(delay)
                 self.reconnects += 1
+                metrics.BUS_RECONNECTS.inc()
 
     async def _session(self) -> None:
         token = trio.lowlevel.current_trio_token()
@@ -338,6 +341,7 @@ class PostgresRelay:
             self.duplicates += 1
             return
         self.relayed += 1
+        observe_bus_lag(row.created_at / 1000)
         if row.created_at - self._pruned_at_ms >= to_ms(self.settings.prune_every_seconds):
             self._pruned_at_ms = row.created_at
             self._prune_due.set()
@@ -395,6 +399,12 @@ class PostgresRelay:
                     await trio.sleep(0)
             except Exception:
                 log.exception("relay: pruning the event log failed; trying again later")
+
+
+def observe_bus_lag(committed_at: float) -> None:
+    """An event arrived from the broker: how long after its commit (epoch seconds).
+    Every relay between processes (PostgreSQL's, a Redis broker's) reports here."""
+    metrics.BUS_LAG.observe(max(0.0, time.time() - committed_at))
 
 
 def event_body(event: Event) -> dict[str, Any]:

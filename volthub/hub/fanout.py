@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from volthub import metrics
 from volthub.hub.publisher import Event
 from volthub.protocol import catalogue
 
@@ -42,11 +43,19 @@ class Subscriber(Protocol):
 
     wire: str  # the wire format (a key of the encoders) this subscriber takes
 
+    @property
+    def transport(self) -> str:
+        """websocket, polling or sse: how its deliveries are counted."""
+
     def deliver(self, payload: Any) -> bool:
         """Queue an encoded event; False when the queue is full."""
 
     def overflow(self, reason: str) -> None:
         """The queue overflowed: disconnect, telling the client ``reason``."""
+
+    def note_lag(self, since: float) -> None:
+        """Observe the time from ``since`` (an event's commit, epoch seconds) to the write
+        of what was just delivered (``volthub_events_lag_seconds``)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -210,18 +219,28 @@ class Fanout:
             return
         encoded: dict[str, Any] = {}
         full: list[Subscription] = []
+        counted: dict[str, int] = {}  # deliveries by transport, counted once per event
+        last: Subscriber | None = None
         # A snapshot: nothing below unsubscribes, but a subscriber's deliver might.
         for subscription in tuple(channel.subscriptions):
             if not subscription.wants(event):
                 continue
-            wire = subscription.subscriber.wire
+            subscriber = subscription.subscriber
+            wire = subscriber.wire
             payload = encoded.get(wire)
             if payload is None:
                 payload = encoded[wire] = self._encoders[wire](event)
-            if subscription.subscriber.deliver(payload):
-                self.delivered += 1
+            if subscriber.deliver(payload):
+                transport = subscriber.transport
+                counted[transport] = counted.get(transport, 0) + 1
+                last = subscriber
             else:
                 full.append(subscription)
+        if last is not None:
+            self.delivered += sum(counted.values())
+            metrics.count_deliveries(counted)
+            # One lag sample per event: the last connection offered it is written last.
+            last.note_lag(event.committed_at)
         for subscription in full:
             self._overflow(subscription.subscriber)
 
@@ -229,6 +248,7 @@ class Fanout:
         if subscriber not in self._by_subscriber:
             return  # already dropped (it had two subscriptions on this channel)
         self.overflowed += 1
+        metrics.EVENTS_SLOW_CONSUMERS.inc()
         self.remove(subscriber)
         try:
             subscriber.overflow("slow consumer: the connection's outbound queue is full")

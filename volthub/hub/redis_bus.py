@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import trio
 
-from volthub.hub.bus import call_listener, event_body, event_of_row
+from volthub import metrics
+from volthub.hub.bus import call_listener, event_body, event_of_row, observe_bus_lag
 from volthub.hub.clock import Clock, to_ms
 from volthub.persistence import Database, Tx, event_log
 from volthub.protocol.ratelimit import Decision, Rate, decide
@@ -338,6 +339,7 @@ class RedisRelay:
                 self._disconnected()
             await trio.sleep(delay)
             self.reconnects += 1
+            metrics.BUS_RECONNECTS.inc()
 
     def _disconnected(self) -> None:
         self._client = None
@@ -515,7 +517,9 @@ class RedisRelay:
                     self._local_pending -= 1
                     await self._accept(item)
                 elif kind == "heard":
-                    await self._accept(decode(item))
+                    event = decode(item)
+                    observe_bus_lag(event.committed_at)
+                    await self._accept(event)
                 else:
                     await self._subscriptions_in_effect(item)
             except Exception:

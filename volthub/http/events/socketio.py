@@ -38,7 +38,7 @@ import orjson
 import trio
 from quart import Quart
 
-from volthub.http import ratelimit
+from volthub.http import observe, ratelimit
 from volthub.http.access import Principal, authenticate
 from volthub.http.errors import ApiError
 from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
@@ -166,6 +166,13 @@ class SocketSubscriber:
         if self.last_sent is not None:
             self.last_sent[payload.channel_id] = payload.event_id
         return True
+
+    @property
+    def transport(self) -> str:
+        return self.conn.session.transport
+
+    def note_lag(self, since: float) -> None:
+        self.conn.note_lag(since)
 
     def overflow(self, reason: str) -> None:
         conn = self.conn
@@ -521,7 +528,7 @@ async def install(rt: Runtime) -> None:
     rt.bus.subscribe(connections.on_event)
     if rt.gateway is not None:
         host, port = rt.gateway.bind()  # here, so a taken port fails the start
-        log.info("Events API gateway listening on %s:%d", host, port)
+        log.debug("Events API gateway listening on %s:%d", host, port)
 
 
 def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
@@ -557,6 +564,11 @@ def mount(app: Quart) -> None:
     }
     rt.engineio_endpoints = endpoints
     rt.gateway = _gateway(rt, handler, settings, admission) if rt.settings.events.gateway_port else None
+    gateway_endpoints = rt.gateway.endpoints if rt.gateway is not None else {}
+    for listener, found in (("mount", endpoints), ("gateway", gateway_endpoints)):
+        for path, endpoint in found.items():
+            observe.FIXED_ROUTES[path] = path + "/"
+            endpoint.describe(path + "/", listener, access_log=rt.settings.logging.access_log)
     inner = app.asgi_app
 
     # Quart types its ASGI callable with Hypercorn's TypedDict scopes; this layer passes the
