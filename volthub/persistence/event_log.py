@@ -48,8 +48,29 @@ class LoggedEvent:
     created_at: int
 
 
-def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent]:
-    """Log `entries` in this transaction and NOTIFY them at commit; returns them stamped."""
+@dataclass(frozen=True, slots=True)
+class TransientEvent:
+    """A test event: relayed to every process by NOTIFY alone, never written to the log."""
+
+    channel_id: str
+    event_id: str
+    name: str
+    body: dict[str, Any]
+
+
+def notify_transient(tx: Tx, entry: NewEntry) -> bool:
+    """NOTIFY `entry` at commit without logging it; False when it is too large for NOTIFY
+    (a test event is small: the caller drops it rather than store it)."""
+    payload = orjson.dumps({"u": 1, "c": entry.channel_id, "i": entry.event_id, "n": entry.name, "b": entry.body})
+    if len(payload) > MAX_INLINE_PAYLOAD:
+        return False
+    tx.scalar(f"SELECT pg_notify({_CHANNEL_SQL}, ?)", (payload.decode(),))
+    return True
+
+
+def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int, *, notify: bool = True) -> list[LoggedEvent]:
+    """Log `entries` in this transaction and NOTIFY them at commit (unless `notify` is
+    False: another broker carries them after commit); returns them stamped."""
     counts: dict[str, int] = {}
     for entry in entries:
         counts[entry.channel_id] = counts.get(entry.channel_id, 0) + 1
@@ -68,6 +89,14 @@ def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent
         seq = next_seq[entry.channel_id]
         next_seq[entry.channel_id] = seq + 1
         body = orjson.dumps(entry.body).decode()
+        if not notify:
+            pos = tx.scalar(
+                "INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING pos",
+                (entry.channel_id, seq, entry.event_id, entry.name, body, now_ms),
+            )
+            logged.append(LoggedEvent(int(pos), entry.channel_id, seq, entry.event_id, entry.name, entry.body, now_ms))
+            continue
         # One round trip per event: the row, and its NOTIFY, whose payload needs the row's
         # position (spliced in by PostgreSQL in front of the rest, `payload_tail`).
         pos = tx.scalar(
@@ -104,9 +133,12 @@ def notification(item: LoggedEvent, body_json: str) -> str:
     return f'{{"p":{item.pos}{tail}'
 
 
-def parse_notification(payload: str) -> LoggedEvent | int:
-    """A logged event, or the position of the row to read when the payload is a reference."""
+def parse_notification(payload: str) -> LoggedEvent | TransientEvent | int:
+    """A logged event, a transient (test) event, or the position of the row to read when the
+    payload is a reference."""
     document = orjson.loads(payload)
+    if document.get("u"):
+        return TransientEvent(document["c"], document["i"], document["n"], document["b"])
     if document.get("r"):
         return int(document["p"])
     return LoggedEvent(
@@ -152,6 +184,20 @@ def channel_range(tx: Tx, channel_id: str, after_seq: int, before_seq: int) -> l
         (channel_id, after_seq, before_seq),
     )
     return [_logged(row) for row in rows]
+
+
+def channel_after(tx: Tx, channel_id: str, after_seq: int, limit: int) -> list[LoggedEvent]:
+    """At most `limit` of a channel's events past `after_seq`, in order (a bounded read)."""
+    rows = tx.execute(
+        f"SELECT {_COLUMNS} FROM event_log WHERE channel_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (channel_id, after_seq, limit),
+    )
+    return [_logged(row) for row in rows]
+
+
+def channel_position(tx: Tx, channel_id: str) -> int:
+    """The position of the channel's newest committed event (0: none yet)."""
+    return int(tx.scalar("SELECT seq FROM event_channel_positions WHERE channel_id = ?", (channel_id,)) or 0)
 
 
 def tail(tx: Tx, since_ms: int, limit: int) -> list[LoggedEvent]:

@@ -125,6 +125,17 @@ class SQLiteDatabase(Database):
     async def read(self, fn: Callable[[Tx], T]) -> T:
         return await trio.to_thread.run_sync(self._run, fn, False, limiter=self._readers)
 
+    def pool_stats(self) -> dict[str, int]:
+        readers = self._readers.statistics()
+        writing = 1 if self._committing else 0  # the one writer (a group commit at a time)
+        in_use = readers.borrowed_tokens + writing
+        total = int(readers.total_tokens) + 1
+        return {
+            "in_use": in_use,
+            "idle": max(0, total - in_use),
+            "waiting": readers.tasks_waiting + len(self._queued),
+        }
+
     async def write(self, fn: Callable[[Tx], T]) -> T:
         job = _Write(fn)
         self._queued.append(job)

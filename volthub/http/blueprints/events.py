@@ -15,11 +15,12 @@ from volthub.config import EventsSettings, events_ws_url
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.events.registry import SERVER_CLOSING, ConnectionRegistry
-from volthub.http.events.socketio import SLOW_CONSUMER, SSE_ENCODERS, sse_wire
+from volthub.http.events.socketio import SLOW_CONSUMER, SSE_DEFAULT_FORM, SSE_ENCODERS, sse_wire
 from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
 from volthub.hub.fanout import Fanout
+from volthub.metrics import EVENTS_CONNECTIONS, observe_lag
 from volthub.protocol import catalogue, sse
 from volthub.services.accounts import User
 
@@ -33,11 +34,12 @@ class StreamQuery(Query):
     events: str | None = Field(
         None, max_length=4096, description="comma-separated Events API names; only these are sent"
     )
-    messages: Literal["both", "named", "unnamed"] = Field(
-        "both",
-        description="which SSE form of each event to send: `both` (the message named"
-        " after the event, then an unnamed one with the same envelope and id), `named` (for"
-        " `addEventListener(name)` only) or `unnamed` (for `EventSource.onmessage` only)",
+    messages: Literal["named", "unnamed", "both"] = Field(
+        "named",
+        description="which SSE form of each event to send: `named` (the default: each event once,"
+        " as `event: <name>`, for `addEventListener(name)` and SSE libraries), `unnamed` (for"
+        " `EventSource.onmessage`) or `both` (the named message, then an unnamed one with the"
+        " same envelope and id)",
     )
 
 
@@ -62,7 +64,9 @@ class EventTypeOut(Model):
         description="true when something on the platform really sends it; false for the hype-train"
         " events (never sent) and for events whose producer has not landed yet"
     )
-    sandbox: bool = Field(description="the sandbox can send it as a test event")
+    sandbox: bool = Field(
+        description="the sandbox (and `volthub trigger`) can send it as a test event: every emitted event"
+    )
     public: bool = Field(description="sent to anonymous subscribers of the channel too")
     aliasOf: str | None
     webhookScope: str | None
@@ -78,11 +82,17 @@ class EventTypesOut(Model):
     )
 
 
+_SSE_OPEN = EVENTS_CONNECTIONS.labels("sse", "mount")
+
+
 class SseSubscriber:
     """One SSE stream, as the fan-out sees it: a bounded queue of encoded events."""
 
-    def __init__(self, queue_size: int, form: str = "both") -> None:
+    transport = "sse"
+
+    def __init__(self, queue_size: int, form: str = SSE_DEFAULT_FORM) -> None:
         self.wire = sse_wire(form)
+        self.lag_since: float | None = None  # a fan-out event whose write is to be timed
         self.send, self.receive = trio.open_memory_channel[bytes](queue_size)
         self.reason: str | None = None
         self.code = SLOW_CONSUMER
@@ -95,6 +105,10 @@ class SseSubscriber:
         except trio.ClosedResourceError:
             pass  # the stream is ending; its finally removes this subscriber
         return True
+
+    def note_lag(self, since: float) -> None:
+        if self.lag_since is None:
+            self.lag_since = since
 
     def overflow(self, reason: str) -> None:
         self.reason = reason
@@ -139,11 +153,11 @@ async def stream(query_args: StreamQuery) -> Response:
 
     Send `Accept: text/event-stream`. The stream opens with `event: connected`
     (`{channelUsername, channelId}`), then one event per platform event: `event: <name>`,
-    `id: <event id>`, `data: <envelope {event, data, timestamp}>`, followed by the same
-    envelope and id as an unnamed message (`id:` and `data:` only), which is what a browser's
-    `EventSource.onmessage` receives. `messages=named` or `messages=unnamed`
-    sends only that form, so a client need not read every event twice; `messages=both` is
-    the default. `events=a,b` keeps only
+    `id: <event id>`, `data: <envelope {event, data, timestamp}>`: each event once, named
+    after its type, which is what `EventSource.addEventListener(name)` and SSE libraries
+    expect. `messages=unnamed` sends the same envelope and id as an unnamed message instead
+    (`id:` and `data:` only), which is what a browser's `EventSource.onmessage` receives;
+    `messages=both` sends the named message followed by the unnamed one. `events=a,b` keeps only
     those names (unknown names: 400 `unknown_event`); `connected` is sent whatever the
     filter. Comment lines (`: keep-alive`) flow while idle.
 
@@ -160,16 +174,21 @@ async def stream(query_args: StreamQuery) -> Response:
     """
     names = _event_filter(query_args.events)
     user = await _token_owner()
-    client_id = access.principal().client_id
+    return await stream_response(user, names, query_args.messages, access.principal().client_id)
+
+
+async def stream_response(user: User, names: frozenset[str] | None, form: str, client_id: str | None) -> Response:
+    """The SSE response of `user`'s channel (also the developer dashboard's inspector)."""
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
-    body = _event_stream(
+    await rt.bus.prepare([user.id])  # this process hears the channel and holds its recent events
+    body = event_stream(
         rt.services.fanout,
         rt.settings.events,
         user,
         names,
         last_id,
-        query_args.messages,
+        form,
         client_id,
         rt.services.connections,
     )
@@ -207,13 +226,13 @@ async def _token_owner() -> User:
     return user
 
 
-async def _event_stream(
+async def event_stream(
     fanout: Fanout,
     settings: EventsSettings,
     user: User,
     names: frozenset[str] | None,
     last_id: str | None,
-    form: str = "both",
+    form: str = SSE_DEFAULT_FORM,
     client_id: str | None = None,
     connections: ConnectionRegistry | None = None,
 ) -> AsyncIterator[bytes]:
@@ -226,6 +245,7 @@ async def _event_stream(
     resume = fanout.since(user.id, last_id)
     if connections is not None:
         connections.end_if_closing(subscriber)  # opened while the server shuts down
+    _SSE_OPEN.inc()
     try:
         yield sse.encode(_json({"channelUsername": user.username, "channelId": user.id}), event="connected")
         if not resume.found:
@@ -250,10 +270,14 @@ async def _event_stream(
                     break
             # Never yield inside the cancel scope: the consumer runs between yields.
             yield sse.KEEP_ALIVE if frame is None else frame
+            if subscriber.lag_since is not None and subscriber.receive.statistics().current_buffer_used == 0:
+                observe_lag(subscriber.lag_since)  # the timed event has been written
+                subscriber.lag_since = None
         last = subscriber.last_event()
         if last is not None:
             yield last
     finally:
+        _SSE_OPEN.dec()
         fanout.remove(subscriber)
         if connections is not None and registered is not None:
             connections.discard(subscriber, registered)

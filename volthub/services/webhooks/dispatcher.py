@@ -10,6 +10,7 @@ from typing import Protocol
 
 import trio
 
+from volthub import metrics
 from volthub.hub.clock import Clock, to_ms
 from volthub.hub.publisher import Event
 from volthub.persistence import Database, Tx
@@ -24,6 +25,7 @@ from volthub.protocol.webhooks import (
     should_disable,
 )
 from volthub.services.webhooks.client import MAX_ERROR_TEXT, Deliverer, make_ssl_context
+from volthub.services.webhooks.direct import TestDelivery, deliver_test, enqueue_test
 from volthub.services.webhooks.outbox import OutboxSink
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,19 @@ class Dispatcher:
     def wake(self) -> None:
         """Look for due deliveries now (new rows, a re-enabled webhook, a redelivery)."""
         self._poke.set()
+
+    async def deliver_test(self, event: Event, client_id: str | None = None) -> list[TestDelivery]:
+        """A test event, once, to the webhooks that want it: signed like a real delivery,
+        recorded nowhere (see `volthub.services.webhooks.direct`)."""
+        return await deliver_test(self.db, self.clock, self.deliverer, event, client_id)
+
+    async def enqueue_test(self, event: Event, client_id: str | None = None) -> list[str]:
+        """A test event queued as real deliveries (logged, retried, redeliverable)."""
+        now = self.now_ms()
+        queued = await self.db.write(lambda tx: enqueue_test(tx, event, client_id, now))
+        if queued:
+            self.wake()
+        return queued
 
     def on_event(self, event: Event) -> None:
         """Bus listener: runs after the commit, so the rows are visible to the claim."""
@@ -183,10 +198,17 @@ class Dispatcher:
             raise
         finished = self.clock.now()
         outcome = classify_response(result.status, result.error, result.headers, now=finished)
+        metrics.WEBHOOK_DELIVERIES.labels(_outcome_label(outcome)).inc()
         recorded = _Result(claim, attempted_at, outcome, result.latency_ms, to_ms(finished))
         assert self._results is not None, "deliver() runs in the workers of run()"
         await self._results.send(recorded)
         await recorded.done.wait()  # the slot stays taken until the outcome is stored
+
+    async def outbox_summary(self) -> tuple[int, float]:
+        """(deliveries waiting to be attempted, seconds the oldest of them has waited)."""
+        pending, oldest = await self.db.read(repo.outbox_summary)
+        age = 0.0 if oldest is None else max(0.0, (self.now_ms() - oldest) / 1000)
+        return pending, age
 
     async def _recorder(self, receive: trio.MemoryReceiveChannel[_Result]) -> None:
         """Group commit: the outcomes of every attempt that finished meanwhile go into one
@@ -223,7 +245,7 @@ class Dispatcher:
         if started is None:
             return  # the webhook was deleted meanwhile
         number, ours, failed_before = started
-        kind = "success" if outcome.ok else ("gone" if outcome.disable_now else "failure")
+        kind = _outcome_label(outcome)
         error = None if outcome.ok else outcome.reason[:MAX_ERROR_TEXT]
         repo.insert_attempt(
             tx,
@@ -292,3 +314,8 @@ class Dispatcher:
             total += removed
             if removed < 1000:
                 return total
+
+
+def _outcome_label(outcome: Outcome) -> str:
+    """success, failure (retried while attempts remain) or gone (the target asked to stop)."""
+    return "success" if outcome.ok else ("gone" if outcome.disable_now else "failure")
