@@ -58,13 +58,13 @@ class ConnectionRegistry:
         self._holders: list[SessionHolder] = []
         # Set by close_all: the reason every connection registered from then on is ended with.
         self.closing: str | None = None
+        # Told (user id, True) at a user's first connection here and (user id, False) after
+        # their last: a broker with per-channel interest then follows the person's subject.
+        self.interest: Callable[[str, bool], None] | None = None
 
     def hold_sessions(self, holder: SessionHolder) -> None:
         """``close_all`` also closes ``holder``'s sessions (an Engine.IO endpoint, the gateway)."""
         self._holders.append(holder)
-        # Told (user id, True) at a user's first connection here and (user id, False) after
-        # their last: a broker with per-channel interest then follows the person's subject.
-        self.interest: Callable[[str, bool], None] | None = None
 
     def add(self, connection: Closable, user_id: str | None, client_id: str | None) -> Key:
         key = (user_id, client_id)
