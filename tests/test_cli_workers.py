@@ -68,10 +68,11 @@ def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, 
             assert opened.status_code == 200 and opened.text.startswith("0{"), opened.text
         # Both workers bound the gateway port (SO_REUSEPORT); the second may still be starting.
         deadline = time.monotonic() + 30
-        while text.count("Events API gateway listening on") < 2 and time.monotonic() < deadline:
+        told = f"clients connect to ws://127.0.0.1:{gateway_port}/ws/events"  # the parent, then each worker
+        while text.count(told) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)  # real time: a child process is starting
             text = (tmp_path / "workers.log").read_text()
-        assert text.count("Events API gateway listening on") == 2, text
+        assert text.count(told) == 3, text
 
         parent.send_signal(signal.SIGHUP)
         statuses = []
