@@ -46,7 +46,11 @@ def test_the_dashboard_and_the_rules_name_only_exposed_metrics() -> None:
         unknown = named_metrics(text) - exposed
         assert not unknown, unknown
     covered = named_metrics(expressions)
-    for family in ("volthub_events_lag_seconds_bucket", "volthub_webhook_outbox_oldest_age_seconds"):
+    for family in (
+        "volthub_events_lag_seconds_bucket",
+        "volthub_webhook_outbox_oldest_age_seconds",
+        "volthub_db_query_errors_total",
+    ):
         assert family in covered
 
 
@@ -58,5 +62,5 @@ def test_promtool_accepts_the_alerting_rules() -> None:
         [promtool, "check", "rules", str(OPERATIONS / "alerts.yml")], capture_output=True, timeout=60
     )
     assert result.returncode == 0, (result.stdout + result.stderr).decode()
-    for alert in ("WebhookOutboxStale", "EventsLagHigh", "ServiceRestarting", "High5xxRate"):
+    for alert in ("WebhookOutboxStale", "EventsLagHigh", "ServiceRestarting", "High5xxRate", "DatabaseErrors"):
         assert f"Volthub{alert}" in (OPERATIONS / "alerts.yml").read_text()

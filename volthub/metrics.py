@@ -106,6 +106,16 @@ DB_POOL_CONNECTIONS = Gauge(
     ["state"],
     multiprocess_mode="livesum",
 )
+DB_QUERY_ERRORS = Counter(
+    PREFIX + "db_query_errors",
+    "Database transactions that failed with a database error, by backend (sqlite, postgresql) "
+    "and kind: unavailable (no connection in time, or the one in use was lost), storage "
+    "(SQLite: disk full, read-only, I/O error, file cannot be opened), constraint (a "
+    "uniqueness or foreign-key refusal that reached the caller), invalid_input (a value the "
+    "backend refused), other (any other database error).",
+    ["backend", "kind"],
+)
+DB_ERROR_KINDS = ("unavailable", "storage", "constraint", "invalid_input", "other")
 SERVICE_RESTARTS = Counter(
     PREFIX + "service_restarts",
     "Background services restarted by the supervisor after a crash, by service.",
@@ -139,6 +149,18 @@ def count_deliveries(by_transport: dict[str, int]) -> None:
         if child is None:
             child = _DELIVERIES[transport] = EVENTS_DELIVERIES.labels(transport)
         child.inc(count)
+
+
+def start_db_errors(backend: str) -> None:
+    """Show every kind of `backend`'s query errors from zero (a rate needs a first sample)."""
+    for kind in DB_ERROR_KINDS:
+        DB_QUERY_ERRORS.labels(backend, kind)
+
+
+def count_db_error(backend: str, kind: str) -> None:
+    """One transaction failed (the failure path only: no cost while queries succeed)."""
+    if _enabled:
+        DB_QUERY_ERRORS.labels(backend, kind).inc()
 
 
 def observe_lag(since: float) -> None:

@@ -13,6 +13,7 @@ import trio
 
 from tests.conftest import POSTGRES, make_settings, register
 from tests.http.chat_env import ChatEnv, chat_app
+from tests.http.test_metrics import db_query_errors
 from volthub.http import errors as http_errors
 
 
@@ -117,6 +118,7 @@ async def test_outage_answers_503_within_the_acquire_timeout_then_recovers(
     client = app.test_client()
     user = await register(client)
     assert (await client.get("/healthz")).status_code == 200
+    errors_before = await db_query_errors(client, "postgresql", "unavailable")
 
     proxy.stop()
     started = trio.current_time()
@@ -143,6 +145,8 @@ async def test_outage_answers_503_within_the_acquire_timeout_then_recovers(
     assert recovery < 1.0 + 2.0 + 1.0  # one failing acquire, then the next steady 1 s retry
     response = await client.put("/api/users/me", json={"bio": "after the outage"}, headers=user.headers)
     assert response.status_code == 200
+    # Every 503 was at least one failed transaction, counted for the operator's dashboard.
+    assert await db_query_errors(client, "postgresql", "unavailable") >= errors_before + 6
 
 
 @pytest.fixture
@@ -170,6 +174,7 @@ async def test_sqlite_full_disk_is_503_with_a_bounded_log(sqlite_app: Any, caplo
     client = sqlite_app.test_client()
     user = await register(client)
     http_errors._fault_logged_at.clear()
+    errors_before = await db_query_errors(client, "sqlite", "storage")
     pages = _fill_disk(sqlite_app.extensions["volthub"])
     caplog.set_level(logging.INFO)
     caplog.clear()
@@ -195,6 +200,8 @@ async def test_sqlite_full_disk_is_503_with_a_bounded_log(sqlite_app: Any, caplo
     assert lines[0].exc_info is None
     # Reads still work: the disk is full, not the database gone.
     assert (await client.get("/api/users/me", headers=user.headers)).status_code == 200
+    # Each refused registration is one failed transaction of kind storage.
+    assert await db_query_errors(client, "sqlite", "storage") == errors_before + len(statuses)
 
 
 async def test_postgres_errors_carry_no_row_data(postgres_url: str) -> None:

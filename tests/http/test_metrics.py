@@ -14,7 +14,7 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import free_port, insert_app, make_settings, register_live, serve_app
+from tests.conftest import free_port, insert_app, make_settings, register, register_live, serve_app
 from tests.http.events.live import open_ws, polling_open, receive
 from tests.services.webhooks.support import start_receiver
 from volthub.http.events.socketio import sse_wire
@@ -35,6 +35,15 @@ def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
 def value(text: str, name: str, **labels: str) -> float:
     """The sum of the samples of `name` whose labels include `labels`."""
     return sum(v for n, found, v in samples(text) if n == name and labels.items() <= found.items())
+
+
+async def db_query_errors(client: Any, backend: str, kind: str) -> float:
+    """`volthub_db_query_errors_total` of one backend and kind, scraped through a test client
+    of the app (the counter is the process's: compare before and after)."""
+    response = await client.get("/metrics", scope_base={"client": ("127.0.0.1", 5000)})
+    assert response.status_code == 200
+    text = (await response.get_data()).decode()
+    return value(text, "volthub_db_query_errors_total", backend=backend, kind=kind)
 
 
 async def scrape(http: httpx.AsyncClient) -> str:
@@ -218,6 +227,7 @@ CONTRACT_FAMILIES = [
     "volthub_bus_lag_seconds",
     "volthub_bus_reconnects",
     "volthub_db_pool_connections",
+    "volthub_db_query_errors",
     "volthub_service_restarts",
 ]
 
@@ -252,3 +262,48 @@ async def test_metrics_answer_only_allowed_addresses_and_can_be_off(sqlite_url: 
         response = await application.test_client().get("/metrics", scope_base={"client": ("127.0.0.1", 5000)})
         assert response.status_code == 200
         assert b"# HELP volthub_http_requests_total" in await response.get_data()
+
+
+async def test_db_query_errors_count_failed_transactions_and_not_control_flow(database_url: str) -> None:
+    from volthub.http.app import create_app
+    from volthub.persistence import IntegrityError
+
+    application = create_app(make_settings(database_url))
+    async with application.test_app():
+        client = application.test_client()
+        database = application.extensions["volthub"].database
+        backend = database.dialect
+        kinds = ("unavailable", "storage", "constraint", "invalid_input", "other")
+        before = {kind: await db_query_errors(client, backend, kind) for kind in kinds}
+        user = await register(client)
+
+        # Not errors: a guarded UPDATE that matched nothing, a repository's own exception.
+        await database.write(lambda tx: tx.execute("UPDATE users SET bio = 'x' WHERE id = 'nobody'"))
+
+        def not_found(tx: Any) -> None:
+            raise LookupError("no such row")
+
+        with pytest.raises(LookupError):
+            await database.read(not_found)
+        # A constraint recovered inside the transaction (a savepoint) is not one either.
+
+        def recovered(tx: Any) -> None:
+            try:
+                with tx.savepoint():
+                    tx.execute("INSERT INTO users SELECT * FROM users WHERE id = ?", (user.id,))
+            except IntegrityError:
+                pass
+
+        await database.write(recovered)
+        middle = {kind: await db_query_errors(client, backend, kind) for kind in kinds}
+        assert middle == before
+
+        # A constraint that reaches the caller and a statement the database rejects: one each.
+        with pytest.raises(IntegrityError):
+            await database.write(
+                lambda tx: tx.execute("INSERT INTO users SELECT * FROM users WHERE id = ?", (user.id,))
+            )
+        with pytest.raises(Exception, match="(?i)syntax"):
+            await database.read(lambda tx: tx.execute("SELEKT 1"))
+        after = {kind: await db_query_errors(client, backend, kind) for kind in kinds}
+        assert after == {**before, "constraint": before["constraint"] + 1, "other": before["other"] + 1}

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from volthub.persistence import IntegrityError
 from volthub.persistence.sqlite import SQLiteDatabase
@@ -77,3 +78,43 @@ async def test_a_write_cancelled_before_it_started_is_not_applied(database: SQLi
         release.set()
     assert await database.write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (3)")) == []
     assert await _values(database) == [1, 3, 100]
+
+
+async def test_a_failed_group_commit_fails_every_caller_and_counts_each(database: SQLiteDatabase) -> None:
+    from prometheus_client import REGISTRY
+
+    def constraint_errors() -> float:
+        labels = {"backend": "sqlite", "kind": "constraint"}
+        return REGISTRY.get_sample_value("volthub_db_query_errors_total", labels) or 0.0
+
+    await database.write(lambda tx: tx.execute("CREATE TABLE p (id INTEGER PRIMARY KEY)"))
+    await database.write(
+        lambda tx: tx.execute("CREATE TABLE c (p INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED)")
+    )
+    before = constraint_errors()
+    release = trio.Event()
+    started = trio.Event()
+
+    def slow(tx: Any) -> None:
+        trio.from_thread.run_sync(started.set)
+        trio.from_thread.run(release.wait)
+
+    answers: list[Any] = []
+
+    async def write(sql: str) -> None:
+        try:
+            answers.append(await database.write(lambda tx: tx.execute(sql)))
+        except Exception as exc:
+            answers.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(database.write, slow)
+        await started.wait()
+        # Queued behind the running one: one group, whose COMMIT the deferred key refuses.
+        for sql in ("INSERT INTO t (x) VALUES (1)", "INSERT INTO c (p) VALUES (7)", "INSERT INTO t (x) VALUES (2)"):
+            nursery.start_soon(write, sql)
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert [type(answer) for answer in answers] == [IntegrityError] * 3, answers
+    assert await _values(database) == [100]
+    assert constraint_errors() == before + 3

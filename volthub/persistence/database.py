@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
+from volthub import metrics
+
 T = TypeVar("T")
 Row = dict[str, Any]
 Params = Sequence[Any]
@@ -42,6 +44,27 @@ class StorageUnavailable(Exception):
 class DatabaseError(Exception):
     """Any other backend error, reduced to its code and primary message: never the row data
     (PostgreSQL's DETAIL, statement parameters) that the driver's own message may carry."""
+
+
+# The `kind` of `volthub_db_query_errors_total` each of the errors above counts as (the first
+# class that matches). What a transaction raises otherwise (a repository's own "not found",
+# a guarded UPDATE that matched nothing) is the caller's business, not a database error.
+_ERROR_KINDS: tuple[tuple[type[Exception], str], ...] = (
+    (DatabaseUnavailable, "unavailable"),
+    (StorageUnavailable, "storage"),
+    (IntegrityError, "constraint"),
+    (InvalidData, "invalid_input"),
+    (DatabaseError, "other"),
+)
+QUERY_ERRORS: tuple[type[Exception], ...] = tuple(cls for cls, _ in _ERROR_KINDS)
+
+
+def count_query_error(backend: str, exc: Exception) -> None:
+    """A transaction of `backend` failed with `exc`, one of `QUERY_ERRORS`: count it once."""
+    for cls, kind in _ERROR_KINDS:
+        if isinstance(exc, cls):
+            metrics.count_db_error(backend, kind)
+            return
 
 
 class Tx(ABC):

@@ -23,7 +23,9 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
+from volthub import metrics
 from volthub.persistence.database import (
+    QUERY_ERRORS,
     Database,
     DatabaseError,
     DatabaseUnavailable,
@@ -32,6 +34,7 @@ from volthub.persistence.database import (
     Params,
     Row,
     Tx,
+    count_query_error,
 )
 
 T = TypeVar("T")
@@ -116,6 +119,7 @@ class PostgresDatabase(Database):
         self._threads = trio.CapacityLimiter(pool_size)
 
     async def open(self) -> None:
+        metrics.start_db_errors(self.dialect)
         await trio.to_thread.run_sync(functools.partial(self._pool.open, wait=True, timeout=15))
 
     async def close(self) -> None:
@@ -128,7 +132,11 @@ class PostgresDatabase(Database):
         return await self._call(fn)
 
     def run_sync(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
-        return self._run(fn, self.acquire_timeout)
+        try:
+            return self._run(fn, self.acquire_timeout)
+        except QUERY_ERRORS as exc:
+            count_query_error(self.dialect, exc)
+            raise
 
     def pool_stats(self) -> dict[str, int]:
         slots = self._limiter.statistics()
@@ -139,6 +147,13 @@ class PostgresDatabase(Database):
         }
 
     async def _call(self, fn: Callable[[Tx], T]) -> T:
+        try:
+            return await self._transaction(fn)
+        except QUERY_ERRORS as exc:  # once per transaction, whichever statement failed
+            count_query_error(self.dialect, exc)
+            raise
+
+    async def _transaction(self, fn: Callable[[Tx], T]) -> T:
         """Waiting for a slot and then for a pooled connection share one acquire_timeout."""
         deadline = trio.current_time() + self.acquire_timeout
         with trio.move_on_at(deadline) as waited:

@@ -21,7 +21,9 @@ from typing import Any, Generic, TypeVar
 import outcome
 import trio
 
+from volthub import metrics
 from volthub.persistence.database import (
+    QUERY_ERRORS,
     Database,
     DatabaseError,
     DatabaseUnavailable,
@@ -30,6 +32,7 @@ from volthub.persistence.database import (
     Row,
     StorageUnavailable,
     Tx,
+    count_query_error,
 )
 
 T = TypeVar("T")
@@ -113,6 +116,7 @@ class SQLiteDatabase(Database):
         self._committing = False
 
     async def open(self) -> None:
+        metrics.start_db_errors(self.dialect)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         await trio.to_thread.run_sync(self._release, self._connect())
 
@@ -123,7 +127,11 @@ class SQLiteDatabase(Database):
             connection.close()
 
     async def read(self, fn: Callable[[Tx], T]) -> T:
-        return await trio.to_thread.run_sync(self._run, fn, False, limiter=self._readers)
+        try:
+            return await trio.to_thread.run_sync(self._run, fn, False, limiter=self._readers)
+        except QUERY_ERRORS as exc:
+            count_query_error(self.dialect, exc)
+            raise
 
     def pool_stats(self) -> dict[str, int]:
         readers = self._readers.statistics()
@@ -158,7 +166,11 @@ class SQLiteDatabase(Database):
                     await job.wake.wait()
                     job.wake = trio.Event()
             raise
-        return job.result.unwrap()
+        try:
+            return job.result.unwrap()
+        except QUERY_ERRORS as exc:  # once per caller: each had its own transaction
+            count_query_error(self.dialect, exc)
+            raise
 
     async def _commit_group(self) -> None:
         """Commit the queue's first group (which holds the caller's own write)."""
@@ -189,9 +201,7 @@ class SQLiteDatabase(Database):
         try:
             connection = self._acquire()
         except sqlite3.Error as exc:
-            failed = outcome.Error(_translate(exc))
-            for job in group:
-                job.result = failed
+            self._fail_all(group, exc)
             return
         try:
             self._run_in_one_transaction(connection, group)
@@ -202,9 +212,7 @@ class SQLiteDatabase(Database):
         try:
             connection.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            failed = outcome.Error(_translate(exc))
-            for job in group:
-                job.result = failed
+            self._fail_all(group, exc)
             return
         tx = SQLiteTx(connection)
         for job in group:
@@ -219,21 +227,30 @@ class SQLiteDatabase(Database):
                     connection.execute("RELEASE grouped")
                 except sqlite3.Error as rollback:  # the whole transaction is gone: fail the rest
                     self._rollback(connection)
-                    failed = outcome.Error(_translate(rollback))
-                    for rest in group:
-                        if rest.result is None or isinstance(rest.result, outcome.Value):
-                            rest.result = failed
+                    self._fail_all(
+                        [rest for rest in group if rest.result is None or isinstance(rest.result, outcome.Value)],
+                        rollback,
+                    )
                     return
         try:
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback(connection)
-            failed = outcome.Error(_translate(exc))
-            for job in group:
-                job.result = failed
+            self._fail_all(group, exc)
+
+    @staticmethod
+    def _fail_all(jobs: list[_Write[Any]], exc: sqlite3.Error) -> None:
+        """The group's transaction failed: every job hears it, each through its own outcome
+        (an outcome can be unwrapped once)."""
+        for job in jobs:
+            job.result = outcome.Error(_translate(exc))
 
     def run_sync(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
-        return self._run(fn, write)
+        try:
+            return self._run(fn, write)
+        except QUERY_ERRORS as exc:
+            count_query_error(self.dialect, exc)
+            raise
 
     def _run(self, fn: Callable[[Tx], T], write: bool) -> T:
         try:
