@@ -256,8 +256,12 @@ async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int
                 return 1
             # A stored session, listed and revocable like a sign-in's; no refresh token.
             sessions = Sessions(database, publisher, clock, tokens, cache_seconds=0)
-            issued = await sessions.issue(user.id, DEV_TOKEN)
-            out = {"access_token": issued.token, "refresh_token": None, "expires_in": issued.expires_at - int(clock.now())}
+            made = await sessions.issue(user.id, DEV_TOKEN)
+            out = {
+                "access_token": made.token,
+                "refresh_token": None,
+                "expires_in": made.expires_at - int(clock.now()),
+            }
             print(orjson.dumps({**out, "scope": ""}).decode())
             return 0
         oauth = build_oauth_service(database, publisher, clock, settings.oauth)

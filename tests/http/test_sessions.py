@@ -121,6 +121,8 @@ async def test_a_session_revoked_in_another_process_is_refused_here(postgres_url
             assert (await http.get(f"{a.url}/api/users/me", headers=other)).status_code == 401
             assert (await http.get(f"{b.url}/api/users/me", headers=other)).status_code == 401
             assert (await http.get(f"{a.url}/api/users/me", headers=user.headers)).status_code == 200
-            assert current not in [i["id"] for i in (await http.get(f"{a.url}/api/auth/sessions", headers=user.headers)).json()["items"]]
+            assert current not in [
+                i["id"] for i in (await http.get(f"{a.url}/api/auth/sessions", headers=user.headers)).json()["items"]
+            ]
     finally:
         stop.set()
