@@ -18,6 +18,7 @@ from quart_schema import document_response, tag, validate_request, validate_resp
 from volthub.http import access
 from volthub.http.errors import ApiError, not_found
 from volthub.http.login_guard import LoginThrottled, Throttled, guarded_login
+from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, DisplayName, ErrorBody, Model, UserOut
 from volthub.http.users_view import user_out
@@ -161,6 +162,7 @@ async def revoke_session(session_id: str) -> Any:
 @blueprint.post("/logout")
 @access.first_party
 @tag(["Accounts"])
+@responds(204, "Signed out: the session is revoked")
 @document_response(ErrorBody, 409)
 async def logout() -> Any:
     """Revoke the session of the token making this request. 409 `not_revocable` for a
