@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8080
+# The Events API's own listener, where Socket.IO clients connect (0: off, the main port only).
+GATEWAY_PORT ?= 8081
 
 .PHONY: serve demo test fuzz lint format docs docs-serve bench clean
 
@@ -23,7 +25,7 @@ $(VENV)/.installed-lint: $(VENV)/.installed pyproject.toml
 	touch $@
 
 serve: $(VENV)/.installed
-	$(VENV)/bin/volthub serve --host $(HOST) --port $(PORT)
+	$(VENV)/bin/volthub serve --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT)
 
 # Everything the docs' guides use at once (config/demo.toml): the Events API gateway on 8081,
 # a media-server hook secret, webhooks to a local receiver (a throw-away CA in var/demo),

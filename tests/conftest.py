@@ -152,6 +152,12 @@ def postgres_url(postgres_server: str, postgres_template: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def another_postgres_url(postgres_server: str, postgres_template: str) -> Iterator[str]:
+    """A second brand-new database, for a test that runs two deployments side by side."""
+    yield from _scratch_database(postgres_server, postgres_template)
+
+
+@pytest.fixture
 def empty_postgres_url(postgres_server: str) -> Iterator[str]:
     """A URL of a brand-new database with nothing in it: for tests of migrating itself."""
     yield from _scratch_database(postgres_server, None)
@@ -213,12 +219,32 @@ async def stored_user(db: Any, username: str | None = None) -> str:
 
 
 def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
-    overrides: dict[str, dict[str, Any]] = {"database": {"url": database_url}, "auth": dict(FAST_AUTH)}
+    """Test settings. The gateway is on, as by default, but on a free port of its own (never
+    the default 8081), so parallel tests and servers never share one; pass
+    `events={"gateway_port": 0}` for the mount alone."""
+    overrides: dict[str, dict[str, Any]] = {
+        "database": {"url": database_url},
+        "auth": dict(FAST_AUTH),
+        "events": {"gateway_port": free_port()},
+    }
     if "ratelimit" not in sections:
         overrides["ratelimit"] = dict(ROOMY_LIMITS)
     for section, values in sections.items():
         overrides.setdefault(section, {}).update(values)
     return load_settings(None, environ={}, overrides=overrides)
+
+
+# The two ways the Events API's Socket.IO paths are served: the gateway (the default, a port
+# of its own) and the single-port mount (the main port; `[events] gateway_port = 0`).
+# Socket.IO tests run on the default; those parametrised over both keep the mount covered.
+SOCKET_PATHS = ["gateway", "mount"]
+
+
+def socket_path_events(path: str) -> dict[str, Any]:
+    """The `[events]` settings that serve Socket.IO clients on `path` (one of SOCKET_PATHS)."""
+    if path not in SOCKET_PATHS:
+        raise ValueError(f"unknown Socket.IO path {path!r}")
+    return {} if path == "gateway" else {"gateway_port": 0}
 
 
 @pytest.fixture
@@ -292,8 +318,8 @@ async def insert_app(database: Any, owner_id: str, name: str = "hooks app") -> s
 class LiveServer:
     url: str
     app: Any
-    # Where the Events API's Socket.IO paths are served: the main port, or the gateway's
-    # own port when `[events] gateway_port` is set.
+    # Where Socket.IO clients connect: the gateway's own port (the default), or the main
+    # port (the mount) when `[events] gateway_port` is 0.
     events_url: str = ""
 
     def __post_init__(self) -> None:
@@ -302,12 +328,17 @@ class LiveServer:
 
 async def serve_app(nursery: trio.Nursery, settings: Settings, stop: trio.Event, clock: Any = None) -> LiveServer:
     """The app on Hypercorn (trio worker) on a free loopback port, served in `nursery` until
-    `stop` is set, then shut down gracefully. `live_server` is this with the default settings."""
+    `stop` is set, then shut down gracefully. `live_server` is this with the default settings.
+    The gateway, when on (the default), gets a free port of its own for each server, so that
+    servers started with the same settings never share one."""
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
     from volthub.http.app import create_app
 
+    if settings.events.gateway_port:
+        own = settings.events.model_copy(update={"gateway_port": free_port()})
+        settings = settings.model_copy(update={"events": own})
     application = create_app(settings, clock=clock)
     config = Config()
     config.bind = ["127.0.0.1:0"]
@@ -341,7 +372,8 @@ async def live_server(settings: Settings, nursery: trio.Nursery) -> AsyncIterato
 
 
 class ServerProcess:
-    """`volthub serve` as a child process: for restart and SIGKILL tests."""
+    """`volthub serve` as a child process: for restart and SIGKILL tests. The gateway is on
+    (the default) on a free port of its own unless `args` or `env` choose one."""
 
     def __init__(
         self, database_url: str, tmp_path: Path, env: dict[str, str] | None = None, args: list[str] | None = None
@@ -351,6 +383,12 @@ class ServerProcess:
         self.tmp_path = tmp_path
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        chosen = _gateway_port_of(self.extra_args, env or {})
+        self.gateway_port = free_port() if chosen is None else chosen
+        if chosen is None:
+            self.extra_args = [*self.extra_args, "--gateway-port", str(self.gateway_port)]
+        # Where Socket.IO clients connect: the gateway, or the main port when it is off.
+        self.events_url = f"http://127.0.0.1:{self.gateway_port}" if self.gateway_port else self.url
         self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -406,6 +444,14 @@ class ServerProcess:
         assert self.process is not None
         self.process.terminate()
         return self.process.wait(30)
+
+
+def _gateway_port_of(args: list[str], env: dict[str, str]) -> int | None:
+    if "--gateway-port" in args:
+        return int(args[args.index("--gateway-port") + 1])
+    if "VOLTHUB_EVENTS__GATEWAY_PORT" in env:
+        return int(env["VOLTHUB_EVENTS__GATEWAY_PORT"])
+    return None
 
 
 @pytest.fixture

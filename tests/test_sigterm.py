@@ -1,7 +1,9 @@
-"""SIGTERM on `volthub serve`: with an idle kept-alive connection and an open SSE
-stream, the process exits 0 within `[server] shutdown_timeout` (5 s), the stream ends with a
-`shutdown` event and a proper end of body, and every acknowledged write is there after a
-restart."""
+"""SIGTERM on `volthub serve`: with an idle kept-alive connection, an open SSE stream and
+Socket.IO connections on both paths (the gateway and the main port's mount), the process
+exits 0 within `[server] shutdown_timeout` (5 s); every Events API connection is ended the
+one way (the connection registry): each socket is told why (`error` SERVER_CLOSING) and
+closed as "going away", the stream ends with a `shutdown` event and a proper end of body;
+and every acknowledged write is there after a restart."""
 
 from __future__ import annotations
 
@@ -65,10 +67,15 @@ async def test_sigterm_exits_promptly_and_loses_nothing(
         await idle.send(request("GET", "/livez"))
         assert (await idle.response()).status == 200
         stream = await _open_sse(port, token)
-        socket = await open_ws(nursery, server.url, "/ws/events", token=token)
-        assert str(await socket.get_message()).startswith("0")  # Engine.IO open
-        await socket.send_message("40")
-        assert str(await socket.get_message()).startswith("40")  # namespace joined
+        sockets = {
+            "gateway": await open_ws(nursery, server.events_url, "/ws/events", token=token),
+            "mount": await open_ws(nursery, server.url, "/ws/events", token=token),
+        }
+        assert server.events_url != server.url
+        for socket in sockets.values():
+            assert str(await socket.get_message()).startswith("0")  # Engine.IO open
+            await socket.send_message("40")
+            assert str(await socket.get_message()).startswith("40")  # namespace joined
 
         in_flight = await RawConnection.open(port)
         body = b'{"username": "%s", "password": "correct horse battery"}' % users[1]["user"]["username"].encode()
@@ -80,28 +87,33 @@ async def test_sigterm_exits_promptly_and_loses_nothing(
         assert server.process is not None
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
-        socket_frames: list[str] = []
+        socket_frames: dict[str, list[str]] = {path: [] for path in sockets}
+        close_codes: dict[str, int | None] = {}
         with trio.fail_after(SHUTDOWN_TIMEOUT):
             assert (await in_flight.response()).status == 200  # finished, not dropped
             await idle.closed_by_server()
             await stream.closed_by_server()
-            try:
-                while True:
-                    socket_frames.append(str(await socket.get_message()))
-            except ConnectionClosed as closed:
-                close_code = closed.reason.code
+            for path, socket in sockets.items():
+                try:
+                    while True:
+                        socket_frames[path].append(str(await socket.get_message()))
+                except ConnectionClosed as closed:
+                    close_codes[path] = closed.reason.code
             while server.process.poll() is None:
                 await trio.sleep(0.02)
         elapsed = time.monotonic() - started
         in_flight.close()
-        # A WebSocket close frame 1001 "going away" (Engine.IO over WebSocket has no close packet
-        # of its own; a polling session gets the "1" packet): clients reconnect elsewhere, where
-        # a Socket.IO "41" disconnect would tell them not to.
-        assert close_code == 1001, (close_code, socket_frames)
+        # Told why, then a WebSocket close frame 1001 "going away" (Engine.IO over WebSocket
+        # has no close packet of its own; a polling session gets the "1" packet): clients
+        # reconnect elsewhere, where a Socket.IO "41" disconnect would tell them not to.
+        told = '42["error",{"code":"SERVER_CLOSING","message":"server shutting down"}]'
+        for path in sockets:
+            assert close_codes[path] == 1001, (path, close_codes, socket_frames)
+            assert told in socket_frames[path] and "41" not in socket_frames[path], (path, socket_frames)
         idle.close()
         stream.close()
         assert server.process.returncode == 0, server.log()
-        assert b"event: shutdown" in stream.buffer
+        assert b'event: shutdown\ndata: {"reason":"server shutting down"}\n\n' in stream.buffer
         assert stream.buffer.endswith(b"0\r\n\r\n"), stream.buffer[-80:]  # the chunked body ended
         print(f"SIGTERM to exit: {elapsed:.2f} s")  # the figure for the report
     finally:

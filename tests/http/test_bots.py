@@ -214,7 +214,7 @@ async def test_command_check_route(chat_env: ChatEnv):
     assert (await levels.get_json())["levels"][0] == "everyone"
 
 
-def _socketio_listen(url: str, token: str, post: Any) -> dict[str, Any]:
+def _socketio_listen(url: str, events_url: str, token: str, post: Any) -> dict[str, Any]:
     """python-socketio's client: connect, post once connected, wait for the chat.message."""
     import socketio
 
@@ -233,7 +233,7 @@ def _socketio_listen(url: str, token: str, post: Any) -> dict[str, Any]:
             seen["message"] = data
             done.set()
 
-        await client.connect(url, namespaces=["/ws/events"], auth={"token": token}, transports=["websocket"])
+        await client.connect(events_url, namespaces=["/ws/events"], auth={"token": token}, transports=["websocket"])
         try:
             await asyncio.wait_for(done.wait(), 15)
         finally:
@@ -264,7 +264,7 @@ async def test_send_as_bot_arrives_on_socketio(sqlite_url: str, nursery: trio.Nu
             headers=bearer(token),
         )
 
-    seen = await trio.to_thread.run_sync(_socketio_listen, server.url, token, post)
+    seen = await trio.to_thread.run_sync(_socketio_listen, server.url, server.events_url, token, post)
     stop.set()
     assert seen["status"] == 200
     message = seen["message"]
@@ -346,3 +346,28 @@ async def test_bot_names_follow_the_reserved_usernames(chat_env: ChatEnv):
             f"/api/developer/apps/{client_id}/bot/configure", json={"name": name}, headers=dev.headers
         )
         assert refused.status_code == 400, name
+
+
+async def test_bot_names_that_impersonate_roles_are_reserved(chat_env: ChatEnv):
+    dev = await chat_env.user()
+    created = await chat_env.client.post("/api/developer/apps", json={"name": "B", "botApp": True}, headers=dev.headers)
+    client_id = (await created.get_json())["clientId"]
+    base = f"/api/developer/apps/{client_id}/bot"
+    for name in (
+        "moderator",
+        "Mod",
+        "broadcaster",
+        "STAFF",
+        "admin_2",
+        "system",
+        "ModeratorBot",
+        "the_mod",
+        "Staff_Team",
+    ):
+        refused = await chat_env.client.post(f"{base}/configure", json={"name": name}, headers=dev.headers)
+        assert refused.status_code == 400, name
+        checked = await (await chat_env.client.get(f"{base}/check-name/{name}", headers=dev.headers)).get_json()
+        assert checked["available"] is False and checked["reason"] == "invalid", name
+    for name in ("modern_art_bot", "stafford", "helper_bot"):
+        fine = await chat_env.client.post(f"{base}/configure", json={"name": name}, headers=dev.headers)
+        assert fine.status_code == 200, (name, await fine.get_data(as_text=True))

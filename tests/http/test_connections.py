@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 import trio
@@ -233,7 +234,8 @@ def test_descriptor_soft_limit_is_raised_to_hard() -> None:
 @pytest.mark.slow
 async def test_the_documented_hypercorn_command_closes_too(tmp_path: Any) -> None:
     """The documented `hypercorn --worker-class trio "volthub.http.app:create_app()"`: the app
-    module applies the same adaptation, so `Connection: close` is honoured there too."""
+    module applies the same adaptation, so `Connection: close` is honoured there too; and
+    the app's start-up serves the Events API gateway there as well."""
     import os
     import subprocess
     import sys
@@ -241,9 +243,13 @@ async def test_the_documented_hypercorn_command_closes_too(tmp_path: Any) -> Non
 
     from volthub.loadtest.servers import free_port
 
-    port = free_port()
+    port, gateway_port = free_port(), free_port()
     hypercorn = Path(sys.executable).with_name("hypercorn")
-    env = {**os.environ, "VOLTHUB_DATABASE__URL": f"sqlite:///{tmp_path / 'h.db'}"}
+    env = {
+        **os.environ,
+        "VOLTHUB_DATABASE__URL": f"sqlite:///{tmp_path / 'h.db'}",
+        "VOLTHUB_EVENTS__GATEWAY_PORT": str(gateway_port),  # never the default 8081 in tests
+    }
     command = [str(hypercorn), "--worker-class", "trio", "--bind", f"127.0.0.1:{port}", "volthub.http.app:create_app()"]
     process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -260,6 +266,9 @@ async def test_the_documented_hypercorn_command_closes_too(tmp_path: Any) -> Non
         with trio.fail_after(CLOSE_BOUND):
             await connection.closed_by_server()
         connection.close()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway_port}") as http:
+            opened = await http.get("/ws/events/", params={"EIO": "4", "transport": "polling"})
+        assert opened.status_code == 200 and opened.text.startswith("0{"), opened.text
     finally:
         process.terminate()
         process.wait(30)

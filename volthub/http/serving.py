@@ -225,44 +225,77 @@ async def _refuse(stream: Any) -> None:
             await stream.aclose()
 
 
-class OpenStreams:
-    """Event streams (SSE) being served, so a shutdown can end each one cleanly: a final
-    `shutdown` event and the end of the chunked body, rather than a cut connection."""
-
-    def __init__(self) -> None:
-        self.scopes: set[trio.CancelScope] = set()
-        self.ending = False
-
-    def end_all(self) -> None:
-        self.ending = True
-        for scope in list(self.scopes):
-            scope.cancel()
-
-
-STREAMS = OpenStreams()
-SHUTDOWN_EVENT = b'event: shutdown\ndata: {"reason":"server shutting down"}\n\n'
-
-
 def serving_middleware(app: Any, max_body_bytes: int, timeout: float = 30.0) -> Any:
-    """ASGI middleware for two things Hypercorn leaves to the app.
-
-    Early body reads: a request body of up to `max_body_bytes` is read before the app runs
-    and handed to it as it came. A route that refuses early (401, 403, 404, 415, 429) then
-    leaves the connection at a message boundary, so it is kept alive and the client's next
-    request on it is answered, instead of a close with unread data (a reset).
-
-    Clean stream ends: a response of type text/event-stream is registered in `STREAMS`;
-    at shutdown its app is cancelled and the stream ends with a `shutdown` event."""
+    """ASGI middleware for early body reads, which Hypercorn leaves to the app: a request
+    body of up to `max_body_bytes` is read before the app runs and handed to it as it came.
+    A route that refuses early (401, 403, 404, 415, 429) then leaves the connection at a
+    message boundary, so it is kept alive and the client's next request on it is answered,
+    instead of a close with unread data (a reset)."""
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
+        body = _RequestBody(scope, receive, timeout)
         if _has_small_body(scope, max_body_bytes):
-            receive = await _read_ahead(receive, max_body_bytes, timeout)
-        await _serve_watching_streams(app, scope, receive, send)
+            body.receive = await _read_ahead(body.receive, max_body_bytes, timeout)
+        await app(scope, body.tracked, body.guarded(send))
 
     return asgi
+
+
+# A request answered before its body was read has the rest of its body read and dropped
+# (before its response ends, so Hypercorn keeps the connection) when it declared at most
+# this many bytes; a larger or chunked one is answered with `Connection: close` instead.
+# Hypercorn closes a connection whose request body was not read to its end either way.
+DISCARD_MAX_BYTES = 1 << 20
+
+
+class _RequestBody:
+    """Whether the request body was read to its end, and what happens to a response sent
+    before it was: drop the rest first (declared at most DISCARD_MAX_BYTES), or say
+    `Connection: close` (Hypercorn then closes) rather than close unannounced."""
+
+    def __init__(self, scope: dict[str, Any], receive: Any, timeout: float) -> None:
+        self.receive = receive
+        self.timeout = timeout
+        length = _declared_length(scope)
+        self.finished = trio.Event()
+        if length == 0:
+            self.finished.set()
+        self.drainable = length is not None and length <= DISCARD_MAX_BYTES
+
+    async def tracked(self) -> Any:
+        message = await self.receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self.finished.set()
+        return message
+
+    def guarded(self, send: Any) -> Any:
+        async def send_guarded(message: dict[str, Any]) -> None:
+            if not self.finished.is_set():
+                if message["type"] == "http.response.start" and not self.drainable:
+                    headers = [(n, v) for n, v in message.get("headers", ()) if n.lower() != b"connection"]
+                    message = {**message, "headers": [*headers, (b"connection", b"close")]}
+                elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                    if self.drainable:
+                        await self._drain()
+            await send(message)
+
+        return send_guarded
+
+    async def _drain(self) -> None:
+        """Read (and drop) the rest of the body; the app's own reader may be taking part of it."""
+
+        async def pull() -> None:
+            while True:
+                await self.tracked()
+
+        with trio.move_on_after(self.timeout):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pull)
+                await self.finished.wait()
+                nursery.cancel_scope.cancel()
 
 
 async def _read_ahead(receive: Any, max_body_bytes: int, timeout: float) -> Any:
@@ -282,37 +315,18 @@ async def _read_ahead(receive: Any, max_body_bytes: int, timeout: float) -> Any:
     return replay
 
 
-async def _serve_watching_streams(app: Any, scope: dict[str, Any], receive: Any, send: Any) -> None:
-    streaming = False
-    finished = False
-    cancel_scope = trio.CancelScope()
-
-    async def watch(message: dict[str, Any]) -> None:
-        nonlocal streaming, finished
-        if message["type"] == "http.response.start" and _is_event_stream(message):
-            streaming = True
-            STREAMS.scopes.add(cancel_scope)
-            if STREAMS.ending:
-                cancel_scope.cancel()
-        elif message["type"] == "http.response.body" and not message.get("more_body", False):
-            finished = True
-        await send(message)
-
-    try:
-        with cancel_scope:
-            await app(scope, receive, watch)
-    finally:
-        STREAMS.scopes.discard(cancel_scope)
-    if streaming and not finished and cancel_scope.cancelled_caught:
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_DEADLINE_SECONDS):
-            await send({"type": "http.response.body", "body": SHUTDOWN_EVENT, "more_body": False})
-
-
-def _is_event_stream(message: dict[str, Any]) -> bool:
-    for name, value in message.get("headers", ()):
-        if name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream"):
-            return True
-    return False
+def _declared_length(scope: dict[str, Any]) -> int | None:
+    """The Content-Length; 0 without one and not chunked; None when chunked or unreadable."""
+    for name, value in scope.get("headers", ()):
+        lowered = name.lower()
+        if lowered == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+        if lowered == b"transfer-encoding" and b"chunked" in value.lower():
+            return None
+    return 0
 
 
 def _has_small_body(scope: dict[str, Any], max_body_bytes: int) -> bool:
@@ -388,14 +402,14 @@ def adapt(app: Any, settings: Any) -> None:
 
 def begin_shutdown(app: Any) -> None:
     """The first step of a graceful stop, before Hypercorn waits for connections to finish:
-    end event streams (SSE with a `shutdown` event, Socket.IO sessions with a close packet)
-    so that only real requests in flight are waited for."""
-    log.info("shutting down: ending %d event stream(s) and the Socket.IO sessions", len(STREAMS.scopes))
-    STREAMS.end_all()
+    the gateway stops accepting and every Events API connection, on either path, is ended
+    through the connection registry (`ConnectionRegistry.close_all`: Socket.IO clients are
+    told why and reconnect, SSE streams end with a `shutdown` event), so that only real
+    requests in flight are waited for."""
     runtime = app.extensions.get("volthub")
-    for endpoint in getattr(runtime, "engineio_endpoints", {}).values():
-        endpoint.close_sessions_for_shutdown()
     gateway = getattr(runtime, "gateway", None)
-    if gateway is not None:  # the Events API's own listener: no new connections, sessions ended
+    if gateway is not None:
         gateway.stop_accepting()
-        gateway.close_sessions_for_shutdown()
+    connections = getattr(getattr(runtime, "services", None), "connections", None)
+    ended = connections.close_all("server shutting down") if connections is not None else 0
+    log.info("shutting down: ended %d Events API connection(s)", ended)

@@ -9,7 +9,11 @@ cheap password hashing so registering the senders is quick), registers `--concur
 senders and `--channels` channels, then lets every sender post as fast as it can for
 `--seconds`: sender i posts in channel i mod channels. `--channels 0` (default) gives each
 sender its own channel; `--channels 1` puts everyone in one channel (one actor, the
-contended case). Reports accepted sends per second and latency percentiles.
+contended case). Each channel's owner follows it over Socket.IO on the Events API gateway,
+so a send counts end to end: acknowledged (200) and fanned out (`delivered` counts the
+`chat.message` events those sockets got; it equals `accepted` when every acknowledged send
+reached its channel's socket). Reports accepted sends per second, latency percentiles and
+the server's CPU time per accepted send over the measured window.
 
 The client runs on the same machine as the server and takes CPU from it; the figures are
 a floor for what the server does with its own cores.
@@ -33,6 +37,7 @@ import httpx
 import orjson
 import trio
 
+from volthub.loadtest.metrics import read_proc
 from volthub.loadtest.servers import free_port
 
 PASSWORD = "bench password 123"
@@ -43,6 +48,8 @@ class Results:
     latencies: list[float] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
     elapsed: float = 0.0
+    delivered: int = 0  # chat.message events the channels' sockets got in the measured window
+    server_cpu_seconds: float | None = None
 
     @property
     def accepted(self) -> int:
@@ -60,6 +67,13 @@ class Results:
             "accepted": self.accepted,
             "sends_per_second": round(self.accepted / self.elapsed, 1) if self.elapsed else 0.0,
             "statuses": dict(self.statuses),
+            "delivered": self.delivered,
+            "server_cpu_seconds": None if self.server_cpu_seconds is None else round(self.server_cpu_seconds, 3),
+            "server_cpu_ms_per_send": (
+                round(1000 * self.server_cpu_seconds / self.accepted, 3)
+                if self.server_cpu_seconds is not None and self.accepted
+                else None
+            ),
             "latency_ms": {
                 "mean": round(statistics.fmean(self.latencies) * 1000, 2) if self.latencies else None,
                 "p50": round(self.percentile(0.50) * 1000, 2),
@@ -81,6 +95,8 @@ class Server:
 
     def __init__(self, database: str, port: int, workdir: Path) -> None:
         self.url = f"http://127.0.0.1:{port}"
+        gateway_port = free_port()  # never the default 8081: benches may run beside other servers
+        self.events_url = f"ws://127.0.0.1:{gateway_port}"
         env = {
             **os.environ,
             "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
@@ -100,6 +116,8 @@ class Server:
                 "127.0.0.1",
                 "--port",
                 str(port),
+                "--gateway-port",
+                str(gateway_port),
                 "--database",
                 database,
             ],
@@ -160,26 +178,75 @@ async def _sender(
         results.statuses[status] += 1
 
 
-async def run_bench(url: str, seconds: float, concurrency: int, channels: int) -> Results:
+class _Follower:
+    """The channel owner's Socket.IO connection on the gateway, counting chat messages."""
+
+    def __init__(self) -> None:
+        self.counting = False
+        self.seen = 0
+
+    async def run(self, events_url: str, token: str, task_status: trio.TaskStatus[None]) -> None:
+        from trio_websocket import ConnectionClosed, open_websocket_url
+
+        async with open_websocket_url(f"{events_url}/ws/events/?EIO=4&transport=websocket") as ws:
+            await ws.get_message()  # the Engine.IO open packet
+            await ws.send_message("40" + orjson.dumps({"token": token}).decode())
+            while not str(await ws.get_message()).startswith('42["connected"'):
+                pass
+            task_status.started()
+            try:
+                while True:
+                    frame = await ws.get_message()
+                    if frame == "2":
+                        await ws.send_message("3")
+                    elif self.counting and isinstance(frame, str) and frame.startswith('42["chat.message"'):
+                        self.seen += 1
+            except ConnectionClosed:
+                return
+
+
+async def run_bench(
+    url: str, seconds: float, concurrency: int, channels: int, events_url: str | None = None, server_pid: int = 0
+) -> Results:
+    """`events_url`: the gateway, where each channel's owner follows it (None: no followers);
+    `server_pid`: whose CPU time to measure (0: not measured)."""
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
         senders = [await _register(client, "sender") for _ in range(concurrency)]
         if channels <= 0:
-            channel_ids = [user_id for user_id, _ in senders]
+            owners = senders
         else:
-            channel_ids = [(await _register(client, "channel"))[0] for _ in range(channels)]
+            owners = [await _register(client, "channel") for _ in range(channels)]
+        channel_ids = [user_id for user_id, _ in owners]
         targets = [channel_ids[i % len(channel_ids)] for i in range(concurrency)]
-        # Warm up: start every channel's actor and open every connection before timing.
-        async with trio.open_nursery() as nursery:
-            for (_, token), channel_id in zip(senders, targets, strict=True):
-                nursery.start_soon(_sender, client, token, channel_id, time.perf_counter(), Results(), -1)
-        results = Results()
-        started = time.perf_counter()
-        stop_at = started + seconds
-        async with trio.open_nursery() as nursery:
-            for number, ((_, token), channel_id) in enumerate(zip(senders, targets, strict=True)):
-                nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number)
-        results.elapsed = time.perf_counter() - started
+        followers = [_Follower() for _ in owners] if events_url else []
+        async with trio.open_nursery() as listening:
+            for follower, (_, token) in zip(followers, owners, strict=False):
+                await listening.start(follower.run, events_url, token)
+            # Warm up: start every channel's actor and open every connection before timing.
+            async with trio.open_nursery() as nursery:
+                for (_, token), channel_id in zip(senders, targets, strict=True):
+                    nursery.start_soon(_sender, client, token, channel_id, time.perf_counter(), Results(), -1)
+            await trio.sleep(0.5)  # the warm-up's messages reach the followers before counting starts
+            for follower in followers:
+                follower.counting = True
+            results = Results()
+            before = read_proc(server_pid, 0.0) if server_pid else None
+            started = time.perf_counter()
+            stop_at = started + seconds
+            async with trio.open_nursery() as nursery:
+                for number, ((_, token), channel_id) in enumerate(zip(senders, targets, strict=True)):
+                    nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number)
+            results.elapsed = time.perf_counter() - started
+            after = read_proc(server_pid, 0.0) if server_pid else None
+            if before is not None and after is not None:
+                results.server_cpu_seconds = after.cpu_seconds - before.cpu_seconds
+            # Every acknowledged send was published before its 200; give the last frames a moment.
+            with trio.move_on_after(2.0):
+                while sum(f.seen for f in followers) < results.accepted:
+                    await trio.sleep(0.05)
+            results.delivered = sum(f.seen for f in followers)
+            listening.cancel_scope.cancel()
         return results
 
 
@@ -190,7 +257,9 @@ async def _main(args: argparse.Namespace) -> dict[str, object]:
         server = Server(database, args.port or free_port(), workdir)
         try:
             await server.wait_ready()
-            results = await run_bench(server.url, args.seconds, args.concurrency, args.channels)
+            results = await run_bench(
+                server.url, args.seconds, args.concurrency, args.channels, server.events_url, server.process.pid
+            )
         finally:
             server.stop()
     backend = "postgresql" if database.startswith("postgres") else "sqlite"
@@ -220,12 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(orjson.dumps(report).decode())
     else:
-        latency = report["latency_ms"]
+        latency: dict[str, float] = report["latency_ms"]  # type: ignore[assignment]
         print(
             f"{report['backend']}: {report['sends_per_second']} sends/s accepted "
             f"({report['accepted']} in {report['seconds']} s, {report['concurrency']} senders, "
-            f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "  # type: ignore[index]
-            f"p99 {latency['p99']}; statuses {report['statuses']}"  # type: ignore[index]
+            f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "
+            f"p99 {latency['p99']}; statuses {report['statuses']}; delivered {report['delivered']}; "
+            f"server CPU {report['server_cpu_ms_per_send']} ms per send"
         )
     return 0
 

@@ -37,7 +37,18 @@ def _start(database: str, port: int, throttle: bool, workdir: Path) -> subproces
         env["VOLTHUB_AUTH__FAILED_LOGINS_PER_ACCOUNT"] = "1000000"
         env["VOLTHUB_AUTH__FAILED_LOGINS_PER_ADDRESS"] = "1000000"
     log = open(workdir / "server.log", "wb")  # noqa: SIM115 - the child keeps it
-    command = [sys.executable, "-m", "volthub", "serve", "--port", str(port), "--database", database]
+    command = [
+        sys.executable,
+        "-m",
+        "volthub",
+        "serve",
+        "--port",
+        str(port),
+        "--gateway-port",
+        "0",
+        "--database",
+        database,
+    ]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
 
 

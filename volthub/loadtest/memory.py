@@ -91,9 +91,8 @@ async def _serve(connections: int, gateway: bool = False) -> None:
         "auth": {"argon2_time_cost": 1, "argon2_memory_kib": 1024},
         "ratelimit": {"enabled": False},
     }
-    gateway_port = free_port() if gateway else 0
-    if gateway:
-        overrides["events"] = {"gateway_host": "127.0.0.1", "gateway_port": gateway_port}
+    gateway_port = free_port() if gateway else 0  # off unless asked: the mount is measured first
+    overrides["events"] = {"gateway_host": "127.0.0.1", "gateway_port": gateway_port}
     settings = load_settings(None, environ={}, overrides=overrides)
     app = create_app(settings)
     config = Config()

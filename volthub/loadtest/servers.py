@@ -102,8 +102,10 @@ def plan_server(
             "--database",
             database,
         ]
-        env = {**os.environ, **VOLTHUB_BENCH_ENV, **(extra_env or {})}
-        if target == "volthub-gateway":  # the Events API's own listener on a second port
+        # `volthub`: the mount alone (gateway off); `volthub-gateway`: the Events API's own
+        # listener on a free port (never the default 8081: servers run side by side).
+        env = {**os.environ, **VOLTHUB_BENCH_ENV, "VOLTHUB_EVENTS__GATEWAY_PORT": "0", **(extra_env or {})}
+        if target == "volthub-gateway":
             gateway_port = free_port()
             env["VOLTHUB_EVENTS__GATEWAY_HOST"] = "127.0.0.1"
             env["VOLTHUB_EVENTS__GATEWAY_PORT"] = str(gateway_port)

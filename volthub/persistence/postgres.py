@@ -11,6 +11,7 @@ message only, never DETAIL (which holds row data) or statement parameters.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -129,6 +130,14 @@ class PostgresDatabase(Database):
     def run_sync(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
         return self._run(fn, self.acquire_timeout)
 
+    def pool_stats(self) -> dict[str, int]:
+        slots = self._limiter.statistics()
+        return {
+            "in_use": slots.borrowed_tokens,
+            "idle": max(0, int(slots.total_tokens) - slots.borrowed_tokens),
+            "waiting": slots.tasks_waiting,
+        }
+
     async def _call(self, fn: Callable[[Tx], T]) -> T:
         """Waiting for a slot and then for a pooled connection share one acquire_timeout."""
         deadline = trio.current_time() + self.acquire_timeout
@@ -143,15 +152,46 @@ class PostgresDatabase(Database):
             self._limiter.release()
 
     def _run(self, fn: Callable[[Tx], T], timeout: float) -> T:
-        connection = self._checked_connection(timeout)
+        connection = self._begun(time.monotonic() + timeout)
         try:
-            # autocommit connections: transaction() issues an explicit BEGIN / COMMIT.
-            with connection.transaction():
-                return fn(PostgresTx(connection))
-        except psycopg.Error as exc:  # BEGIN, COMMIT or ROLLBACK failed (statements translate their own)
-            _translate(exc)
+            try:
+                result = fn(PostgresTx(connection))
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):  # a broken connection: the pool drops it
+                    connection.execute("ROLLBACK")
+                raise
+            try:
+                connection.execute("COMMIT")
+            except psycopg.Error as exc:
+                with contextlib.suppress(psycopg.Error):
+                    connection.execute("ROLLBACK")
+                _translate(exc)
+            return result
         finally:
             self._pool.putconn(connection)
+
+    def _begun(self, deadline: float) -> psycopg.Connection[Row]:
+        """A pooled connection in a transaction (an explicit BEGIN: the connections are in
+        autocommit mode). The BEGIN is also the check that the connection lives: on one the
+        server terminated while it sat in the pool it fails before anything ran, and the
+        transaction starts on a checked connection instead. No extra round trip per
+        transaction when the connection is fine."""
+        try:
+            connection = self._pool.getconn(timeout=max(0.01, deadline - time.monotonic()))
+        except PoolTimeout:
+            raise DatabaseUnavailable("no database connection within the acquire timeout") from None
+        try:
+            connection.execute("BEGIN")
+            return connection
+        except psycopg.Error:
+            self._pool.putconn(connection)  # the pool sees it is broken and replaces it
+        connection = self._checked_connection(max(0.01, deadline - time.monotonic()))
+        try:
+            connection.execute("BEGIN")
+        except psycopg.Error as exc:
+            self._pool.putconn(connection)
+            _translate(exc)
+        return connection
 
     def _checked_connection(self, timeout: float) -> psycopg.Connection[Row]:
         """A pooled connection that answered a round trip just now. One the server terminated

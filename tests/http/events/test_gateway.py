@@ -63,6 +63,27 @@ def upgrade_request(path: str = EIO + "?EIO=4&transport=websocket", **headers: s
     return f"GET {path} HTTP/1.1\r\n{lines}\r\n".encode()
 
 
+# ------------------------------------------------------------------ the port
+
+
+async def test_a_taken_gateway_port_fails_the_start_unless_shared_on_purpose() -> None:
+    """Two servers on one machine never silently share a gateway port; the workers of
+    `serve --workers N` do, on purpose (`[events] gateway_reuse_port`)."""
+    first = Gateway("127.0.0.1", 0)
+    _, port = first.bind()
+    try:
+        with pytest.raises(OSError):
+            Gateway("127.0.0.1", port).bind()
+    finally:
+        first.stop_accepting()
+    shared = [Gateway("127.0.0.1", port, reuse_port=True) for _ in range(2)]
+    try:
+        assert [gateway.bind()[1] for gateway in shared] == [port, port]
+    finally:
+        for gateway in shared:
+            gateway.stop_accepting()
+
+
 # ------------------------------------------------------------------ HTTP edge cases
 
 

@@ -8,16 +8,15 @@ import orjson
 import pytest
 import trio
 
-from tests.conftest import LiveServer, free_port, make_settings, register_live, serve_app
+from tests.conftest import SOCKET_PATHS, LiveServer, make_settings, register_live, serve_app, socket_path_events
 from tests.js_client import JS_DIR, node_with_official_client
 from volthub.http.events.recovery import Lost, RecoveryStore
 
 
-@pytest.fixture(params=["mount", "gateway"])
+@pytest.fixture(params=SOCKET_PATHS)
 async def server(sqlite_url: str, nursery: trio.Nursery, request: pytest.FixtureRequest) -> AsyncIterator[LiveServer]:
-    """The Socket.IO paths on the main port (mount) or on the gateway's own port."""
-    events = {"gateway_port": free_port()} if request.param == "gateway" else {}
-    settings = make_settings(sqlite_url, events=events, ratelimit={"enabled": False})
+    """The Socket.IO paths on the gateway's own port (the default) or on the main port (mount)."""
+    settings = make_settings(sqlite_url, events=socket_path_events(request.param), ratelimit={"enabled": False})
     stop = trio.Event()
     yield await serve_app(nursery, settings, stop)
     stop.set()

@@ -10,7 +10,7 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from tests.conftest import LiveServer, free_port, register_live, serve_app
+from tests.conftest import SOCKET_PATHS, LiveServer, register_live, serve_app, socket_path_events
 from tests.http.events.live import handshake, open_ws, receive
 from tests.http.oauth.tokens import issue_oauth_token
 from volthub.config import Settings
@@ -29,15 +29,14 @@ async def _socket(server: LiveServer, nursery: trio.Nursery, token: str):  # typ
     return ws
 
 
-@pytest.fixture(params=["mount", "gateway"])
+@pytest.fixture(params=SOCKET_PATHS)
 async def live_server(
     settings: Settings, nursery: trio.Nursery, request: pytest.FixtureRequest
 ) -> AsyncIterator[LiveServer]:
-    """The Socket.IO paths on the main port (mount) or on the gateway's own port."""
-    if request.param == "gateway":
-        settings = settings.model_copy(
-            update={"events": settings.events.model_copy(update={"gateway_port": free_port()})}
-        )
+    """The Socket.IO paths on the gateway's own port (the default) or on the main port (mount)."""
+    settings = settings.model_copy(
+        update={"events": settings.events.model_copy(update=socket_path_events(request.param))}
+    )
     stop = trio.Event()
     yield await serve_app(nursery, settings, stop)
     stop.set()
@@ -112,6 +111,35 @@ def test_registry_ends_only_that_users_connections_of_that_app() -> None:
     assert len(registry) == 3
     assert registry.close_all("bye") == 3
     assert {r.ended[-1][0] for r in (other_app, other_user, anonymous)} == {"SERVER_CLOSING"}
+
+
+class _Holder:
+    def __init__(self, open_sessions: int) -> None:
+        self.open_sessions = open_sessions
+        self.reasons: list[str] = []
+
+    def close_sessions(self, reason: str) -> int:
+        self.reasons.append(reason)
+        closed, self.open_sessions = self.open_sessions, 0
+        return closed
+
+
+def test_close_all_is_the_one_shutdown_path() -> None:
+    """Registered connections first (each told why), then the sessions the endpoints hold
+    that never joined a namespace; a connection registered afterwards is ended at once."""
+    registry = ConnectionRegistry()
+    joined, holder = _Recorder(), _Holder(open_sessions=2)
+    registry.add(joined, "u1", None)
+    registry.hold_sessions(holder)
+    latecomer = _Recorder()
+    registry.end_if_closing(latecomer)
+    assert latecomer.ended == []  # not shutting down yet
+    assert registry.close_all("server shutting down") == 3
+    assert joined.ended == [("SERVER_CLOSING", "server shutting down")]
+    assert holder.reasons == ["server shutting down"]
+    registry.add(latecomer, None, None)
+    registry.end_if_closing(latecomer)
+    assert latecomer.ended == [("SERVER_CLOSING", "server shutting down")]
 
 
 async def test_a_revoked_session_ends_its_sockets_and_streams_only(

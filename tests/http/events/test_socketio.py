@@ -20,7 +20,7 @@ import pytest
 import trio
 from trio_websocket import WebSocketConnection
 
-from tests.conftest import LiveServer, free_port, make_settings, register_live, serve_app
+from tests.conftest import SOCKET_PATHS, LiveServer, make_settings, register_live, serve_app, socket_path_events
 from tests.conftest import RegisteredUser as Account
 from tests.http.events.live import closed, handshake, open_ws, poll, polling_open, push, receive
 from tests.js_client import JS_DIR, node_with_official_client
@@ -33,16 +33,13 @@ EIO_PATH = "/ws/events/"
 DEFAULT_PATH = "/socket.io/"
 
 
-# Every test runs on both ways of serving the Socket.IO paths: the single-port mount (ASGI,
-# Hypercorn) and the gateway (`[events] gateway_port`, volthub's own listener).
-PATHS = ["mount", "gateway"]
-
-
+# Every test runs on both ways of serving the Socket.IO paths: the gateway (the default,
+# volthub's own listener) and the single-port mount (ASGI, Hypercorn).
 def events_settings(path: str, **events: Any) -> dict[str, Any]:
-    return {**events, "gateway_port": free_port()} if path == "gateway" else events
+    return {**events, **socket_path_events(path)}
 
 
-@pytest.fixture(params=PATHS)
+@pytest.fixture(params=SOCKET_PATHS)
 async def server(sqlite_url: str, nursery: trio.Nursery, request: pytest.FixtureRequest) -> AsyncIterator[LiveServer]:
     settings = make_settings(
         sqlite_url,
@@ -110,6 +107,22 @@ async def connected(ws: WebSocketConnection) -> dict[str, Any]:
     name, data = await next_event(ws)
     assert name == "connected"
     return data
+
+
+# ------------------------------------------------------------------ where clients connect
+
+
+async def test_clients_are_told_the_gateway_and_connect_there(live_server: LiveServer, nursery: trio.Nursery) -> None:
+    """By default the API sends Socket.IO clients to the gateway's own port (`wsUrl`), and a
+    client that follows it gets an authenticated connection there."""
+    owner = await register_live(live_server.url)
+    async with httpx.AsyncClient(base_url=live_server.url) as http:
+        ws_url = (await http.get("/api/events/types")).json()["wsUrl"]
+    assert ws_url == live_server.events_url.replace("http://", "ws://") != live_server.url.replace("http://", "ws://")
+    ws = await open_ws(nursery, ws_url.replace("ws://", "http://"), EIO_PATH, token=owner.token)
+    handshake(await receive(ws))
+    await ws.send_message("40")
+    assert (await connected(ws))["authenticated"] is True
 
 
 # ------------------------------------------------------------------ official clients
@@ -547,7 +560,7 @@ async def test_random_client_requests_never_break_the_connection(
     assert (await next_event(ws))[0] == "channel:rewards"
 
 
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("path", SOCKET_PATHS)
 async def test_new_sessions_count_against_the_per_ip_budget(sqlite_url: str, nursery: trio.Nursery, path: str) -> None:
     settings = make_settings(
         sqlite_url, events=events_settings(path), ratelimit={"enabled": True, "global_per_ip_per_minute": 2}

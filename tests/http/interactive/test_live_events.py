@@ -80,7 +80,7 @@ async def test_sse_and_official_socketio_client_see_each_event_once_in_order(ser
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as http, trio.open_nursery() as nursery:
         process = await nursery.start(
             lambda task_status: trio.run_process(
-                [node, "interactive_client.mjs", server.url, owner.token, str(len(EXPECTED))],
+                [node, "interactive_client.mjs", server.events_url, owner.token, str(len(EXPECTED))],
                 cwd=JS_DIR,
                 stdout=__import__("subprocess").PIPE,
                 check=False,

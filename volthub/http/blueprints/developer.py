@@ -406,4 +406,4 @@ async def events() -> Response:
     if user is None:  # signed out: to the sign-in page, as every dashboard page does
         return _redirect(developer_page.BASE)
     claims = await session_claims(request.cookies.get(SESSION_COOKIE))
-    return stream_response(user, None, "unnamed", None, claims.session_id if claims else None)
+    return await stream_response(user, None, "unnamed", None, claims.session_id if claims else None)

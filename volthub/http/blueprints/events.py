@@ -11,15 +11,16 @@ from pydantic import Field
 from quart import Blueprint, Response, request
 from quart_schema import tag, validate_querystring, validate_response
 
-from volthub.config import EventsSettings
+from volthub.config import EventsSettings, events_ws_url
 from volthub.http import access
 from volthub.http.errors import ApiError
-from volthub.http.events.registry import ConnectionRegistry
+from volthub.http.events.registry import SERVER_CLOSING, ConnectionRegistry
 from volthub.http.events.socketio import SLOW_CONSUMER, SSE_DEFAULT_FORM, SSE_ENCODERS, sse_wire
 from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
 from volthub.hub.fanout import Fanout
+from volthub.metrics import EVENTS_CONNECTIONS, observe_lag
 from volthub.protocol import catalogue, sse
 from volthub.services.accounts import User
 
@@ -75,13 +76,23 @@ class EventTypeOut(Model):
 class EventTypesOut(Model):
     groups: list[str]
     types: list[EventTypeOut]
+    wsUrl: str = Field(
+        description="the Events API's WebSocket base address (`[events] public_ws_url`, by default the"
+        " gateway's port): a Socket.IO client connects to `{wsUrl}/ws/events`"
+    )
+
+
+_SSE_OPEN = EVENTS_CONNECTIONS.labels("sse", "mount")
 
 
 class SseSubscriber:
     """One SSE stream, as the fan-out sees it: a bounded queue of encoded events."""
 
+    transport = "sse"
+
     def __init__(self, queue_size: int, form: str = SSE_DEFAULT_FORM) -> None:
         self.wire = sse_wire(form)
+        self.lag_since: float | None = None  # a fan-out event whose write is to be timed
         self.send, self.receive = trio.open_memory_channel[bytes](queue_size)
         self.reason: str | None = None
         self.code = SLOW_CONSUMER
@@ -95,14 +106,28 @@ class SseSubscriber:
             pass  # the stream is ending; its finally removes this subscriber
         return True
 
+    def note_lag(self, since: float) -> None:
+        if self.lag_since is None:
+            self.lag_since = since
+
     def overflow(self, reason: str) -> None:
         self.reason = reason
         self.send.close()  # the stream sends what it holds, then the reason, then ends
 
     def end(self, code: str, reason: str) -> None:
-        """The connection registry ends the stream (a revoked grant, a deleted app)."""
+        """The connection registry ends the stream (a revoked grant, a deleted app, a server
+        shutting down): what it holds is sent, then its last event says why."""
         self.code = code
         self.overflow(reason)
+
+    def last_event(self) -> bytes | None:
+        """The stream's final event once it was ended: `shutdown` {reason} when the server
+        shuts down, else `error` {code, message}; None while it runs."""
+        if self.reason is None:
+            return None
+        if self.code == SERVER_CLOSING:
+            return sse.encode(_json({"reason": self.reason}), event="shutdown")
+        return sse.encode(_json({"code": self.code, "message": self.reason}), event="error")
 
 
 @blueprint.get("/types")
@@ -113,8 +138,9 @@ async def event_types() -> EventTypesOut:
     """Every event name of the Events API and of webhooks, with its group, its transports,
     whether anything really emits it (the hype-train events never fire; others
     until their producer lands), whether the sandbox can send it as a test event, whether
-    anonymous Events API subscribers get it, and its payload fields."""
-    return EventTypesOut.model_validate(catalogue.document())
+    anonymous Events API subscribers get it, and its payload fields; and `wsUrl`, where
+    Socket.IO clients connect (`{wsUrl}/ws/events`)."""
+    return EventTypesOut.model_validate({**catalogue.document(), "wsUrl": events_ws_url(runtime().settings)})
 
 
 @blueprint.get("/stream")
@@ -150,15 +176,16 @@ async def stream(query_args: StreamQuery) -> Response:
     names = _event_filter(query_args.events)
     user = await _token_owner()
     caller = access.principal()
-    return stream_response(user, names, query_args.messages, caller.client_id, caller.session_id)
+    return await stream_response(user, names, query_args.messages, caller.client_id, caller.session_id)
 
 
-def stream_response(
+async def stream_response(
     user: User, names: frozenset[str] | None, form: str, client_id: str | None, session_id: str | None
 ) -> Response:
     """The SSE response of `user`'s channel (also the developer dashboard's inspector)."""
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
+    await rt.bus.prepare([user.id])  # this process hears the channel and holds its recent events
     body = event_stream(
         rt.services.fanout,
         rt.settings.events,
@@ -222,6 +249,9 @@ async def event_stream(
     # every event is then either in `resume.events` or delivered live, exactly once.
     subscription = fanout.subscribe(subscriber, user.id, owner=True, names=names, user_id=user.id, viewer=False)
     resume = fanout.since(user.id, last_id)
+    if connections is not None:
+        connections.end_if_closing(subscriber)  # opened while the server shuts down
+    _SSE_OPEN.inc()
     try:
         yield sse.encode(_json({"channelUsername": user.username, "channelId": user.id}), event="connected")
         if not resume.found:
@@ -246,9 +276,14 @@ async def event_stream(
                     break
             # Never yield inside the cancel scope: the consumer runs between yields.
             yield sse.KEEP_ALIVE if frame is None else frame
-        if subscriber.reason is not None:
-            yield sse.encode(_json({"code": subscriber.code, "message": subscriber.reason}), event="error")
+            if subscriber.lag_since is not None and subscriber.receive.statistics().current_buffer_used == 0:
+                observe_lag(subscriber.lag_since)  # the timed event has been written
+                subscriber.lag_since = None
+        last = subscriber.last_event()
+        if last is not None:
+            yield last
     finally:
+        _SSE_OPEN.dec()
         fanout.remove(subscriber)
         if connections is not None and registered is not None:
             connections.discard(subscriber, registered)

@@ -60,6 +60,7 @@ from volthub.http.events.gateway_connections import (
     recv,
     send_all,
 )
+from volthub.http.observe import request_id
 from volthub.protocol.engineio.handshake import (
     WEBSOCKET,
     ErrorCode,
@@ -103,6 +104,7 @@ class GatewayEndpoint(EngineIOEndpoint):
             sid = new_sid()
         session = self._factory(sid, self.settings, transport, self.now())
         conn = WireConnection(sid, session, self, query, scope.get("client"))
+        conn.request_id = request_id(scope)
         self.sessions[sid] = conn
         self.gateway.ticker.reschedule(conn)
         return conn
@@ -311,8 +313,10 @@ class Gateway:
         admit: Callable[[str], bool] | None = None,
         release: Callable[[str], None] | None = None,
         refusal: bytes = b"",
+        reuse_port: bool = False,
     ) -> None:
         self.host, self.port = host, port
+        self._reuse_port = reuse_port
         self.endpoints: dict[str, GatewayEndpoint] = {}
         self.ticker = Ticker()
         self._keep_alive = keep_alive_timeout
@@ -330,15 +334,15 @@ class Gateway:
 
     def bind(self) -> tuple[str, int]:
         """Open the listening socket (at start-up, so a taken port fails the start).
-        SO_REUSEPORT: the processes of `volthub serve --workers N` each bind the same
-        gateway port and the kernel spreads new connections over them."""
+        With `reuse_port` (SO_REUSEPORT) the processes of `volthub serve --workers N` each
+        bind the same gateway port and the kernel spreads new connections over them."""
         if self._listener is None:
             host = self.host.strip("[]")
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             listener = socket.socket(family, socket.SOCK_STREAM)
             try:
                 listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if hasattr(socket, "SO_REUSEPORT"):
+                if self._reuse_port and hasattr(socket, "SO_REUSEPORT"):
                     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 listener.bind((host, self.port))
                 listener.listen(self._backlog)
@@ -378,7 +382,7 @@ class Gateway:
                 try:
                     await self._accept_loop(nursery)
                 finally:
-                    self.close_sessions_for_shutdown()
+                    self.close_sessions("server shutting down")
         finally:
             self._nursery = None
 
@@ -387,9 +391,8 @@ class Gateway:
         assert isinstance(endpoint, GatewayEndpoint)
         endpoint.on_due(conn, now)
 
-    def close_sessions_for_shutdown(self) -> None:
-        for endpoint in self.endpoints.values():
-            endpoint.close_sessions_for_shutdown()
+    def close_sessions(self, reason: str) -> int:
+        return sum(endpoint.close_sessions(reason) for endpoint in self.endpoints.values())
 
     def stop_accepting(self) -> None:
         listener, self._listener = self._listener, None

@@ -18,6 +18,7 @@ Everything runs in the Trio thread; no locking, no awaiting.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Final, Protocol, runtime_checkable
 
 from volthub.hub.components.roles import BADGES_CHANGED
@@ -35,6 +36,12 @@ BADGES_MESSAGE: Final = "channel:badges"
 class Closable(Protocol):
     def end(self, code: str, reason: str) -> None:
         """Tell the client ``{code, message: reason}`` and end the connection. Must not block."""
+
+
+class SessionHolder(Protocol):
+    def close_sessions(self, reason: str) -> int:
+        """Close every transport session still open (an Engine.IO session that never joined a
+        namespace has no entry of its own); how many. Must not block."""
 
 
 @runtime_checkable
@@ -57,6 +64,16 @@ class ConnectionRegistry:
     def __init__(self) -> None:
         self._by_key: dict[Key, dict[Closable, None]] = {}
         self._keys_of_user: dict[str, dict[Key, None]] = {}  # user id -> their keys
+        self._holders: list[SessionHolder] = []
+        # Set by close_all: the reason every connection registered from then on is ended with.
+        self.closing: str | None = None
+        # Told (user id, True) at a user's first connection here and (user id, False) after
+        # their last: a broker with per-channel interest then follows the person's subject.
+        self.interest: Callable[[str, bool], None] | None = None
+
+    def hold_sessions(self, holder: SessionHolder) -> None:
+        """``close_all`` also closes ``holder``'s sessions (an Engine.IO endpoint, the gateway)."""
+        self._holders.append(holder)
 
     def add(
         self, connection: Closable, user_id: str | None, client_id: str | None, session_id: str | None = None
@@ -66,6 +83,8 @@ class ConnectionRegistry:
         key = (user_id, client_id if client_id is not None else _session_marker(session_id))
         self._by_key.setdefault(key, {})[connection] = None
         if user_id is not None:
+            if user_id not in self._keys_of_user and self.interest is not None:
+                self.interest(user_id, True)
             self._keys_of_user.setdefault(user_id, {})[key] = None
         return key
 
@@ -85,6 +104,8 @@ class ConnectionRegistry:
         keys.pop(key, None)
         if not keys:
             del self._keys_of_user[user_id]
+            if self.interest is not None:
+                self.interest(user_id, False)
 
     def of_user(self, user_id: str) -> list[Closable]:
         """Every connection ``user_id`` opened, whatever token (app) it used."""
@@ -104,9 +125,23 @@ class ConnectionRegistry:
         return self._end(list(self._by_key.get(key, ())), AUTHORIZATION_REVOKED, reason)
 
     def close_all(self, reason: str) -> int:
-        """End every registered connection (a server shutting down)."""
+        """The one way a shutting-down server ends the Events API: every Socket.IO namespace
+        gets `error` {code: SERVER_CLOSING, message: reason} and its session is closed as
+        "going away" (clients reconnect, here once back or elsewhere), every SSE stream ends
+        with its `shutdown` event, then the sessions that never joined a namespace are
+        closed. Connections registered afterwards are ended at once (``end_if_closing``).
+        How many were ended."""
+        self.closing = reason
         every = [connection for found in self._by_key.values() for connection in found]
-        return self._end(every, SERVER_CLOSING, reason)
+        ended = self._end(every, SERVER_CLOSING, reason)
+        for holder in self._holders:
+            ended += holder.close_sessions(reason)
+        return ended
+
+    def end_if_closing(self, connection: Closable) -> None:
+        """For a connection registered just now: end it if the server is shutting down."""
+        if self.closing is not None:
+            self._end([connection], SERVER_CLOSING, self.closing)
 
     def push_badges(self, data: dict[str, Any]) -> int:
         """Tell the member's Socket.IO connections their new badges; how many were told."""

@@ -38,7 +38,7 @@ import orjson
 import trio
 from quart import Quart
 
-from volthub.http import ratelimit
+from volthub.http import observe, ratelimit
 from volthub.http.access import Principal, authenticate
 from volthub.http.errors import ApiError
 from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
@@ -167,6 +167,13 @@ class SocketSubscriber:
             self.last_sent[payload.channel_id] = payload.event_id
         return True
 
+    @property
+    def transport(self) -> str:
+        return self.conn.session.transport
+
+    def note_lag(self, since: float) -> None:
+        self.conn.note_lag(since)
+
     def overflow(self, reason: str) -> None:
         conn = self.conn
         # Beyond the bound by one frame, so the client learns why before the close.
@@ -186,6 +193,8 @@ class SocketSubscriber:
         reconnect, the token is no good anyway); anything else closes the session, so the
         clients reconnect (to another process, or once this one is back)."""
         conn = self.conn
+        if conn.session.closed:
+            return  # already ended (another namespace of the same session, say)
         session = conn.socketio
         session.emit(self.namespace, "error", {"code": code, "message": reason})
         if code == AUTHORIZATION_REVOKED:
@@ -294,10 +303,18 @@ class EventsSocketHandler:
                     namespace, "authentication is unavailable, try again", {"code": "service_unavailable"}
                 )
                 return
+        wants_recovery = self.recovery.enabled and request.auth.get("recovery") is True
+        # This process must hear the channels (and hold their recent events) first: with a
+        # broker with per-channel interest it may not follow them yet.
+        following = [user.id] if user is not None else []
+        asked_pid = request.auth.get("pid")
+        if wants_recovery and isinstance(asked_pid, str):
+            following += self.recovery.channels_of(asked_pid)
+        if following:
+            await self._rt.bus.prepare(following)
         # No await from here on: the connect ack, then `connected`, then events; a recovered
         # connection's missed events are read in the same step as it subscribes again, so
         # each event is either replayed or delivered live, exactly once.
-        wants_recovery = self.recovery.enabled and request.auth.get("recovery") is True
         restored = self._restore(conn, request, user) if wants_recovery else None
         pid = restored.pid if restored else (new_sid() if wants_recovery else None)
         sid = session.accept_connect(namespace, restored.lost.sid if restored else None, pid)
@@ -322,6 +339,7 @@ class EventsSocketHandler:
             self._resubscribe(state, restored)
         elif user is not None:
             state.channels[user.id] = self.fanout.subscribe(subscriber, user.id, owner=True, user_id=user.id)
+        self.connections.end_if_closing(subscriber)  # joined while the server shuts down
 
     def _restore(self, conn: Connection, request: ConnectRequest, user: User | None) -> _Restored | None:
         """The kept state a reconnecting client names with {pid, offset}, and the events it
@@ -426,6 +444,7 @@ class EventsSocketHandler:
             self._error(conn, event, SERVICE_UNAVAILABLE, "channel lookup is unavailable")
             return
         if channel.id not in state.channels:
+            await self._rt.bus.prepare([channel.id])
             others = len(state.channels) - (1 if state.user is not None and state.user.id in state.channels else 0)
             if others >= self._rt.settings.events.max_subscriptions:
                 self._error(conn, event, LIMIT_EXCEEDED, "too many channel subscriptions on this connection")
@@ -512,9 +531,15 @@ async def install(rt: Runtime) -> None:
     rt.bus.subscribe(fanout.publish)
     connections = rt.services.connections = ConnectionRegistry()
     rt.bus.subscribe(connections.on_event)
+    # A shutdown ends every Events API connection through the registry: its namespaces and
+    # streams, then the sessions of both paths that never joined one.
+    for endpoint in rt.engineio_endpoints.values():
+        connections.hold_sessions(endpoint)
+    if rt.gateway is not None:
+        connections.hold_sessions(rt.gateway)
     if rt.gateway is not None:
         host, port = rt.gateway.bind()  # here, so a taken port fails the start
-        log.info("Events API gateway listening on %s:%d", host, port)
+        log.debug("Events API gateway listening on %s:%d", host, port)
 
 
 def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
@@ -550,6 +575,11 @@ def mount(app: Quart) -> None:
     }
     rt.engineio_endpoints = endpoints
     rt.gateway = _gateway(rt, handler, settings, admission) if rt.settings.events.gateway_port else None
+    gateway_endpoints = rt.gateway.endpoints if rt.gateway is not None else {}
+    for listener, found in (("mount", endpoints), ("gateway", gateway_endpoints)):
+        for path, endpoint in found.items():
+            observe.FIXED_ROUTES[path] = path + "/"
+            endpoint.describe(path + "/", listener, access_log=rt.settings.logging.access_log)
     inner = app.asgi_app
 
     # Quart types its ASGI callable with Hypercorn's TypedDict scopes; this layer passes the
@@ -579,6 +609,7 @@ def _gateway(
         admit=LIMITS.admit,  # the same connection caps as the main port (one count per process)
         release=LIMITS.release,
         refusal=OVER_CAPACITY_RESPONSE,
+        reuse_port=events.gateway_reuse_port,
     )
     for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"})):
         gateway.add_endpoint(
