@@ -87,8 +87,19 @@ async def test_token_works_where_its_scopes_allow_and_is_revocable(
         )
         assert code == 0, err
         session = orjson.loads(out)
-        apps = await http.get("/api/developer/apps", headers={"Authorization": f"Bearer {session['access_token']}"})
+        assert set(session) == {"access_token", "refresh_token", "expires_in", "scope"}
+        assert session["refresh_token"] is None and session["scope"] == ""
+        minted = {"Authorization": f"Bearer {session['access_token']}"}
+        apps = await http.get("/api/developer/apps", headers=minted)
         assert apps.status_code == 200
+
+        # ... stored as a session the user sees, labelled, and revokes like a sign-in's.
+        listed = (await http.get("/api/auth/sessions", headers=owner.headers)).json()["items"]
+        [dev] = [s for s in listed if s["label"] == "volthub token"]
+        assert not dev["current"]
+        revoked = await http.delete(f"/api/auth/sessions/{dev['id']}", headers=owner.headers)
+        assert revoked.status_code == 204, revoked.text
+        assert (await http.get("/api/developer/apps", headers=minted)).status_code == 401
     stop.set()
 
 

@@ -8,7 +8,8 @@
   exactly as a real webhook delivery; no server needed. `http://` only to a loopback address.
 - `trigger --list`: the events a test can send, with their payload fields.
 - `token --user NAME (--client-id ID --scopes "a b" | --first-party)`: mints a token pair,
-  recorded as a grant the user sees and can revoke (see volthub.services.tokens).
+  recorded as a grant (an app's) or a session (first-party, `"volthub token"`) the user
+  sees and can revoke (see volthub.services.oauth, volthub.services.sessions).
 """
 
 from __future__ import annotations
@@ -231,6 +232,7 @@ async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int
     from volthub.persistence import secrets as secret_store
     from volthub.persistence import users as users_repo
     from volthub.services.oauth import OAuthError, build_oauth_service
+    from volthub.services.sessions import DEV_TOKEN, Sessions
     from volthub.services.tokens import TokenService
     from volthub.services.webhooks import OutboxSink
 
@@ -242,20 +244,26 @@ async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int
             secret_store.get_or_create("token_secret", to_ms(clock.now()))
         )
         tokens = TokenService(secret, clock, settings.auth.session_ttl_seconds)
-        if args.first_party:
-            user = await database.read(lambda tx: users_repo.get_by_username_insensitive(tx, args.user))
-            if user is None:
-                print(f"error: no user named {args.user!r}", file=sys.stderr)
-                return 1
-            access, expires_at = tokens.issue_session(user.id)
-            out = {"access_token": access, "refresh_token": None, "expires_in": expires_at - int(clock.now())}
-            print(orjson.dumps({**out, "scope": ""}).decode())
-            return 0
         # The grant's event reaches the app owner's webhooks (outbox) and, on PostgreSQL,
         # the running servers (event log + NOTIFY), as a consent would.
         relay = PostgresRelay(database, clock) if database.dialect == "postgresql" else None
         publisher = EventPublisher(database, InProcessBus(), clock, event_log=relay)
         publisher.add_transaction_sink(OutboxSink(float(settings.webhooks.retry_delays[0])))
+        if args.first_party:
+            user = await database.read(lambda tx: users_repo.get_by_username_insensitive(tx, args.user))
+            if user is None:
+                print(f"error: no user named {args.user!r}", file=sys.stderr)
+                return 1
+            # A stored session, listed and revocable like a sign-in's; no refresh token.
+            sessions = Sessions(database, publisher, clock, tokens, cache_seconds=0)
+            made = await sessions.issue(user.id, DEV_TOKEN)
+            out = {
+                "access_token": made.token,
+                "refresh_token": None,
+                "expires_in": made.expires_at - int(clock.now()),
+            }
+            print(orjson.dumps({**out, "scope": ""}).decode())
+            return 0
         oauth = build_oauth_service(database, publisher, clock, settings.oauth)
         try:
             issued = await oauth.mint(args.user, args.client_id, scope)

@@ -205,7 +205,8 @@ class OAuthSettings(Section):
     # Accept code_challenge_method=plain from confidential clients (RFC 7636 allows it, RFC
     # 9700 advises against it; public clients are always refused it; S256 is always accepted).
     allow_plain_pkce: bool = False
-    # How long a process may reuse a grant check for an access token. Revocations in the
+    # How long a process may reuse a grant check for an access token (and the session check
+    # of a first-party token). Revocations in the
     # same process take effect at once; other processes see them within this time. 0: no cache.
     grant_cache_seconds: float = Field(2.0, ge=0, le=60)
 

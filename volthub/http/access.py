@@ -41,6 +41,7 @@ class Principal:
     scopes: frozenset[str] = frozenset()
     client_id: str | None = None
     grant_id: str | None = None
+    session_id: str | None = None  # a first-party token's stored session (None: issued before them)
 
     @property
     def is_first_party(self) -> bool:
@@ -184,7 +185,11 @@ async def authenticate(raw_token: str, rt: Runtime | None = None) -> Principal:
         text = "token has expired" if exc.reason == "expired" else "token is not valid"
         raise unauthorized("invalid_token", text) from None
     if claims.kind != ACCESS:
-        return Principal(claims.user_id, FIRST_PARTY)
+        # The stored session behind the token must still stand (tokens without one do).
+        active = await rt.services.sessions.active(claims) if rt.started else claims.session_id is None
+        if not active:
+            raise unauthorized("invalid_token", "token has been revoked")
+        return Principal(claims.user_id, FIRST_PARTY, session_id=claims.session_id)
     # The grant behind the token decides what it may do now (None: revoked or gone).
     scopes = await rt.services.oauth.token_scopes(claims) if rt.started else None
     if scopes is None:

@@ -60,6 +60,7 @@ from volthub.services.journals import Journals
 from volthub.services.media import MediaStore
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
+from volthub.services.sessions import build_sessions
 from volthub.services.streams import Streams
 from volthub.services.subscriptions import Subscriptions
 from volthub.services.tokens import TokenService
@@ -322,6 +323,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         settings.auth.hash_concurrency,
         settings.auth.hash_queue,
     )
+    assert rt.tokens is not None
     oauth = build_oauth_service(database, publisher, clock, settings.oauth)
     csrf_key = await database.write(secret_store.get_or_create("oauth_csrf_key", to_ms(clock.now())))
     dispatcher = Dispatcher.from_settings(database, clock, settings.webhooks)
@@ -333,6 +335,7 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         apps=Apps(database, clock, oauth),
         oauth=oauth,
         oauth_csrf_key=csrf_key,
+        sessions=build_sessions(database, publisher, clock, rt.tokens, settings.oauth.grant_cache_seconds),
         webhooks=dispatcher,
         webhook_admin=WebhookAdmin(database, clock, dispatcher),
         channel_points=ChannelPoints(database, clock),

@@ -13,7 +13,8 @@ import hmac
 from quart import Response, request
 
 from volthub.http.runtime import runtime
-from volthub.services.tokens import SESSION, TokenError
+from volthub.services.sessions import SIGN_IN
+from volthub.services.tokens import SESSION, Claims, TokenError
 from volthub.services.users import User
 
 
@@ -28,8 +29,16 @@ def csrf_ok(seed: str | None, purpose: str, sent: str | None) -> bool:
     return hmac.compare_digest(csrf_token(seed, purpose).encode("ascii"), sent.encode("utf-8", "surrogatepass"))
 
 
-async def session_user(raw: str | None) -> User | None:
-    """The user of a first-party session token (a cookie's value), or None."""
+async def sign_in(user_id: str) -> tuple[str, int]:
+    """A session token for a page's sign-in form (stored, listed and revocable like the
+    API's sign-in), and its expiry in epoch seconds."""
+    issued = await runtime().services.sessions.issue(user_id, SIGN_IN)
+    return issued.token, issued.expires_at
+
+
+async def session_claims(raw: str | None) -> Claims | None:
+    """The claims of a first-party session token (a cookie's value) whose session still
+    stands, or None."""
     tokens = runtime().tokens
     if not raw or tokens is None:
         return None
@@ -37,9 +46,15 @@ async def session_user(raw: str | None) -> User | None:
         claims = tokens.verify(raw)
     except TokenError:
         return None
-    if claims.kind != SESSION:
+    if claims.kind != SESSION or not await runtime().services.sessions.active(claims):
         return None
-    return await runtime().services.users.by_id(claims.user_id)
+    return claims
+
+
+async def session_user(raw: str | None) -> User | None:
+    """The user of a first-party session token (a cookie's value), or None."""
+    claims = await session_claims(raw)
+    return None if claims is None else await runtime().services.users.by_id(claims.user_id)
 
 
 def set_cookie(

@@ -17,6 +17,7 @@ from volthub.hub.bus import Bus
 from volthub.hub.clock import Clock
 from volthub.hub.publisher import EventPublisher
 from volthub.persistence import Database
+from volthub.services.sessions import Sessions
 from volthub.services.tokens import TokenService
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class Services:
     oauth: OAuthService
     # HMAC key of the consent page's CSRF tokens (stored, so every process agrees).
     oauth_csrf_key: str
+    # First-party sessions: every session token's stored, revocable side.
+    sessions: Sessions
     webhooks: Dispatcher
     webhook_admin: WebhookAdmin
     channel_points: ChannelPoints

@@ -7,7 +7,8 @@ decoding the claims costs ~0.1 ms, a tenth of a Socket.IO connect, and clients p
 same token again and again (every reconnect, every REST call). Only what depends on the
 token's bytes and the secret alone is cached — that a token is well formed and signed by
 us, and its claims — so nothing a revocation changes is: an OAuth token's grant is looked
-up by the caller after `verify` on every use (`OAuthService.token_scopes`), and the
+up by the caller after `verify` on every use (`OAuthService.token_scopes`), as is a
+session token's stored session (`Sessions.active`, by its `sid` claim), and the
 token's own expiry is checked against the clock on every use, cached or not. Entries are
 bounded in number and age, and a token that fails verification is never cached.
 """
@@ -41,6 +42,9 @@ class Claims:
     client_id: str | None = None
     scope: str = ""
     grant_id: str | None = None
+    # A session token's stored session (`sid`); None for tokens issued before sessions
+    # were stored, which stay valid until they expire.
+    session_id: str | None = None
 
 
 # Verified tokens remembered, and for how long at most (seconds of the service's clock).
@@ -85,8 +89,16 @@ class TokenService:
         self._session_ttl = session_ttl
         self._verified = cache if cache is not None else VerifiedCache()
 
-    def issue_session(self, user_id: str) -> tuple[str, int]:
-        return self._issue({"typ": SESSION, "sub": user_id}, self._session_ttl)
+    @property
+    def session_ttl(self) -> int:
+        return self._session_ttl
+
+    def issue_session(self, user_id: str, session_id: str | None = None) -> tuple[str, int]:
+        """A first-party token; with `session_id` (`sid`), revocable through that stored session."""
+        claims = {"typ": SESSION, "sub": user_id}
+        if session_id is not None:
+            claims["sid"] = session_id
+        return self._issue(claims, self._session_ttl)
 
     def issue_access(self, user_id: str, client_id: str, scope: str, grant_id: str, ttl: int) -> tuple[str, int]:
         claims = {"typ": ACCESS, "sub": user_id, "cid": client_id, "scope": scope, "gid": grant_id}
@@ -136,6 +148,7 @@ def _claims(payload: dict[str, object]) -> Claims:
         client_id=_opt_str(payload.get("cid")),
         scope=_opt_str(payload.get("scope")) or "",
         grant_id=_opt_str(payload.get("gid")),
+        session_id=_opt_str(payload.get("sid")) if kind == SESSION else None,
     )
     if kind == ACCESS and (claims.client_id is None or claims.grant_id is None):
         raise TokenError("invalid")

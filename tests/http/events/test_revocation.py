@@ -140,3 +140,42 @@ def test_close_all_is_the_one_shutdown_path() -> None:
     registry.add(latecomer, None, None)
     registry.end_if_closing(latecomer)
     assert latecomer.ended == [("SERVER_CLOSING", "server shutting down")]
+
+
+async def test_a_revoked_session_ends_its_sockets_and_streams_only(
+    live_server: LiveServer, nursery: trio.Nursery
+) -> None:
+    user = await register_live(live_server.url)
+    async with httpx.AsyncClient(base_url=live_server.url, timeout=10) as http:
+        login = await http.post("/api/auth/login", json={"username": user.username, "password": user.password})
+        other = login.json()["token"]
+        leaving_socket = await _socket(live_server, nursery, other)
+        staying_socket = await _socket(live_server, nursery, user.token)  # another session
+        async with aconnect_sse(
+            http, "GET", "/api/events/stream", headers={"Authorization": f"Bearer {other}"}
+        ) as source:
+            events = source.aiter_sse()
+            with trio.fail_after(5):
+                assert (await events.__anext__()).event == "connected"
+            out = await http.post("/api/auth/logout", headers={"Authorization": f"Bearer {other}"})
+            assert out.status_code == 204
+            with trio.fail_after(5):
+                ending = [sse async for sse in events if sse.event == "error"]
+        assert [orjson.loads(e.data)["code"] for e in ending] == ["AUTHORIZATION_REVOKED"]
+        frames = []
+        with trio.fail_after(5):
+            while not frames or frames[-1] != "41":
+                frames.append(await receive(leaving_socket, skip_pings=True))
+        name, data = orjson.loads(frames[-2][2:])
+        assert name == "error" and data["code"] == "AUTHORIZATION_REVOKED"
+        assert len(live_server.app.extensions["volthub"].services.connections) == 1
+        sandbox = await http.post(
+            "/api/integrations/oauth/test/events",
+            headers=user.headers,
+            json={"eventType": "follow", "channelId": user.id},
+        )
+        assert sandbox.status_code == 200
+        name, _ = orjson.loads((await receive(staying_socket, skip_pings=True))[2:])
+        assert name == "event"
+        await leaving_socket.aclose()
+        await staying_socket.aclose()

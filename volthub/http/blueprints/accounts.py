@@ -1,21 +1,30 @@
-"""First-party accounts: the platform's own login, needed to consent and own apps."""
+"""First-party accounts: the platform's own login, needed to consent and own apps.
+
+Every session token (sign-in, registration) has a stored session the user can list and
+revoke (`/api/auth/sessions`, `/api/auth/logout`); a revoked session's token is refused at
+once in every process. Tokens issued before sessions were stored stay valid until they
+expire.
+"""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field, field_validator
-from quart import Blueprint
+from quart import Blueprint, Response, jsonify
 from quart_schema import document_response, tag, validate_request, validate_response
 
 from volthub.http import access
-from volthub.http.errors import ApiError
+from volthub.http.errors import ApiError, not_found
 from volthub.http.login_guard import LoginThrottled, Throttled, guarded_login
+from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, DisplayName, ErrorBody, Model, UserOut
 from volthub.http.users_view import user_out
 from volthub.hub.clock import iso8601
 from volthub.services.accounts import Accounts, UsernameTaken
+from volthub.services.sessions import SIGN_IN, Session, Sessions
 
 blueprint = Blueprint("accounts", __name__, url_prefix="/api/auth")
 
@@ -49,13 +58,29 @@ class SessionOut(Model):
     expiresAt: str
 
 
+class StoredSessionOut(Model):
+    id: str
+    label: str = Field(description='how it was made: "sign-in" or "volthub token"')
+    createdAt: str
+    expiresAt: str
+    current: bool = Field(description="the session of the token making this request")
+
+
+class StoredSessionList(Model):
+    items: list[StoredSessionOut]
+
+
 def accounts() -> Accounts:
     return runtime().services.accounts
 
 
-def _session(user) -> SessionOut:  # type: ignore[no-untyped-def]
-    token, expires_at = runtime().tokens.issue_session(user.id)  # type: ignore[union-attr]
-    return SessionOut(user=user_out(user), token=token, expiresAt=iso8601(expires_at * 1000))
+def sessions() -> Sessions:
+    return runtime().services.sessions
+
+
+async def _session(user) -> SessionOut:  # type: ignore[no-untyped-def]
+    issued = await sessions().issue(user.id, SIGN_IN)
+    return SessionOut(user=user_out(user), token=issued.token, expiresAt=iso8601(issued.expires_at * 1000))
 
 
 @blueprint.post("/register")
@@ -74,7 +99,7 @@ async def register(data: RegisterBody) -> tuple[SessionOut, int]:
         user = await accounts().register(data.username, data.password, data.displayName)
     except UsernameTaken:
         raise ApiError(409, "username_taken", "that username is taken", {"field": "username"}) from None
-    return _session(user), 201
+    return await _session(user), 201
 
 
 @blueprint.post("/login")
@@ -95,7 +120,58 @@ async def login(data: LoginBody) -> SessionOut:
         raise _throttled(refused.throttled) from None
     if user is None:
         raise ApiError(401, "invalid_credentials", "username or password is wrong")
-    return _session(user)
+    return await _session(user)
+
+
+@blueprint.get("/sessions")
+@access.first_party
+@tag(["Accounts"])
+@document_response(StoredSessionList)
+async def list_sessions() -> Any:
+    """The signed-in user's sessions neither revoked nor expired, newest first; `current`
+    marks the one of the token making this request."""
+    caller = access.principal()
+    found = await sessions().of_user(caller.user_id)
+    items = [_stored_session_out(session, caller.session_id) for session in found]
+    return jsonify(StoredSessionList(items=items).model_dump())
+
+
+def _stored_session_out(session: Session, current: str | None) -> StoredSessionOut:
+    return StoredSessionOut(
+        id=session.id,
+        label=session.label,
+        createdAt=iso8601(session.created_at),
+        expiresAt=iso8601(session.expires_at),
+        current=session.id == current,
+    )
+
+
+@blueprint.delete("/sessions/<session_id>")
+@access.first_party
+@tag(["Accounts"])
+@document_response(ErrorBody, 404)
+async def revoke_session(session_id: str) -> Any:
+    """Revoke one of the signed-in user's sessions: its token is refused at once, in every
+    process, and its Events API connections end. 404 for an unknown, expired, already
+    revoked or another user's session."""
+    if not await sessions().revoke(access.principal().user_id, session_id):
+        raise not_found("session", sessionId=session_id)
+    return Response("", status=204)
+
+
+@blueprint.post("/logout")
+@access.first_party
+@tag(["Accounts"])
+@responds(204, "Signed out: the session is revoked")
+@document_response(ErrorBody, 409)
+async def logout() -> Any:
+    """Revoke the session of the token making this request. 409 `not_revocable` for a
+    token issued before sessions were stored (it stays valid until it expires)."""
+    caller = access.principal()
+    if caller.session_id is None:
+        raise ApiError(409, "not_revocable", "this token predates revocable sessions; it stays valid until it expires")
+    await sessions().revoke(caller.user_id, caller.session_id)
+    return Response("", status=204)
 
 
 def _throttled(refused: Throttled) -> ApiError:

@@ -31,6 +31,7 @@ from volthub.http.blueprints.consent import (
 from volthub.http.blueprints.oauth.common import single_values
 from volthub.http.consent_page import BOT_SELECT_ACTION, render_bot_select_page
 from volthub.http.openapi import responds
+from volthub.http.page_session import sign_in
 from volthub.http.runtime import runtime
 from volthub.services.bots import Bot, BotNotConfigured
 from volthub.services.users import User
@@ -139,9 +140,7 @@ async def _login(bot: Bot, username: str, password: str, seed: str) -> Response:
         user = await runtime().services.accounts.login(username, password)
     if user is None:
         return await _render(bot, None, seed, error="Wrong username or password.")
-    tokens = runtime().tokens
-    assert tokens is not None
-    session_token, expires_at = tokens.issue_session(user.id)
+    session_token, expires_at = await sign_in(user.id)
     response = _redirect(f"{BOT_SELECT_ACTION}?client_id={bot.client_id}")
     _set_cookie(response, SESSION_COOKIE, session_token, max(0, int(expires_at - runtime().clock.now())))
     return response

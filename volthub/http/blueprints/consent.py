@@ -37,7 +37,7 @@ from volthub.http.consent_page import (
 )
 from volthub.http.login_guard import LoginThrottled, guarded_login
 from volthub.http.openapi import responds
-from volthub.http.page_session import csrf_ok, csrf_token, session_user, set_cookie
+from volthub.http.page_session import csrf_ok, csrf_token, session_user, set_cookie, sign_in
 from volthub.http.runtime import runtime
 from volthub.services.oauth import OAuthError
 from volthub.services.users import User
@@ -133,9 +133,7 @@ async def _login(checked: AuthorizeRequest, params: dict[str, str], values: Mapp
             return _page(checked, params, None, seed, error=f"Too many sign-in attempts. Try again in {wait} s.")
     if user is None:
         return _page(checked, params, None, seed, error="Wrong username or password.")
-    tokens = runtime().tokens
-    assert tokens is not None
-    session_token, expires_at = tokens.issue_session(user.id)
+    session_token, expires_at = await sign_in(user.id)
     # Post/redirect/get: a reload of the consent screen never re-sends the password.
     response = _redirect(f"{FORM_ACTION}?{urlencode(params)}")
     max_age = max(0, int(expires_at - runtime().clock.now()))

@@ -30,7 +30,7 @@ from volthub.http.blueprints.webhooks import _check_events
 from volthub.http.developer_page import AppView, DeliveryView, GrantView, WebhookView
 from volthub.http.errors import DOMAIN_ERRORS, ApiError
 from volthub.http.login_guard import LoginThrottled, guarded_login
-from volthub.http.page_session import csrf_ok, csrf_token, session_user, set_cookie
+from volthub.http.page_session import csrf_ok, csrf_token, session_claims, session_user, set_cookie, sign_in
 from volthub.http.runtime import runtime
 from volthub.hub.clock import iso8601
 from volthub.protocol import catalogue, trigger
@@ -189,9 +189,7 @@ async def login() -> Response:
     if user is None:
         body = developer_page.render_login(csrf_token(seed or "", LOGIN_PURPOSE), "Wrong username or password.")
         return _page(body, seed or "", 400)
-    tokens = runtime().tokens
-    assert tokens is not None
-    session, expires_at = tokens.issue_session(user.id)
+    session, expires_at = await sign_in(user.id)
     response = _redirect(developer_page.BASE)
     max_age = max(0, int(expires_at - runtime().clock.now()))
     set_cookie(response, SESSION_COOKIE, session, max_age, COOKIE_PATH, samesite="Strict")
@@ -200,6 +198,9 @@ async def login() -> Response:
 
 @form_post("/logout")
 async def logout(user: User, values: dict[str, str], seed: str) -> Response:
+    claims = await session_claims(request.cookies.get(SESSION_COOKIE))
+    if claims is not None and claims.session_id is not None:
+        await runtime().services.sessions.revoke(user.id, claims.session_id)
     response = _redirect(developer_page.BASE)
     response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
     return response
@@ -404,4 +405,5 @@ async def events() -> Response:
     user = await _user()
     if user is None:  # signed out: to the sign-in page, as every dashboard page does
         return _redirect(developer_page.BASE)
-    return await stream_response(user, None, "unnamed", None)
+    claims = await session_claims(request.cookies.get(SESSION_COOKIE))
+    return await stream_response(user, None, "unnamed", None, claims.session_id if claims else None)

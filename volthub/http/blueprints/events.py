@@ -170,14 +170,18 @@ async def stream(query_args: StreamQuery) -> Response:
     A client that reads too slowly to keep up (`[events] queue_size` events waiting) gets
     `event: error` (`{code: "SLOW_CONSUMER", message}`) and the stream ends. A stream opened
     with an app's token ends with `event: error` (`{code: "AUTHORIZATION_REVOKED", message}`)
-    when the user revokes that app's access or the app is deleted.
+    when the user revokes that app's access or the app is deleted; one opened with a
+    first-party token, when its session is revoked (`DELETE /api/auth/sessions/{id}`, logout).
     """
     names = _event_filter(query_args.events)
     user = await _token_owner()
-    return await stream_response(user, names, query_args.messages, access.principal().client_id)
+    caller = access.principal()
+    return await stream_response(user, names, query_args.messages, caller.client_id, caller.session_id)
 
 
-async def stream_response(user: User, names: frozenset[str] | None, form: str, client_id: str | None) -> Response:
+async def stream_response(
+    user: User, names: frozenset[str] | None, form: str, client_id: str | None, session_id: str | None
+) -> Response:
     """The SSE response of `user`'s channel (also the developer dashboard's inspector)."""
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
@@ -191,6 +195,7 @@ async def stream_response(user: User, names: frozenset[str] | None, form: str, c
         form,
         client_id,
         rt.services.connections,
+        session_id,
     )
     response = Response(body, status=200, content_type="text/event-stream; charset=utf-8")
     response.headers["Cache-Control"] = "no-cache"
@@ -235,10 +240,11 @@ async def event_stream(
     form: str = SSE_DEFAULT_FORM,
     client_id: str | None = None,
     connections: ConnectionRegistry | None = None,
+    session_id: str | None = None,
 ) -> AsyncIterator[bytes]:
     subscriber = SseSubscriber(settings.queue_size, form)
     encode = SSE_ENCODERS[form]
-    registered = connections.add(subscriber, user.id, client_id) if connections is not None else None
+    registered = connections.add(subscriber, user.id, client_id, session_id) if connections is not None else None
     # Subscribe and read the resume buffer in one synchronous step (no await between):
     # every event is then either in `resume.events` or delivered live, exactly once.
     subscription = fanout.subscribe(subscriber, user.id, owner=True, names=names, user_id=user.id, viewer=False)

@@ -2,7 +2,8 @@
 
 Used to end connections whose right to exist went away: a revoked OAuth grant or a deleted
 app (``user.authorization.revoke`` on the bus) ends the connections that user opened with
-that app's tokens, each told why. ``close_all(reason)`` ends every one of them,
+that app's tokens, and a revoked first-party session (the bus-only ``SESSION_REVOKED``)
+ends those opened with that session's token, each told why. ``close_all(reason)`` ends every one of them,
 e.g. for a server shutting down.
 
 Also used to reach a member's connections: a channel-role change (the bus-only
@@ -22,6 +23,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from volthub.hub.components.roles import BADGES_CHANGED
 from volthub.hub.publisher import Event
+from volthub.services.sessions import SESSION_REVOKED
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,14 @@ class Pushable(Protocol):
         """Send the client one message now. Must not block."""
 
 
-Key = tuple[str | None, str | None]  # (user id, OAuth client id); None: anonymous / first party
+# (user id, OAuth client id or a first-party session's marker); None: anonymous, or a
+# first-party token without a stored session.
+Key = tuple[str | None, str | None]
+
+
+def _session_marker(session_id: str | None) -> str | None:
+    # A space never occurs in a client id, so a marker cannot be mistaken for one.
+    return None if session_id is None else f"session {session_id}"
 
 
 class ConnectionRegistry:
@@ -66,8 +75,12 @@ class ConnectionRegistry:
         """``close_all`` also closes ``holder``'s sessions (an Engine.IO endpoint, the gateway)."""
         self._holders.append(holder)
 
-    def add(self, connection: Closable, user_id: str | None, client_id: str | None) -> Key:
-        key = (user_id, client_id)
+    def add(
+        self, connection: Closable, user_id: str | None, client_id: str | None, session_id: str | None = None
+    ) -> Key:
+        """Register a connection opened with an OAuth app's token (`client_id`) or a
+        first-party token (its `session_id`, if it has one)."""
+        key = (user_id, client_id if client_id is not None else _session_marker(session_id))
         self._by_key.setdefault(key, {})[connection] = None
         if user_id is not None:
             if user_id not in self._keys_of_user and self.interest is not None:
@@ -106,6 +119,11 @@ class ConnectionRegistry:
         """End what ``user_id`` opened with ``client_id``'s tokens; how many were ended."""
         return self._end(list(self._by_key.get((user_id, client_id), ())), AUTHORIZATION_REVOKED, reason)
 
+    def close_session(self, user_id: str, session_id: str, reason: str) -> int:
+        """End what ``user_id`` opened with the first-party session's token; how many."""
+        key = (user_id, _session_marker(session_id))
+        return self._end(list(self._by_key.get(key, ())), AUTHORIZATION_REVOKED, reason)
+
     def close_all(self, reason: str) -> int:
         """The one way a shutting-down server ends the Events API: every Socket.IO namespace
         gets `error` {code: SERVER_CLOSING, message: reason} and its session is closed as
@@ -141,12 +159,17 @@ class ConnectionRegistry:
         return told
 
     def on_event(self, event: Event) -> None:
-        """Bus listener: a revoked grant or a deleted app ends its connections; a role
-        change pushes the member's new badges."""
+        """Bus listener: a revoked grant, a deleted app or a revoked session ends its
+        connections; a role change pushes the member's new badges."""
         if event.is_test:
             return
         if event.name == BADGES_CHANGED:
             self.push_badges(event.data)
+            return
+        if event.name == SESSION_REVOKED:
+            user_id, session_id = event.data.get("userId"), event.data.get("sessionId")
+            if isinstance(user_id, str) and isinstance(session_id, str):
+                self.close_session(user_id, session_id, "this session was signed out")
             return
         if event.name != "user.authorization.revoke":
             return

@@ -288,10 +288,12 @@ class EventsSocketHandler:
             token = conn.query.get("token") or None
         user: User | None = None
         client_id: str | None = None
+        session_id: str | None = None
         if token is not None:
             try:
                 with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
-                    user, client_id = await self._user_of_token(token)
+                    user, principal = await self._user_of_token(token)
+                    client_id, session_id = principal.client_id, principal.session_id
             except ApiError as exc:
                 session.reject_connect(namespace, exc.message, {"code": exc.code, "message": exc.message})
                 return
@@ -319,7 +321,7 @@ class EventsSocketHandler:
         if sid is None:
             return  # the client left while we were checking
         subscriber = SocketSubscriber(conn, namespace, self._rt.settings.events.queue_size, offsets=pid is not None)
-        registered = self.connections.add(subscriber, user.id if user else None, client_id)
+        registered = self.connections.add(subscriber, user.id if user else None, client_id, session_id)
         state = _Joined(subscriber, user, registered, pid, client_id, sid=sid)
         conn.app = conn.app or {}
         conn.app[namespace] = state
@@ -376,8 +378,8 @@ class EventsSocketHandler:
                     subscriber.overflow("slow consumer: too many missed events to replay")
                     return
 
-    async def _user_of_token(self, token: Any) -> tuple[User, str | None]:
-        """The token's user, and its OAuth app (None for a first-party token)."""
+    async def _user_of_token(self, token: Any) -> tuple[User, Principal]:
+        """The token's user, and who the token speaks for (its OAuth app or session)."""
         if not isinstance(token, str):
             raise ApiError(401, "invalid_token", "auth.token must be a string")
         principal: Principal = await authenticate(token, self._rt)
@@ -387,7 +389,7 @@ class EventsSocketHandler:
             if user is None:
                 raise ApiError(401, "invalid_token", "the token's user no longer exists")
             self._remember(user)
-        return user, principal.client_id
+        return user, principal
 
     def _remember(self, user: User) -> None:
         if len(self._users) >= _USER_CACHE_SIZE:
