@@ -83,8 +83,9 @@ class PostgresRelay:
 
     - The publisher stamps events through :meth:`append` inside its transaction: each gets
       the next position (``seq``) of its channel, a row in ``event_log`` and a NOTIFY sent
-      at commit. Unstamped events (sandbox events, written nowhere else) are logged by a
-      task of :meth:`run`, so they cross processes the same way.
+      at commit. Unstamped events are logged by a task of :meth:`run`, so they cross
+      processes the same way; test events (sandbox, `volthub trigger`) are only NOTIFYed,
+      never written to the log: nothing of a test is stored, and they are not replayed.
     - Delivery, local events included, comes only from the notifications: each process
       LISTENs on one connection in one thread (``persistence.event_log.listen``) that hands
       payloads to Trio through the run's token. So a process never delivers an event twice
@@ -289,6 +290,9 @@ class PostgresRelay:
         except (ValueError, KeyError, TypeError):
             log.warning("ignored a malformed relay notification: %.200s", payload)
             return
+        if isinstance(parsed, event_log.TransientEvent):
+            self._hand_over_transient(parsed)
+            return
         if isinstance(parsed, int):  # too large for NOTIFY: read its row
             pos = parsed
             row = await self._database.read(lambda tx: event_log.by_position(tx, pos))
@@ -319,6 +323,16 @@ class PostgresRelay:
             _call(listener, event)
         self._made_progress()
 
+    def _hand_over_transient(self, item: event_log.TransientEvent) -> None:
+        from volthub.hub.publisher import Event
+
+        body = item.body
+        event = Event(item.event_id, item.name, item.channel_id, body["d"], body["t"], bool(body.get("x")))
+        self.relayed += 1
+        for listener in list(self._listeners):
+            _call(listener, event)
+        self._made_progress()
+
     def _note(self, row: event_log.LoggedEvent) -> Event | None:
         """Record `row` as seen; its Event, or None when it is a duplicate."""
         self._last_pos = max(self._last_pos, row.pos)
@@ -336,6 +350,11 @@ class PostgresRelay:
         async for event in self._outgoing:
             now_ms = to_ms(self._clock.now())
             try:
+                if event.is_test:
+                    entry = event_log.NewEntry(event.channel_id, event.id, event.name, _body(event))
+                    if not await self._database.write(lambda tx, e=entry: event_log.notify_transient(tx, e)):  # type: ignore[misc]
+                        log.warning("relay: test event %s (%s) is too large to relay; dropped", event.id, event.name)
+                    continue
                 [logged] = await self._database.write(lambda tx, e=event: self.append(tx, [e], now_ms))  # type: ignore[misc]
                 if logged.seq is not None:
                     self._await_delivery(logged.channel_id, logged.seq)

@@ -113,10 +113,12 @@ class EventPublisher:
             self._bus.publish(event)
         return result
 
-    def publish_ephemeral(self, channel_id: str, name: str, data: dict[str, Any]) -> Event:
-        """Sandbox events: same delivery pipeline, never stored. On PostgreSQL the
-        bus logs them for the relay (the event log is transport, pruned by age)."""
+    def publish_ephemeral(self, channel_id: str, name: str, data: dict[str, Any], *, publish: bool = True) -> Event:
+        """Test events (sandbox, `volthub trigger`): the same delivery pipeline, never stored.
+        On PostgreSQL the bus relays them by NOTIFY alone, without an event log row.
+        `publish=False` only makes the event (for a test sent to webhooks alone)."""
         emitter = Emitter(now_ms=to_ms(self._clock.now()))
         event = emitter.emit(channel_id, name, data, is_test=True)
-        self._bus.publish(event)
+        if publish:
+            self._bus.publish(event)
         return event

@@ -48,6 +48,26 @@ class LoggedEvent:
     created_at: int
 
 
+@dataclass(frozen=True, slots=True)
+class TransientEvent:
+    """A test event: relayed to every process by NOTIFY alone, never written to the log."""
+
+    channel_id: str
+    event_id: str
+    name: str
+    body: dict[str, Any]
+
+
+def notify_transient(tx: Tx, entry: NewEntry) -> bool:
+    """NOTIFY `entry` at commit without logging it; False when it is too large for NOTIFY
+    (a test event is small: the caller drops it rather than store it)."""
+    payload = orjson.dumps({"u": 1, "c": entry.channel_id, "i": entry.event_id, "n": entry.name, "b": entry.body})
+    if len(payload) > MAX_INLINE_PAYLOAD:
+        return False
+    tx.scalar(f"SELECT pg_notify({_CHANNEL_SQL}, ?)", (payload.decode(),))
+    return True
+
+
 def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent]:
     """Log `entries` in this transaction and NOTIFY them at commit; returns them stamped."""
     counts: dict[str, int] = {}
@@ -104,9 +124,12 @@ def notification(item: LoggedEvent, body_json: str) -> str:
     return f'{{"p":{item.pos}{tail}'
 
 
-def parse_notification(payload: str) -> LoggedEvent | int:
-    """A logged event, or the position of the row to read when the payload is a reference."""
+def parse_notification(payload: str) -> LoggedEvent | TransientEvent | int:
+    """A logged event, a transient (test) event, or the position of the row to read when the
+    payload is a reference."""
     document = orjson.loads(payload)
+    if document.get("u"):
+        return TransientEvent(document["c"], document["i"], document["n"], document["b"])
     if document.get("r"):
         return int(document["p"])
     return LoggedEvent(
