@@ -212,8 +212,18 @@ async def stored_user(db: Any, username: str | None = None) -> str:
     return user_id
 
 
+# Tests buy Volts from the sandbox payment provider, chosen explicitly (the default is none);
+# tests of an unconfigured server pass volts={"payment_provider": ""}.
+TEST_PAYMENTS = {"payment_provider": "sandbox"}
+TEST_PAYMENTS_ENV = {"VOLTHUB_VOLTS__PAYMENT_PROVIDER": "sandbox"}
+
+
 def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
-    overrides: dict[str, dict[str, Any]] = {"database": {"url": database_url}, "auth": dict(FAST_AUTH)}
+    overrides: dict[str, dict[str, Any]] = {
+        "database": {"url": database_url},
+        "auth": dict(FAST_AUTH),
+        "volts": dict(TEST_PAYMENTS),
+    }
     if "ratelimit" not in sections:
         overrides["ratelimit"] = dict(ROOMY_LIMITS)
     for section, values in sections.items():
@@ -359,6 +369,7 @@ class ServerProcess:
             **os.environ,
             "VOLTHUB_AUTH__ARGON2_TIME_COST": str(FAST_AUTH["argon2_time_cost"]),
             "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": str(FAST_AUTH["argon2_memory_kib"]),
+            **TEST_PAYMENTS_ENV,
             **self.extra_env,
         }
         with open(self.tmp_path / f"server-{self.port}.log", "ab") as log:  # the child keeps its own fd

@@ -39,6 +39,7 @@ from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.passwords import PasswordWorkBusy
+from volthub.services.payments import BadCallback, PaymentsNotConfigured
 from volthub.services.raids import RaidBanned, RaidNotLive, RaidTargetNotFound, SelfRaid
 from volthub.services.streams import (
     ClipNotFound,
@@ -49,7 +50,7 @@ from volthub.services.streams import (
     VodNotFound,
 )
 from volthub.services.subscriptions import AlreadySubscribed, InvalidRecipient, NoEligibleRecipients, NotSubscribed
-from volthub.services.volts import InsufficientFunds, PaymentDeclined, SelfTransfer
+from volthub.services.volts import InsufficientFunds, PaymentDeclined, PurchaseNotFound, SelfTransfer
 from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
 
 # Codes for Quart's own HTTP errors, so 404/405/413 look like ours.
@@ -273,6 +274,13 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
         409, "no_eligible_recipients", "no follower of this channel can receive a gift subscription"
     ),
     PaymentDeclined: lambda error: ApiError(402, "payment_declined", str(error) or "the payment was declined"),
+    PaymentsNotConfigured: lambda _: ApiError(
+        503, "payments_not_configured", "this server takes no payments: no payment provider is configured"
+    ),
+    PurchaseNotFound: lambda _: ApiError(404, "not_found", "purchase not found"),
+    BadCallback: lambda error: ApiError(
+        401, "invalid_signature", str(error) or "the callback's signature does not verify"
+    ),
     KeyReused: lambda _: ApiError(
         422,
         "idempotency_key_reused",
