@@ -21,6 +21,7 @@ from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected
 from volthub.services.catalogue import TeamNotFound
 from volthub.services.channel_points import (
     ChannelNotLive,
+    NotChannelModerator,
     RedemptionLimitReached,
     RedemptionNotFound,
     RedemptionResolved,
@@ -258,6 +259,12 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
         400, "insufficient_funds", "the balance is too low", {"balance": error.balance, "needed": error.needed}
     ),
     SelfTransfer: lambda _: ApiError(400, "invalid_recipient", "you cannot pay your own channel"),
+    NotChannelModerator: lambda error: ApiError(
+        403,
+        "not_channel_moderator",
+        "only the channel's owner or its moderators may do this",
+        {"channelId": str(error)},
+    ),
     # Raids (services.raids).
     RaidNotLive: lambda _: ApiError(409, "not_live", "only a live channel can raid"),
     RaidTargetNotFound: lambda error: ApiError(404, "not_found", "channel not found", {"username": str(error)}),
