@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test fuzz lint format bench clean
+.PHONY: serve demo test fuzz lint format docs docs-serve bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,26 @@ $(VENV)/.installed-lint: $(VENV)/.installed pyproject.toml
 
 serve: $(VENV)/.installed
 	$(VENV)/bin/volthub serve --host $(HOST) --port $(PORT)
+
+# Everything the docs' guides use at once (config/demo.toml): the Events API gateway on 8081,
+# a media-server hook secret, webhooks to a local receiver (a throw-away CA in var/demo),
+# sandbox payments.
+demo: $(VENV)/.installed
+	docs/examples/demo_certs.sh var/demo
+	$(VENV)/bin/volthub serve --config config/demo.toml --host $(HOST) --port $(PORT)
+
+$(VENV)/.installed-docs: $(VENV)/.installed pyproject.toml
+	$(PIP) install --quiet -e '.[docs]'
+	touch $@
+
+# The documentation site (mkdocs-material) into site/, warnings as errors; the API reference
+# page is generated from the code's OpenAPI document (docs/hooks.py). `make docs-serve`
+# serves it with live reload at http://127.0.0.1:8000.
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 test: $(VENV)/.installed-test
 	@# The official socket.io-client for tests/http/events/test_socketio.py (needs Node.js + npm).
@@ -53,12 +73,16 @@ format: $(VENV)/.installed-lint
 # with [events] gateway_port: target volthub-gateway), python-socketio (uvicorn) and Node
 # socket.io under the same load, one after another; prints a table per server, all side by
 # side, each volthub path's ratios to the references, a hold of BENCH_HOLD sockets per volthub
-# path, and the Events API targets table (figure and met / NOT met). The default load is the
-# targets' own: 2,000 sockets on one channel at 5 msg/s. Scale it with BENCH_ARGS and
-# BENCH_HOLD (see `volthub loadtest --help`), e.g.
+# path, and BENCH_CHECKS for every server (met / NOT met / too few samples); writes the JSON
+# summary, the checks as JUnit XML and a plot to BENCH_OUT, and fails when a check does not
+# hold. The default load: 2,000 sockets on one channel at 5 msg/s. Scale it with BENCH_ARGS
+# and BENCH_HOLD (see `volthub loadtest --help`), e.g.
 #   make bench BENCH_ARGS="--clients 5000 --channels 10 --rate 20 --duration 60" BENCH_HOLD="--hold 5000 --hold-seconds 30"
 BENCH_ARGS ?= --clients 2000 --channels 1 --rate 5 --duration 20 --connect-concurrency 128
 BENCH_HOLD ?= --hold 20000 --hold-seconds 60
+BENCH_CHECKS ?= --check 'delivery.ratio>=0.999' --check 'send.errors==0' --check 'delivery.latency_ms.p99<200' \
+	--check 'server.rss_growth_kib_per_connection<=25' --check 'connect.per_second>=1500' \
+	--check 'clients.disconnects==0' --check 'hold.connected>=20000' --check 'hold.disconnects==0'
 BENCH_TARGETS ?= volthub,volthub-gateway,python-socketio,node
 BENCH_OUT ?= bench-results
 NODE_REF := bench/reference_node
@@ -79,7 +103,8 @@ $(NODE_REF)/node_modules/.installed: $(NODE_REF)/package.json $(NODE_REF)/packag
 bench: $(VENV)/.installed-bench $(NODE_REF)/node_modules/.installed
 	mkdir -p $(BENCH_OUT)
 	$(PIN_GENERATOR) $(VENV)/bin/volthub loadtest --spawn --target $(BENCH_TARGETS) $(PIN_SERVER) \
-		--workdir $(BENCH_OUT)/servers --json $(BENCH_OUT)/bench.json --plot $(BENCH_OUT)/bench.png $(BENCH_ARGS) $(BENCH_HOLD)
+		--workdir $(BENCH_OUT)/servers --json $(BENCH_OUT)/bench.json --junit $(BENCH_OUT)/checks.xml \
+		--plot $(BENCH_OUT)/bench.png $(BENCH_ARGS) $(BENCH_HOLD) $(BENCH_CHECKS)
 
 clean:
-	rm -rf $(VENV) var .pytest_cache $(BENCH_OUT) $(NODE_REF)/node_modules
+	rm -rf $(VENV) var site .pytest_cache $(BENCH_OUT) $(NODE_REF)/node_modules

@@ -37,6 +37,8 @@ def test_environment_ignores_unrelated_variables():
         ({"VOLTHUB_DATABASE__URL": "mysql://x"}, "database.url"),
         ({"VOLTHUB_SERVER__NO_SUCH_KEY": "1"}, "server.no_such_key"),
         ({"VOLTHUB_NOSECTION__KEY": "1"}, "nosection"),
+        ({"VOLTHUB_INGEST__RTMP_URL": ""}, "ingest"),  # no ingest address left to offer
+        ({"VOLTHUB_INGEST__WHIP_URL": "srt://media:9000"}, "ingest.whip_url"),
     ],
 )
 def test_bad_value_names_its_key(environ, key):

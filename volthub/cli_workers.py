@@ -3,8 +3,8 @@
 The parent process serves nothing itself. It applies pending migrations once, binds the
 listening socket, and starts N workers (`volthub serve --listen-fd FD`, migrations off)
 that inherit the socket: the kernel hands each new connection to one of them. Events,
-webhook deliveries, rate limits and presence are shared through PostgreSQL (README
-"Several processes"); with SQLite only one process may write, so more than one worker is
+webhook deliveries, rate limits and presence are shared through PostgreSQL
+(docs/operating/processes.md); with SQLite only one process may write, so more than one worker is
 refused.
 
 Signals to the parent:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ENV_PREFIX = "VOLTHUB_"
 
@@ -202,9 +202,21 @@ class IngestSettings(Section):
     # A live stream with no hook or heartbeat for this long is closed (its media server
     # vanished). 0 never closes a stream on silence.
     silence_timeout_seconds: float = Field(120.0, ge=0, le=86400)
-    # What `stream/setup` hands to encoders; `{username}` is replaced. WHIP is listed first.
-    whip_url: str = "http://127.0.0.1:8889/{username}/whip"
+    # The ingest addresses `stream/setup` hands to encoders: only those the media server in
+    # front of volthub serves. `{username}` is replaced. WHIP (MediaMTX serves it; nginx-rtmp
+    # does not) is offered, first and preferred, only when set; empty: not offered.
+    whip_url: str = ""
     rtmp_url: str = "rtmp://127.0.0.1:1935/live"
+
+    def offers(self) -> list[tuple[str, str]]:
+        """(protocol, URL template) of every configured ingest address, WHIP first."""
+        return [(protocol, url) for protocol, url in (("whip", self.whip_url), ("rtmp", self.rtmp_url)) if url]
+
+    @model_validator(mode="after")
+    def _something_offered(self) -> IngestSettings:
+        if not self.offers():
+            raise ValueError("set [ingest] rtmp_url or whip_url: encoders need an address to publish to")
+        return self
 
     @field_validator("whip_url", "rtmp_url")
     @classmethod

@@ -9,8 +9,8 @@ Connects to the namespace `/ws/events` (on the default path `/socket.io`) with t
 N events (default: run until Ctrl-C), 1 when the connection is refused or the
 `--timeout` passes first.
 
-Needs `python-socketio[asyncio_client]` (in volthub's `test` extra). The README's Events API
-section runs this script; tests/test_readme.py runs the README.
+Needs `python-socketio[asyncio_client]` (in volthub's `test` extra). The Events API guide
+(docs/guides/events.md) runs this script; tests/test_docs_commands.py runs the guide.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ writes each accepted delivery's raw body, `X-Service-Timestamp` and `X-Service-S
 to `DIR/<id>.body|.timestamp|.signature`, to check a signature by hand.
 
 volthub refuses loopback targets unless `[webhooks] allow_private_targets = true`, and
-trusts the certificate only with its CA in `[webhooks] ca_file`; the README's webhook
-section sets up both. Standard library plus volthub only; SIGTERM or Ctrl-C stops it.
+trusts the certificate only with its CA in `[webhooks] ca_file`; the webhooks guide
+(docs/guides/webhooks.md) sets up both. Standard library plus volthub only; SIGTERM or Ctrl-C stops it.
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ def test_descriptor_soft_limit_is_raised_to_hard() -> None:
 
 @pytest.mark.slow
 async def test_the_documented_hypercorn_command_closes_too(tmp_path: Any) -> None:
-    """README's `hypercorn --worker-class trio "volthub.http.app:create_app()"`: the app
+    """The documented `hypercorn --worker-class trio "volthub.http.app:create_app()"`: the app
     module applies the same adaptation, so `Connection: close` is honoured there too."""
     import os
     import subprocess

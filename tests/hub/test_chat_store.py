@@ -6,7 +6,8 @@ from tests.hub.conftest import make_user
 from volthub.hub import chat_store
 from volthub.hub.chat_store import TxChatStore
 from volthub.hub.components import chat
-from volthub.hub.components.chat import ChatSettings, MessageRef
+from volthub.hub.components.chat import MessageRef
+from volthub.hub.components.chat_rules import ChatSettings
 from volthub.persistence import chat as repo
 
 NOW = 1_800_000_000_000

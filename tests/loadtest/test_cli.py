@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +46,14 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
         (["--spawn", "--target", "node", "--hold", "10"], "--hold is for volthub"),
         (["--spawn", "--hold", "100001"], "--hold is at most"),
         (["--spawn", "--ws-url", "http://127.0.0.1:2"], "--ws-url goes with --url"),
+        (["--spawn", "--scenario", "hold", "--sse", "3"], "--sse goes with the plain flags"),
+        (["--spawn", "--scenario", "no-such-scenario"], "bundled: fan-out"),
+        (["--spawn", "--check", "delivery.ratio=>1"], "KEY OP NUMBER"),
+        (["--spawn", "--check", "delivery.speed>1"], "no figure named"),
+        (["--url", "http://127.0.0.1:1"], "--tokens FILE"),
+        (["--spawn", "--target", "node", "--tokens", "/dev/null"], "--tokens is for volthub"),
+        (["--spawn", "--tokens", "/dev/null"], "no tokens"),
+        (["--spawn", "--scenario", "hold", "--clients", "0"], "nothing to do"),
         (
             ["--url", "http://127.0.0.1:1", "--ws-url", "http://10.0.0.1:2", "--target", "volthub-gateway"],
             "--allow-remote",
@@ -70,6 +79,13 @@ def test_usage_errors(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["loadtest", *argv])
     assert exit_info.value.code == 2
+
+
+def test_gateway_clients_need_the_gateway(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "paths.toml"
+    scenario.write_text("[[stages]]\nclients = 2\nmix = { mount = 1, gateway = 1 }\n")
+    assert cli.main(["loadtest", "--spawn", "--scenario", str(scenario)]) == 2
+    assert "--target volthub-gateway" in capsys.readouterr().err
 
 
 def test_targets_parse_as_a_list() -> None:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -100,3 +104,37 @@ def test_machine_busy_time_counts_what_processes_took() -> None:
     with pytest.raises(ValueError):
         m.parse_proc_stat_busy("intr 1 2 3\n")
     assert m.machine_busy_seconds() is not None
+
+
+def test_a_process_tree_is_read_whole() -> None:
+    """A server started with workers is a parent and its children: their RSS and CPU add up."""
+    assert sorted(m.descendants(1, {2: 1, 3: 1, 4: 2, 5: 9, 1: 0})) == [1, 2, 3, 4]
+    assert m.parse_proc_ppid("4242 (a (b) c) S 17 4242 4242 0 -1") == 17
+    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(30)"])
+    try:
+        for _ in range(200):  # until the child has its 64 MiB
+            tree = m.read_proc(os.getpid(), 1.0)
+            alone = m.read_proc(child.pid, 1.0)
+            if alone is not None and alone.rss_bytes > 64 << 20:
+                break
+            time.sleep(0.05)
+        assert tree is not None and alone is not None and tree.processes >= 2
+        own = m.parse_proc_statm(Path(f"/proc/{os.getpid()}/statm").read_text())
+        assert tree.rss_bytes >= own + (60 << 20), "the child's 64 MiB are in the tree's RSS"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_percentiles_need_their_share_of_the_expected_samples() -> None:
+    """Missing deliveries count as never arriving: p99 needs 99% of them, max all of them."""
+    samples = [0.001 * i for i in range(1, 100)]  # 99 of 100 expected
+    figures = m.latency_figures(samples, 100)
+    assert figures["p50"] is not None and figures["p99"] is not None
+    assert figures["p99.9"] is None and figures["max"] is None and figures["too_few_samples"] is True
+    thin = m.latency_figures(samples[:7], 600)
+    assert thin["p50"] is None and thin["p99"] is None and thin["count"] == 7
+    whole = m.latency_figures(samples, 99)
+    assert whole["too_few_samples"] is False and whole["max"] == 99.0
+    nothing_due = m.latency_figures([], 0)
+    assert nothing_due["p99"] is None and nothing_due["too_few_samples"] is False

@@ -36,6 +36,8 @@ def run(tmp_path: Path, *argv: str) -> list[dict[str, Any]]:
             str(tmp_path),
             "--json",
             str(out),
+            "--check",
+            "delivery.ratio>=0.999",
             *argv,
         ]
     )
@@ -76,6 +78,7 @@ def test_volthub_sockets_and_sse(tmp_path: Path) -> None:
     assert result["clients"]["sse_connected"] == 4
     assert result["delivery"]["by_name_ratio"] == 1.0
     assert result["send"]["statuses"] == {"200": 20}
+    assert result["send"]["offered"] == 20 and result["send"]["errors"] == 0
 
 
 def test_volthub_gateway_sockets_on_their_own_port(tmp_path: Path) -> None:
@@ -131,13 +134,16 @@ def test_volthub_hold_from_two_generator_processes(tmp_path: Path) -> None:
     )
     assert code == 0
     payload = orjson.loads(out.read_bytes())
-    assert payload["runs"] == []
-    [held] = payload["holds"]
+    [summary] = payload["runs"]
+    assert set(summary) == {"target", "hold", "checks"}, "a hold alone: no run figures"
+    held = summary["hold"]
     assert held["target"] == "volthub" and held["processes"] == 2
     assert held["connected"] == 30 and held["disconnects"] == 0 and held["ok"] is True
     assert held["server_fd_limit"] and held["note"] is None
-    [row] = payload["targets"]
-    assert row["figure"] == "30 held 1 s, 0 lost" and row["met"] is False, "the target is 20,000 for 60 s"
+    assert [(c["key"], c["verdict"]) for c in payload["checks"]] == [
+        ("hold.disconnects", "pass"),
+        ("hold.connect_failures", "pass"),
+    ]
 
 
 def test_a_server_that_does_not_start_costs_only_its_own_run(

@@ -23,7 +23,9 @@ def written() -> list[Event]:
 def streams(db: Any, written: list[Event]) -> Streams:
     publisher = EventPublisher(db, InProcessBus(), SystemClock())
     publisher.add_transaction_sink(lambda tx, events: written.extend(events))  # what the webhook outbox sees
-    return Streams(db, publisher, SystemClock(), Categories.load(), "key-secret", 0)
+    return Streams(
+        db, publisher, SystemClock(), Categories.load(), "key-secret", 0, [("rtmp", "rtmp://127.0.0.1:1935/live")]
+    )
 
 
 async def test_an_info_change_emits_stream_update_and_channel_update(

@@ -315,7 +315,9 @@ async def _make_streams(rt: Runtime, database: Database, publisher: EventPublish
     if not ingest.hook_secret:
         log.warning("[ingest] hook_secret is not set: media-server hooks are refused, no stream can go live")
     categories = Categories.load(rt.settings.streams.categories_file)
-    return Streams(database, publisher, rt.clock, categories, key_secret, ingest.silence_timeout_seconds)
+    return Streams(
+        database, publisher, rt.clock, categories, key_secret, ingest.silence_timeout_seconds, ingest.offers()
+    )
 
 
 async def _supervise(rt: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

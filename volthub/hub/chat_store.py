@@ -12,7 +12,8 @@ from dataclasses import asdict
 from typing import Any
 
 from volthub.hub.components import chat
-from volthub.hub.components.chat import ChatSettings, Member, MessageRef, Standing
+from volthub.hub.components.chat import MessageRef
+from volthub.hub.components.chat_rules import ChatSettings, Member, Standing, person
 from volthub.persistence import Tx
 from volthub.persistence import chat as repo
 from volthub.persistence import emotes as emotes_repo
@@ -53,7 +54,7 @@ class TxChatStore:
 
     def people_named(self, usernames: list[str]) -> dict[str, dict[str, str]]:
         found = users_repo.get_many_by_username_insensitive(self._tx, usernames)
-        return {name: chat.person(user.id, user.username, user.display_name) for name, user in found.items()}
+        return {name: person(user.id, user.username, user.display_name) for name, user in found.items()}
 
     def message(self, message_id: str) -> MessageRef | None:
         stored = repo.get_message(self._tx, self._channel_id, message_id)

@@ -13,7 +13,7 @@ from typing import Any
 
 from volthub.hub.chat_store import TxChatStore
 from volthub.hub.components import giveaways, goals, polls, predictions, timers
-from volthub.hub.components.chat import Standing
+from volthub.hub.components.chat_rules import Standing
 from volthub.persistence import Row, Tx, ledger
 from volthub.persistence import chat as chat_repo
 from volthub.persistence import interactive as repo

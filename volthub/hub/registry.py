@@ -30,7 +30,8 @@ from volthub.hub.actor import (
 )
 from volthub.hub.clock import Clock
 from volthub.hub.components import chat
-from volthub.hub.components.chat import ChatSettings, ModerationRequest, ModerationResult, OutgoingMessage
+from volthub.hub.components.chat import ModerationRequest, ModerationResult, OutgoingMessage
+from volthub.hub.components.chat_rules import ChatSettings
 from volthub.hub.kinds import ComponentKind, default_kinds, dispatch_table
 from volthub.hub.publisher import EventPublisher
 from volthub.persistence import Database, Tx

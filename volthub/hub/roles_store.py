@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from volthub.hub.components import roles
-from volthub.hub.components.chat import Standing
+from volthub.hub.components.chat_rules import Standing
 from volthub.persistence import Tx
 from volthub.persistence import chat as repo
 from volthub.persistence import users as users_repo

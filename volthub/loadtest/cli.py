@@ -1,8 +1,11 @@
 """`volthub loadtest`: load-test the realtime hub, alone or side by side with references.
 
-volthub loadtest --spawn --clients 2000 --channels 20 --rate 5 --duration 30
-volthub loadtest --url http://127.0.0.1:8080 --server-pid 4242 --clients 500 --sse 100
+volthub loadtest --spawn --clients 2000 --channels 20 --rate 5 --duration 30 --check 'delivery.ratio>=0.999'
+volthub loadtest --url http://127.0.0.1:8080 --tokens tokens.txt --scenario reconnect-storm --junit checks.xml
 volthub loadtest --spawn --target volthub,python-socketio,node --server-cpus 0 --plot bench.png
+
+Exit status: 0 every check held, 1 a check failed (or a run could not be measured), 2 a
+usage error or a target that cannot be reached.
 """
 
 from __future__ import annotations
@@ -21,10 +24,20 @@ from typing import Any
 import trio
 
 from volthub.cli import command
-from volthub.loadtest import hold, report
+from volthub.loadtest import checks, hold, report
 from volthub.loadtest.runner import Run, RunConfig
-from volthub.loadtest.servers import SpawnedServer, make_workdir, plan_server
-from volthub.loadtest.targets import TARGETS, VOLTHUB_TARGETS, RemoteTargetRefused, check_url, make_target
+from volthub.loadtest.scenario import BUNDLED, Scenario, fan_out, scaled
+from volthub.loadtest.scenario import load as load_scenario
+from volthub.loadtest.servers import SpawnedServer, make_workdir, plan_server, remove_accounts
+from volthub.loadtest.targets import (
+    TARGETS,
+    VOLTHUB_TARGETS,
+    Channel,
+    RemoteTargetRefused,
+    TargetUnreachable,
+    check_url,
+    make_target,
+)
 
 MAX_DURATION = 3600.0
 MAX_HOLD = 100_000
@@ -79,23 +92,35 @@ def _non_negative(kind: type) -> Any:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = textwrap.fill(
-        "Load-test the Events API: provision channels and tokens, open Socket.IO (WebSocket) and SSE "
-        "clients, post chat messages through REST at a fixed rate, and measure connect rate, "
-        "deliveries, end-to-end latency (the send time travels in the message), drops, disconnects "
-        "and the server's CPU and RSS. Several --target names run one after another on the same "
-        "load and are compared. Only loopback servers unless --allow-remote."
+        "Load-test the Events API: provision channels and tokens (or use --tokens), open Socket.IO "
+        "(WebSocket) and SSE clients, post chat messages through REST, and measure connect rate, "
+        "deliveries over what was offered, end-to-end latency (the send time travels in the message), "
+        "send outcomes, disconnects and the server's CPU and RSS; then check the figures (--check) "
+        "and exit 0 when every check holds, 1 when one fails, 2 on a usage error or an unreachable "
+        "target. Several --target names run one after another on the same load and are compared. "
+        "Only loopback servers unless --allow-remote."
     )
     parser.formatter_class = _HelpFormatter
     parser.epilog = (
         "examples:\n"
-        "  volthub loadtest --spawn --clients 2000 --channels 10 --rate 5 --duration 30\n"
-        "  volthub loadtest --url http://127.0.0.1:8080 --server-pid 4242 --clients 500 --sse 100\n"
+        "  volthub loadtest --spawn --clients 2000 --channels 10 --rate 5 --duration 30 \\\n"
+        "      --check 'delivery.ratio>=0.999' --check 'delivery.latency_ms.p99<200' --junit checks.xml\n"
+        "  volthub loadtest --url http://127.0.0.1:8080 --tokens tokens.txt --server-pid 4242 --scenario hold\n"
+        "  volthub loadtest --spawn --scenario reconnect-storm --clients 200 --duration 10\n"
         "  taskset -c 1 volthub loadtest --spawn --server-cpus 0 --target volthub,python-socketio,node \\\n"
         "      --json bench.json --plot bench.png      (what `make bench` runs)\n\n"
+        f"bundled scenarios: {', '.join(BUNDLED)}\n\n"
+        "figures a --check may name (KEY OP NUMBER, OP one of < <= > >= == !=):\n"
+        + textwrap.indent(checks.keys_table(), "  ")
+        + "\n\ndefault checks (when no --check is given and the scenario names none):\n"
+        + "\n".join(f"  {check.expression:<32} {check.name}" for check in checks.DEFAULT_CHECKS)
+        + "\n\n"
     ) + textwrap.fill(
         "Latency is measured from just before the chat POST to the arrival of the `event` frame (or SSE "
-        "event) at each client. Server CPU and RSS come from /proc/<pid>; CPU per 1,000 deliveries "
-        "covers the send phase and the drain; RSS growth per connection covers the ramp."
+        "event) at each client. A percentile pQ is shown only when at least Q% of the expected "
+        "deliveries arrived (otherwise: too few samples, and a check on it fails). Server CPU and RSS "
+        "come from /proc, summed over the server's process tree; CPU per 1,000 deliveries covers "
+        "sending and the drain; RSS growth per connection covers the ramp."
     )
     where = parser.add_argument_group("server under test")
     mode = where.add_mutually_exclusive_group(required=True)
@@ -126,7 +151,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="allow a --url that is not a loopback address (never needed on one machine)",
     )
     where.add_argument(
-        "--server-pid", type=int, metavar="PID", help="with --url: the server's pid, to read its CPU and RSS from /proc"
+        "--server-pid",
+        type=int,
+        metavar="PID",
+        help="with --url: the server's pid, to read its CPU and RSS from /proc (summed over its "
+        "children too: a server started with --workers is measured whole)",
+    )
+    where.add_argument(
+        "--tokens",
+        type=Path,
+        metavar="FILE",
+        help="use these tokens instead of registering accounts: one `TOKEN CHANNEL_ID` per line "
+        "(# comments); each line is a channel (with an idle kind in the scenario, the last one is "
+        "the quiet channel idle holds listen on)",
+    )
+    where.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave what the run provisioned (accounts, the spawned server's database); without it "
+        "they are removed at the end. With --url and no --tokens it is required: the API cannot "
+        "delete accounts",
     )
     where.add_argument(
         "--database",
@@ -157,7 +201,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     load = parser.add_argument_group("load (every run is bounded by --max-clients and --duration)")
     load.add_argument(
-        "--clients", type=_non_negative(int), default=100, metavar="N", help="Socket.IO clients over WebSocket"
+        "--scenario",
+        metavar="FILE|NAME",
+        help=f"stages and client mixes from a TOML file, or a bundled one ({', '.join(BUNDLED)}); "
+        "--clients, --rate, --duration and --channels then scale it (peak clients, top rate, total "
+        "seconds, channels). Without it the flags describe the fan-out",
+    )
+    load.add_argument(
+        "--clients",
+        type=_non_negative(int),
+        metavar="N",
+        help="Socket.IO clients over WebSocket (default 100; with --scenario: its peak)",
     )
     load.add_argument(
         "--sse",
@@ -167,21 +221,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="SSE clients (GET /api/events/stream; volthub only)",
     )
     load.add_argument(
-        "--channels", type=_positive(int), default=10, metavar="C", help="channels; client i listens to channel i mod C"
+        "--channels",
+        type=_positive(int),
+        metavar="C",
+        help="channels; client i listens to channel i mod C (default 10)",
     )
     load.add_argument(
         "--rate",
         type=_non_negative(float),
-        default=10.0,
         metavar="R",
-        help="chat messages per second, all channels together (round-robin)",
+        help="chat messages per second, all channels together, round-robin (default 10; with --scenario: its top rate)",
     )
     load.add_argument(
         "--duration",
         type=_non_negative(float),
-        default=10.0,
         metavar="S",
-        help=f"seconds of sending (at most {MAX_DURATION:.0f})",
+        help=f"seconds of sending (default 10, at most {MAX_DURATION:.0f}; with --scenario: its length)",
     )
     load.add_argument(
         "--max-clients",
@@ -202,7 +257,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=_positive(int),
         default=64,
         metavar="N",
-        help="chat sends in flight at most; past it the schedule slips and sends count as late",
+        help="chat sends in flight at most; a send that cannot start within a second of its due "
+        "time is not sent and counts as late (against the delivery ratio)",
     )
 
     ramp = parser.add_argument_group("ramp and timing")
@@ -286,8 +342,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "generator's own open-file limit allows)",
     )
 
-    out = parser.add_argument_group("output")
-    out.add_argument("--json", type=Path, metavar="FILE", help="write every figure and time series as JSON")
+    out = parser.add_argument_group("checks and output")
+    out.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="'KEY OP NUMBER' over a run's figures, e.g. 'delivery.ratio>=0.999' or "
+        "'stages.steady.delivery.latency_ms.p99<200' (repeatable; the figures are listed below). "
+        "Replaces the default checks; hold.* checks apply to targets that held sockets (--hold), "
+        "the others to targets that ran",
+    )
+    out.add_argument(
+        "--junit", type=Path, metavar="FILE", help="write the checks as JUnit XML, one test case per check and target"
+    )
+    out.add_argument(
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="write the whole summary: every figure, per stage, the time series and each check's "
+        "figure, limit and verdict",
+    )
     out.add_argument(
         "--plot",
         type=Path,
@@ -308,29 +383,74 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="send",
         help="what --profile records: the send phase and drain (fan-out), or the ramp (connects)",
     )
-    out.add_argument("--quiet", action="store_true", help="no progress line")
+    out.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress line (otherwise: connected, deliveries/s, p99 so far and errors, in place "
+        "on a terminal, a line every 5 s when not)",
+    )
 
 
 @command("loadtest", configure)
 def loadtest(args: argparse.Namespace) -> int:
-    """Load-test the realtime hub (Socket.IO, SSE) and compare it with reference servers."""
-    problem = _validate(args)
+    """Load-test the realtime hub (Socket.IO, SSE), check the figures, compare with reference servers."""
+    try:
+        problem = _validate(args)
+    except (ValueError, OSError) as exc:  # a scenario, check or tokens file that does not parse
+        problem = str(exc)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     _raise_file_limit()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per chat send otherwise
     try:
-        results = trio.run(_main, args)
-    except (RuntimeError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0 if results else 1
+        return trio.run(_main, args)
+    except BaseException as exc:  # one line per failure, never a traceback of task groups
+        leaves = list(_leaves(exc))
+        if any(isinstance(leaf, (KeyboardInterrupt, SystemExit)) for leaf in leaves):
+            raise
+        unexpected = [leaf for leaf in leaves if not isinstance(leaf, _EXPECTED)]
+        if unexpected:
+            raise
+        more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
+        print(f"error: {leaves[0] or type(leaves[0]).__name__}{more}", file=sys.stderr)
+        usage = (TargetUnreachable, RemoteTargetRefused, ValueError)
+        return 2 if any(isinstance(leaf, usage) for leaf in leaves) else 1
+
+
+# What a run may fail with, reported in a line: the rest is a bug and keeps its traceback.
+_EXPECTED = (TargetUnreachable, RemoteTargetRefused, ValueError, RuntimeError, OSError, trio.TooSlowError)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups; the exception itself otherwise."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 def _validate(args: argparse.Namespace) -> str | None:
-    if args.clients + args.sse == 0 and not args.hold:
-        return "nothing to do: --clients and --sse are both 0"
+    """A usage problem, or None; resolves the load (args.plan, args.checks, args.channels_given)."""
+    if args.scenario is not None and args.sse:
+        return "--sse goes with the plain flags; a scenario says its kinds in each stage's mix"
+    if args.scenario is not None:
+        args.plan = scaled(load_scenario(args.scenario), args.clients, args.rate, args.duration)
+        if args.channels is not None:
+            args.plan = _with_channels(args.plan, args.channels)
+    else:
+        clients = 100 if args.clients is None else args.clients
+        args.plan = fan_out(
+            clients,
+            args.sse,
+            args.channels or 10,
+            10.0 if args.rate is None else args.rate,
+            10.0 if args.duration is None else args.duration,
+        )
+    plan: Scenario = args.plan
+    args.checks = [checks.parse(text) for text in args.check] or list(plan.checks) or list(checks.DEFAULT_CHECKS)
+    runs = plan.peak_clients > 0
+    if not runs and not args.hold:
+        return "nothing to do: no clients (--clients and --sse are 0)"
     if args.hold and not args.spawn:
         return "--hold needs --spawn (it reads the server's open-file limit and starts it fresh)"
     if args.hold > MAX_HOLD:
@@ -339,9 +459,9 @@ def _validate(args: argparse.Namespace) -> str | None:
         return f"--hold is for {' or '.join(VOLTHUB_TARGETS)}"
     if args.ws_url and not args.url:
         return "--ws-url goes with --url (with --spawn the harness knows the ports)"
-    if args.clients + args.sse > args.max_clients:
-        return f"{args.clients + args.sse} clients is over --max-clients {args.max_clients}"
-    if args.duration > MAX_DURATION:
+    if plan.peak_clients > args.max_clients:
+        return f"{plan.peak_clients} clients is over --max-clients {args.max_clients}"
+    if plan.seconds > MAX_DURATION:
         return f"--duration is at most {MAX_DURATION:.0f} seconds"
     if len(args.target) > 1 and not args.spawn:
         return "several --target names need --spawn"
@@ -356,9 +476,43 @@ def _validate(args: argparse.Namespace) -> str | None:
         return "--server-pid is for --url (with --spawn the pid is known)"
     if args.profile and not (args.spawn or args.server_pid):
         return "--profile needs --spawn or --server-pid"
-    if args.sse and any(name not in VOLTHUB_TARGETS for name in args.target):
+    if "sse" in plan.kinds and any(name not in VOLTHUB_TARGETS for name in args.target):
         return "--sse is for volthub only (the reference servers speak Socket.IO only)"
+    if "gateway" in plan.kinds and not args.ws_url and any(name != "volthub-gateway" for name in args.target):
+        return "the scenario's gateway clients need --target volthub-gateway (or --url with --ws-url)"
+    args.channel_list = None
+    if args.tokens is not None:
+        if any(name not in VOLTHUB_TARGETS for name in args.target):
+            return "--tokens is for volthub targets (the reference servers take no tokens)"
+        args.channel_list = read_tokens(args.tokens)
+    elif args.url and runs and not args.keep:
+        return (
+            "with --url the run would register accounts on the server and the API cannot delete "
+            "them: pass --tokens FILE (tokens you issued), or --keep to accept the lt_* accounts"
+        )
     return None
+
+
+def _with_channels(plan: Scenario, channels: int) -> Scenario:
+    from dataclasses import replace
+
+    return replace(plan, channels=channels)
+
+
+def read_tokens(path: Path) -> list[Channel]:
+    """`TOKEN CHANNEL_ID` per line; blank lines and # comments are skipped."""
+    found: list[Channel] = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        parts = text.split()
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{number}: expected `TOKEN CHANNEL_ID`")
+        found.append(Channel(len(found), parts[1], parts[0]))
+    if not found:
+        raise ValueError(f"{path}: no tokens")
+    return found
 
 
 def _raise_file_limit() -> None:
@@ -369,13 +523,14 @@ def _raise_file_limit() -> None:
 
 
 def _config(args: argparse.Namespace, target: str) -> RunConfig:
+    plan: Scenario = args.plan
     return RunConfig(
         target=target,
-        sockets=args.clients,
+        sockets=args.clients or 0,
         sse=args.sse,
-        channels=args.channels,
-        rate=args.rate,
-        duration=args.duration,
+        channels=plan.channels,
+        rate=args.rate or 0.0,
+        duration=args.duration or 0.0,
         message_size=args.message_size,
         connect_concurrency=args.connect_concurrency,
         connect_rate=args.connect_rate,
@@ -388,24 +543,26 @@ def _config(args: argparse.Namespace, target: str) -> RunConfig:
         sio_path=args.sio_path,
         namespace=args.namespace,
         allow_remote=args.allow_remote,
+        scenario=plan,
     )
 
 
-async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The runs (and holds), cancelled cleanly by SIGINT or SIGTERM: spawned servers are in
-    their own session (a terminal's Ctrl-C must not reach them first), so the harness stops
-    them. A target that could not be measured is raised after the others were reported."""
-    results: list[dict[str, Any]] = []
+async def _main(args: argparse.Namespace) -> int:
+    """The runs (and holds) and their checks, cancelled cleanly by SIGINT or SIGTERM: spawned
+    servers are in their own session (a terminal's Ctrl-C must not reach them first), so the
+    harness stops them. A target that could not be measured is raised after the others were
+    reported."""
     failures: list[str] = []
+    held: bool | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_cancel_on_signal, nursery.cancel_scope)
-        await _runs(args, results, failures)
+        held = await _runs(args, failures)
         nursery.cancel_scope.cancel()
-    if nursery.cancel_scope.cancelled_caught and len(results) < len(args.target) and not failures:
+    if held is None:
         raise RuntimeError("interrupted")
     if failures:
         raise RuntimeError("; ".join(failures))
-    return results
+    return 0 if held else 1
 
 
 async def _cancel_on_signal(scope: trio.CancelScope) -> None:
@@ -416,19 +573,19 @@ async def _cancel_on_signal(scope: trio.CancelScope) -> None:
             return
 
 
-async def _runs(args: argparse.Namespace, results: list[dict[str, Any]], failures: list[str]) -> None:
-    """Each target's run, then (with --hold) each volthub target's hold; `results` gets the
-    runs and the holds (kind "hold"), `failures` what could not be measured."""
+async def _runs(args: argparse.Namespace, failures: list[str]) -> bool:
+    """Each target's run, then (with --hold) each volthub target's hold, then the checks;
+    `failures` gets what could not be measured. True when every check held."""
     workdir = make_workdir(args.workdir) if args.spawn else None
+    results: list[dict[str, Any]] = []
     holds: list[dict[str, Any]] = []
-    for name in args.target if args.clients + args.sse else []:
+    for name in args.target if args.plan.peak_clients else []:
         config = _config(args, name)
         profile = args.profile
         if profile is not None and len(args.target) > 1:
             profile = profile.with_name(f"{profile.name}.{name}")
         # A hard bound on the whole run, whatever the server does.
-        budget = config.ramp_timeout + config.settle + config.duration + config.drain + 180
-        with trio.fail_after(budget):
+        with trio.fail_after(config.seconds + 180):
             if args.spawn:
                 assert workdir is not None
                 try:
@@ -445,10 +602,17 @@ async def _runs(args: argparse.Namespace, results: list[dict[str, Any]], failure
                     progress=None if args.quiet else sys.stderr,
                     profile=profile,
                     profile_phase=args.profile_phase,
+                    channels=args.channel_list,
                 )
                 result = await run.execute()
+                if run.provisioned:
+                    result["notes"].append(
+                        f"left {len(run.provisioned)} accounts lt_{run.state.run_tag}_* on the server (--keep)"
+                    )
         results.append(result)
         print(f"\n== {name} ==\n{report.table([result])}")
+        if len(result.get("stages", {})) > 1:
+            print(f"\n== {name}: by stage ==\n{report.stages_table(result)}")
         if result.get("profile"):
             print(_profile_text(result["profile"]))
         sys.stdout.flush()
@@ -459,8 +623,7 @@ async def _runs(args: argparse.Namespace, results: list[dict[str, Any]], failure
             if found is not None:
                 holds.append(found)
                 print(f"\n== {name}: hold ==\n{report.hold_text(found)}")
-    _summarise(args, results, workdir, holds)
-    results.extend(holds)
+    return _summarise(args, results, workdir, holds)
 
 
 async def _spawned_hold(
@@ -474,6 +637,7 @@ async def _spawned_hold(
         failures.append(f"{name} (hold): {exc}")
         print(f"\n== {name}: hold ==\nerror: {exc}", file=sys.stderr)
         return None
+    found: dict[str, Any] | None = None
     try:
         with trio.fail_after(args.ramp_timeout + args.hold_seconds + 240):
             found = await hold.hold(
@@ -496,16 +660,19 @@ async def _spawned_hold(
         return None
     finally:
         await server.stop()
+        if not args.keep:
+            await remove_accounts(plan, args.database, found["accounts"] if found else None)
     return found
 
 
 async def _spawned_run(
     args: argparse.Namespace, config: RunConfig, workdir: Path, profile: Path | None
 ) -> dict[str, Any]:
+    database = args.database if config.target in VOLTHUB_TARGETS else None
     plan = plan_server(
         config.target,
         workdir,
-        database=args.database if config.target in VOLTHUB_TARGETS else None,
+        database=database,
         cpus=args.server_cpus,
         extra_env=dict(args.server_env),
     )
@@ -513,6 +680,7 @@ async def _spawned_run(
     if not args.quiet:
         print(f"starting {config.target}: {shlex.join(plan.argv)}", file=sys.stderr)
     await server.start()
+    run: Run | None = None
     try:
         run = Run(
             config,
@@ -521,53 +689,98 @@ async def _spawned_run(
             progress=None if args.quiet else sys.stderr,
             profile=profile,
             profile_phase=args.profile_phase,
+            channels=args.channel_list,
         )
         result = await run.execute()
     finally:
         await server.stop()
+        if not args.keep and config.target in VOLTHUB_TARGETS:
+            await remove_accounts(plan, database, [c.id for c in run.provisioned] if run else None)
     result["command"] = plan.argv
     result["notes"].extend(server.notes)
+    result["provisioned"]["removed"] = not args.keep
     return result
 
 
 def _summarise(
     args: argparse.Namespace, results: list[dict[str, Any]], workdir: Path | None, holds: list[dict[str, Any]]
-) -> None:
+) -> bool:
+    """Print the comparison and the checks; write --json, --junit, --plot. True when every
+    check held."""
     if len(results) > 1:
         print(f"\n== side by side ==\n{report.table(results)}")
         lines = report.ratios(results)
         if lines:
             print("\n== ratios (lower is better for volthub) ==\n" + "\n".join(lines))
-    checks = report.targets_table(results, holds)
-    if checks:
-        print(f"\n== Events API targets ({_load(args)}) ==\n{checks}")
+    summaries = _summaries(results, holds)
+    outcomes = []
+    for summary in summaries:
+        for check in _checks_for(args, summary):
+            outcome = checks.evaluate(check, summary)
+            outcome["target"] = summary["target"]
+            summary.setdefault("checks", []).append(outcome)
+            outcomes.append(outcome)
+    held = checks.passed(outcomes)
+    failed = sum(1 for outcome in outcomes if outcome["verdict"] != "pass")
+    verdict = "all held" if held else f"{failed} of {len(outcomes)} NOT met"
+    print(f"\n== checks ({_load(args)}): {verdict} ==\n{checks.table(outcomes)}")
     if args.json:
         payload = {
             "argv": sys.argv,
             "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "runs": results,
-            "holds": holds,
+            "scenario": {"name": args.plan.name, "description": args.plan.description},
+            "passed": held,
+            "checks": outcomes,
+            "runs": summaries,
             "ratios": report.ratios(results),
-            "targets": report.targets_rows(results, holds),
         }
         report.write_json(args.json, payload)
         print(f"\nwrote {args.json}")
-    if args.plot:
+    if args.junit:
+        checks.write_junit(args.junit, outcomes)
+        print(f"wrote {args.junit}")
+    if args.plot and results:
         title = (
-            f"{args.clients} sockets + {args.sse} SSE, {args.channels} channels, {args.rate:g} msg/s, "
-            f"{args.duration:g} s"
+            f"{args.plan.name}: {args.plan.peak_clients} clients, {args.plan.channels} channels, "
+            f"{max(stage.rate for stage in args.plan.stages):g} msg/s, {args.plan.seconds:g} s"
         )
         report.plot(args.plot, results, title)
         print(f"wrote {args.plot}")
     if workdir is not None:
         print(f"server logs in {workdir}")
+    return held
+
+
+def _summaries(results: list[dict[str, Any]], holds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One summary per target: its run's figures, and its hold under `hold`."""
+    by_target: dict[str, dict[str, Any]] = {result["target"]: result for result in results}
+    for found in holds:
+        by_target.setdefault(found["target"], {"target": found["target"]})["hold"] = found
+    return list(by_target.values())
+
+
+HOLD_CHECKS = (
+    checks.Check("hold.disconnects", "==", 0, "no socket lost during the hold"),
+    checks.Check("hold.connect_failures", "==", 0, "every held socket connects"),
+)
+
+
+def _checks_for(args: argparse.Namespace, summary: dict[str, Any]) -> list[checks.Check]:
+    """hold.* checks go to a target that held sockets, the others to a target that ran; the
+    defaults (the scenario's, else DEFAULT_CHECKS, and HOLD_CHECKS) when no --check is given."""
+    given: list[checks.Check] = list(args.checks)
+    holding = [check for check in given if check.key.startswith("hold.")] if args.check else list(HOLD_CHECKS)
+    running = [check for check in given if not check.key.startswith("hold.")]
+    return (running if "delivery" in summary else []) + (holding if "hold" in summary else [])
 
 
 def _load(args: argparse.Namespace) -> str:
     parts = []
-    if args.clients + args.sse:
-        channels = f"{args.channels} channel{'' if args.channels == 1 else 's'}"
-        parts.append(f"{args.clients:,} sockets, {channels}, {args.rate:g} msg/s for {args.duration:g} s")
+    plan: Scenario = args.plan
+    if plan.peak_clients:
+        channels = f"{plan.channels} channel{'' if plan.channels == 1 else 's'}"
+        top = max(stage.rate for stage in plan.stages)
+        parts.append(f"{plan.name}: {plan.peak_clients:,} clients, {channels}, {top:g} msg/s, {plan.seconds:g} s")
     if args.hold:
         parts.append(f"hold {args.hold:,} sockets for {args.hold_seconds:g} s")
     return "; ".join(parts)

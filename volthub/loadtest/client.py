@@ -15,6 +15,7 @@ import contextlib
 import ipaddress
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,7 +32,7 @@ from volthub.loadtest.targets import Channel
 class ClientSlot:
     index: int
     channel: int
-    kind: str  # "socketio" or "sse"
+    kind: str  # "socketio", "sse", or a scenario's kind (see scenario.KINDS)
     connect_seconds: float | None = None  # TCP open .. CONNECT acknowledged
     connected_at: float | None = None  # monotonic seconds
     received: int = 0  # this run's chat.message deliveries (`event` frames / SSE events)
@@ -39,6 +40,18 @@ class ClientSlot:
     greeted: bool = False  # the server's `connected` message arrived
     disconnected: bool = False  # lost before the run ended
     error: str | None = None
+    # Deliveries of messages offered while this client was in (after it first connected),
+    # per stage index; only these count towards its expected deliveries.
+    in_window: dict[int, int] = field(default_factory=dict)
+    joined_at: float | None = None  # first connected (monotonic seconds)
+    left_at: float | None = None  # the run let it go (a ramp down)
+    dropping: bool = False  # the run is dropping it on purpose (a reconnect storm, a ramp down)
+    recovery: bool = False  # ask for connection state recovery (pid and offsets)
+    pid: str | None = None  # the recovery id the server gave
+    offset: str | None = None  # the last event id received (where a recovery resumes)
+    recovered: bool | None = None  # after a reconnect: did the server restore the session
+    read_delay: float = 0.0  # a slow consumer: pause this long after each read
+    on_connect: Callable[[ClientSlot], None] | None = None  # told once connected (a storm's record)
 
 
 @dataclass(eq=False)
@@ -51,6 +64,11 @@ class RunState:
     measuring: bool = False  # only deliveries inside the send phase (and drain) count
     latencies: array[float] = field(default_factory=lambda: array("d"))
     seen: set[int] = field(default_factory=set)  # sequence numbers some client received
+    # Per offered message (by sequence number): when it was offered and in which stage.
+    offered_at: array[float] = field(default_factory=lambda: array("d"))
+    offered_stage: array[int] = field(default_factory=lambda: array("i"))
+    # End-to-end latencies per stage index (slow consumers and idle holds are left out).
+    stage_latencies: dict[int, array[float]] = field(default_factory=dict)
     disconnect_reasons: dict[str, int] = field(default_factory=dict)
     connect_errors: dict[str, int] = field(default_factory=dict)
     deliveries: Series = field(init=False)
@@ -64,15 +82,24 @@ class RunState:
 
     def delivered(self, slot: ClientSlot, now_ns: int, text: str) -> None:
         parsed = p.parse_message(text, self.run_tag)
-        if parsed is None or not self.measuring:
+        if parsed is None or not self.measuring or slot.kind == "idle":
             return
+        seq, sent_ns = parsed
         slot.received += 1
-        self.seen.add(parsed[0])
-        self.latencies.append((now_ns - parsed[1]) / 1e9)
+        self.seen.add(seq)
         self.deliveries.add(now_ns / 1e9)
+        if seq < len(self.offered_at) and slot.joined_at is not None and self.offered_at[seq] >= slot.joined_at:
+            stage = self.offered_stage[seq]
+            slot.in_window[stage] = slot.in_window.get(stage, 0) + 1
+            if slot.kind != "slow":
+                latency = (now_ns - sent_ns) / 1e9
+                self.latencies.append(latency)
+                self.stage_latencies.setdefault(stage, array("d")).append(latency)
+        elif not self.offered_at:  # no stages (a hold): every delivery counts
+            self.latencies.append((now_ns - sent_ns) / 1e9)
 
     def lost(self, slot: ClientSlot, reason: str) -> None:
-        if self.closing or slot.disconnected:
+        if self.closing or slot.disconnected or slot.dropping:
             return
         slot.disconnected = True
         self.disconnect_reasons[reason] = self.disconnect_reasons.get(reason, 0) + 1
@@ -242,14 +269,25 @@ async def socketio_client(
             with trio.fail_after(options.connect_timeout):
                 try:
                     transport = await open_transport(options, p.engineio_target(options.path), nursery)
-                    texts = await _handshake(transport, ns, channel.token)
+                    texts, answer = await _handshake(transport, ns, _auth(slot, channel))
                 finally:
                     connect_gate.release()
             now = time.monotonic()
+            if slot.recovery and isinstance(answer, dict):
+                pid = answer.get("pid")
+                if slot.pid is not None:
+                    slot.recovered = pid == slot.pid
+                slot.pid = pid if isinstance(pid, str) else None
             slot.connect_seconds, slot.connected_at = now - started, now
+            if slot.joined_at is None:
+                slot.joined_at = now
             state.connects.add(now)
+            if slot.on_connect is not None:
+                slot.on_connect(slot)
             while True:
                 if not texts:
+                    if slot.read_delay:
+                        await trio.sleep(slot.read_delay)
                     texts = await transport.receive()
                 if not texts:
                     state.lost(slot, "closed by server")
@@ -257,10 +295,12 @@ async def socketio_client(
                 now_ns = time.monotonic_ns()
                 for text in texts:
                     if text.startswith(event_prefix):
-                        envelope = orjson.loads(text[array_start:])[1]
+                        frame = orjson.loads(text[array_start:])
+                        if len(frame) > 2 and isinstance(frame[-1], str):
+                            slot.offset = frame[-1]  # recovery: the event id comes last
                         try:
-                            message = envelope["data"]["message"]
-                        except (KeyError, TypeError):
+                            message = frame[1]["data"]["message"]
+                        except (KeyError, TypeError, IndexError):
                             continue
                         state.delivered(slot, now_ns, message)
                     elif text.startswith(by_name_prefix):
@@ -296,17 +336,27 @@ async def socketio_client(
             nursery.cancel_scope.cancel()
 
 
-async def _handshake(transport: Transport, namespace: str, token: str) -> list[str]:
-    """Open packet, CONNECT with the token, and wait for the server's CONNECT answer.
+def _auth(slot: ClientSlot, channel: Channel) -> dict[str, Any]:
+    """CONNECT auth: the token, and with recovery the request for it or what to resume."""
+    auth: dict[str, Any] = {"token": channel.token}
+    if slot.recovery:
+        auth["recovery"] = True
+        if slot.pid is not None and slot.offset is not None:
+            auth.update(pid=slot.pid, offset=slot.offset)
+    return auth
 
-    Returns every other message that arrived meanwhile, for the caller to handle: servers
-    may send the greeting just before their CONNECT answer (python-socketio does) or in
-    the same read just behind it."""
+
+async def _handshake(transport: Transport, namespace: str, auth: dict[str, Any]) -> tuple[list[str], Any]:
+    """Open packet, CONNECT with `auth`, and wait for the server's CONNECT answer.
+
+    Returns every other message that arrived meanwhile, for the caller to handle (servers
+    may send the greeting just before their CONNECT answer, as python-socketio does, or in
+    the same read just behind it), and the answer's data."""
     texts = await transport.receive()
     if not texts:
         raise p.WebSocketError("closed before the open packet")
     p.parse_open(texts[0])
-    await transport.send(p.connect_packet(namespace, {"token": token}))
+    await transport.send(p.connect_packet(namespace, auth))
     backlog, kept = texts[1:], []
     while True:
         for position, text in enumerate(backlog):
@@ -317,7 +367,7 @@ async def _handshake(transport: Transport, namespace: str, token: str) -> list[s
             if packet is None or packet.namespace != namespace:
                 kept.append(text)
             elif packet.type == p.SIO_CONNECT:
-                return kept + backlog[position + 1 :]
+                return kept + backlog[position + 1 :], packet.data
             else:
                 raise p.ProtocolError(f"connect refused: {packet.data}")
         backlog = await transport.receive()
@@ -373,6 +423,8 @@ async def sse_client(
                             now = now_ns / 1e9
                             slot.greeted = True
                             slot.connect_seconds, slot.connected_at = now - started, now
+                            if slot.joined_at is None:
+                                slot.joined_at = now
                             state.connects.add(now)
                             deadline.deadline = float("inf")  # connected: no more deadline
                             release()

@@ -140,7 +140,13 @@ async def hold(
     }
     trace = ProcTrace()
     workers: list[trio.Process] = []
-    result: dict[str, Any] = {"target": name, "kind": "hold", **asdict(plan), "seconds": seconds}
+    result: dict[str, Any] = {
+        "target": name,
+        "kind": "hold",
+        **asdict(plan),
+        "seconds": seconds,
+        "accounts": [channel.id],  # what the hold registered (removed afterwards unless --keep)
+    }
     argv = [sys.executable, "-m", "volthub.loadtest.hold", "--worker"]
     if cpus:
         argv = ["taskset", "-c", cpus, *argv]

@@ -12,6 +12,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9))
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -71,6 +72,32 @@ class LatencySummary:
         }
 
 
+# A percentile pQ is reported only when at least Q% of the expected samples arrived: the
+# missing ones count as never arriving, so below that share the percentile is unknown (and
+# `max` needs all of them). The run prints "too few samples" and a check on it fails.
+PERCENTILE_SHARES: tuple[tuple[str, float], ...] = (
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("max", 1.0),
+)
+
+
+def latency_figures(samples: Sequence[float], expected: int) -> dict[str, Any]:
+    """Latency in ms over `expected` deliveries of which `samples` arrived: the percentiles
+    the samples cover, None for the others, and `too_few_samples` when any is None."""
+    figures: dict[str, Any] = LatencySummary.of(samples).as_ms()
+    too_few = False
+    for name, share in PERCENTILE_SHARES:
+        if expected and (not samples or len(samples) < share * expected - 1e-9):
+            figures[name] = None
+            too_few = True
+    figures["expected"] = expected
+    figures["too_few_samples"] = too_few
+    return figures
+
+
 def log_histogram(samples: Sequence[float], per_decade: int = 20, low: float = 1e-5) -> list[tuple[float, int]]:
     """(upper edge in seconds, count) buckets spaced evenly on a log scale: a compact
     latency distribution for the JSON report and the plot (samples below `low` fall in
@@ -113,8 +140,9 @@ class Series:
 @dataclass(frozen=True)
 class ProcSample:
     at: float  # generator clock (trio.current_time / monotonic)
-    cpu_seconds: float  # user + system of the process, all threads
-    rss_bytes: int
+    cpu_seconds: float  # user + system of the process and its descendants, all threads
+    rss_bytes: int  # summed over the process and its descendants
+    processes: int = 1  # how many processes the reading covers
 
 
 def parse_proc_stat(text: str) -> float:
@@ -129,14 +157,62 @@ def parse_proc_statm(text: str) -> int:
     return int(text.split()[1]) * PAGE_SIZE
 
 
+def parse_proc_ppid(text: str) -> int:
+    """The parent pid from /proc/<pid>/stat."""
+    return int(text[text.rindex(")") + 2 :].split()[1])
+
+
+def descendants(pid: int, parents: dict[int, int]) -> list[int]:
+    """`pid` and every process below it, from a pid -> parent pid map."""
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, ()))
+    return found
+
+
+def _stat_texts() -> dict[int, str]:
+    texts = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                texts[int(entry.name)] = (entry / "stat").read_text()
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                continue
+    return texts
+
+
 def read_proc(pid: int, now: float) -> ProcSample | None:
-    """One reading of a process, or None when it has gone away."""
+    """One reading of a process and its whole tree (a server started with workers is a parent
+    and its children: CPU and RSS are summed over all of them), or None when it has gone away.
+    Children that already exited count through the parent's cutime/cstime only once reaped."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        statm = Path(f"/proc/{pid}/statm").read_text()
+        Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    return ProcSample(now, parse_proc_stat(stat), parse_proc_statm(statm))
+    texts = _stat_texts()
+    parents = {}
+    for other, text in texts.items():
+        try:
+            parents[other] = parse_proc_ppid(text)
+        except (ValueError, IndexError):
+            continue
+    cpu, rss, count = 0.0, 0, 0
+    for member in descendants(pid, parents):
+        try:
+            statm = Path(f"/proc/{member}/statm").read_text()
+            cpu += parse_proc_stat(texts[member])
+        except (FileNotFoundError, ProcessLookupError, PermissionError, KeyError):
+            continue
+        rss += parse_proc_statm(statm)
+        count += 1
+    if not count:
+        return None
+    return ProcSample(now, cpu, rss, count)
 
 
 def parse_proc_stat_busy(text: str) -> float:

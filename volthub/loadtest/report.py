@@ -47,7 +47,12 @@ ROWS: list[Row] = [
     ),
     ("server CPU ms per connect", lambda r: fmt(_get(r, "connect", "server_cpu_ms_per_connect"), 3)),
     ("generator CPU ms per connect", lambda r: fmt(_get(r, "connect", "generator_cpu_ms_per_connect"), 3)),
-    ("messages accepted / sent", lambda r: f"{fmt(_get(r, 'send', 'accepted'))} / {fmt(_get(r, 'send', 'attempted'))}"),
+    (
+        "messages accepted / offered",
+        lambda r: f"{fmt(_get(r, 'send', 'accepted'))} / {fmt(_get(r, 'send', 'offered'))}",
+    ),
+    ("sends refused / failed / late", lambda r: _send_errors(r.get("send") or {})),
+    ("send outcomes by status", lambda r: _statuses(_get(r, "send", "statuses"))),
     ("messages per second", lambda r: fmt(_get(r, "send", "per_second"))),
     (
         "send response p50 / p99 (ms)",
@@ -64,12 +69,17 @@ ROWS: list[Row] = [
     ),
     ("by-name frames per event frame", lambda r: fmt(_get(r, "delivery", "by_name_ratio"), 3)),
     ("deliveries per second", lambda r: fmt(_get(r, "delivery", "per_second"))),
-    ("latency p50 (ms)", lambda r: fmt(_get(r, "delivery", "latency_ms", "p50"), 2)),
-    ("latency p90 (ms)", lambda r: fmt(_get(r, "delivery", "latency_ms", "p90"), 2)),
-    ("latency p99 (ms)", lambda r: fmt(_get(r, "delivery", "latency_ms", "p99"), 2)),
-    ("latency p99.9 (ms)", lambda r: fmt(_get(r, "delivery", "latency_ms", "p99.9"), 2)),
-    ("latency max (ms)", lambda r: fmt(_get(r, "delivery", "latency_ms", "max"), 2)),
+    ("latency p50 (ms)", lambda r: _latency(r, "p50")),
+    ("latency p90 (ms)", lambda r: _latency(r, "p90")),
+    ("latency p99 (ms)", lambda r: _latency(r, "p99")),
+    ("latency p99.9 (ms)", lambda r: _latency(r, "p99.9")),
+    ("latency max (ms)", lambda r: _latency(r, "max")),
     ("disconnects", lambda r: fmt(_get(r, "clients", "disconnects"))),
+    (
+        "reconnects: dropped / back / recovered",
+        lambda r: " / ".join(fmt(_get(r, "reconnect", key)) for key in ("dropped", "reconnected", "recovered")),
+    ),
+    ("server processes measured", lambda r: fmt(_get(r, "server", "processes"))),
     ("server CPU % (send + drain)", lambda r: fmt(_get(r, "server", "cpu_percent"))),
     ("server CPU s per 1,000 deliveries", lambda r: fmt(_get(r, "server", "cpu_seconds_per_1000_deliveries"), 4)),
     (
@@ -82,6 +92,67 @@ ROWS: list[Row] = [
     ("generator CPU %", lambda r: fmt(_get(r, "generator", "cpu_percent"))),
     ("other processes CPU %", lambda r: fmt(_get(r, "machine", "other_processes_cpu_percent"))),
 ]
+
+
+TOO_FEW = "too few samples"
+
+
+def _latency(result: dict[str, Any], name: str, group: tuple[str, ...] = ("delivery",)) -> str:
+    figures = _get(result, *group, "latency_ms") or {}
+    if figures.get(name) is None and figures.get("too_few_samples"):
+        return TOO_FEW
+    return fmt(figures.get(name), 2)
+
+
+def _send_errors(send: dict[str, Any]) -> str:
+    return " / ".join(fmt(send.get(key)) for key in ("refused", "failed", "late"))
+
+
+def _statuses(statuses: dict[str, int] | None) -> str:
+    if not statuses:
+        return "–"
+    return ", ".join(f"{status}: {count:,}" for status, count in sorted(statuses.items()))
+
+
+def stages_table(result: dict[str, Any]) -> str:
+    """One row per stage: its clients, sends, deliveries and latency."""
+    headers = [
+        "stage",
+        "s",
+        "clients",
+        "msg/s",
+        "accepted/offered",
+        "refused/failed/late",
+        "ratio",
+        "p50 ms",
+        "p99 ms",
+        "lost",
+        "recovered",
+    ]
+    body = []
+    for name, stage in (result.get("stages") or {}).items():
+        reconnect = stage.get("reconnect") or {}
+        body.append(
+            [
+                name,
+                fmt(stage.get("seconds")),
+                f"{fmt(_get(stage, 'clients', 'connected'))}/{fmt(_get(stage, 'clients', 'target'))}",
+                fmt(stage.get("rate")),
+                f"{fmt(_get(stage, 'send', 'accepted'))}/{fmt(_get(stage, 'send', 'offered'))}",
+                _send_errors(stage.get("send") or {}),
+                fmt(_get(stage, "delivery", "ratio"), 4),
+                _latency(stage, "p50"),
+                _latency(stage, "p99"),
+                fmt(_get(stage, "clients", "disconnects")),
+                f"{fmt(reconnect.get('recovered'))}/{fmt(reconnect.get('dropped'))}"
+                if reconnect.get("dropped")
+                else "–",
+            ]
+        )
+    widths = [max(len(row[i]) for row in [headers, *body]) for i in range(len(headers))]
+    lines = [_line(headers, widths), "  ".join("-" * w for w in widths)]
+    lines += [_line(row, widths) for row in body]
+    return "\n".join(lines)
 
 
 def table(results: Sequence[dict[str, Any]]) -> str:
@@ -132,114 +203,6 @@ def ratios(results: Sequence[dict[str, Any]], subjects: Sequence[str] = SUBJECTS
 
 def _ratio(a: Any, b: Any) -> float | None:
     return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else None
-
-
-# The Events API targets (a run measures the first six at its own load; the bench's is 2,000
-# sockets at 5 msg/s): label, and (figure, met) from one run and the reference runs.
-HOLD_SOCKETS = 20_000
-HOLD_SECONDS = 60.0
-Check = tuple[str, bool | None]
-
-
-def _cpu_vs_node(mine: dict[str, Any], refs: dict[str, dict[str, Any]]) -> Check:
-    ratio = _ratio(
-        _get(mine, "server", "cpu_seconds_per_1000_deliveries"),
-        _get(refs.get("node", {}), "server", "cpu_seconds_per_1000_deliveries"),
-    )
-    return (f"{fmt(ratio, 2)}x", None if ratio is None else ratio <= 1.0)
-
-
-def _delivery_ratio(mine: dict[str, Any], refs: dict[str, dict[str, Any]]) -> Check:
-    ratio = _get(mine, "delivery", "ratio")
-    return (fmt(ratio, 4), None if ratio is None else ratio >= 1.0)
-
-
-def _p99(mine: dict[str, Any], refs: dict[str, dict[str, Any]]) -> Check:
-    p99 = _get(mine, "delivery", "latency_ms", "p99")
-    return (f"{fmt(p99, 1)} ms", None if p99 is None else p99 <= 200)
-
-
-def _rss(mine: dict[str, Any], refs: dict[str, dict[str, Any]]) -> Check:
-    growth = _get(mine, "server", "rss_growth_kib_per_connection")
-    return (f"{fmt(growth, 1)} KiB", None if growth is None else growth <= 25)
-
-
-def _connects(mine: dict[str, Any], refs: dict[str, dict[str, Any]]) -> Check:
-    rate = _get(mine, "connect", "per_second")
-    return (f"{fmt(rate, 0)}/s", None if rate is None else rate >= 1500)
-
-
-def _no_disconnects(mine: dict[str, Any], refs: dict[str, dict[str, Any]]) -> Check:
-    lost = _get(mine, "clients", "disconnects")
-    return (fmt(lost), None if lost is None else lost == 0)
-
-
-RUN_TARGETS: list[tuple[str, Callable[[dict[str, Any], dict[str, dict[str, Any]]], Check]]] = [
-    ("server CPU per delivery / node's <= 1.0", _cpu_vs_node),
-    ("delivery ratio 1.0", _delivery_ratio),
-    ("p99 latency <= 200 ms", _p99),
-    ("RSS growth <= 25 KiB per connection", _rss),
-    (">= 1,500 authenticated connects/s", _connects),
-    ("no disconnects during the run", _no_disconnects),
-]
-HOLD_TARGET = f"{HOLD_SOCKETS:,} sockets held {HOLD_SECONDS:g} s on one process, no disconnects"
-
-
-def _hold_check(found: dict[str, Any]) -> Check:
-    held, seconds = found.get("connected") or 0, found.get("seconds") or 0
-    lost = found.get("disconnects")
-    figure = f"{fmt(held)} held {fmt(float(seconds), 0)} s, {fmt(lost)} lost"
-    if lost is None:
-        return figure, None
-    return figure, bool(found.get("ok")) and held >= HOLD_SOCKETS and seconds >= HOLD_SECONDS
-
-
-def targets_rows(
-    results: Sequence[dict[str, Any]], holds: Sequence[dict[str, Any]] = (), subjects: Sequence[str] = SUBJECTS
-) -> list[dict[str, Any]]:
-    """Every Events API target for every volthub path measured: its figure and met (or None: not
-    measured, e.g. CPU against node without a node run)."""
-    by_name = {r["target"]: r for r in results}
-    refs = {name: r for name, r in by_name.items() if name not in subjects}
-    held = {h["target"]: h for h in holds}
-    rows = []
-    for subject in subjects:
-        mine = by_name.get(subject)
-        if mine is not None:
-            for label, check in RUN_TARGETS:
-                figure, met = check(mine, refs)
-                rows.append({"target": label, "subject": subject, "figure": figure, "met": met})
-        if subject in held:
-            figure, met = _hold_check(held[subject])
-            rows.append({"target": HOLD_TARGET, "subject": subject, "figure": figure, "met": met})
-            if held[subject].get("note"):
-                rows[-1]["note"] = held[subject]["note"]
-    return rows
-
-
-def targets_table(results: Sequence[dict[str, Any]], holds: Sequence[dict[str, Any]] = ()) -> str:
-    """The targets as rows, one column per volthub path: `figure met` / `NOT met` / `n/a`."""
-    rows = targets_rows(results, holds)
-    if not rows:
-        return ""
-    subjects = list(dict.fromkeys(row["subject"] for row in rows))
-    labels = list(dict.fromkeys(row["target"] for row in rows))
-    cells = {(row["target"], row["subject"]): row for row in rows}
-
-    def cell(label: str, subject: str) -> str:
-        row = cells.get((label, subject))
-        if row is None:
-            return "–"
-        verdict = "met" if row["met"] else "NOT met" if row["met"] is not None else "n/a"
-        return f"{row['figure']} {verdict}"
-
-    headers = ["", *subjects]
-    body = [[label, *(cell(label, subject) for subject in subjects)] for label in labels]
-    widths = [max(len(line[i]) for line in [headers, *body]) for i in range(len(headers))]
-    lines = [_line(headers, widths), "  ".join("-" * w for w in widths)]
-    lines += [_line(line, widths) for line in body]
-    lines += [f"note ({row['subject']}): {row['note']}" for row in rows if row.get("note")]
-    return "\n".join(lines)
 
 
 def hold_text(found: dict[str, Any]) -> str:

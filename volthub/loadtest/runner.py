@@ -1,18 +1,21 @@
-"""One load-test run against one server: provision, ramp, send, drain, report figures.
+"""One load-test run against one server: provision, then the scenario's stages, drain, report.
 
-Phases, each timed and each with its own /proc readings of the server:
+1. provision — channels (and, for volthub, users and tokens) through the API, unless the
+   tester gave tokens;
+2. stages — each brings the client count to its own (at once, or evenly over the stage; a
+   ramp down lets the newest clients go), may drop a share of the sockets to reconnect
+   (a storm), and offers chat at its rate, each message carrying its own send time. The
+   plain flags are the fan-out: everyone at once (then `settle`), then `rate` for `duration`;
+3. drain — until every client has every accepted message due to it, or `drain` seconds.
 
-1. provision — channels (and, for volthub, users and tokens) through the API;
-2. ramp — open every client (at most `connect_concurrency` connecting at once, optionally
-   paced to `connect_rate`), then `settle` seconds: RSS growth per connection is measured
-   across this phase;
-3. send — `rate` chat messages per second for `duration` seconds, round-robin over the
-   channels, each carrying its own send time;
-4. drain — until every connected client has every accepted message of its channel, or
-   `drain` seconds. Server CPU per 1,000 deliveries is measured over send + drain.
+A client is due every message offered on its channel from its first connect until it is
+let go (LEAVE_GRACE before): a send refused, failed or not sent in time counts as a drop
+for every client that should have had it, so the delivery ratio is over what was offered.
+Server CPU per 1,000 deliveries covers sending and the drain; RSS growth per connection
+runs from before the first connect to the moment the most clients were connected.
 
-Every task lives in a nursery; the run ends by itself after at most
-ramp_timeout + settle + duration + drain + a few seconds of shutdown.
+Every task lives in a nursery; the run ends by itself after at most RunConfig.seconds plus
+a few seconds of shutdown.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import subprocess
 import sys
 import time
 from array import array
+from bisect import bisect_left, bisect_right
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,14 +43,19 @@ from volthub.loadtest.metrics import (
     LatencySummary,
     ProcSample,
     ProcTrace,
+    latency_figures,
     log_histogram,
     machine_busy_seconds,
     percentile,
     read_proc,
     self_cpu_seconds,
 )
+from volthub.loadtest.scenario import SOCKET_KINDS, Scenario, Stage, fan_out, next_kind
 from volthub.loadtest.servers import profiler_command, top_frames
-from volthub.loadtest.targets import Channel, Target, check_url, new_run_tag
+from volthub.loadtest.targets import Channel, Target, check_url, new_run_tag, reachable
+
+LATE_LIMIT = 1.0  # seconds: a send that cannot start this long after its due time is not sent
+LEAVE_GRACE = 1.0  # seconds: a client let go is due what was offered this long before it left
 
 
 @dataclass(frozen=True)
@@ -69,10 +79,24 @@ class RunConfig:
     namespace: str = "/"
     sample_interval: float = 0.5
     allow_remote: bool = False
+    scenario: Scenario | None = None  # None: the fan-out the flags above describe
+
+    @property
+    def plan(self) -> Scenario:
+        if self.scenario is not None:
+            return self.scenario
+        return fan_out(self.sockets, self.sse, self.channels, self.rate, self.duration)
 
     @property
     def clients(self) -> int:
-        return self.sockets + self.sse
+        return self.plan.peak_clients
+
+    @property
+    def seconds(self) -> float:
+        """An upper bound of the run's length, for a hard deadline around it."""
+        plan = self.plan
+        ramps = sum(self.ramp_timeout + self.settle for stage in plan.stages if stage.seconds == 0)
+        return ramps + plan.seconds + self.drain + 2 * self.connect_timeout * sum(1 for s in plan.stages if s.reconnect)
 
 
 @dataclass
@@ -106,8 +130,10 @@ class Run:
         progress: TextIO | None = sys.stderr,
         profile: Path | None = None,
         profile_phase: str = "send",
+        channels: Sequence[Channel] | None = None,
     ) -> None:
         self.config = config
+        self.plan = config.plan
         self.target = target
         self.pid = pid
         self.progress_stream = progress
@@ -117,27 +143,48 @@ class Run:
         self.state = RunState(run_tag=new_run_tag(), start=time.monotonic())
         self.trace = ProcTrace()
         self.slots: list[ClientSlot] = []
-        self.channels: list[Channel] = []
-        self.accepted: Counter[int] = Counter()  # 200 answers per channel index
+        self.given = list(channels) if channels is not None else None  # --tokens: nothing is registered
+        self.channels: list[Channel] = []  # the channels chat goes to
+        self.quiet: Channel | None = None  # where idle holds listen (no chat is sent there)
+        self.provisioned: list[Channel] = []  # accounts this run registered
         self.accepted_seqs: set[int] = set()
-        self.statuses: Counter[str] = Counter()
+        self.statuses: list[Counter[str]] = [Counter() for _ in self.plan.stages]  # per stage
         self.send_latencies: array[float] = array("d")
         self.sent = 0
-        self.late_sends = 0
+        self.stage_marks: list[dict[str, Any]] = []
+        self.reconnects: list[dict[str, Any]] = []
+        self.scopes: dict[int, trio.CancelScope] = {}
         self.phase = "provision"
         self.moments: dict[str, Moment] = {}
+        self.peak_connected = 0
         self.profile_top: dict[str, Any] | None = None
         self.notes: list[str] = []
         self.load_at_start = os.getloadavg()
+        self.connect_gate = trio.Semaphore(config.connect_concurrency)
+        self.send_gate = trio.Semaphore(config.send_concurrency)
+        self.options: dict[str, SocketOptions] = {}
+        self.streams: httpx.AsyncClient | None = None
+        self.clients: trio.Nursery | None = None
+        self.progress_mark = (0.0, 0, 0)  # when, deliveries, latencies at the last progress line
+        self.ramp_begin: float | None = None  # trio clock: when --connect-rate pacing began
 
     # --- the run --------------------------------------------------------------------------
 
     async def execute(self) -> dict[str, Any]:
-        config = self.config
+        config, plan = self.config, self.plan
         check_url(self.target.base_url, config.allow_remote)
         host, port = check_url(self.target.socket_url, config.allow_remote)
-        if config.sse and not self.target.supports_sse:
-            raise ValueError(f"{self.target.name} has no SSE endpoint; use --sse 0")
+        mount = check_url(self.target.base_url, config.allow_remote)
+        if "sse" in plan.kinds and not self.target.supports_sse:
+            raise ValueError(f"{self.target.name} has no SSE endpoint; use --sse 0 or a scenario without sse")
+        if "gateway" in plan.kinds and self.target.socket_url == self.target.base_url:
+            raise ValueError("the gateway client kind needs --target volthub-gateway (or --ws-url)")
+        await reachable(self.target.base_url, self.target.socket_url)
+        for kind in SOCKET_KINDS:
+            where = mount if kind == "mount" else (host, port)
+            self.options[kind] = SocketOptions(
+                where[0], where[1], config.sio_path, config.namespace, config.ws_client, config.connect_timeout
+            )
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         async with (
             httpx.AsyncClient(
@@ -148,31 +195,21 @@ class Run:
             ) as sender,
             httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=limits) as streams,
         ):
-            self.channels = await self.target.provision(sender, config.channels, self.state.run_tag)
-            options = SocketOptions(
-                host, port, config.sio_path, config.namespace, config.ws_client, config.connect_timeout
-            )
+            self.streams = streams
+            await self._channels(sender)
             async with trio.open_nursery() as outer:
                 outer.start_soon(self._monitor)
                 if self.profile_phase == "ramp":
                     await self._profile_start()
                 self.moments["ramp_start"] = Moment.now(self.pid)
-                self.phase = "ramp"
+                self.state.measuring = True
                 async with trio.open_nursery() as clients:
-                    clients.start_soon(self._launch, clients, options, streams)
-                    await self._wait_for_ramp()
-                    self.moments["ramp_end"] = Moment.now(self.pid)
-                    if self.profile_phase == "ramp":
-                        await self._profile_stop()
-                    self.phase = "settle"
-                    await trio.sleep(config.settle)
-                    self.moments["send_start"] = Moment.now(self.pid)
-                    self.phase = "send"
-                    self.state.measuring = True
-                    if self.profile_phase == "send":
-                        await self._profile_start()
-                    await self._send_phase(sender)
+                    self.clients = clients
+                    for index, stage in enumerate(plan.stages):
+                        await self._stage(index, stage, sender)
                     self.moments["send_end"] = Moment.now(self.pid)
+                    self.moments.setdefault("send_start", self.moments["send_end"])
+                    self.moments.setdefault("ramp_end", self.moments["send_end"])
                     self.phase = "drain"
                     await self._drain()
                     self.moments["drain_end"] = Moment.now(self.pid)
@@ -185,49 +222,176 @@ class Run:
         self._progress(final=True)
         return self.result()
 
-    async def _launch(self, nursery: trio.Nursery, options: SocketOptions, streams: httpx.AsyncClient) -> None:
-        """Start every client; the gate holds back all but `connect_concurrency` of them
-        until the ones before have connected (or failed)."""
-        config = self.config
-        gate = trio.Semaphore(config.connect_concurrency)
-        kinds = ["socketio"] * config.sockets + ["sse"] * config.sse
+    async def _channels(self, http: httpx.AsyncClient) -> None:
+        """The chat channels (and the idle holds' quiet one): the given tokens, or accounts
+        registered now (which the caller removes afterwards unless told to keep them)."""
+        wants_quiet = "idle" in self.plan.kinds
+        if self.given is not None:
+            found = [Channel(index, channel.id, channel.token) for index, channel in enumerate(self.given)]
+            if wants_quiet and len(found) > 1:
+                self.quiet = found.pop()
+            elif wants_quiet:
+                self.notes.append("one token only: the idle holds listen on the chat channel")
+            self.channels = found
+            return
+        count = self.plan.channels + (1 if wants_quiet else 0)
+        self.provisioned = await self.target.provision(http, count, self.state.run_tag)
+        self.channels = list(self.provisioned[: self.plan.channels])
+        if wants_quiet:
+            self.quiet = self.provisioned[-1]
+
+    async def _stage(self, index: int, stage: Stage, sender: httpx.AsyncClient) -> None:
+        assert self.clients is not None
+        self.phase = stage.name
+        mark: dict[str, Any] = {"start": time.monotonic(), "disconnects_before": self._lost()}
+        self.stage_marks.append(mark)
+        if stage.rate > 0 and "send_start" not in self.moments:
+            self.moments["send_start"] = Moment.now(self.pid)
+            if self.profile_phase == "send":
+                await self._profile_start()
+        if stage.reconnect:
+            self._storm(index, stage.reconnect)
+        async with trio.open_nursery() as work:
+            work.start_soon(self._adjust, index, stage)
+            if stage.offered:
+                work.start_soon(self._send_stage, index, stage, sender)
+        connected = self._connected()
+        if connected >= self.config.clients and "ramp_end" not in self.moments:
+            self.moments["ramp_end"] = Moment.now(self.pid)
+            if self.profile_phase == "ramp":
+                await self._profile_stop()
+        if stage.seconds == 0:
+            await trio.sleep(self.config.settle)
+        if connected > self.peak_connected:  # RSS per connection: read where the most are connected
+            self.peak_connected = connected
+            self.moments["peak"] = Moment.now(self.pid)
+        mark.update(end=time.monotonic(), connected=self._connected(), disconnects_after=self._lost())
+
+    async def _adjust(self, index: int, stage: Stage) -> None:
+        """Bring the client count to the stage's: all at once (a stage of 0 seconds, then wait
+        for the ramp), or evenly over the stage; a ramp down lets the newest clients go."""
+        active = [slot for slot in self.slots if slot.left_at is None]
+        change = stage.clients - len(active)
+        joined: dict[str, int] = {}
         begin = trio.current_time()
-        for index, kind in enumerate(kinds):
-            channel = self.channels[index % len(self.channels)]
-            slot = ClientSlot(index, channel.index, kind)
-            self.slots.append(slot)
-            await gate.acquire()
-            if config.connect_rate > 0:
-                await trio.sleep_until(begin + index / config.connect_rate)
-            if kind == "socketio":
-                nursery.start_soon(socketio_client, slot, channel, options, self.state, gate)
+        for step in range(abs(change)):
+            if stage.seconds:
+                await trio.sleep_until(begin + step * stage.seconds / abs(change))
+            if change > 0:
+                await self._join(next_kind(stage.mix, joined))
             else:
-                nursery.start_soon(
-                    sse_client, slot, channel, self.target.base_url, streams, self.state, gate, config.connect_timeout
-                )
+                self._leave(active[-1 - step])
+        if stage.seconds == 0 and change > 0:
+            await self._wait_for_ramp()
+        elif stage.seconds:
+            await trio.sleep_until(begin + stage.seconds)
+
+    async def _join(self, kind: str) -> None:
+        assert self.clients is not None
+        index = len(self.slots)
+        if kind == "idle" and self.quiet is not None:
+            channel = self.quiet
+        else:
+            channel = self.channels[index % len(self.channels)]
+        slot = ClientSlot(index, channel.index, kind)
+        slot.recovery = kind in SOCKET_KINDS and any(stage.reconnect for stage in self.plan.stages)
+        slot.read_delay = self.plan.slow_read_seconds if kind == "slow" else 0.0
+        self.slots.append(slot)
+        await self.connect_gate.acquire()
+        if self.config.connect_rate > 0:
+            if self.ramp_begin is None:
+                self.ramp_begin = trio.current_time()
+            await trio.sleep_until(self.ramp_begin + index / self.config.connect_rate)
+        self.clients.start_soon(self._client, slot, channel)
+
+    def _leave(self, slot: ClientSlot) -> None:
+        slot.dropping = True
+        slot.left_at = time.monotonic()
+        scope = self.scopes.get(slot.index)
+        if scope is not None:
+            scope.cancel()
+
+    async def _client(self, slot: ClientSlot, channel: Channel) -> None:
+        """One client for as long as the run keeps it; a socket a storm dropped reconnects
+        (asking to recover its session) and runs on."""
+        while True:
+            with trio.CancelScope() as scope:
+                self.scopes[slot.index] = scope
+                if slot.left_at is not None:
+                    self.connect_gate.release()
+                    return
+                if slot.kind == "sse":
+                    assert self.streams is not None
+                    await sse_client(
+                        slot,
+                        channel,
+                        self.target.base_url,
+                        self.streams,
+                        self.state,
+                        self.connect_gate,
+                        self.config.connect_timeout,
+                    )
+                else:
+                    await socketio_client(slot, channel, self.options[slot.kind], self.state, self.connect_gate)
+            if slot.left_at is not None or not slot.dropping or self.state.closing:
+                return
+            slot.dropping = False  # dropped by a storm: come back
+            await self.connect_gate.acquire()
+
+    def _storm(self, index: int, share: float) -> None:
+        """Drop `share` of the connected sockets at once; each reconnects right away."""
+        candidates = [
+            slot
+            for slot in self.slots
+            if slot.kind in SOCKET_KINDS and slot.left_at is None and slot.connected_at and not slot.disconnected
+        ]
+        chosen = candidates[:: max(1, round(1 / share))] if share < 1 else candidates
+        chosen = chosen[: round(share * len(candidates))]
+        now = time.monotonic()
+        for slot in chosen:
+            record: dict[str, Any] = {
+                "stage": index,
+                "dropped_at": now,
+                "connected_at": None,
+                "recovered": None,
+                "offset": slot.offset is not None,  # without one (no event yet) it cannot ask to resume
+            }
+            self.reconnects.append(record)
+            slot.on_connect = _reconnected(record)
+            slot.dropping = True
+            scope = self.scopes.get(slot.index)
+            if scope is not None:
+                scope.cancel()
 
     async def _wait_for_ramp(self) -> None:
         with trio.move_on_after(self.config.ramp_timeout) as scope:
-            while sum(1 for slot in self.slots if slot.connected_at or slot.error) < self.config.clients:
+            while any(slot.connected_at is None and slot.error is None and slot.left_at is None for slot in self.slots):
                 await trio.sleep(0.05)
         if scope.cancelled_caught:
             self.notes.append(f"ramp timed out after {self.config.ramp_timeout:.0f}s")
 
-    async def _send_phase(self, http: httpx.AsyncClient) -> None:
-        config = self.config
-        total = int(config.rate * config.duration)
-        gate = trio.Semaphore(config.send_concurrency)
+    async def _send_stage(self, index: int, stage: Stage, http: httpx.AsyncClient) -> None:
+        """The stage's messages on schedule; one that cannot start within LATE_LIMIT of its due
+        time (every send slot busy: the server answers slower than the rate asks) is not
+        sent and counts as late, against the delivery ratio."""
         begin = trio.current_time()
         async with trio.open_nursery() as sends:
-            for seq in range(total):
-                due = begin + seq / config.rate
+            for number in range(stage.offered):
+                due = begin + number / stage.rate
                 await trio.sleep_until(due)
-                await gate.acquire()
-                if trio.current_time() - due > 0.1:
-                    self.late_sends += 1  # the server answers slower than the rate asks
-                sends.start_soon(self._send_one, http, seq, gate)
+                seq = len(self.state.offered_at)
+                self.state.offered_at.append(time.monotonic())
+                self.state.offered_stage.append(index)
+                acquired = False
+                with trio.move_on_at(due + LATE_LIMIT):
+                    await self.send_gate.acquire()
+                    acquired = True
+                if acquired:
+                    sends.start_soon(self._send_one, http, seq, index)
+                else:
+                    self.statuses[index]["late"] += 1
 
-    async def _send_one(self, http: httpx.AsyncClient, seq: int, gate: trio.Semaphore) -> None:
+    async def _send_one(self, http: httpx.AsyncClient, seq: int, stage: int) -> None:
         channel = self.channels[seq % len(self.channels)]
         try:
             started_ns = time.monotonic_ns()
@@ -237,50 +401,76 @@ class Run:
             try:
                 response = await http.post(url, json=body, headers=headers)
             except httpx.HTTPError as exc:
-                self.statuses[type(exc).__name__] += 1
+                self.statuses[stage][type(exc).__name__] += 1
                 return
             now = time.monotonic()
-            self.statuses[str(response.status_code)] += 1
+            self.statuses[stage][str(response.status_code)] += 1
             if response.status_code == 200:
-                self.accepted[channel.index] += 1
                 self.accepted_seqs.add(seq)
                 self.send_latencies.append(now - started_ns / 1e9)
                 self.state.sends.add(now)
         finally:
-            gate.release()
+            self.send_gate.release()
 
     async def _drain(self) -> None:
         with trio.move_on_after(self.config.drain):
             while self._outstanding() > 0:
-                await trio.sleep(0.05)
+                await trio.sleep(0.2)
 
     def _outstanding(self) -> int:
-        """Deliveries still due; a Socket.IO client also awaits its by-name frames, which
-        some servers send only after the `event` frames of every client."""
+        """Deliveries of accepted messages still due; a Socket.IO client also awaits its
+        by-name frames, which some servers send only after the `event` frames of every client."""
+        due = self._due(accepted_only=True)
         missing = 0
-        due_by_channel = self._due()
-        for slot in self._measured():
-            due = due_by_channel[slot.channel]
-            missing += max(0, due - slot.received)
-            if slot.kind == "socketio":
-                missing += max(0, due - slot.by_name)
+        for slot in self.slots:
+            if slot.kind == "idle" or slot.joined_at is None or slot.disconnected:
+                continue
+            expected = sum(due.get(slot.index, {}).values())
+            missing += max(0, expected - sum(slot.in_window.values()))
+            if slot.kind in ("socketio", "mount", "gateway") and slot.left_at is None:
+                missing += max(0, expected - slot.by_name)
         return missing
 
-    def _due(self) -> Counter[int]:
-        """Messages each channel's clients should all get: those the server accepted, and
-        those whose answer was lost (a timeout) but that some client received, which shows
-        the server published them."""
-        channels = len(self.channels)
-        return Counter(seq % channels for seq in self.accepted_seqs | self.state.seen)
+    def _due(self, accepted_only: bool = False) -> dict[int, dict[int, int]]:
+        """Per client, per stage: the messages offered on its channel while it was in (from
+        its first connect until LEAVE_GRACE before the run let it go). With `accepted_only`
+        only those the server accepted (or some client received)."""
+        count = len(self.channels)
+        stages = len(self.plan.stages)
+        times: list[list[float]] = [[] for _ in range(count)]
+        marks: list[list[int]] = [[] for _ in range(count)]
+        delivered = self.accepted_seqs | self.state.seen
+        for seq, offered_at in enumerate(self.state.offered_at):
+            if accepted_only and seq not in delivered:
+                continue
+            times[seq % count].append(offered_at)
+            marks[seq % count].append(self.state.offered_stage[seq])
+        due: dict[int, dict[int, int]] = {}
+        for slot in self.slots:
+            if slot.kind == "idle" or slot.joined_at is None or slot.channel >= count:
+                continue
+            end = math.inf if slot.left_at is None else slot.left_at - LEAVE_GRACE
+            offered, stage_of = times[slot.channel], marks[slot.channel]
+            low, high = bisect_left(offered, slot.joined_at), bisect_right(offered, end)
+            if high <= low:
+                continue
+            due[slot.index] = {
+                stage: bisect_right(stage_of, stage, low, high) - bisect_left(stage_of, stage, low, high)
+                for stage in range(stages)
+            }
+        return due
 
-    def _measured(self) -> list[ClientSlot]:
-        """Clients connected when sending began: the ones whose deliveries are counted."""
-        start = self.moments["send_start"].at if "send_start" in self.moments else math.inf
-        return [slot for slot in self.slots if slot.connected_at is not None and slot.connected_at <= start]
+    def _connected(self) -> int:
+        return sum(
+            1 for slot in self.slots if slot.connected_at is not None and slot.left_at is None and not slot.disconnected
+        )
+
+    def _lost(self) -> int:
+        return sum(1 for slot in self.slots if slot.disconnected)
 
     async def _profile_start(self) -> None:
         """py-spy attached to the server until _profile_stop (SIGINT makes it write out)."""
-        if self.profile is None or not self.pid:
+        if self.profile is None or not self.pid or self.profiler is not None:
             return
         try:
             with open(self._profile_log(), "wb") as log:  # a file: py-spy's chatter never blocks it
@@ -313,13 +503,16 @@ class Run:
         self.profile_top = top_frames(self.profile.read_text())
 
     async def _monitor(self) -> None:
-        """Server readings every sample_interval, and the progress line every second."""
-        last_progress = 0.0
+        """Server readings every sample_interval; the progress line every second on a
+        terminal (rewritten in place), every five seconds otherwise (a line each)."""
+        tty = self.progress_stream is not None and self.progress_stream.isatty()
+        last_progress = time.monotonic()
+        self.progress_mark = (last_progress, 0, 0)
         while True:
             now = time.monotonic()
             if self.pid:
                 self.trace.add(read_proc(self.pid, now))
-            if now - last_progress >= (1.0 if self.progress_stream and self.progress_stream.isatty() else 5.0):
+            if now - last_progress >= (1.0 if tty else 5.0):
                 self._progress()
                 last_progress = now
             await trio.sleep(self.config.sample_interval)
@@ -330,27 +523,30 @@ class Run:
         stream = self.progress_stream
         if stream is None:
             return
-        connected = sum(1 for slot in self.slots if slot.connected_at is not None)
-        failed = sum(1 for slot in self.slots if slot.error)
-        elapsed = time.monotonic() - self.state.start
+        now = time.monotonic()
+        since, delivered_before, latencies_before = self.progress_mark
         delivered = sum(slot.received for slot in self.slots)
+        latencies = self.state.latencies
+        recent = sorted(latencies[latencies_before:])
+        self.progress_mark = (now, delivered, len(latencies))
+        rate = (delivered - delivered_before) / max(1e-9, now - since)
+        p99 = f"{1000 * percentile(recent, 99):.1f} ms" if recent else "–"
+        statuses: Counter[str] = sum(self.statuses, Counter())
+        refused = sum(count for status, count in statuses.items() if status[:1] in "45")
+        failed = sum(count for status, count in statuses.items() if not status.isdigit() and status != "late")
+        failures = sum(1 for slot in self.slots if slot.error)
         cpu = ""
         if len(self.trace.samples) >= 2:
             a, b = self.trace.samples[-2], self.trace.samples[-1]
             if b.at > a.at:
                 cpu = f" | server cpu {100 * (b.cpu_seconds - a.cpu_seconds) / (b.at - a.at):3.0f}% rss {b.rss_bytes / 2**20:.0f} MiB"
-        send = ""
-        if "send_start" in self.moments:
-            send_elapsed = (
-                min(time.monotonic(), self.moments.get("send_end", Moment(math.inf, None, 0)).at)
-                - self.moments["send_start"].at
-            )
-            send = (
-                f" | sent {self.sent} ok {sum(self.accepted.values())} in {send_elapsed:4.1f}/{self.config.duration:g}s"
-            )
         line = (
-            f"[{self.target.name}] {self.phase:<6} {elapsed:5.1f}s | connected {connected}/{self.config.clients}"
-            f"{f' failed {failed}' if failed else ''}{send} | delivered {delivered}{cpu}"
+            f"[{self.target.name}] {self.phase:<9} {now - self.state.start:5.1f}s"
+            f" | connected {self._connected()}/{self.config.clients}"
+            f" | {rate:,.0f} deliveries/s | p99 {p99}"
+            f" | sent {self.sent} ok {len(self.accepted_seqs)}"
+            f" | errors: {refused} refused, {failed} failed, {statuses['late']} late,"
+            f" {failures} connect failures, {self._lost()} lost{cpu}"
         )
         tty = stream.isatty()
         end = "\n" if final or not tty else ""
@@ -358,51 +554,70 @@ class Run:
         stream.flush()
 
     def result(self) -> dict[str, Any]:
-        config, state, moments = self.config, self.state, self.moments
-        measured = self._measured()
+        config, state, moments, plan = self.config, self.state, self.moments, self.plan
         due = self._due()
-        expected = sum(due[slot.channel] for slot in measured)
-        received = sum(min(slot.received, due[slot.channel]) for slot in measured)
-        extra = sum(max(0, slot.received - due[slot.channel]) for slot in measured)
+        counted = [slot for slot in self.slots if slot.index in due]
+        stage_count = len(plan.stages)
+
+        def delivery(slots: Sequence[ClientSlot], stages: Sequence[int]) -> dict[str, Any]:
+            expected = sum(due[slot.index].get(stage, 0) for slot in slots for stage in stages)
+            received = sum(
+                min(slot.in_window.get(stage, 0), due[slot.index].get(stage, 0)) for slot in slots for stage in stages
+            )
+            return {
+                "expected": expected,
+                "received": received,
+                "ratio": round(received / expected, 6) if expected else None,
+                "drops": expected - received,
+            }
+
+        timed = [slot for slot in counted if slot.kind != "slow"]
+        everything = range(stage_count)
+        overall = delivery(counted, everything)
+        kinds = sorted({slot.kind for slot in counted})
         connected = [slot for slot in self.slots if slot.connected_at is not None]
         connect_times = sorted(slot.connect_seconds or 0.0 for slot in connected)
         ramp_start, ramp_end = moments["ramp_start"], moments["ramp_end"]
-        last_connect = max((slot.connected_at or 0.0 for slot in connected), default=ramp_start.at)
-        ramp_seconds = max(1e-9, last_connect - ramp_start.at)
+        last_connect = max((slot.joined_at or 0.0 for slot in connected), default=ramp_start.at)
+        ramp_seconds = max(1e-9, min(last_connect, ramp_end.at) - ramp_start.at)
         send_start, send_end, drain_end = moments["send_start"], moments["send_end"], moments["drain_end"]
-        deliveries = sum(slot.received for slot in measured)
+        peak = moments.get("peak", send_start)
+        deliveries = sum(slot.received for slot in self.slots)
         send_seconds = max(1e-9, send_end.at - send_start.at)
         work_seconds = max(1e-9, drain_end.at - send_start.at)
-        latency = LatencySummary.of(state.latencies)
         server_cpu = _cpu_between(send_start, drain_end)
         connect_cpu = _cpu_between(ramp_start, ramp_end)
-        # The generator's own cost per connect: it runs on one core, so it caps the rate too.
         generator_connect_cpu = ramp_end.generator_cpu - ramp_start.generator_cpu
         rss_before = ramp_start.server.rss_bytes if ramp_start.server else None
-        rss_after = send_start.server.rss_bytes if send_start.server else None
+        rss_after = peak.server.rss_bytes if peak.server else None
         generator_cpu = drain_end.generator_cpu - send_start.generator_cpu
         others = None  # CPU that neither the server nor the generator used: other processes
         if drain_end.machine_busy is not None and send_start.machine_busy is not None and server_cpu is not None:
             others = max(0.0, drain_end.machine_busy - send_start.machine_busy - server_cpu - generator_cpu)
         length = int(time.monotonic() - state.start) + 1
-        by_name = sum(slot.by_name for slot in measured if slot.kind == "socketio")
-        socket_deliveries = sum(slot.received for slot in measured if slot.kind == "socketio")
+        by_name = sum(slot.by_name for slot in counted if slot.kind in ("socketio", "mount", "gateway"))
+        socket_deliveries = sum(slot.received for slot in counted if slot.kind in ("socketio", "mount", "gateway"))
+        statuses: Counter[str] = sum(self.statuses, Counter())
+        processes = max((sample.processes for sample in self.trace.samples), default=1)
         result: dict[str, Any] = {
             "target": self.target.name,
             "url": self.target.base_url,
             "socket_url": self.target.socket_url,
             "server_pid": self.pid,
-            "config": asdict(config),
+            "scenario": {"name": plan.name, "description": plan.description},
+            "config": _config_dict(config),
+            "provisioned": {"accounts": len(self.provisioned), "tokens_given": len(self.given or [])},
             "clients": {
                 "requested": config.clients,
                 "connected": len(connected),
-                "sockets_connected": sum(1 for slot in connected if slot.kind == "socketio"),
+                "sockets_connected": sum(1 for slot in connected if slot.kind != "sse"),
                 "sse_connected": sum(1 for slot in connected if slot.kind == "sse"),
                 "greeted": sum(1 for slot in connected if slot.greeted),
-                "connect_failures": sum(1 for slot in self.slots if slot.error),
+                "connect_failures": sum(1 for slot in self.slots if slot.error and slot.connected_at is None),
                 "connect_errors": dict(state.connect_errors),
-                "disconnects": sum(1 for slot in self.slots if slot.disconnected),
+                "disconnects": self._lost(),
                 "disconnect_reasons": dict(state.disconnect_reasons),
+                "by_kind": dict(Counter(slot.kind for slot in self.slots)),
             },
             "connect": {
                 "seconds": round(ramp_seconds, 3),
@@ -421,26 +636,26 @@ class Run:
                 else None,
             },
             "send": {
+                **_sends(statuses, len(state.offered_at)),
                 "attempted": self.sent,
-                "accepted": sum(self.accepted.values()),
-                "per_second": round(sum(self.accepted.values()) / send_seconds, 1),
-                "statuses": dict(self.statuses),
-                "late": self.late_sends,
+                "per_second": round(statuses["200"] / send_seconds, 1),
                 "latency_ms": LatencySummary.of(self.send_latencies).as_ms(),
             },
             "delivery": {
-                "expected": expected,
-                "received": received,
-                "duplicates": extra,
-                "ratio": round(received / expected, 6) if expected else None,
-                "drops": expected - received,
-                "clients_with_drops": sum(1 for slot in measured if slot.received < due[slot.channel]),
+                **overall,
+                "clients_with_drops": sum(
+                    1 for slot in counted if sum(slot.in_window.values()) < sum(due[slot.index].values())
+                ),
                 "published_without_answer": len(self.state.seen - self.accepted_seqs),
                 "per_second": round(deliveries / work_seconds, 1),
                 "by_name_ratio": round(by_name / socket_deliveries, 4) if socket_deliveries else None,
-                "latency_ms": latency.as_ms(),
+                "latency_ms": latency_figures(state.latencies, delivery(timed, everything)["expected"]),
+                "by_kind": {kind: delivery([s for s in counted if s.kind == kind], everything) for kind in kinds},
             },
+            "reconnect": _reconnect_figures(self.reconnects),
+            "stages": {},
             "server": {
+                "processes": processes,
                 "cpu_seconds": _round(server_cpu, 3),
                 "cpu_percent": _round(100 * server_cpu / work_seconds, 1) if server_cpu is not None else None,
                 "cpu_seconds_per_1000_deliveries": _round(1000 * server_cpu / deliveries, 4)
@@ -449,8 +664,8 @@ class Run:
                 "rss_before_connect_mib": _mib(rss_before),
                 "rss_connected_mib": _mib(rss_after),
                 "rss_peak_mib": _mib(self.trace.peak_rss() or None),
-                "rss_growth_kib_per_connection": round((rss_after - rss_before) / 1024 / len(connected), 2)
-                if rss_before is not None and rss_after is not None and connected
+                "rss_growth_kib_per_connection": round((rss_after - rss_before) / 1024 / self.peak_connected, 2)
+                if rss_before is not None and rss_after is not None and self.peak_connected
                 else None,
             },
             "generator": {
@@ -474,6 +689,27 @@ class Run:
             "latency_histogram": [[round(edge, 7), count] for edge, count in log_histogram(state.latencies)],
             "notes": list(self.notes),
         }
+        for index, (stage, mark) in enumerate(zip(plan.stages, self.stage_marks, strict=False)):
+            figures = delivery(counted, [index])
+            figures["latency_ms"] = latency_figures(
+                state.stage_latencies.get(index, array("d")), delivery(timed, [index])["expected"]
+            )
+            result["stages"][stage.name] = {
+                "seconds": round(mark.get("end", mark["start"]) - mark["start"], 3),
+                "rate": stage.rate,
+                "clients": {
+                    "target": stage.clients,
+                    "connected": mark.get("connected"),
+                    "disconnects": mark.get("disconnects_after", 0) - mark["disconnects_before"],
+                },
+                "send": _sends(self.statuses[index], stage.offered),
+                "delivery": figures,
+                "reconnect": _reconnect_figures([r for r in self.reconnects if r["stage"] == index]),
+            }
+        if processes > 1:
+            result["notes"].append(
+                f"server CPU and RSS are summed over the process tree of pid {self.pid} ({processes} processes)"
+            )
         if (result["machine"]["other_processes_cpu_percent"] or 0) > 15:
             result["notes"].append(
                 f"other processes used {result['machine']['other_processes_cpu_percent']}% of a core while this "
@@ -484,6 +720,60 @@ class Run:
         if self.profile_top is not None:
             result["profile"] = self.profile_top
         return result
+
+
+def _reconnected(record: dict[str, Any]) -> Callable[[ClientSlot], None]:
+    def seen(slot: ClientSlot) -> None:
+        record["connected_at"] = slot.connected_at
+        record["recovered"] = slot.recovered
+        slot.on_connect = None
+
+    return seen
+
+
+def _reconnect_figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    back = [r for r in records if r["connected_at"] is not None]
+    times = sorted(r["connected_at"] - r["dropped_at"] for r in back)
+    recovered = sum(1 for r in back if r["recovered"])
+    # A socket dropped before any event reached it has no offset to resume from, so it cannot
+    # ask to recover (as with the official clients): the ratio is over those that could; the
+    # others' missed events still count against the delivery ratio.
+    could = sum(1 for r in records if r["offset"])
+    return {
+        "dropped": len(records),
+        "reconnected": len(back),
+        "recovered": recovered,
+        "without_offset": len(records) - could,
+        "recovered_ratio": round(recovered / could, 6) if could else None,
+        "latency_ms": {
+            "p50": _ms(percentile(times, 50)),
+            "p99": _ms(percentile(times, 99)),
+            "max": _ms(times[-1] if times else math.nan),
+        },
+    }
+
+
+def _sends(statuses: Counter[str], offered: int) -> dict[str, Any]:
+    """Send outcomes: accepted (200), refused (an HTTP 4xx/5xx), failed (no answer: the
+    exception's name), late (not sent: no send slot within LATE_LIMIT of its due time)."""
+    refused = sum(count for status, count in statuses.items() if status[:1] in ("4", "5"))
+    late = statuses.get("late", 0)
+    failed = sum(count for status, count in statuses.items() if not status.isdigit() and status != "late")
+    return {
+        "offered": offered,
+        "accepted": statuses.get("200", 0),
+        "refused": refused,
+        "failed": failed,
+        "late": late,
+        "errors": refused + failed + late,
+        "statuses": dict(sorted(statuses.items())),
+    }
+
+
+def _config_dict(config: RunConfig) -> dict[str, Any]:
+    found = asdict(config)
+    found.pop("scenario", None)
+    return found
 
 
 def _ms(value: float) -> float | None:

@@ -185,6 +185,28 @@ class SpawnedServer:
             return ""
 
 
+async def remove_accounts(plan: ServerPlan, database: str | None, user_ids: list[str] | None) -> int:
+    """Undo what a run provisioned on a spawned volthub (its server stopped): the fresh SQLite
+    file it made, or the accounts it registered in a database it was given. Returns how many
+    accounts went (the file's: all of them, counted as -1)."""
+    if database is None:
+        for path in plan.cwd.glob("loadtest.db*"):
+            path.unlink(missing_ok=True)
+        return -1
+    if not user_ids:
+        return 0
+    from volthub.persistence import open_database
+    from volthub.persistence.users import delete_users
+
+    opened = open_database(database, 1)
+    await opened.open()
+    try:
+        removed: int = await opened.write(lambda tx: delete_users(tx, user_ids))
+    finally:
+        await opened.close()
+    return removed
+
+
 def make_workdir(keep: str | None) -> Path:
     if keep:
         path = Path(keep).resolve()  # servers run with it as their working directory

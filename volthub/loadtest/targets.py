@@ -29,6 +29,26 @@ class RemoteTargetRefused(ValueError):
     """A URL that is not on this machine, given without --allow-remote."""
 
 
+class TargetUnreachable(RuntimeError):
+    """The server under test cannot be reached or does not answer as one (one line: which
+    URL, and why)."""
+
+
+async def reachable(*urls: str, timeout: float = 5.0) -> None:
+    """A TCP connection to each URL's host and port opens, or TargetUnreachable."""
+    for url in dict.fromkeys(urls):
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with trio.fail_after(timeout):
+                stream = await trio.open_tcp_stream(parts.hostname or "", port)
+        except trio.TooSlowError:
+            raise TargetUnreachable(f"cannot reach {url}: no answer within {timeout:g}s") from None
+        except OSError as exc:
+            raise TargetUnreachable(f"cannot reach {url}: {exc.strerror or exc}") from None
+        await stream.aclose()
+
+
 def check_url(url: str, allow_remote: bool = False) -> tuple[str, int]:
     """(host, port) of an http:// URL on loopback; anything else needs `allow_remote`.
 
@@ -103,7 +123,10 @@ class VolthubTarget(Target):
                     f"{self.base_url}/api/auth/register", json={"username": username, "password": PASSWORD}
                 )
                 if response.status_code != 201:
-                    raise RuntimeError(f"register {username}: HTTP {response.status_code} {response.text[:200]}")
+                    raise TargetUnreachable(
+                        f"{self.base_url}: registering {username} was answered HTTP {response.status_code} "
+                        f"{' '.join(response.text.split())[:160]}"
+                    )
                 body = response.json()
                 channels[index] = Channel(index, body["user"]["id"], body["token"])
 

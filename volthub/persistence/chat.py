@@ -2,7 +2,7 @@
 chat reads them (badges, exemptions; subscriptions are written by persistence.subscriptions). Plain functions over a `Tx`, portable SQL.
 
 Returns plain values and rows: the records chat decides over (`ChatSettings`, `Standing`)
-belong to the chat component (volthub.hub.components.chat), which this layer may not import.
+belong to the chat component (volthub.hub.components.chat_rules), which this layer may not import.
 The channel's write lock is `persistence.channels.lock`."""
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,3 +205,16 @@ def following(tx: Tx, user_id: str, limit: int, cursor: str | None) -> Page:
 
 def count_followers(tx: Tx, user_id: str) -> int:
     return int(tx.scalar("SELECT COUNT(*) AS n FROM follows WHERE followed_id = ?", (user_id,)))
+
+
+def delete_users(tx: Tx, user_ids: Sequence[str]) -> int:
+    """Remove accounts and what hangs off them (foreign keys cascade; PostgreSQL's event log is
+    keyed by channel without one, so its rows go here too). For `volthub loadtest`, which removes
+    the accounts it registered on a database it was given; the API has no account deletion."""
+    removed = 0
+    for user_id in user_ids:
+        if tx.dialect == "postgresql":  # the cluster's shared event log (PostgreSQL only)
+            tx.execute("DELETE FROM event_log WHERE channel_id = ?", (user_id,))
+            tx.execute("DELETE FROM event_channel_positions WHERE channel_id = ?", (user_id,))
+        removed += len(tx.execute("DELETE FROM users WHERE id = ? RETURNING id", (user_id,)))
+    return removed

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 
 from volthub.hub.clock import Clock, to_ms
-from volthub.hub.components import chat
+from volthub.hub.components import chat_rules
 from volthub.persistence import Database, Tx
 from volthub.persistence import catalogue as repo
 from volthub.persistence import chat as chat_repo
@@ -124,7 +124,7 @@ class BadgeCatalogue:
             ]
             if channel is not None:
                 row = chat_repo.standing(tx, channel.id, user.id, now)
-                slugs = chat.badges(chat.Standing.from_row(row)) if row else []
+                slugs = chat_rules.badges(chat_rules.Standing.from_row(row)) if row else []
                 known = repo.badges_by_slug(tx, slugs)
                 found = [AwardedBadge(known[s], channel.id, "chat", None) for s in slugs if s in known] + found
             return UserBadges(user, channel, found)

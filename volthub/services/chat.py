@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from volthub.hub.clock import Clock, to_ms
-from volthub.hub.components.chat import ChatSettings, Standing
+from volthub.hub.components.chat_rules import ChatSettings, Standing
 from volthub.persistence import Database, Tx
 from volthub.persistence import chat as repo
 from volthub.services.channels import ChannelNotFound, User, channel_by_id, channel_by_username

@@ -22,7 +22,7 @@ import hmac
 import logging
 import secrets
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +125,7 @@ class Info:
 class Setup:
     channel: User
     stream_key: str
+    ingest: tuple[tuple[str, str], ...]  # (protocol, URL) the media server serves, WHIP first
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ class Streams:
         categories: Categories,
         key_secret: str,
         silence_timeout_seconds: float,
+        ingest_urls: Sequence[tuple[str, str]],
     ) -> None:
         self._db = database
         self._publisher = publisher
@@ -158,6 +160,8 @@ class Streams:
         self.categories = categories
         self._key_secret = key_secret.encode()
         self.silence_timeout_seconds = silence_timeout_seconds
+        # (protocol, URL template with {username}) of what the media server serves, WHIP first.
+        self._ingest_urls = tuple(ingest_urls)
         # Set when a stream opens in this process: wakes the silence watcher.
         self._went_live = trio.Event()
 
@@ -166,6 +170,10 @@ class Streams:
     def _derive_key(self, channel_id: str, nonce: str) -> str:
         digest = hmac.new(self._key_secret, f"{channel_id}:{nonce}".encode(), hashlib.sha256).digest()
         return "live_" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+    def _setup(self, channel: User, nonce: str) -> Setup:
+        offered = tuple((protocol, url.replace("{username}", channel.username)) for protocol, url in self._ingest_urls)
+        return Setup(channel, self._derive_key(channel.id, nonce), offered)
 
     def _new_key(self, channel_id: str) -> tuple[str, str]:
         nonce = secrets.token_urlsafe(16)
@@ -184,7 +192,7 @@ class Streams:
         def read(tx: Tx) -> Setup:
             channel = channel_by_id(tx, channel_id)
             settings = self._settings(tx, channel_id, now)
-            return Setup(channel, self._derive_key(channel_id, settings.key_nonce))
+            return self._setup(channel, settings.key_nonce)
 
         return await self._db.write(read)
 
@@ -197,7 +205,7 @@ class Streams:
             self._settings(tx, channel_id, now)
             nonce, key_hash = self._new_key(channel_id)
             repo.set_key(tx, channel_id, nonce, key_hash, now)
-            return Setup(channel, self._derive_key(channel_id, nonce))
+            return self._setup(channel, nonce)
 
         return await self._db.write(change)
 

@@ -26,6 +26,10 @@ class Users:
         """Exact, case-sensitive username."""
         return await self._db.read(lambda tx: repo.get_by_username(tx, username))
 
+    async def by_username_any_case(self, username: str) -> User | None:
+        """The username matched case-insensitively (how Events API clients name a channel)."""
+        return await self._db.read(lambda tx: repo.get_by_username_insensitive(tx, username))
+
     async def search(self, term: str, limit: int) -> list[User]:
         """Usernames that start with or contain `term`, case-insensitively."""
         return await self._db.read(lambda tx: repo.search(tx, term, limit))

@@ -21,7 +21,8 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from tests.http.rawhttp import RawConnection
-from volthub.http.events.gateway import Gateway, GatewayEndpoint, WireConnection
+from volthub.http.events.gateway import Gateway, GatewayEndpoint
+from volthub.http.events.gateway_connections import WireConnection
 from volthub.protocol.engineio.session import EngineIOSession, Settings
 from volthub.protocol.websocket import message_frame
 from volthub.tools import conformance
@@ -293,7 +294,7 @@ class _Timed:
 
 
 async def test_one_ticker_runs_every_timer_in_order(nursery: trio.Nursery, mock_clock: trio.testing.MockClock) -> None:
-    from volthub.http.events.gateway import Ticker
+    from volthub.http.events.gateway_connections import Ticker
 
     ticker = Ticker()
     fired: list[tuple[str, float]] = []

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import register
+from tests.conftest import make_settings, register
 from tests.http.oauth.tokens import issue_oauth_token
 from tests.http.streams.support import INFO, SETUP
 
@@ -124,13 +124,12 @@ async def test_categories_public_search_and_oauth_list(app: Any, client: Any, ow
     assert (await listed.get_json())["items"] == everything
 
 
-async def test_setup_is_whip_first_without_srt_and_needs_stream_key(app: Any, client: Any, owner: Any) -> None:
+async def test_setup_offers_only_rtmp_by_default_and_needs_stream_key(app: Any, client: Any, owner: Any) -> None:
+    """Out of the box the media server is nginx-rtmp, which serves no WHIP: none is offered."""
     response = await client.get(SETUP, headers=owner.headers)
     body = await response.get_json()
-    assert body["preferredProtocol"] == "whip"
-    assert [entry["protocol"] for entry in body["ingest"]] == ["whip", "rtmp"]
-    assert owner.username in body["ingest"][0]["url"]
-    assert "srt://" not in (await response.get_data(as_text=True)).lower()
+    assert body["preferredProtocol"] == "rtmp"
+    assert body["ingest"] == [{"protocol": "rtmp", "url": "rtmp://127.0.0.1:1935/live"}]
     reader = await issue_oauth_token(app, owner.id, "stream:read stream:write")
     refused = await client.get(SETUP, headers={"Authorization": f"Bearer {reader}"})
     assert refused.status_code == 403 and (await refused.get_json())["error"] == "insufficient_scope"
@@ -148,3 +147,21 @@ async def test_srt_ingest_urls_are_refused_in_config() -> None:
 
     with pytest.raises(ConfigError, match="ingest.rtmp_url"):
         load_settings(None, environ={"VOLTHUB_INGEST__RTMP_URL": "srt://host:9000"})
+
+
+async def test_setup_offers_whip_first_when_the_media_server_serves_it(sqlite_url: str) -> None:
+    from volthub.http.app import create_app
+
+    ingest = {"whip_url": "https://media.example/{username}/whip", "rtmp_url": "rtmp://media.example/live"}
+    app = create_app(make_settings(sqlite_url, ingest=ingest))
+    async with app.test_app():
+        client = app.test_client()
+        owner = await register(client, "whip_owner")
+        response = await client.get(SETUP, headers=owner.headers)
+        body = await response.get_json()
+    assert body["preferredProtocol"] == "whip"
+    assert body["ingest"] == [
+        {"protocol": "whip", "url": "https://media.example/whip_owner/whip"},
+        {"protocol": "rtmp", "url": "rtmp://media.example/live"},
+    ]
+    assert "srt://" not in (await response.get_data(as_text=True)).lower()

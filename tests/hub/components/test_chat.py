@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from volthub.hub.components import chat as rules
-from volthub.hub.components.chat import ChatSettings, Standing
+from volthub.hub.components import chat_rules as rules
+from volthub.hub.components.chat_rules import ChatSettings, Standing
 
 NOW = 1_800_000_000_000
 

@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 
 from volthub.hub.clock import iso8601
-from volthub.hub.components import chat
+from volthub.hub.components import chat, chat_rules
 from volthub.hub.components.base import Emitted, Refused
 from volthub.hub.components.chat import (
     ChatComponent,
-    ChatSettings,
     MessageRef,
     Moderate,
     ModerationRequest,
@@ -21,9 +20,9 @@ from volthub.hub.components.chat import (
     PostSystem,
     ReplyRef,
     SendMessage,
-    Standing,
     UpdateSettings,
 )
+from volthub.hub.components.chat_rules import ChatSettings, Standing
 
 NOW = 1_800_000_000_000
 CHANNEL = "chan"
@@ -53,7 +52,7 @@ class FakeStore:
 
     def people_named(self, usernames: list[str]) -> dict[str, dict[str, str]]:
         wanted = {name.lower() for name in usernames}
-        return {p.username.lower(): chat.who(p) for p in self.people.values() if p.username.lower() in wanted}
+        return {p.username.lower(): chat_rules.who(p) for p in self.people.values() if p.username.lower() in wanted}
 
     def message(self, message_id: str) -> MessageRef | None:
         return self.messages.get(message_id)
@@ -187,7 +186,7 @@ def test_settings_change_is_written_and_moves_the_channel_version(store):
 def test_a_timeout_and_a_ban_emit_channel_ban(store):
     made = component(store)
     timeout = made.handle(Moderate("mod", ModerationRequest("timeout", user_id="fan", duration_seconds=60)), NOW, store)
-    assert timeout.reply == ModerationResult("timeout", True, chat.who(FAN), NOW + 60_000)
+    assert timeout.reply == ModerationResult("timeout", True, chat_rules.who(FAN), NOW + 60_000)
     assert timeout.writes == [chat.SetBan("fan", "mod", None, NOW + 60_000)]
     assert timeout.events[0] == Emitted(
         "channel.ban",
@@ -237,7 +236,7 @@ def test_delete_and_its_refusals(store):
     store.messages["m2"] = MessageRef("m2", "fan", "fan", deleted=True)
     made = component(store)
     deleted = made.handle(Moderate("mod", ModerationRequest("delete", message_id="m1")), NOW, store)
-    assert deleted.reply == ModerationResult("delete", True, chat.who(FAN), message_id="m1")
+    assert deleted.reply == ModerationResult("delete", True, chat_rules.who(FAN), message_id="m1")
     assert deleted.writes == [chat.DeleteMessage("m1", "mod")] and deleted.events == []
     store.applied.clear()
     again = made.handle(Moderate("mod", ModerationRequest("delete", message_id="m2")), NOW, store)
@@ -257,7 +256,7 @@ def test_history_is_pruned_every_tenth_of_the_limit_past_it(store):
         outcome = made.handle(SendMessage(CHANNEL, OutgoingMessage("m")), NOW, store)
         prunes += [w for w in outcome.writes if isinstance(w, chat.PruneHistory)]
     # Past 20 messages, every second one drops all but the newest 20 (not those of the last hour).
-    before = NOW - chat.SLOW_MODE_MAX_SECONDS * 1000
+    before = NOW - chat_rules.SLOW_MODE_MAX_SECONDS * 1000
     assert prunes == [chat.PruneHistory(2, before), chat.PruneHistory(4, before)]
 
 

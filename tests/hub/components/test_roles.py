@@ -12,7 +12,7 @@ from tests.hub.components.fakes import CHANNEL, NOW, person
 from volthub.hub.clock import iso8601
 from volthub.hub.components import roles
 from volthub.hub.components.base import Refused
-from volthub.hub.components.chat import Standing
+from volthub.hub.components.chat_rules import Standing
 from volthub.protocol import catalogue
 
 

@@ -22,16 +22,14 @@ from volthub.http.ratelimit import limited
 from volthub.http.runtime import Runtime, runtime
 from volthub.http.schemas import Body, Model, PersonOut
 from volthub.hub.clock import iso8601
-from volthub.hub.components import chat as rules
+from volthub.hub.components import chat_rules as rules
 from volthub.hub.components.chat import (
     BotSender,
-    ChatSettings,
-    Effect,
-    ModerationAction,
     ModerationRequest,
     OutgoingMessage,
     ReplyRef,
 )
+from volthub.hub.components.chat_rules import ChatSettings, Effect, ModerationAction
 from volthub.hub.registry import ActorRegistry
 from volthub.services.chat import ChatReads
 

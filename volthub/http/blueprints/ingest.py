@@ -13,7 +13,7 @@ refused with 403 `ingest_not_configured`.
   valid key goes live; `read` and `playback` are allowed (streams are public); other actions
   (api, metrics, pprof) are refused. MediaMTX has no unpublish in its auth protocol:
   `runOnUnavailable` (formerly `runOnNotReady`) calls `/api/ingest/mediamtx/unpublish` with
-  `{path}`, and a `runOnAvailable` loop `/mediamtx/heartbeat` (README).
+  `{path}`, and a `runOnAvailable` loop `/mediamtx/heartbeat` (docs/guides/going-live.md).
 
 The stream key is never logged and never echoed back.
 """

@@ -13,7 +13,7 @@ from volthub.http.blueprints.chat import OmitNone, SettingsOut, absent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, PersonOut, Query
-from volthub.hub.components import chat as rules
+from volthub.hub.components import chat_rules as rules
 from volthub.services.chat import VIEWER_LIST_MAX, ChatReads, Member
 
 blueprint = Blueprint("public_chat", __name__, url_prefix="/api/chat")

@@ -4,7 +4,8 @@
 `PUT info` is checked whole before anything is written: a tag list over its limit (7 stream
 tags, 5 channel tags; content warnings never count) or an unknown category is a 400 and
 nothing of that request is saved. Omitted fields are left unchanged. The ingest setup lists
-WHIP first, says `preferredProtocol: "whip"` and never offers an srt:// URL.
+the addresses `[ingest]` names (those the media server serves): WHIP first and preferred
+when `whip_url` is set, RTMP otherwise; never an srt:// URL.
 """
 
 from __future__ import annotations
@@ -88,8 +89,10 @@ class IngestOut(Model):
 
 class SetupOut(Model):
     streamKey: str
-    preferredProtocol: str
-    ingest: list[IngestOut] = Field(description="WHIP first; never srt://")
+    preferredProtocol: str = Field(description="the first of `ingest`: whip when [ingest] whip_url is set, else rtmp")
+    ingest: list[IngestOut] = Field(
+        description="the addresses [ingest] names, those the media server serves: WHIP first when configured; never srt://"
+    )
 
 
 def info_out(info: Info) -> InfoOut:
@@ -109,15 +112,10 @@ def info_out(info: Info) -> InfoOut:
 
 
 def setup_out(setup: Setup) -> SetupOut:
-    ingest = runtime().settings.ingest
-    name = setup.channel.username
     return SetupOut(
         streamKey=setup.stream_key,
-        preferredProtocol="whip",
-        ingest=[
-            IngestOut(protocol="whip", url=ingest.whip_url.replace("{username}", name)),
-            IngestOut(protocol="rtmp", url=ingest.rtmp_url.replace("{username}", name)),
-        ],
+        preferredProtocol=setup.ingest[0][0],
+        ingest=[IngestOut(protocol=protocol, url=url) for protocol, url in setup.ingest],
     )
 
 

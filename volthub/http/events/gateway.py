@@ -4,6 +4,8 @@ their own (``[events] gateway_port``), without Hypercorn's per-connection machin
 Same paths, sessions and application as the single-port mount (:mod:`.socketio`): each
 path is a :class:`GatewayEndpoint`, an :class:`~.engineio.EngineIOEndpoint` whose polling
 requests come from h11 instead of ASGI and whose WebSockets are read and written here.
+The connections themselves (:class:`Link`, :class:`WireConnection`, :class:`Ticker`) are
+in :mod:`.gateway_connections`; this module accepts them and routes them to the endpoints.
 
 Tasks, and who owns them (all in the gateway's nursery, which the ``gateway`` service owns):
 - one task per TCP connection: it parses HTTP (h11); a polling request is answered by the
@@ -25,19 +27,13 @@ dropped as a slow consumer, as on the mount.
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import heapq
-import itertools
 import logging
-import math
 import socket
 from collections.abc import Callable, Iterable, Mapping
-from http import HTTPStatus
-from typing import Any, Final
+from typing import Any
 
 import h11
-import orjson
 import trio
 
 from volthub.http.events.asgi import (
@@ -54,6 +50,16 @@ from volthub.http.events.asgi import (
 )
 from volthub.http.events.connection import Connection, Handler
 from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.http.events.gateway_connections import (
+    READ_SIZE,
+    Link,
+    Ticker,
+    WireConnection,
+    close_socket,
+    has_body,
+    recv,
+    send_all,
+)
 from volthub.protocol.engineio.handshake import (
     WEBSOCKET,
     ErrorCode,
@@ -62,7 +68,7 @@ from volthub.protocol.engineio.handshake import (
     validate_request,
 )
 from volthub.protocol.engineio.packets import ProtocolError
-from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClosed, Settings, UpgradeCancelled, new_sid
+from volthub.protocol.engineio.session import Event, SessionClosed, Settings, UpgradeCancelled, new_sid
 from volthub.protocol.socketio.session import Disconnected
 from volthub.protocol.websocket import (
     CLOSE_NORMAL,
@@ -72,270 +78,12 @@ from volthub.protocol.websocket import (
     Ping,
     Received,
     WebSocketError,
-    accept_key,
     close_frame,
     server_frame,
     valid_client_key,
 )
 
 log = logging.getLogger(__name__)
-
-READ_SIZE: Final = 65536
-# Longest request line plus headers; longer is refused (431).
-MAX_HEAD_BYTES: Final = 16384
-# A closing WebSocket gets this long to take its last bytes and answer the close frame.
-CLOSE_LINGER_SECONDS: Final = 5.0
-# An HTTP response that cannot be written in this long is abandoned (the peer stopped reading).
-SEND_TIMEOUT_SECONDS: Final = 30.0
-# The ticker wakes at most once per this long; timers due in between run together at the
-# next wake, so a timer is late by at most this much (the official suites time ping
-# timeouts to the millisecond).
-TICK_SECONDS: Final = 0.001
-# The writer task sends at most this many queued chunks per system call.
-DRAIN_BATCH: Final = 64
-
-
-# ---------------------------------------------------------------------- socket helpers
-
-
-async def _recv(sock: socket.socket) -> bytes:
-    """What the peer sent next; b"" at its end (or a reset)."""
-    while True:
-        await trio.lowlevel.wait_readable(sock)
-        try:
-            return sock.recv(READ_SIZE)
-        except BlockingIOError:
-            continue
-        except OSError:
-            return b""
-
-
-async def _send_all(sock: socket.socket, data: bytes) -> None:
-    """Write all of ``data`` (HTTP answers, probes: not the delivery path); OSError when the
-    peer is gone or stops reading for SEND_TIMEOUT_SECONDS."""
-    view = memoryview(data)
-    with trio.move_on_after(SEND_TIMEOUT_SECONDS):
-        while view:
-            try:
-                view = view[sock.send(view) :]
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-        return
-    raise OSError("the peer stopped reading")
-
-
-def _close_socket(sock: socket.socket) -> None:
-    trio.lowlevel.notify_closing(sock)  # wakes a writer task waiting on it
-    sock.close()
-
-
-# ---------------------------------------------------------------------- connection
-
-
-class WireConnection(Connection):
-    """An Engine.IO session served by the gateway. While a WebSocket carries it, ``sock``
-    is that socket and output is written to it at once (``flush``)."""
-
-    __slots__ = ("gateway", "sock", "pending", "pending_frames", "closing", "close_by", "scheduled", "gone")
-
-    def __init__(
-        self,
-        sid: str,
-        session: EngineIOSession,
-        endpoint: GatewayEndpoint,
-        query: Mapping[str, str],
-        client: tuple[str, int] | None,
-    ) -> None:
-        super().__init__(sid, session, endpoint, query, client)
-        self.gateway = endpoint.gateway
-        self.sock: socket.socket | None = None
-        # Bytes the kernel did not take yet, with how many frames each chunk holds; None
-        # while nothing waits (no writer task runs).
-        self.pending: collections.deque[tuple[bytes | memoryview, int]] | None = None
-        self.pending_frames = 0
-        self.closing = False  # the WebSocket close frame is written or queued
-        self.close_by: float | None = None  # a closing socket is cut at this time
-        self.scheduled: float | None = None  # the ticker's entry for this connection
-        self.gone = False  # forgotten by its endpoint
-
-    # ------------------------------------------------------------------ output
-
-    def attach(self, sock: socket.socket) -> None:
-        """The WebSocket ``sock`` carries the session from now on: send what is queued."""
-        self.sock = sock
-        self.flush()
-
-    def flush(self) -> None:
-        sock = self.sock
-        if sock is None:
-            super().flush()  # polling: wake the pending GET
-            return
-        session = self.session
-        if session.buffered:
-            frames = session.take_outgoing()
-            if frames:
-                self.write(b"".join([websocket_frame(frame) for frame in frames]), len(frames))
-        if session.closed and not self.closing:
-            self.close_wire()
-
-    def changed(self) -> None:
-        self.flush()
-        super().changed()
-        session = self.session
-        if not self.gone and session.closed and (session.finished or self.detached):
-            self.endpoint.forget(self)  # type: ignore[attr-defined]
-        if not self.gone or self.sock is not None:  # a forgotten session's socket may still linger
-            self.gateway.ticker.reschedule(self)
-
-    def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> bool:
-        session = self.session
-        if self.sock is None or session.buffered or not wire:
-            if session.buffered + self.pending_frames + len(frames) > limit:
-                return False
-            for frame in frames:
-                session.send_frame(frame)
-            self.flush()
-            return True
-        if self.pending_frames + len(frames) > limit:
-            return False
-        self.write(wire, len(frames))
-        return True
-
-    def write(self, data: bytes, frames: int = 0) -> None:
-        """Send ``data`` now; what the kernel does not take waits for the writer task."""
-        pending = self.pending
-        if pending is not None:
-            pending.append((data, frames))
-            self.pending_frames += frames
-            return
-        sock = self.sock
-        if sock is None:
-            return
-        try:
-            sent = sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError:
-            self.abort()
-            return
-        if sent < len(data):
-            self.pending = collections.deque(((memoryview(data)[sent:], frames),))
-            self.pending_frames = frames
-            if not self.gateway.spawn(self._drain):
-                self.abort()  # the gateway is no longer running: nobody could drain it
-
-    async def _drain(self) -> None:
-        """The writer task: runs only while the kernel's buffer is full."""
-        sock, pending = self.sock, self.pending
-        if sock is None or pending is None:
-            return
-        try:
-            while pending:
-                await trio.lowlevel.wait_writable(sock)
-                if len(pending) == 1:
-                    data: bytes | memoryview = pending[0][0]
-                else:
-                    data = b"".join([chunk for chunk, _ in itertools.islice(pending, DRAIN_BATCH)])
-                try:
-                    sent = sock.send(data)
-                except BlockingIOError:
-                    continue
-                while sent:
-                    chunk, frames = pending[0]
-                    if sent >= len(chunk):
-                        pending.popleft()
-                        self.pending_frames -= frames
-                        sent -= len(chunk)
-                    else:
-                        pending[0] = (memoryview(chunk)[sent:], frames)
-                        sent = 0
-        except (OSError, trio.ClosedResourceError):
-            self.abort()
-            return
-        finally:
-            if self.pending is pending:
-                self.pending = None
-                self.pending_frames = 0
-        if self.closing and self.sock is sock:
-            self._shutdown_write()
-
-    def close_wire(self) -> None:
-        """End the WebSocket with the close frame (``close_code``), then our side of the TCP
-        connection; the reader waits for the client's end, CLOSE_LINGER_SECONDS at most."""
-        self.closing = True
-        self.write(close_frame(self.close_code, self.close_reason))
-        self.close_by = trio.current_time() + CLOSE_LINGER_SECONDS
-        if self.pending is None:
-            self._shutdown_write()
-        self.gateway.ticker.reschedule(self)
-
-    def _shutdown_write(self) -> None:
-        if self.sock is not None:
-            with contextlib.suppress(OSError):
-                self.sock.shutdown(socket.SHUT_WR)
-
-    def abort(self) -> None:
-        """Cut the connection (the peer is gone, or never took its last bytes): the reader
-        sees the end and cleans up."""
-        sock = self.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def release(self) -> None:
-        """The reader is done with the socket (it closes it)."""
-        self.sock = None
-        self.pending = None
-        self.pending_frames = 0
-
-    def due(self) -> float | None:
-        deadline = None if self.gone else self.session.next_deadline()
-        if self.close_by is not None and (deadline is None or self.close_by < deadline):
-            return self.close_by
-        return deadline
-
-
-# ---------------------------------------------------------------------- ticker
-
-
-class Ticker:
-    """Every gateway connection's timers in one heap, run by one task."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, WireConnection]] = []
-        self._order = itertools.count()
-        self._wake: trio.CancelScope | None = None
-        self._not_before = -math.inf
-
-    def reschedule(self, conn: WireConnection) -> None:
-        due = conn.due()
-        if due is None or (conn.scheduled is not None and conn.scheduled <= due):
-            return  # an entry at or before it exists: it re-checks then
-        conn.scheduled = due
-        heapq.heappush(self._heap, (due, next(self._order), conn))
-        wake = self._wake
-        if wake is not None and due < wake.deadline:
-            wake.deadline = max(due, self._not_before)
-
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    async def run(self, on_due: Callable[[WireConnection, float], None]) -> None:
-        heap = self._heap
-        while True:
-            with trio.CancelScope(deadline=max(heap[0][0], self._not_before) if heap else math.inf) as wake:
-                self._wake = wake
-                await trio.sleep_forever()
-            self._wake = None
-            now = trio.current_time()
-            self._not_before = now + TICK_SECONDS
-            while heap and heap[0][0] <= now:
-                due, _, conn = heapq.heappop(heap)
-                if conn.scheduled != due:
-                    continue  # superseded by an earlier entry
-                conn.scheduled = None
-                on_due(conn, now)
-                self.reschedule(conn)
 
 
 # ---------------------------------------------------------------------- endpoint
@@ -512,7 +260,7 @@ class GatewayEndpoint(EngineIOEndpoint):
                 conn.detached = True
                 if not session.closed:  # the peer went away (or server shutdown)
                     self.dispatch_leave(conn, session.transport_closed(self.now()))
-            while await _recv(sock):
+            while await recv(sock):
                 pass
         finally:
             conn.release()
@@ -545,139 +293,6 @@ class GatewayEndpoint(EngineIOEndpoint):
         if events:
             await self.dispatch(conn, events)
         conn.changed()
-
-
-# ---------------------------------------------------------------------- one TCP connection
-
-
-class Link:
-    """One accepted TCP connection: HTTP requests (h11), then maybe a WebSocket."""
-
-    __slots__ = ("sock", "client", "reader", "_http", "_key", "_leftover")
-
-    def __init__(self, sock: socket.socket, client: tuple[str, int] | None, max_message: int) -> None:
-        self.sock = sock
-        self.client = client
-        self.reader = FrameReader(max_message)
-        self._http: h11.Connection | None = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-        self._key = ""
-        self._leftover = b""
-
-    # ------------------------------------------------------------------ HTTP
-
-    async def _event(self) -> Any:
-        http = self._http
-        assert http is not None
-        while True:
-            event = http.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            http.receive_data(await _recv(self.sock))
-
-    async def next_request(self, idle_timeout: float) -> h11.Request | None:
-        """The next request's head; None when the client is done (or idle too long)."""
-        http = self._http
-        assert http is not None
-        if http.our_state is h11.DONE and http.their_state is h11.DONE:
-            http.start_next_cycle()
-        elif http.our_state is not h11.IDLE:
-            return None
-        with trio.move_on_after(idle_timeout):
-            event = await self._event()
-            return event if isinstance(event, h11.Request) else None
-        return None
-
-    async def body_events(self) -> Any:
-        return await self._event()
-
-    async def skip_body(self, limit: int = 65536) -> None:
-        """Read the rest of a request we answer without its body (so the connection can
-        be kept alive); beyond ``limit`` bytes it is left unread and the answer closes."""
-        size = 0
-        while self._http is not None and self._http.their_state is h11.SEND_BODY and size <= limit:
-            event = await self._event()
-            if isinstance(event, h11.Data):
-                size += len(event.data)
-
-    async def respond(
-        self,
-        status: int,
-        body: bytes,
-        headers: list[tuple[bytes, bytes]],
-        extra: list[tuple[bytes, bytes]],
-        *,
-        close: bool = False,
-    ) -> None:
-        http = self._http
-        assert http is not None
-        headers = [*headers, *extra, (b"content-length", str(len(body)).encode())]
-        if close or http.their_state is not h11.DONE:
-            headers.append((b"connection", b"close"))  # the rest of the request is not read
-        data = http.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
-        data += http.send(h11.Data(data=body)) if body else b""
-        data += http.send(h11.EndOfMessage())
-        await _send_all(self.sock, data)
-
-    async def respond_error(self, status: int, code: str, message: str, *, close: bool = False) -> None:
-        await self.respond(status, orjson.dumps({"error": code, "message": message}), JSON_BODY, [], close=close)
-
-    @property
-    def reading_body(self) -> bool:
-        return self._http is not None and self._http.their_state is h11.SEND_BODY
-
-    @property
-    def reusable(self) -> bool:
-        http = self._http
-        return http is not None and http.our_state is h11.DONE and http.their_state is h11.DONE
-
-    async def start_websocket(self, key: str) -> None:
-        """The upgrade request has been read: keep what followed it, drop h11."""
-        http = self._http
-        assert http is not None
-        event = await self._event()  # EndOfMessage of the GET
-        if isinstance(event, h11.EndOfMessage):
-            self._leftover = http.trailing_data[0]
-        self._key = key
-
-    # ------------------------------------------------------------------ WebSocket
-
-    async def accept(self) -> None:
-        self._http = None  # frees the HTTP state for the connection's lifetime
-        await _send_all(
-            self.sock,
-            b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-            b"sec-websocket-accept: " + accept_key(self._key).encode("ascii") + b"\r\n\r\n",
-        )
-
-    async def send(self, data: bytes) -> None:
-        await _send_all(self.sock, data)
-
-    async def receive(self) -> list[Received] | None:
-        """The client's next frames (WebSocketError when it breaks the protocol); None at its end."""
-        if self._leftover:
-            data, self._leftover = self._leftover, b""
-        else:
-            data = await _recv(self.sock)
-            if not data:
-                return None
-        return self.reader.feed(data)
-
-    def take_leftover(self) -> bytes:
-        data, self._leftover = self._leftover, b""
-        return data
-
-
-def _reason(status: int) -> bytes:
-    """The standard reason phrase (h11 sends none unless told)."""
-    try:
-        return HTTPStatus(status).phrase.encode("ascii")
-    except ValueError:
-        return b""
-
-
-def _has_body(scope: Scope) -> bool:
-    length = header(scope, b"content-length")
-    return header(scope, b"transfer-encoding") is not None or (length is not None and length.strip() not in ("", "0"))
 
 
 # ---------------------------------------------------------------------- the listener
@@ -779,7 +394,7 @@ class Gateway:
     def stop_accepting(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
-            _close_socket(listener)
+            close_socket(listener)
 
     async def _accept_loop(self, nursery: trio.Nursery) -> None:
         while self._listener is not None:
@@ -809,7 +424,7 @@ class Gateway:
         admitted = self._admit is None or self._admit(peer)
         try:
             if not admitted:
-                await _send_all(sock, self._refusal)
+                await send_all(sock, self._refusal)
                 return
             link = Link(sock, (client[0], client[1]) if isinstance(client, tuple) else None, self._max_message())
             opened = await self._requests(link)
@@ -826,7 +441,7 @@ class Gateway:
         finally:
             if admitted and self._release is not None:
                 self._release(peer)
-            _close_socket(sock)
+            close_socket(sock)
 
     def _max_message(self) -> int:
         endpoint = next(iter(self.endpoints.values()), None)
@@ -861,7 +476,7 @@ class Gateway:
                 "client": link.client,
             }
             upgrade = (header(scope, b"upgrade") or "").lower()
-            if not _has_body(scope):
+            if not has_body(scope):
                 await link.skip_body()  # its end, so the connection can be kept alive
             if endpoint is None:
                 await link.skip_body()
@@ -902,7 +517,7 @@ class Gateway:
                 return {"type": "http.request", "body": b"", "more_body": False}
             # The body is read: the next thing to report is the client going away.
             while True:
-                data = await _recv(link.sock)
+                data = await recv(link.sock)
                 if not data:
                     return {"type": "http.disconnect"}
                 if link._http is not None:

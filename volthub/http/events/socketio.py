@@ -52,8 +52,6 @@ from volthub.http.runtime import Runtime
 from volthub.http.serving import LIMITS, OVER_CAPACITY_RESPONSE
 from volthub.hub.fanout import Fanout, Subscription
 from volthub.hub.publisher import Event as PlatformEvent
-from volthub.persistence import users as users_repo
-from volthub.persistence.users import User
 from volthub.protocol import sse
 from volthub.protocol.engineio.session import Event, SessionClosed, Settings, new_sid
 from volthub.protocol.ratelimit import to_ns
@@ -61,6 +59,7 @@ from volthub.protocol.socketio.packets import encode_event_frame
 from volthub.protocol.socketio.session import AckReceived, ConnectRequest, Disconnected, EventReceived
 from volthub.protocol.websocket import message_frame
 from volthub.services.channel_points import ChannelPoints, socket_shape
+from volthub.services.users import User
 
 log = logging.getLogger(__name__)
 
@@ -364,7 +363,7 @@ class EventsSocketHandler:
         principal: Principal = await authenticate(token, self._rt)
         user = self._users.get(principal.user_id)
         if user is None:
-            user = await self._rt.db.read(lambda tx: users_repo.get_by_id(tx, principal.user_id))
+            user = await self._rt.services.users.by_id(principal.user_id)
             if user is None:
                 raise ApiError(401, "invalid_token", "the token's user no longer exists")
             self._remember(user)
@@ -407,7 +406,7 @@ class EventsSocketHandler:
         except ApiError:
             return []  # not a channel id: no channel has rewards under it
         service: ChannelPoints = self._rt.services.channel_points
-        if await self._rt.db.read(lambda tx: users_repo.get_by_id(tx, channel_id)) is None:
+        if await self._rt.services.users.by_id(channel_id) is None:
             return []
         return [socket_shape(reward) for reward in await service.rewards(channel_id)]
 
@@ -454,9 +453,9 @@ class EventsSocketHandler:
                 channel_id = uuid_param(channel_id, "channelId")
             except ApiError:
                 raise ApiError(400, INVALID_REQUEST, "channelId must be a UUID") from None
-            found = await self._rt.db.read(lambda tx: users_repo.get_by_id(tx, channel_id))
+            found = await self._rt.services.users.by_id(channel_id)
         elif isinstance(username, str) and 0 < len(username) <= 64:
-            found = await self._rt.db.read(lambda tx: users_repo.get_by_username_insensitive(tx, username))
+            found = await self._rt.services.users.by_username_any_case(username)
         else:
             raise ApiError(400, INVALID_REQUEST, "subscribe needs {channelId} or {channel: username}")
         if found is None:

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
-from volthub.hub.components.chat import Standing
+from volthub.hub.components.chat_rules import Standing
 from volthub.hub.components.common import CardStore, add_card, already_active, check_text, invalid_state, not_found
 from volthub.protocol import catalogue
 

@@ -25,7 +25,7 @@ from typing import Any, Final, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
-from volthub.hub.components.chat import Standing, badges
+from volthub.hub.components.chat_rules import Standing, badges
 from volthub.protocol import catalogue
 
 ROLE_TYPES: Final = ("vip", "moderator")

@@ -1,0 +1,174 @@
+"""Polls over HTTP: the owner's operations (mounted on the OAuth and the dashboard
+blueprints) and the by-username routes, where viewers vote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+from quart import Blueprint
+from quart_schema import tag, validate_request, validate_response
+
+from volthub.http import access
+from volthub.http.blueprints.interactive.common import (
+    WRITE_SCOPE,
+    call,
+    channel_of,
+    conflicts,
+    me,
+    owned_channel,
+    streams_blueprint,
+)
+from volthub.http.params import uuid_param
+from volthub.http.ratelimit import limited
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, ErrorBody, Model
+from volthub.hub import interactive_store as reads
+from volthub.hub.components import polls
+
+# --- shapes ---
+
+
+class PollOptionOut(Model):
+    id: str
+    title: str
+    votes: int
+
+
+class PollOut(Model):
+    id: str
+    title: str
+    status: Literal["open", "ended"]
+    options: list[PollOptionOut]
+    totalVotes: int
+    startedAt: str
+    endsAt: str
+    endedAt: str | None
+    durationSeconds: int
+
+
+class PollEnvelope(Model):
+    poll: PollOut | None
+
+
+class VoteOut(Model):
+    success: bool
+    pollId: str
+    optionId: str
+
+
+class PollBody(Body):
+    title: str = Field(min_length=1, max_length=polls.TITLE_MAX)
+    options: list[str] = Field(min_length=polls.OPTIONS_MIN, max_length=polls.OPTIONS_MAX)
+    durationSeconds: int = Field(ge=polls.DURATION_MIN, le=polls.DURATION_MAX)
+
+    _title = field_validator("title")(classmethod(lambda cls, v: polls.check_title(v)))
+    _options = field_validator("options")(classmethod(lambda cls, v: polls.check_options(v)))
+
+
+class VoteBody(Body):
+    optionId: str = Field(min_length=1, max_length=64)
+
+
+def _poll(poll: polls.Poll | None) -> PollEnvelope:
+    return PollEnvelope(poll=None if poll is None else PollOut(**poll.as_api()))
+
+
+# --- the owner's operations ---
+
+
+def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callable[[Any], Any], label: str) -> None:
+    """The operations on the caller's own channel. `read`/`write` declare the access."""
+
+    @blueprint.get("/polls/active")
+    @read
+    @tag([label])
+    @validate_response(PollEnvelope, 200)
+    async def active_poll() -> PollEnvelope:
+        """The open poll of the caller's channel with its votes so far, or `{poll: null}`."""
+        rt = runtime()
+        return _poll(await rt.db.read(lambda tx: reads.read_active_poll(tx, me())))
+
+    @blueprint.post("/polls")
+    @write
+    @limited("interactive")
+    @tag([label])
+    @validate_request(PollBody)
+    @validate_response(PollEnvelope, 201)
+    @conflicts
+    async def start_poll(data: PollBody) -> tuple[PollEnvelope, int]:
+        """Start a poll: `{title (1–100), options: [2–5 distinct strings of 1–50], durationSeconds
+        (15–1800)}`. Emits `channel.poll.begin` and posts a `poll-begin` chat card. It ends by itself
+        at `endsAt` (one `channel.poll.end`), or earlier through `POST polls/:id/end`. One open poll
+        per channel: 409 `already_active`."""
+        poll = await call(me(), polls.StartPoll(data.title, tuple(data.options), data.durationSeconds))
+        return _poll(poll), 201
+
+    @blueprint.post("/polls/<poll_id>/end")
+    @write
+    @limited("interactive")
+    @tag([label])
+    @validate_response(PollEnvelope, 200)
+    @conflicts
+    async def end_poll(poll_id: str) -> PollEnvelope:
+        """End the open poll now with its final votes (`channel.poll.end`, `poll-end` card).
+        An ended poll: 409 `invalid_state` with `details.status: "ended"`; unknown: 404."""
+        return _poll(await call(me(), polls.EndPoll(uuid_param(poll_id, "pollId"))))
+
+
+# --- by channel username ---
+
+
+@streams_blueprint.get("/polls/active")
+@access.public
+@tag(["Polls and giveaways"])
+@validate_response(PollEnvelope, 200)
+@validate_response(ErrorBody, 404)
+async def stream_active_poll(username: str) -> PollEnvelope:
+    """The channel's open poll with its votes so far, or `{poll: null}`."""
+    channel_id = await channel_of(username)
+    return _poll(await runtime().db.read(lambda tx: reads.read_active_poll(tx, channel_id)))
+
+
+@streams_blueprint.post("/polls")
+@access.token(WRITE_SCOPE)
+@limited("interactive")
+@tag(["Polls and giveaways"])
+@validate_request(PollBody)
+@validate_response(PollEnvelope, 201)
+@validate_response(ErrorBody, 409)
+async def stream_start_poll(username: str, data: PollBody) -> tuple[PollEnvelope, int]:
+    """Start a poll in your own channel (as `POST /api/integrations/oauth/polls`)."""
+    channel_id = await owned_channel(username)
+    return _poll(await call(channel_id, polls.StartPoll(data.title, tuple(data.options), data.durationSeconds))), 201
+
+
+@streams_blueprint.post("/polls/<poll_id>/vote")
+@access.token()
+@tag(["Polls and giveaways"])
+@validate_request(VoteBody)
+@validate_response(VoteOut, 200)
+@validate_response(ErrorBody, 404)
+@validate_response(ErrorBody, 409)
+async def vote(username: str, poll_id: str, data: VoteBody) -> VoteOut:
+    """Vote `{optionId}` in the channel's open poll, once per user (409 `already_voted`). An
+    ended poll: 409 `invalid_state`; an option not of this poll: 400 `invalid_option`; banned
+    or timed out: 403 `banned`. Votes emit no event."""
+    channel_id = await channel_of(username)
+    pid = uuid_param(poll_id, "pollId")
+    option = await call(channel_id, polls.Vote(pid, access.principal().user_id, data.optionId))
+    return VoteOut(success=True, pollId=pid, optionId=option)
+
+
+@streams_blueprint.post("/polls/<poll_id>/end")
+@access.token(WRITE_SCOPE)
+@limited("interactive")
+@tag(["Polls and giveaways"])
+@validate_response(PollEnvelope, 200)
+@validate_response(ErrorBody, 409)
+async def stream_end_poll(username: str, poll_id: str) -> PollEnvelope:
+    """End the open poll of your own channel now."""
+    channel_id = await owned_channel(username)
+    return _poll(await call(channel_id, polls.EndPoll(uuid_param(poll_id, "pollId"))))

@@ -1,0 +1,185 @@
+"""Predictions over HTTP: the owner's operations (mounted on the OAuth and the dashboard
+blueprints) and the by-username routes, where viewers bet channel points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+from quart import Blueprint
+from quart_schema import tag, validate_request, validate_response
+
+from volthub.http import access
+from volthub.http.blueprints.interactive.common import (
+    call,
+    channel_of,
+    conflicts,
+    me,
+    streams_blueprint,
+)
+from volthub.http.params import uuid_param
+from volthub.http.ratelimit import limited
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, ErrorBody, Model
+from volthub.hub import interactive_store as reads
+from volthub.hub.components import predictions
+
+# --- shapes ---
+
+
+class PredictionOutcomeOut(Model):
+    id: str
+    title: str
+    users: int
+    points: int
+
+
+class PredictionOut(Model):
+    id: str
+    title: str
+    status: Literal["open", "locked", "resolved", "cancelled"]
+    outcomes: list[PredictionOutcomeOut]
+    totalPoints: int
+    windowSeconds: int
+    startedAt: str
+    locksAt: str
+    lockedAt: str | None
+    endedAt: str | None
+    winningOutcomeId: str | None
+
+
+class PredictionEnvelope(Model):
+    prediction: PredictionOut | None
+
+
+class BetOut(Model):
+    success: bool
+    predictionId: str
+    outcomeId: str
+    points: int = Field(description="the caller's whole bet on this prediction")
+    balance: int = Field(description="the caller's channel points left")
+
+
+class PredictionBody(Body):
+    title: str = Field(min_length=1, max_length=predictions.TITLE_MAX)
+    outcomes: list[str] = Field(min_length=predictions.OUTCOMES_MIN, max_length=predictions.OUTCOMES_MAX)
+    windowSeconds: int = Field(ge=predictions.WINDOW_MIN, le=predictions.WINDOW_MAX)
+
+    _title = field_validator("title")(classmethod(lambda cls, v: predictions.check_title(v)))
+    _outcomes = field_validator("outcomes")(classmethod(lambda cls, v: predictions.check_outcomes(v)))
+
+
+class ResolveBody(Body):
+    winningOutcomeId: str = Field(min_length=1, max_length=64)
+
+
+class BetBody(Body):
+    outcomeId: str = Field(min_length=1, max_length=64)
+    points: int = Field(ge=1, le=predictions.BET_MAX)
+
+
+def _prediction(prediction: predictions.Prediction | None) -> PredictionEnvelope:
+    return PredictionEnvelope(prediction=None if prediction is None else PredictionOut(**prediction.as_api()))
+
+
+# --- the owner's operations ---
+
+
+def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callable[[Any], Any], label: str) -> None:
+    """The operations on the caller's own channel. `read`/`write` declare the access."""
+
+    @blueprint.get("/predictions/active")
+    @read
+    @tag([label])
+    @validate_response(PredictionEnvelope, 200)
+    async def active_prediction() -> PredictionEnvelope:
+        """The open or locked prediction with the points on each outcome, or `{prediction: null}`."""
+        rt = runtime()
+        return _prediction(await rt.db.read(lambda tx: reads.read_active_prediction(tx, me())))
+
+    @blueprint.post("/predictions")
+    @write
+    @limited("interactive")
+    @tag([label])
+    @validate_request(PredictionBody)
+    @validate_response(PredictionEnvelope, 201)
+    @conflicts
+    async def start_prediction(data: PredictionBody) -> tuple[PredictionEnvelope, int]:
+        """Open a prediction: `{title (1–100), outcomes: [2–10 distinct strings of 1–50],
+        windowSeconds (30–1800)}`. States: `open → locked → resolved`, `open | locked →
+        cancelled`. Bets (channel points) are taken while open; at `locksAt` it locks by itself
+        (`channel.prediction.lock`). One open or locked prediction per channel."""
+        command = predictions.StartPrediction(data.title, tuple(data.outcomes), data.windowSeconds)
+        return _prediction(await call(me(), command)), 201
+
+    @blueprint.post("/predictions/<prediction_id>/lock")
+    @write
+    @limited("interactive")
+    @tag([label])
+    @validate_response(PredictionEnvelope, 200)
+    @conflicts
+    async def lock_prediction(prediction_id: str) -> PredictionEnvelope:
+        """Stop taking bets: open → locked (`channel.prediction.lock`). Other states: 409 `invalid_state`."""
+        return _prediction(await call(me(), predictions.LockPrediction(uuid_param(prediction_id, "predictionId"))))
+
+    @blueprint.post("/predictions/<prediction_id>/resolve")
+    @write
+    @limited("interactive")
+    @tag([label])
+    @validate_request(ResolveBody)
+    @validate_response(PredictionEnvelope, 200)
+    @conflicts
+    async def resolve_prediction(prediction_id: str, data: ResolveBody) -> PredictionEnvelope:
+        """Resolve with `{winningOutcomeId}` from `locked`, or from `open` (which locks first:
+        `channel.prediction.lock`, then `channel.prediction.end`). The escrow pays the winners pro
+        rata — floor(bet × pool ÷ winning pool), the rounding remainder one point each to the
+        largest winning bets (then the earlier bet) — so the escrow ends at exactly 0; with no
+        bet on the winning outcome everyone is refunded. Unknown outcome: 400 `invalid_outcome`."""
+        command = predictions.ResolvePrediction(uuid_param(prediction_id, "predictionId"), data.winningOutcomeId)
+        return _prediction(await call(me(), command))
+
+    @blueprint.post("/predictions/<prediction_id>/cancel")
+    @write
+    @limited("interactive")
+    @tag([label])
+    @validate_response(PredictionEnvelope, 200)
+    @conflicts
+    async def cancel_prediction(prediction_id: str) -> PredictionEnvelope:
+        """Cancel an open or locked prediction: every bet is refunded in full, atomically
+        (`channel.prediction.end` with `status: "cancelled"`). Resolved or cancelled: 409."""
+        return _prediction(await call(me(), predictions.CancelPrediction(uuid_param(prediction_id, "predictionId"))))
+
+
+# --- by channel username ---
+
+
+@streams_blueprint.get("/predictions/active")
+@access.public
+@tag(["Polls and giveaways"])
+@validate_response(PredictionEnvelope, 200)
+@validate_response(ErrorBody, 404)
+async def stream_active_prediction(username: str) -> PredictionEnvelope:
+    """The channel's open or locked prediction, or `{prediction: null}` (for viewers and overlays)."""
+    channel_id = await channel_of(username)
+    return _prediction(await runtime().db.read(lambda tx: reads.read_active_prediction(tx, channel_id)))
+
+
+@streams_blueprint.post("/predictions/<prediction_id>/bet")
+@access.token("user:write")
+@tag(["Polls and giveaways"])
+@validate_request(BetBody)
+@validate_response(BetOut, 200)
+@validate_response(ErrorBody, 404)
+@validate_response(ErrorBody, 409)
+async def bet(username: str, prediction_id: str, data: BetBody) -> BetOut:
+    """Bet `{outcomeId, points (≥ 1)}` of your channel points of this channel while the
+    prediction is open. More points on the same outcome add up; another outcome: 409
+    `already_bet`; too few points: 400 `insufficient_funds` (details.balance); locked or
+    ended: 409 `invalid_state`. Bets emit no event."""
+    channel_id = await channel_of(username)
+    command = predictions.PlaceBet(
+        uuid_param(prediction_id, "predictionId"), access.principal().user_id, data.outcomeId, data.points
+    )
+    return BetOut(success=True, **await call(channel_id, command))

@@ -1,0 +1,169 @@
+"""Timers and subathons over HTTP: the owner's operations (mounted on the OAuth and the
+dashboard blueprints) and the public by-username list for overlays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+from quart import Blueprint
+from quart_schema import tag, validate_request, validate_response
+
+from volthub.http import access
+from volthub.http.blueprints.interactive.common import (
+    call,
+    channel_of,
+    conflicts,
+    me,
+    now_ms,
+    streams_blueprint,
+)
+from volthub.http.params import uuid_param
+from volthub.http.ratelimit import limited
+from volthub.http.runtime import runtime
+from volthub.http.schemas import Body, ErrorBody, Model
+from volthub.hub import interactive_store as reads
+from volthub.hub.components import timers
+
+# --- shapes ---
+
+
+class SubathonOut(Model):
+    secondsPerSub: float
+    secondsPerGift: float
+    secondsPerVolt: float
+
+
+class TimerOut(Model):
+    id: str
+    title: str
+    status: Literal["running", "paused", "ended"]
+    durationSeconds: int
+    remainingSeconds: int
+    endsAt: str | None
+    subathon: SubathonOut | None
+
+
+class TimerEnvelope(Model):
+    timer: TimerOut
+
+
+class TimersOut(Model):
+    timers: list[TimerOut]
+
+
+class SubathonIn(Body):
+    secondsPerSub: float = Field(0, ge=0, le=timers.SUBATHON_RATE_MAX)
+    secondsPerGift: float = Field(0, ge=0, le=timers.SUBATHON_RATE_MAX, description="Per gifted subscription.")
+    secondsPerVolt: float = Field(0, ge=0, le=timers.SUBATHON_RATE_MAX)
+
+
+class TimerBody(Body):
+    title: str | None = Field(None, min_length=1, max_length=timers.TITLE_MAX)
+    durationSeconds: int = Field(ge=timers.DURATION_MIN, le=timers.DURATION_MAX)
+    subathon: SubathonIn | None = None
+
+    @field_validator("title")
+    @classmethod
+    def _title(cls, value: str | None) -> str | None:
+        return None if value is None else timers.check_title(value)
+
+    def command(self) -> timers.StartTimer:
+        subathon = None
+        if self.subathon is not None:
+            s = self.subathon
+            subathon = timers.Subathon(float(s.secondsPerSub), float(s.secondsPerGift), float(s.secondsPerVolt))
+        return timers.StartTimer(self.durationSeconds, self.title, subathon)
+
+
+class AddTimeBody(Body):
+    seconds: int = Field(ge=-timers.ADD_MAX, le=timers.ADD_MAX, description="Non-zero; negative takes time away.")
+
+    _seconds = field_validator("seconds")(classmethod(lambda cls, v: timers.check_added(v)))
+
+
+def _timer(view: dict[str, Any]) -> TimerEnvelope:
+    return TimerEnvelope(timer=TimerOut(**view))
+
+
+# --- the owner's operations ---
+
+
+def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callable[[Any], Any], label: str) -> None:
+    """The operations on the caller's own channel. `read`/`write` declare the access."""
+
+    @blueprint.get("/timers")
+    @read
+    @tag([label])
+    @validate_response(TimersOut, 200)
+    async def list_timers() -> TimersOut:
+        """The channel's timers, newest first (at most 100), with their remaining time now."""
+        rt = runtime()
+        found = await rt.db.read(lambda tx: reads.read_timers(tx, me()))
+        now = now_ms(rt)
+        return TimersOut(timers=[TimerOut(**timer.as_api(now)) for timer in found])
+
+    @blueprint.post("/timers")
+    @write
+    @limited("interactive")
+    @tag([label])
+    @validate_request(TimerBody)
+    @validate_response(TimerEnvelope, 201)
+    @validate_response(ErrorBody, 409)
+    async def start_timer(data: TimerBody) -> tuple[TimerEnvelope, int]:
+        """Start a timer (running): `{title? (1–100), durationSeconds (1–604800), subathon?:
+        {secondsPerSub, secondsPerGift, secondsPerVolt}}`. States and operations: pause
+        running → paused; resume paused → running; end running|paused → ended; add-time
+        running|paused; reset restores durationSeconds (running stays running, paused stays
+        paused, ended runs again). A running timer reaching zero ends by itself. Each change
+        emits one `channel.timer.update`, never per tick. A subathon timer gains its
+        configured seconds per subscription, per gifted subscription and per Volt by itself.
+        At most 20 running or paused timers: 409 `too_many_timers`."""
+        return _timer(await call(me(), data.command())), 201
+
+    def timer_operation(operation: str) -> None:
+        async def operate(timer_id: str) -> TimerEnvelope:
+            return _timer(await call(me(), timers.TimerOperation(uuid_param(timer_id, "timerId"), operation)))
+
+        operate.__name__ = f"{operation}_timer"
+        operate.__doc__ = (
+            f"`{operation}` the timer (see `POST timers` for the states); "
+            "a state that does not allow it: 409 `invalid_state` with `details.status`."
+        )
+        view = conflicts(validate_response(TimerEnvelope, 200)(operate))
+        view = write(limited("interactive")(tag([label])(view)))
+        blueprint.post(f"/timers/<timer_id>/{operation}")(view)
+
+    for name in timers.OPERATIONS:
+        timer_operation(name)
+
+    @blueprint.post("/timers/<timer_id>/add-time")
+    @write
+    @limited("interactive")
+    @tag([label])
+    @validate_request(AddTimeBody)
+    @validate_response(TimerEnvelope, 200)
+    @conflicts
+    async def add_time(timer_id: str, data: AddTimeBody) -> TimerEnvelope:
+        """Add `{seconds}` (non-zero, ±604800) to a running or paused timer; taking it to zero or
+        below ends it. Ended: 409 `invalid_state`."""
+        return _timer(await call(me(), timers.AddTime(uuid_param(timer_id, "timerId"), data.seconds)))
+
+
+# --- by channel username ---
+
+
+@streams_blueprint.get("/timers")
+@access.public
+@tag(["Polls and giveaways"])
+@validate_response(TimersOut, 200)
+@validate_response(ErrorBody, 404)
+async def stream_timers(username: str) -> TimersOut:
+    """The channel's timers with their remaining time now (for overlays)."""
+    rt = runtime()
+    channel_id = await channel_of(username)
+    found = await rt.db.read(lambda tx: reads.read_timers(tx, channel_id))
+    now = now_ms(rt)
+    return TimersOut(timers=[TimerOut(**timer.as_api(now)) for timer in found])

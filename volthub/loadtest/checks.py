@@ -1,0 +1,251 @@
+"""Checks over a run's figures: `KEY OP NUMBER`, evaluated into pass / fail, and JUnit XML.
+
+KEY is a dotted path into one run's summary (what `--json` writes under `runs`), e.g.
+`delivery.ratio`, `delivery.latency_ms.p99`, `stages.steady.send.errors`. A check whose
+figure is missing fails as "not measured"; a latency percentile from too few samples fails
+as "too few samples" (see `metrics.percentile_coverage`): a gate never passes on a figure
+the run did not measure.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+_EXPR = re.compile(
+    r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*(<=|>=|==|!=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+)
+
+# The figures a check may name: KEY -> what it is. `stages.NAME.` before one of _STAGE_KEYS
+# names that stage's own figure; `delivery.by_kind.KIND.` before `ratio`, `expected`,
+# `received`, `drops` one client kind's.
+KEYS: dict[str, str] = {
+    "delivery.ratio": "deliveries received / deliveries of every offered message to every client that "
+    "should get it (refused, failed and late sends count as undelivered)",
+    "delivery.expected": "deliveries due: offered messages x clients of their channel in the window",
+    "delivery.received": "deliveries that arrived",
+    "delivery.drops": "expected - received",
+    "delivery.clients_with_drops": "clients that missed at least one message",
+    "delivery.per_second": "deliveries per second over sending and the drain",
+    "delivery.latency_ms.p50": "end-to-end latency percentile (ms); also p90, p99, p99.9, max, mean",
+    "delivery.latency_ms.p90": "",
+    "delivery.latency_ms.p99": "",
+    "delivery.latency_ms.p99.9": "",
+    "delivery.latency_ms.max": "",
+    "delivery.latency_ms.mean": "",
+    "send.offered": "chat messages the schedule offered",
+    "send.accepted": "sends answered 200",
+    "send.errors": "sends refused (4xx/5xx), failed (no answer) or not sent in time",
+    "send.refused": "sends answered 4xx or 5xx",
+    "send.failed": "sends without an answer (connection error, timeout)",
+    "send.late": "sends that could not start within a second of their due time (not sent)",
+    "send.per_second": "accepted sends per second",
+    "send.latency_ms.p99": "POST answer time percentile (ms); also p50, p90, max",
+    "send.latency_ms.p50": "",
+    "send.latency_ms.p90": "",
+    "send.latency_ms.max": "",
+    "clients.requested": "clients the run asked for (at its peak)",
+    "clients.connected": "clients that connected",
+    "clients.connect_failures": "clients that never connected",
+    "clients.disconnects": "connections the server ended or lost (not the run's own drops)",
+    "connect.per_second": "connects per second over the ramp",
+    "connect.latency_ms.p50": "connect latency percentile (ms); also p99, max",
+    "connect.latency_ms.p99": "",
+    "connect.latency_ms.max": "",
+    "reconnect.dropped": "sockets a reconnect storm dropped",
+    "reconnect.reconnected": "of those, reconnected",
+    "reconnect.recovered": "of those, recovered their session (same session, missed events replayed)",
+    "reconnect.recovered_ratio": "recovered / dropped with something to resume from (not without_offset)",
+    "reconnect.without_offset": "dropped before any event arrived (nothing to resume from: not recoverable)",
+    "reconnect.latency_ms.p99": "drop to reconnected percentile (ms); also p50, max",
+    "reconnect.latency_ms.p50": "",
+    "reconnect.latency_ms.max": "",
+    "server.cpu_percent": "server CPU % of one core over sending and the drain (whole process tree)",
+    "server.cpu_seconds_per_1000_deliveries": "server CPU seconds per 1,000 deliveries",
+    "server.rss_peak_mib": "server RSS peak (MiB, whole process tree)",
+    "server.rss_growth_kib_per_connection": "server RSS growth per connection over the ramp (KiB)",
+    "hold.connected": "sockets held (--hold)",
+    "hold.disconnects": "sockets lost during the hold",
+    "hold.connect_failures": "held sockets that never connected",
+    "generator.cpu_percent": "the generator's own CPU % (near 100: figures are generator-bound)",
+}
+# What each stage has of those (under stages.NAME.).
+_STAGE_KEYS = {
+    key
+    for key in KEYS
+    if key.startswith(("delivery.ratio", "delivery.expected", "delivery.received", "delivery.drops"))
+    or key.startswith(("delivery.latency_ms.", "reconnect."))
+    or key in ("clients.connected", "clients.disconnects")
+    or key.startswith("send.")
+    and key not in ("send.per_second",)
+    and not key.startswith("send.latency_ms")
+}
+_KIND_KEYS = ("ratio", "expected", "received", "drops")
+PERCENTILE = re.compile(r"\.(p\d+(?:\.\d+)?|max)$")
+
+
+class CheckError(ValueError):
+    """A check expression that does not parse or names no figure."""
+
+
+@dataclass(frozen=True)
+class Check:
+    key: str
+    op: str
+    limit: float
+    name: str = ""  # what it checks, for reports and JUnit; the expression when not given
+
+    @property
+    def expression(self) -> str:
+        return f"{self.key} {self.op} {self.limit:g}"
+
+    @property
+    def title(self) -> str:
+        return self.name or self.expression
+
+
+def known_key(key: str) -> bool:
+    if key in KEYS:
+        return True
+    parts = key.split(".")
+    if len(parts) > 3 and parts[0] == "stages":  # a stage's name may hold dots itself
+        return any(".".join(parts[start:]) in _STAGE_KEYS for start in range(2, len(parts)))
+    if len(parts) == 4 and parts[:2] == ["delivery", "by_kind"]:
+        return parts[3] in _KIND_KEYS
+    return False
+
+
+def parse(text: str, name: str = "") -> Check:
+    match = _EXPR.match(text)
+    if match is None:
+        raise CheckError(f"--check {text!r}: expected KEY OP NUMBER, e.g. 'delivery.ratio>=0.999'")
+    key, op, number = match.groups()
+    if not known_key(key):
+        raise CheckError(
+            f"--check {text!r}: no figure named {key!r} (the figures are listed at the end of `volthub loadtest --help`)"
+        )
+    return Check(key, op, float(number), name)
+
+
+# When no --check is given (and the scenario names none): what a healthy run of a hub looks like.
+DEFAULT_CHECKS: tuple[Check, ...] = (
+    Check("delivery.ratio", ">=", 0.999, "every offered message reaches every client that should get it"),
+    Check("send.errors", "==", 0, "no send refused, failed or late"),
+    Check("delivery.latency_ms.p99", "<", 200, "p99 end-to-end latency under 200 ms"),
+    Check("clients.connect_failures", "==", 0, "every client connects"),
+    Check("clients.disconnects", "==", 0, "no connection lost"),
+)
+
+
+def lookup(run: dict[str, Any], key: str) -> Any:
+    """The figure at a dotted path; keys may themselves hold a dot (`p99.9`), so the longest
+    key that matches wins at each level."""
+    value: Any = run
+    parts = key.split(".")
+    position = 0
+    while position < len(parts):
+        if not isinstance(value, dict):
+            return None
+        for end in range(len(parts), position, -1):
+            name = ".".join(parts[position:end])
+            if name in value:
+                value, position = value[name], end
+                break
+        else:
+            return None
+    return value
+
+
+def evaluate(check: Check, run: dict[str, Any]) -> dict[str, Any]:
+    """{name, key, op, limit, figure, verdict}; verdict one of pass, fail, too few samples,
+    not measured. Only pass passes."""
+    figure = lookup(run, check.key)
+    verdict: str
+    if isinstance(figure, bool) or not isinstance(figure, (int, float)) or math.isnan(figure):
+        verdict = "too few samples" if _too_few(run, check.key) else "not measured"
+        figure = None
+    else:
+        verdict = "pass" if OPS[check.op](figure, check.limit) else "fail"
+    return {
+        "name": check.title,
+        "expression": check.expression,
+        "key": check.key,
+        "op": check.op,
+        "limit": check.limit,
+        "figure": figure,
+        "verdict": verdict,
+    }
+
+
+def _too_few(run: dict[str, Any], key: str) -> bool:
+    """A percentile left out because too few of the expected samples arrived."""
+    match = PERCENTILE.search(key)
+    if match is None or not key[: match.start()].endswith("latency_ms"):
+        return False
+    group = lookup(run, key[: match.start()])
+    return isinstance(group, dict) and group.get("too_few_samples") is True
+
+
+def passed(outcomes: Sequence[dict[str, Any]]) -> bool:
+    return all(outcome["verdict"] == "pass" for outcome in outcomes)
+
+
+def table(outcomes: Sequence[dict[str, Any]]) -> str:
+    """One line per check: verdict, what it checks, figure against limit."""
+    lines = []
+    for outcome in outcomes:
+        figure = outcome["figure"]
+        shown = "–" if figure is None else f"{figure:g}" if isinstance(figure, float) else f"{figure:,}"
+        verdict = {"pass": "met", "fail": "NOT met"}.get(outcome["verdict"], outcome["verdict"])
+        where = f"[{outcome['target']}] " if outcome.get("target") else ""
+        name = "" if outcome["name"] == outcome["expression"] else f"{outcome['name']}: "
+        lines.append(f"{verdict:<16} {where}{name}{outcome['expression']} (measured {shown})")
+    return "\n".join(lines)
+
+
+def write_junit(path: Path, outcomes: Sequence[dict[str, Any]], suite: str = "volthub loadtest") -> None:
+    """One <testcase> per check; a check that did not pass is a <failure> with its figure."""
+    failures = sum(1 for outcome in outcomes if outcome["verdict"] != "pass")
+    root = ElementTree.Element("testsuites", name=suite, tests=str(len(outcomes)), failures=str(failures))
+    case_suite = ElementTree.SubElement(
+        root, "testsuite", name=suite, tests=str(len(outcomes)), failures=str(failures), errors="0", skipped="0"
+    )
+    for outcome in outcomes:
+        case = ElementTree.SubElement(
+            case_suite,
+            "testcase",
+            classname=f"loadtest.{outcome.get('target') or 'run'}",
+            name=f"{outcome['name']} ({outcome['expression']})"
+            if outcome["name"] != outcome["expression"]
+            else outcome["name"],
+            time="0",
+        )
+        if outcome["verdict"] != "pass":
+            failure = ElementTree.SubElement(
+                case, "failure", message=f"{outcome['verdict']}: measured {outcome['figure']}", type=outcome["verdict"]
+            )
+            failure.text = f"{outcome['expression']}: measured {outcome['figure']}, verdict {outcome['verdict']}"
+    ElementTree.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def keys_table() -> str:
+    """The documented figures, listed at the end of `volthub loadtest --help`."""
+    width = max(len(key) for key in KEYS)
+    lines = [f"{key:<{width}}  {text}" for key, text in KEYS.items() if text]
+    lines.append(f"{'stages.NAME.<key>':<{width}}  one stage's figure (delivery.*, send.*, clients.*, reconnect.*)")
+    lines.append(f"{'delivery.by_kind.KIND.ratio':<{width}}  one client kind's (also expected, received, drops)")
+    return "\n".join(lines)
