@@ -13,6 +13,7 @@ from quart import Blueprint, request
 from quart_schema import tag, validate_querystring, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
@@ -145,6 +146,7 @@ def _purchase_result(result: tuple[int, dict[str, Any] | None, dict[str, Any]]) 
 @idempotent
 @access.token("payments:write")
 @tag(["Volts"])
+@error_responses(503)
 @validate_request(PurchaseBody)
 @validate_response(PurchaseResultOut, 200)
 @validate_response(PurchaseResultOut, 202)
@@ -161,6 +163,7 @@ async def purchase(data: PurchaseBody) -> tuple[PurchaseResultOut, int]:
 @blueprint.get("/purchases/<purchase_id>")
 @access.token("payments:read")
 @tag(["Volts"])
+@error_responses(404)
 @validate_response(PurchaseResultOut)
 async def get_purchase(purchase_id: str) -> PurchaseResultOut:
     """One of the caller's purchases; a pending one is polled at its provider first (and
@@ -172,6 +175,7 @@ async def get_purchase(purchase_id: str) -> PurchaseResultOut:
 @blueprint.post("/purchases/callback/<provider>")
 @access.public
 @tag(["Volts"])
+@error_responses(401)
 @validate_response(PurchaseOut)
 async def purchase_callback(provider: str) -> PurchaseOut:
     """The payment provider's signed callback: confirms (and credits, once) or fails the
