@@ -242,7 +242,13 @@ def _load_plugins() -> None:
     """Sub-commands defined by feature modules register themselves on import."""
     import importlib
 
-    for module in ("volthub.loadtest.cli", "volthub.tools.conformance", "volthub.cli_apps", "volthub.cli_catalogue"):
+    for module in (
+        "volthub.loadtest.cli",
+        "volthub.tools.conformance",
+        "volthub.cli_apps",
+        "volthub.cli_catalogue",
+        "volthub.cli_devtools",
+    ):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

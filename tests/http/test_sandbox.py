@@ -1,15 +1,15 @@
-"""The test-event sandbox: validation, own channel only, nothing stored."""
+"""The test-event sandbox: validation, own channel only, nothing stored; the six test types
+and every emitted event by name."""
 
 from __future__ import annotations
 
-import typing
 from typing import Any
 
 import pytest
 
 from tests.conftest import register
 from volthub.http.blueprints import sandbox
-from volthub.protocol import catalogue
+from volthub.protocol import catalogue, trigger
 
 TEST_EVENTS = "/api/integrations/oauth/test/events"
 EXPECTED = {
@@ -161,18 +161,94 @@ async def test_types_list(client: Any, method: str) -> None:
 
 
 def test_the_sandbox_table_is_the_catalogues() -> None:
-    """`/api/events/types` derives its `sandbox` flag from catalogue.SANDBOX_EVENTS: the
-    blueprint serves exactly those types, and the request model accepts exactly them."""
-    assert set(sandbox.KINDS) == set(catalogue.SANDBOX_EVENTS) == set(typing.get_args(sandbox.EventType))
+    """The blueprint's six builders are exactly catalogue.SANDBOX_EVENTS's types."""
+    assert set(sandbox.KINDS) == set(catalogue.SANDBOX_EVENTS)
     assert catalogue.SANDBOX_EVENTS == EXPECTED
 
 
 async def test_event_types_route_reports_sandbox_and_real_producers(client: Any) -> None:
     response = await client.get("/api/events/types")
     by_name = {entry["name"]: entry for entry in (await response.get_json())["types"]}
-    assert {name for name, entry in by_name.items() if entry["sandbox"]} == set(EXPECTED.values())
+    assert {name for name, entry in by_name.items() if entry["sandbox"]} == {*trigger.names(), *catalogue.ALIASES}
+    assert set(EXPECTED.values()) <= set(trigger.names())
     assert by_name["channel.follow"]["emitted"] is True and by_name["user.authorization.grant"]["emitted"] is True
     # The sandbox sending an event does not make it emitted: only a real producer does.
     for name in EXPECTED.values():
         assert by_name[name]["emitted"] is (name in catalogue.PRODUCERS), name
     assert by_name["channel.hype_train.begin"]["emitted"] is False
+    assert by_name["channel.hype_train.begin"]["sandbox"] is False
+
+
+OVER_EVENTS_API = [name for name in trigger.names() if catalogue.delivered_over_events_api(name)]
+WEBHOOK_ONLY = [name for name in trigger.names() if not catalogue.delivered_over_events_api(name)]
+
+
+@pytest.mark.parametrize("name", OVER_EVENTS_API)
+async def test_every_emitted_event_can_be_sent_by_name_and_nothing_is_stored(
+    app: Any, client: Any, published: list[Any], name: str
+) -> None:
+    user = await register(client)
+    before = await _row_counts(app)
+    response = await client.post(TEST_EVENTS, headers=user.headers, json={"eventType": name, "channelId": user.id})
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    body = await response.get_json()
+    [event] = [e for e in published if e.is_test]
+    assert (event.id, event.name, event.data) == (body["eventId"], name, body["data"])
+    required = {f.name for f in catalogue.BY_NAME[name].fields if not f.optional}
+    assert required <= set(body["data"]) and body["data"]["isTest"] is True
+    assert body["webhooks"] == []
+    assert await _row_counts(app) == before
+
+
+async def test_fields_override_the_sample_payload(client: Any, published: list[Any]) -> None:
+    user = await register(client)
+    response = await client.post(
+        TEST_EVENTS,
+        headers=user.headers,
+        json={
+            "eventType": "channel.goal.progress",
+            "channelId": user.id,
+            "fields": {"currentAmount": 42, "isTest": False},
+        },
+    )
+    assert response.status_code == 400  # isTest is not the caller's to change
+    response = await client.post(
+        TEST_EVENTS,
+        headers=user.headers,
+        json={"eventType": "channel.goal.progress", "channelId": user.id, "fields": {"currentAmount": 42}},
+    )
+    data = (await response.get_json())["data"]
+    assert data["currentAmount"] == 42 and data["isTest"] is True
+    response = await client.post(
+        TEST_EVENTS,
+        headers=user.headers,
+        json={"eventType": "follow", "channelId": user.id, "fields": {"displayName": "Ada"}},
+    )
+    assert (await response.get_json())["data"]["displayName"] == "Ada"  # the six types take fields too
+
+
+async def test_unknown_payload_field_is_400_and_sends_nothing(client: Any, published: list[Any]) -> None:
+    user = await register(client)
+    response = await client.post(
+        TEST_EVENTS,
+        headers=user.headers,
+        json={"eventType": "stream.online", "channelId": user.id, "fields": {"nope": 1}},
+    )
+    assert response.status_code == 400
+    body = await response.get_json()
+    assert body["error"] == "validation_error" and body["details"]["fields"][0]["field"] == "fields.nope"
+    assert not [e for e in published if e.is_test]
+
+
+@pytest.mark.parametrize("name", WEBHOOK_ONLY)
+async def test_a_webhook_only_event_needs_webhooks_true(client: Any, published: list[Any], name: str) -> None:
+    user = await register(client)
+    response = await client.post(TEST_EVENTS, headers=user.headers, json={"eventType": name, "channelId": user.id})
+    assert response.status_code == 400
+    assert (await response.get_json())["details"]["fields"][0]["field"] == "webhooks"
+    response = await client.post(
+        TEST_EVENTS, headers=user.headers, json={"eventType": name, "channelId": user.id, "webhooks": True}
+    )
+    assert response.status_code == 200
+    assert (await response.get_json())["webhooks"] == []  # no webhooks yet
+    assert not [e for e in published if e.is_test]  # never on the Events API

@@ -112,12 +112,17 @@ async def test_a_lost_connection_reconnects_and_replays_the_gap(processes: Any, 
     assert two.relay.reconnects >= 1
 
 
-async def test_sandbox_events_cross_processes_too(processes: Any) -> None:
+async def test_test_events_cross_processes_without_an_event_log_row(processes: Any) -> None:
     one, two = await processes(), await processes()
     sent = one.publisher.publish_ephemeral("c1", "channel.follow", {"text": "test follow"})
     await two.wait_for(lambda heard: len(heard) == 1)
     assert two.heard[0].id == sent.id and two.heard[0].is_test
+    assert two.heard[0].data == {"text": "test follow"} and two.heard[0].seq is None
     await one.wait_for(lambda heard: len(heard) == 1)
+    assert await one.database.read(event_log.last_position) == 0  # nothing of a test is stored
+    await one.emit("c1", {"text": "real"})  # a real event after it is still in order, seq 1
+    await two.wait_for(lambda heard: len(heard) == 2)
+    assert two.heard[1].seq == 1
 
 
 async def test_a_starting_process_fills_resume_buffers_but_delivers_nothing_old(processes: Any) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from volthub import cli
-from volthub.loadtest.cli import configure
+from volthub.loadtest.options import configure
 
 
 def parser() -> argparse.ArgumentParser:

@@ -39,7 +39,8 @@ def responds(
 ) -> Callable[[F], F]:
     """Document an answer the JSON rules cannot describe: `content_type` None is an empty
     body (a redirect); a text type documents a string; the JSON error body for 4xx/5xx
-    unless `schema` says otherwise."""
+    unless `schema` says otherwise. Stated twice for one status with two content types,
+    both are documented."""
 
     def mark(fn: F) -> F:
         entries: dict[str, Any] = dict(getattr(fn, _RESPONSES, {}))
@@ -52,6 +53,9 @@ def responds(
             else:
                 body = _ERROR_REF if status >= 400 else {"type": "object"}
             response["content"] = {content_type: {"schema": body}}
+            earlier = entries.get(str(status), {}).get("content")
+            if earlier:  # one status, several content types (negotiated by Accept)
+                response["content"] = {**earlier, **response["content"]}
         entries[str(status)] = response
         setattr(fn, _RESPONSES, entries)
         return fn

@@ -324,10 +324,7 @@ class PostgresRelay:
         self._made_progress()
 
     def _hand_over_transient(self, item: event_log.TransientEvent) -> None:
-        from volthub.hub.publisher import Event
-
-        body = item.body
-        event = Event(item.event_id, item.name, item.channel_id, body["d"], body["t"], bool(body.get("x")))
+        event = _from_body(item.event_id, item.name, item.channel_id, item.body, None)
         self.relayed += 1
         for listener in list(self._listeners):
             _call(listener, event)
@@ -383,10 +380,13 @@ def _body(event: Event) -> dict[str, Any]:
 
 
 def _event(row: event_log.LoggedEvent) -> Event:
+    return _from_body(row.event_id, row.name, row.channel_id, row.body, row.seq)
+
+
+def _from_body(event_id: str, name: str, channel_id: str, body: dict[str, Any], seq: int | None) -> Event:
     from volthub.hub.publisher import Event
 
-    body = row.body
-    return Event(row.event_id, row.name, row.channel_id, body["d"], body["t"], bool(body.get("x")), row.seq)
+    return Event(event_id, name, channel_id, body["d"], body["t"], bool(body.get("x")), seq)
 
 
 def _call(listener: Listener, event: Event) -> None:

@@ -104,7 +104,7 @@ class EventType:
             "description": self.description,
             "transports": {"eventsApi": EVENTS_API in self.transports, "webhooks": WEBHOOKS in self.transports},
             "emitted": is_emitted(self.name),
-            "sandbox": self.name in SANDBOX_NAMES,
+            "sandbox": self.name in SANDBOX_NAMES or is_emitted(self.name),
             "public": self.public,
             "aliasOf": self.alias_of,
             "webhookScope": self.webhook_scope,

@@ -16,6 +16,7 @@ from volthub.hub.clock import Clock, to_ms
 from volthub.persistence import Database, Tx
 from volthub.persistence import apps as repo
 from volthub.persistence import oauth as oauth_repo
+from volthub.persistence import users as users_repo
 from volthub.persistence.apps import App
 from volthub.protocol.oauth.client_auth import plausible_client_id
 from volthub.services.oauth import CLIENT_SECRET_PREFIX, OAuthService, digest, new_secret
@@ -135,3 +136,26 @@ class Apps:
             return oauth_repo.app_scope_grants(tx, client_id)
 
         return await self._db.read(read)
+
+    async def user_grants(self, owner_id: str, client_id: str) -> list[UserGrant]:
+        """The active grants users gave the caller's app, oldest first, with their usernames."""
+
+        def read(tx: Tx) -> list[UserGrant]:
+            owned_app(tx, owner_id, client_id)
+            found = []
+            for grant in oauth_repo.active_grants_of_app(tx, client_id):
+                user = users_repo.get_by_id(tx, grant.user_id)
+                name = user.username if user is not None else grant.user_id
+                found.append(UserGrant(grant.id, grant.user_id, name, sorted(grant.held), grant.created_at))
+            return found
+
+        return await self._db.read(read)
+
+
+@dataclass(frozen=True)
+class UserGrant:
+    grant_id: str
+    user_id: str
+    username: str
+    scopes: list[str]
+    created_at: int

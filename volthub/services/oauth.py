@@ -41,6 +41,7 @@ from volthub.persistence import oauth as repo
 from volthub.persistence import users as users_repo
 from volthub.persistence.apps import App
 from volthub.persistence.oauth import AuthorizationCode, Grant
+from volthub.persistence.users import User
 from volthub.protocol import catalogue
 from volthub.protocol.catalogue import Person
 from volthub.protocol.oauth import pkce
@@ -253,22 +254,50 @@ class OAuthService:
         return OAuthError("invalid_grant", "authorization code was already used; the tokens issued with it are revoked")
 
     def _new_grant(self, tx: Tx, emitter: Emitter, code: AuthorizationCode) -> Issued | OAuthError:
-        now = emitter.now_ms
         app = apps_repo.get_app(tx, code.client_id)
         user = users_repo.get_by_id(tx, code.user_id)
         if app is None or user is None:
             return OAuthError("invalid_grant", "the app or the user of this code no longer exists")
-        held = self._held(tx, code.scope, code.client_id)
+        issued = self._grant(tx, emitter, app, user, code.scope)
+        repo.attach_grant(tx, code.code_hash, issued.grant_id)
+        return issued
+
+    async def mint(self, username: str, client_id: str, scope: str) -> Issued:
+        """A grant made without the consent screen, for local development (`volthub token`):
+        recorded, listed and revocable like any other. Sensitive scopes the operator has not
+        granted the app are refused (`invalid_scope`), as the consent screen refuses them."""
+
+        def change(tx: Tx, emitter: Emitter, touched: list[str]) -> Issued | OAuthError:
+            user = users_repo.get_by_username_insensitive(tx, username)
+            if user is None:
+                return OAuthError("invalid_request", f"no user named {username!r}")
+            app = apps_repo.get_app(tx, client_id)
+            if app is None:
+                return OAuthError("invalid_client", f"no app with client id {client_id!r}")
+            lacking = self.missing_review(scope, repo.app_scope_grants(tx, client_id))
+            if lacking:
+                return OAuthError(
+                    "invalid_scope",
+                    f"sensitive scopes need an operator grant first: volthub apps grant {client_id} {' '.join(lacking)}",
+                )
+            return self._grant(tx, emitter, app, user, scope)
+
+        return self._raise_or_return(await self._write(change))
+
+    def _grant(self, tx: Tx, emitter: Emitter, app: App, user: User, scope: str) -> Issued:
+        """A new active grant of `scope` (what the operator allows of it) with a refresh token,
+        and its `user.authorization.grant` event."""
+        now = emitter.now_ms
+        held = self._held(tx, scope, app.client_id)
         grant = repo.create_grant(
             tx,
             grant_id=str(uuid.uuid4()),
             user_id=user.id,
             client_id=app.client_id,
-            consented_scope=code.scope,
+            consented_scope=scope,
             held=held,
             now_ms=now,
         )
-        repo.attach_grant(tx, code.code_hash, grant.id)
         refresh = self._new_refresh_token(tx, grant.id, now)
         data = catalogue.user_authorization_grant(
             user=Person.of(user),
@@ -278,7 +307,7 @@ class OAuthService:
             granted_at=iso8601(now),
         )
         emitter.emit(app.owner_id, "user.authorization.grant", data)
-        return Issued(grant.id, user.id, app.client_id, self._token_scope(code.scope, held), refresh)
+        return Issued(grant.id, user.id, app.client_id, self._token_scope(scope, held), refresh)
 
     def _new_refresh_token(self, tx: Tx, grant_id: str, now_ms: int) -> str:
         token = new_secret(REFRESH_PREFIX)

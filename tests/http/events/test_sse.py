@@ -14,8 +14,8 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 from tests.conftest import LiveServer, make_settings, register_live, serve_app
 from tests.conftest import RegisteredUser as Account
 from volthub.config import EventsSettings
-from volthub.http.blueprints.events import _event_stream
-from volthub.http.events.socketio import SSE_WIRE, sse_encode
+from volthub.http.blueprints.events import event_stream
+from volthub.http.events.socketio import SSE_WIRE, sse_named
 from volthub.hub.fanout import Fanout
 from volthub.hub.publisher import Event
 from volthub.persistence.users import User
@@ -165,8 +165,21 @@ async def test_unknown_last_event_id_sends_missed_then_the_buffer(http: httpx.As
     assert [e.id for e in found[2:]] == [s["eventId"] for s in sent[2:]]
 
 
-async def test_each_event_comes_named_then_unnamed_by_default(http: httpx.AsyncClient, owner: Account) -> None:
+async def test_each_event_comes_once_named_by_default(http: httpx.AsyncClient, owner: Account) -> None:
     async with aconnect_sse(http, "GET", STREAM, headers=owner.headers) as source:
+        stream = Stream(source.aiter_sse())
+        assert (await stream.next()).event == "connected"
+        sent = [await sandbox(http, owner, "follow"), await sandbox(http, owner, "raid")]
+        seen = [await stream.next(), await stream.next()]
+    # With two forms the second read would be the unnamed copy of the first event.
+    assert [(e.event, e.id) for e in seen] == [
+        ("channel.follow", sent[0]["eventId"]),
+        ("channel.raid", sent[1]["eventId"]),
+    ]
+
+
+async def test_messages_both_sends_named_then_unnamed(http: httpx.AsyncClient, owner: Account) -> None:
+    async with aconnect_sse(http, "GET", STREAM, headers=owner.headers, params={"messages": "both"}) as source:
         stream = Stream(source.aiter_sse())
         assert (await stream.next()).event == "connected"
         sent = await sandbox(http, owner, "follow")
@@ -239,10 +252,10 @@ def _event(n: int, channel: str = "c1", name: str = "channel.follow") -> Event:
 
 async def test_a_stream_that_falls_behind_gets_the_reason_and_ends() -> None:
     fanout = Fanout(resume_size=10)
-    fanout.register_wire(SSE_WIRE, sse_encode)
+    fanout.register_wire(SSE_WIRE, sse_named)
     settings = EventsSettings(queue_size=8)
     user = User("c1", "streamer", "Streamer", None, "", 0, 0)
-    stream = _event_stream(fanout, settings, user, None, None)
+    stream = event_stream(fanout, settings, user, None, None)
     assert (await stream.__anext__()).startswith(b"event: connected\n")
     for n in range(20):  # nobody reads: the queue holds 8, the 9th overflows
         fanout.publish(_event(n))
@@ -255,9 +268,9 @@ async def test_a_stream_that_falls_behind_gets_the_reason_and_ends() -> None:
 
 async def test_closing_the_stream_unsubscribes() -> None:
     fanout = Fanout()
-    fanout.register_wire(SSE_WIRE, sse_encode)
+    fanout.register_wire(SSE_WIRE, sse_named)
     user = User("c1", "streamer", "Streamer", None, "", 0, 0)
-    stream = _event_stream(fanout, EventsSettings(), user, frozenset({"channel.raid"}), None)
+    stream = event_stream(fanout, EventsSettings(), user, frozenset({"channel.raid"}), None)
     await stream.__anext__()
     assert fanout.subscriber_count("c1") == 1
     await stream.aclose()

@@ -1,7 +1,7 @@
 """The SSE stream in headless Chromium with a real `EventSource`.
 
-`EventSource.onmessage` only sees unnamed messages; the stream sends each event both named
-and unnamed by default, and one form with `?messages=`. The page sends the token as a
+`EventSource.onmessage` only sees unnamed messages; the stream sends each event once, named,
+by default, unnamed with `?messages=unnamed`, and both with `?messages=both`. The page sends the token as a
 header (Playwright's extra headers), as a browser app behind a proxy adding it would.
 """
 
@@ -59,7 +59,7 @@ def watch_in_browser(base: str, token: str, channel_id: str, query: str, expect:
             browser.close()
 
 
-@pytest.mark.parametrize(("query", "expect"), [("", "unnamed"), ("?messages=unnamed", "unnamed")])
+@pytest.mark.parametrize(("query", "expect"), [("?messages=unnamed", "unnamed"), ("?messages=both", "unnamed")])
 async def test_eventsource_onmessage_receives_the_envelopes(
     live_server: LiveServer,
     chromium: str,  # noqa: F811
@@ -72,16 +72,20 @@ async def test_eventsource_onmessage_receives_the_envelopes(
     assert [m["data"]["event"] for m in unnamed] == ["channel.follow", "channel.follow"]
     assert all(m["data"]["data"]["isTest"] is True and m["id"] for m in unnamed)
     assert unnamed[0]["id"] != unnamed[1]["id"]
-    if query:
+    if query == "?messages=unnamed":
         assert seen["named"] == []  # only the form asked for
     else:
         assert seen["named"] == unnamed  # the same envelope and id, named
 
 
-async def test_eventsource_named_only(live_server: LiveServer, chromium: str) -> None:  # noqa: F811
+@pytest.mark.parametrize("query", ["", "?messages=named"])
+async def test_eventsource_gets_each_event_once_named_by_default(
+    live_server: LiveServer,
+    chromium: str,  # noqa: F811
+    query: str,
+) -> None:
     owner = await register_live(live_server.url)
-    seen = await trio.to_thread.run_sync(
-        watch_in_browser, live_server.url, owner.token, owner.id, "?messages=named", "named"
-    )
+    seen = await trio.to_thread.run_sync(watch_in_browser, live_server.url, owner.token, owner.id, query, "named")
     assert [m["data"]["event"] for m in seen["named"]] == ["channel.follow", "channel.follow"]
+    assert seen["named"][0]["id"] != seen["named"][1]["id"]
     assert seen["unnamed"] == []

@@ -33,3 +33,6 @@ BLUEPRINTS += interactive.BLUEPRINTS
 from volthub.http.blueprints import channel_roles, subscriptions, volts  # noqa: E402  (subscriptions, roles, Volts)
 
 BLUEPRINTS += [volts.blueprint, subscriptions.blueprint, channel_roles.blueprint]
+from volthub.http.blueprints import developer, devpages  # noqa: E402  (index, API reference, dashboard)
+
+BLUEPRINTS += [devpages.blueprint, developer.blueprint]

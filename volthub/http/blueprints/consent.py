@@ -17,7 +17,6 @@ with `volthub.http.consent_page` and served with its SECURITY_HEADERS.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import re
 import secrets
 from collections.abc import Mapping
@@ -38,9 +37,9 @@ from volthub.http.consent_page import (
 )
 from volthub.http.login_guard import LoginThrottled, guarded_login
 from volthub.http.openapi import responds
+from volthub.http.page_session import csrf_ok, csrf_token, session_user, set_cookie
 from volthub.http.runtime import runtime
 from volthub.services.oauth import OAuthError
-from volthub.services.tokens import SESSION, TokenError
 from volthub.services.users import User
 
 blueprint = Blueprint("consent", __name__)
@@ -145,17 +144,7 @@ async def _login(checked: AuthorizeRequest, params: dict[str, str], values: Mapp
 
 
 async def _signed_in_user() -> User | None:
-    raw = request.cookies.get(SESSION_COOKIE)
-    tokens = runtime().tokens
-    if not raw or tokens is None:
-        return None
-    try:
-        claims = tokens.verify(raw)
-    except TokenError:
-        return None
-    if claims.kind != SESSION:
-        return None
-    return await runtime().services.users.by_id(claims.user_id)
+    return await session_user(request.cookies.get(SESSION_COOKIE))
 
 
 # --- CSRF ------------------------------------------------------------------------------------------
@@ -183,15 +172,8 @@ def _request_digest(checked: AuthorizeRequest) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _csrf_token(seed: str, purpose: str) -> str:
-    key = runtime().services.oauth_csrf_key.encode("utf-8")
-    return hmac.new(key, f"{purpose}|{seed}".encode(), hashlib.sha256).hexdigest()
-
-
-def _csrf_ok(seed: str | None, purpose: str, sent: str | None) -> bool:
-    if not seed or not sent:
-        return False
-    return hmac.compare_digest(_csrf_token(seed, purpose).encode("ascii"), sent.encode("utf-8", "surrogatepass"))
+_csrf_token = csrf_token
+_csrf_ok = csrf_ok
 
 
 # --- responses -------------------------------------------------------------------------------------
@@ -253,5 +235,4 @@ def _redirect(location: str) -> Response:
 
 
 def _set_cookie(response: Response, name: str, value: str, max_age: int | None) -> None:
-    secure = request.scheme == "https" or runtime().settings.server.public_url.startswith("https://")
-    response.set_cookie(name, value, max_age=max_age, path=COOKIE_PATH, secure=secure, httponly=True, samesite="Lax")
+    set_cookie(response, name, value, max_age, COOKIE_PATH)

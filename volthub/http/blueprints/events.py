@@ -15,7 +15,7 @@ from volthub.config import EventsSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.events.registry import ConnectionRegistry
-from volthub.http.events.socketio import SLOW_CONSUMER, SSE_ENCODERS, sse_wire
+from volthub.http.events.socketio import SLOW_CONSUMER, SSE_DEFAULT_FORM, SSE_ENCODERS, sse_wire
 from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
@@ -33,11 +33,12 @@ class StreamQuery(Query):
     events: str | None = Field(
         None, max_length=4096, description="comma-separated Events API names; only these are sent"
     )
-    messages: Literal["both", "named", "unnamed"] = Field(
-        "both",
-        description="which SSE form of each event to send: `both` (the message named"
-        " after the event, then an unnamed one with the same envelope and id), `named` (for"
-        " `addEventListener(name)` only) or `unnamed` (for `EventSource.onmessage` only)",
+    messages: Literal["named", "unnamed", "both"] = Field(
+        "named",
+        description="which SSE form of each event to send: `named` (the default: each event once,"
+        " as `event: <name>`, for `addEventListener(name)` and SSE libraries), `unnamed` (for"
+        " `EventSource.onmessage`) or `both` (the named message, then an unnamed one with the"
+        " same envelope and id)",
     )
 
 
@@ -62,7 +63,9 @@ class EventTypeOut(Model):
         description="true when something on the platform really sends it; false for the hype-train"
         " events (never sent) and for events whose producer has not landed yet"
     )
-    sandbox: bool = Field(description="the sandbox can send it as a test event")
+    sandbox: bool = Field(
+        description="the sandbox (and `volthub trigger`) can send it as a test event: every emitted event"
+    )
     public: bool = Field(description="sent to anonymous subscribers of the channel too")
     aliasOf: str | None
     webhookScope: str | None
@@ -77,7 +80,7 @@ class EventTypesOut(Model):
 class SseSubscriber:
     """One SSE stream, as the fan-out sees it: a bounded queue of encoded events."""
 
-    def __init__(self, queue_size: int, form: str = "both") -> None:
+    def __init__(self, queue_size: int, form: str = SSE_DEFAULT_FORM) -> None:
         self.wire = sse_wire(form)
         self.send, self.receive = trio.open_memory_channel[bytes](queue_size)
         self.reason: str | None = None
@@ -124,11 +127,11 @@ async def stream(query_args: StreamQuery) -> Response:
 
     Send `Accept: text/event-stream`. The stream opens with `event: connected`
     (`{channelUsername, channelId}`), then one event per platform event: `event: <name>`,
-    `id: <event id>`, `data: <envelope {event, data, timestamp}>`, followed by the same
-    envelope and id as an unnamed message (`id:` and `data:` only), which is what a browser's
-    `EventSource.onmessage` receives. `messages=named` or `messages=unnamed`
-    sends only that form, so a client need not read every event twice; `messages=both` is
-    the default. `events=a,b` keeps only
+    `id: <event id>`, `data: <envelope {event, data, timestamp}>`: each event once, named
+    after its type, which is what `EventSource.addEventListener(name)` and SSE libraries
+    expect. `messages=unnamed` sends the same envelope and id as an unnamed message instead
+    (`id:` and `data:` only), which is what a browser's `EventSource.onmessage` receives;
+    `messages=both` sends the named message followed by the unnamed one. `events=a,b` keeps only
     those names (unknown names: 400 `unknown_event`); `connected` is sent whatever the
     filter. Comment lines (`: keep-alive`) flow while idle.
 
@@ -145,16 +148,20 @@ async def stream(query_args: StreamQuery) -> Response:
     """
     names = _event_filter(query_args.events)
     user = await _token_owner()
-    client_id = access.principal().client_id
+    return stream_response(user, names, query_args.messages, access.principal().client_id)
+
+
+def stream_response(user: User, names: frozenset[str] | None, form: str, client_id: str | None) -> Response:
+    """The SSE response of `user`'s channel (also the developer dashboard's inspector)."""
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
-    body = _event_stream(
+    body = event_stream(
         rt.services.fanout,
         rt.settings.events,
         user,
         names,
         last_id,
-        query_args.messages,
+        form,
         client_id,
         rt.services.connections,
     )
@@ -192,13 +199,13 @@ async def _token_owner() -> User:
     return user
 
 
-async def _event_stream(
+async def event_stream(
     fanout: Fanout,
     settings: EventsSettings,
     user: User,
     names: frozenset[str] | None,
     last_id: str | None,
-    form: str = "both",
+    form: str = SSE_DEFAULT_FORM,
     client_id: str | None = None,
     connections: ConnectionRegistry | None = None,
 ) -> AsyncIterator[bytes]:

@@ -2,8 +2,14 @@
 
 A test event travels the same fan-out as real events (Socket.IO and SSE, with an event id
 in the resume buffer), carries ``isTest: true`` in its data, and is never stored: no
-database write, no webhook outbox row, no money, subscription or analytics change. It goes
-to the channel owner's connections only (see volthub.hub.fanout).
+database write (not even the PostgreSQL event log), no webhook outbox row, no money,
+subscription or analytics change. It goes to the channel owner's connections only (see
+volthub.hub.fanout) and, when asked, once to the owner's webhooks that want it, signed as a
+real delivery (volthub.services.webhooks.direct).
+
+Event types: the six historical test types (`follow`, `raid`, ...: built by their own
+builders, which check tiers and amounts) and every event name the catalogue marks emitted
+(sample payloads from its field list, volthub.protocol.trigger).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 from quart import Blueprint
@@ -23,8 +29,11 @@ from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
 from volthub.hub.clock import iso8601, to_ms
-from volthub.protocol import catalogue
+from volthub.hub.publisher import Event
+from volthub.protocol import catalogue, trigger
 from volthub.protocol.catalogue import Person
+from volthub.services.accounts import User
+from volthub.services.webhooks import TestDelivery
 
 blueprint = Blueprint("sandbox", __name__, url_prefix="/api/integrations/oauth/test")
 
@@ -32,11 +41,15 @@ MAX_MESSAGE = 500
 MAX_AMOUNT = 1_000_000
 TIERS = ("tier1", "tier2", "tier3")
 
-EventType = Literal["subscription", "gift_subscription", "follow", "volt_tip", "raid", "chat_message"]
+MAX_FIELDS = 32
 
 
 class TestEventBody(Body):
-    eventType: EventType
+    eventType: str = Field(
+        max_length=64,
+        description="a test type (subscription, gift_subscription, follow, volt_tip, raid, chat_message)"
+        " or any event name `GET /api/events/types` marks emitted",
+    )
     channelId: str = Field(max_length=64, description="must be the token owner's id (their channel)")
     tier: str | None = Field(None, max_length=16, description="tier1, tier2 or tier3 (subscriptions)")
     amount: float | None = Field(
@@ -44,6 +57,25 @@ class TestEventBody(Body):
     )
     message: str | None = Field(None, max_length=4096, description=f"at most {MAX_MESSAGE} characters")
     quantity: int | None = Field(None, description="gifted subscriptions, 1-100")
+    fields: dict[str, Any] | None = Field(
+        None, description="payload fields to set (names from the event's `fields` in `GET /api/events/types`)"
+    )
+    eventsApi: bool = Field(True, description="send it to the channel's Events API connections")
+    webhooks: bool = Field(
+        False,
+        description="also POST it once to the channel owner's webhooks subscribed to it (only the token's"
+        " app's webhooks with an app token), signed as a real delivery; nothing is recorded",
+    )
+
+
+class TestDeliveryOut(Model):
+    webhookId: str
+    clientId: str
+    url: str
+    event: str = Field(description="the name it was delivered under")
+    status: int | None = Field(description="the receiver's HTTP status; null when no response came")
+    error: str | None
+    latencyMs: int
 
 
 class TestEventOut(Model):
@@ -53,6 +85,7 @@ class TestEventOut(Model):
     channelId: str
     timestamp: str
     data: dict[str, Any]
+    webhooks: list[TestDeliveryOut] = Field(default_factory=list, description="one entry per webhook tried")
 
 
 class TestEventTypeOut(Model):
@@ -216,22 +249,23 @@ def _test_user() -> Person:
 @validate_request(TestEventBody)
 @validate_response(TestEventOut)
 async def send_test_event(data: TestEventBody) -> TestEventOut:
-    """Send a synthetic event to your own channel's Events API connections.
+    """Send a synthetic event to your own channel.
 
     Any valid token. `channelId` must be the token owner's id (403 `channel_not_owned`
-    otherwise). The six types map to channel.subscribe, channel.subscription.gift,
-    channel.follow, channel.volts, channel.raid and chat.message; the payload carries
-    `isTest: true`. Nothing is stored and no webhook fires.
+    otherwise). `eventType` is one of the six test types (they map to channel.subscribe,
+    channel.subscription.gift, channel.follow, channel.volts, channel.raid and
+    chat.message) or any event name the catalogue marks emitted, whose sample payload
+    `fields` may adjust. The payload carries `isTest: true`. It goes to the channel's Events
+    API connections (`eventsApi`, default true, for events the Events API carries) and, with
+    `webhooks: true`, once to each of the owner's webhooks subscribed to it, signed exactly
+    as a real delivery; each attempt's outcome is in `webhooks`. Nothing is stored, retried
+    or counted.
     """
     channel_id = access.check_own_channel(data.channelId)
-    rt = runtime()
-    channel = await rt.services.accounts.get_user(channel_id)
+    channel = await runtime().services.accounts.get_user(channel_id)
     if channel is None:
         raise access.unauthorized("invalid_token", "the token's user no longer exists")
-    at = iso8601(to_ms(rt.clock.now()))
-    context = _Context(_test_user(), at, channel.username)
-    payload = KINDS[data.eventType].build(data.model_copy(update={"channelId": channel_id}), context)
-    event = rt.events.publish_ephemeral(channel_id, catalogue.SANDBOX_EVENTS[data.eventType], payload)
+    event, tried = await publish_test(data, channel, access.principal().client_id)
     return TestEventOut(
         eventId=event.id,
         event=event.name,
@@ -239,7 +273,61 @@ async def send_test_event(data: TestEventBody) -> TestEventOut:
         channelId=channel_id,
         timestamp=event.timestamp,
         data=event.data,
+        webhooks=[
+            TestDeliveryOut(
+                webhookId=d.webhook_id,
+                clientId=d.client_id,
+                url=d.url,
+                event=d.event_name,
+                status=d.status,
+                error=d.error,
+                latencyMs=d.latency_ms,
+            )
+            for d in tried
+        ],
     )
+
+
+async def publish_test(
+    body: TestEventBody, channel: User, client_id: str | None, *, logged: bool = False
+) -> tuple[Event, list[TestDelivery]]:
+    """Build and send a test event of `channel` (its owner asked): to the Events API when it
+    carries the event and `body.eventsApi`, and with `body.webhooks` to the owner's webhooks
+    that want it (only `client_id`'s when given): once and unrecorded, or `logged` as
+    ordinary outbox deliveries (the developer dashboard, which shows the delivery log)."""
+    rt = runtime()
+    at = iso8601(to_ms(rt.clock.now()))
+    name, payload = _build(body.model_copy(update={"channelId": channel.id}), channel, at)
+    to_sockets = body.eventsApi and catalogue.delivered_over_events_api(name)
+    if not to_sockets and not body.webhooks:
+        raise _invalid("webhooks", f"the Events API does not carry {name}: send it with webhooks: true")
+    event = rt.events.publish_ephemeral(channel.id, name, payload, publish=to_sockets)
+    tried: list[TestDelivery] = []
+    if body.webhooks and logged:
+        await rt.services.webhooks.enqueue_test(event, client_id)
+    elif body.webhooks:
+        tried = await rt.services.webhooks.deliver_test(event, client_id)
+    return event, tried
+
+
+def _build(body: TestEventBody, channel: User, at: str) -> tuple[str, dict[str, Any]]:
+    """The event name and test payload of `body`."""
+    if body.fields is not None and len(body.fields) > MAX_FIELDS:
+        raise _invalid("fields", f"at most {MAX_FIELDS} fields")
+    try:
+        entry = trigger.resolve(body.eventType)
+    except trigger.UnknownTestEvent:
+        raise _invalid("eventType", "not a test type nor an emitted event name (see GET /api/events/types)") from None
+    try:
+        if body.eventType in KINDS:
+            payload = KINDS[body.eventType].build(body, _Context(_test_user(), at, channel.username))
+            payload = {**payload, **trigger.checked_fields(entry, body.fields)}
+        else:
+            who = trigger.Channel(channel.id, channel.username, channel.display_name)
+            payload = trigger.sample(entry, who, at, body.fields)
+    except trigger.InvalidField as exc:
+        raise _invalid(f"fields.{exc.field}", exc.message) from None
+    return entry.name, payload
 
 
 def _types() -> TestEventTypesOut:
@@ -258,7 +346,8 @@ def _types() -> TestEventTypesOut:
 @tag(["Sandbox"])
 @validate_response(TestEventTypesOut)
 async def test_event_types() -> TestEventTypesOut:
-    """The test event types, the event each sends, and the fields each uses."""
+    """The six test types, the event each sends, and the fields each uses. Every event
+    `GET /api/events/types` marks emitted can be sent too, by its name."""
     return _types()
 
 

@@ -110,16 +110,18 @@ def socket_encoder(namespace: str, offsets: bool = False) -> Callable[[PlatformE
     return encode
 
 
-# The SSE forms of an event, chosen per stream with `?messages=`: the named
-# message (`event: <name>`), the unnamed one (what `EventSource.onmessage` receives), or
-# both, named first. Each carries the envelope and the event id, so `Last-Event-ID` resumes
+# The SSE forms of an event, chosen per stream with `?messages=`: the named message
+# (`event: <name>`, the default: what `addEventListener(name)` and SSE libraries expect,
+# each event once), the unnamed one (what `EventSource.onmessage` receives), or both,
+# named first. Each carries the envelope and the event id, so `Last-Event-ID` resumes
 # whichever form a client reads. One wire per form: each is encoded once per event.
-SSE_FORMS: Final = ("both", "named", "unnamed")
-SSE_WIRE: Final = "sse"  # both forms, the default
+SSE_FORMS: Final = ("named", "unnamed", "both")
+SSE_DEFAULT_FORM: Final = "named"
+SSE_WIRE: Final = "sse"  # the default form's wire
 
 
 def sse_wire(form: str) -> str:
-    return SSE_WIRE if form == "both" else f"sse {form}"
+    return SSE_WIRE if form == SSE_DEFAULT_FORM else f"sse {form}"
 
 
 def sse_named(event: PlatformEvent) -> bytes:

@@ -7,6 +7,7 @@ HTTPS adapter, and the owner's administration of webhooks.
 - `outbox`: `OutboxSink`, the `EventPublisher` transaction sink that writes delivery rows.
 - `client`: `Deliverer`, one HTTPS POST per attempt to a policy-checked address.
 - `dispatcher`: `Dispatcher`, claiming due rows, the worker pool, the attempt recorder.
+- `direct`: test deliveries: one signed POST of a test event, stored nowhere.
 - `admin`: `WebhookAdmin`, CRUD, secret rotation, delivery log and redelivery for an app's owner.
 
 Protocol decisions (body, signatures, schedule, target policy) are the sans-IO modules in
@@ -37,6 +38,7 @@ from volthub.services.webhooks.client import (
     Resolver,
     make_ssl_context,
 )
+from volthub.services.webhooks.direct import TestDelivery
 from volthub.services.webhooks.dispatcher import Dispatcher, WebhookConfig
 from volthub.services.webhooks.outbox import OutboxSink, ScopeCheck, app_holds_scope, event_time_ms
 
@@ -52,6 +54,7 @@ __all__ = [
     "OutboxSink",
     "Resolver",
     "ScopeCheck",
+    "TestDelivery",
     "TooManyWebhooks",
     "WebhookAdmin",
     "WebhookChange",

@@ -24,6 +24,7 @@ from volthub.protocol.webhooks import (
     should_disable,
 )
 from volthub.services.webhooks.client import MAX_ERROR_TEXT, Deliverer, make_ssl_context
+from volthub.services.webhooks.direct import TestDelivery, deliver_test, enqueue_test
 from volthub.services.webhooks.outbox import OutboxSink
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,19 @@ class Dispatcher:
     def wake(self) -> None:
         """Look for due deliveries now (new rows, a re-enabled webhook, a redelivery)."""
         self._poke.set()
+
+    async def deliver_test(self, event: Event, client_id: str | None = None) -> list[TestDelivery]:
+        """A test event, once, to the webhooks that want it: signed like a real delivery,
+        recorded nowhere (see `volthub.services.webhooks.direct`)."""
+        return await deliver_test(self.db, self.clock, self.deliverer, event, client_id)
+
+    async def enqueue_test(self, event: Event, client_id: str | None = None) -> list[str]:
+        """A test event queued as real deliveries (logged, retried, redeliverable)."""
+        now = self.now_ms()
+        queued = await self.db.write(lambda tx: enqueue_test(tx, event, client_id, now))
+        if queued:
+            self.wake()
+        return queued
 
     def on_event(self, event: Event) -> None:
         """Bus listener: runs after the commit, so the rows are visible to the claim."""
