@@ -152,6 +152,12 @@ def postgres_url(postgres_server: str, postgres_template: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def another_postgres_url(postgres_server: str, postgres_template: str) -> Iterator[str]:
+    """A second brand-new database, for a test that runs two deployments side by side."""
+    yield from _scratch_database(postgres_server, postgres_template)
+
+
+@pytest.fixture
 def empty_postgres_url(postgres_server: str) -> Iterator[str]:
     """A URL of a brand-new database with nothing in it: for tests of migrating itself."""
     yield from _scratch_database(postgres_server, None)

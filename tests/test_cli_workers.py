@@ -98,3 +98,71 @@ def test_workers_refuse_sqlite(sqlite_url: str) -> None:
     )
     assert result.returncode == 2
     assert b"needs PostgreSQL" in result.stderr
+
+
+@pytest.mark.slow
+def test_one_scrape_shows_every_workers_requests(empty_postgres_url: str, tmp_path: Path) -> None:
+    """The workers share their metrics: whichever answers the scrape counts the requests of
+    both (their JSON access lines name the worker), and a worker killed and replaced keeps
+    its requests in the totals."""
+    import orjson
+    from prometheus_client.parser import text_string_to_metric_families
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "VOLTHUB_AUTH__ARGON2_TIME_COST": str(FAST_AUTH["argon2_time_cost"]),
+        "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": str(FAST_AUTH["argon2_memory_kib"]),
+        "VOLTHUB_LOGGING__FORMAT": "json",
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    log = open(tmp_path / "workers.log", "wb")  # noqa: SIM115 - the child writes to it
+    argv = [sys.executable, "-m", "volthub", "serve", "--workers", "2", "--port", str(port)]
+    parent = subprocess.Popen([*argv, "--database", empty_postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def livez_count() -> float:
+        text = httpx.get(f"{url}/metrics", timeout=5).text
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "volthub_http_requests_total" and sample.labels["route"] == "/livez"
+        )
+
+    try:
+        wait_healthy(url, parent)
+        deadline = time.monotonic() + 30
+        while len(children(parent.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(children(parent.pid)) == 2
+        requests = 60
+        for _ in range(requests):  # a new connection each: the kernel deals them out to both workers
+            assert httpx.get(f"{url}/livez", timeout=5).status_code == 200
+        assert livez_count() == requests
+        lines = [orjson.loads(line) for line in (tmp_path / "workers.log").read_text().splitlines() if line.strip()]
+        served_by = {line.get("worker") for line in lines if line.get("path") == "/livez"}
+        assert served_by == {"1", "2"}, served_by
+
+        victim = sorted(children(parent.pid))[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = children(parent.pid)
+            if len(now) == 2 and victim not in now:
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.2)  # real time: the parent starts a new worker
+        assert livez_count() >= requests  # the dead worker's requests still count
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(60) == 0
+        last = orjson.loads((tmp_path / "workers.log").read_text().splitlines()[-1])
+        assert last["message"].startswith("volthub stopped") and "worker" not in last
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        log.close()

@@ -37,6 +37,10 @@ def test_environment_ignores_unrelated_variables():
         ({"VOLTHUB_DATABASE__URL": "mysql://x"}, "database.url"),
         ({"VOLTHUB_SERVER__NO_SUCH_KEY": "1"}, "server.no_such_key"),
         ({"VOLTHUB_NOSECTION__KEY": "1"}, "nosection"),
+        ({"VOLTHUB_CLUSTER__BROKER": "kafka"}, "cluster.broker"),
+        ({"VOLTHUB_CLUSTER__BROKER": "redis"}, "cluster"),  # and no address
+        ({"VOLTHUB_CLUSTER__REDIS_URL": "http://x"}, "cluster.redis_url"),
+        ({"VOLTHUB_CLUSTER__REDIS_CLUSTER_NODES": "10.0.0.1"}, "cluster.redis_cluster_nodes"),
         ({"VOLTHUB_INGEST__RTMP_URL": ""}, "ingest"),  # no ingest address left to offer
         ({"VOLTHUB_INGEST__WHIP_URL": "srt://media:9000"}, "ingest.whip_url"),
     ],
@@ -54,3 +58,41 @@ def test_bad_toml_and_missing_file_are_config_errors(tmp_path):
         load_settings(broken, environ={})
     with pytest.raises(ConfigError, match="not found"):
         load_settings(tmp_path / "missing.toml", environ={})
+
+
+def test_the_redis_broker_is_chosen_by_environment():
+    settings = load_settings(
+        environ={"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": "rediss://cache:6380/0"}
+    )
+    assert settings.cluster.broker == "redis"
+    assert settings.cluster.redis_url == "rediss://cache:6380/0"
+    nodes = load_settings(environ={"VOLTHUB_CLUSTER__REDIS_CLUSTER_NODES": "10.0.0.1:6379,10.0.0.2:6379"})
+    assert nodes.cluster.redis_cluster_nodes == ["10.0.0.1:6379", "10.0.0.2:6379"]
+    assert load_settings(environ={}).cluster.broker == "postgres"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"extvideo": {"base_url": "https://video.example", "client_id": "c"}},
+        {"extvideo": {"base_url": "https://video.example", "client_id": "c"}, "server": {"public_url": "volthub"}},
+        {"extvideo": {"base_url": "https://video.example", "client_id": "c", "redirect_uri": "/api/extvideo/cb"}},
+    ],
+)
+def test_extvideo_refuses_to_start_without_an_absolute_redirect_uri(overrides):
+    with pytest.raises(ConfigError) as excinfo:
+        load_settings(environ={}, overrides=overrides)
+    assert "extvideo.redirect_uri" in str(excinfo.value)
+
+
+def test_extvideo_redirect_uri_comes_from_public_url_or_its_own_key():
+    configured = {"base_url": "https://video.example", "client_id": "c"}
+    from_public = load_settings(
+        environ={}, overrides={"extvideo": configured, "server": {"public_url": "https://volthub.example/"}}
+    )
+    assert from_public.extvideo.callback_url(from_public.server.public_url) == (
+        "https://volthub.example/api/extvideo/auth/callback"
+    )
+    own = load_settings(environ={}, overrides={"extvideo": {**configured, "redirect_uri": "https://a.example/cb"}})
+    assert own.extvideo.callback_url("") == "https://a.example/cb"
+    assert load_settings(environ={}, overrides={}).extvideo.base_url == ""  # off: nothing to check

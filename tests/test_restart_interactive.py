@@ -16,6 +16,8 @@ import httpx
 import orjson
 import pytest
 
+from tests.redis_support import RedisServer
+
 pytestmark = pytest.mark.slow
 
 
@@ -85,6 +87,7 @@ class Scenario:
     owner: dict[str, Any]
     poll: dict[str, Any]
     timer: dict[str, Any]
+    env: dict[str, str] = field(default_factory=dict)  # the broker of a PostgreSQL deployment
     restarted: list[Any] = field(default_factory=list)
     watchers: list[Watcher] = field(default_factory=list)
 
@@ -96,31 +99,33 @@ class Scenario:
         return all(w.named("channel.poll.end") and w.named("channel.timer.update") for w in self.watchers)
 
 
-def _start_and_kill(database_url: str, server_process: Any) -> Scenario:
-    """A server with an open poll (15 s) and a running timer (12 s), killed with SIGKILL."""
-    server = server_process(database_url)
+def _start_and_kill(
+    database_url: str, server_process: Any, env: dict[str, str] | None = None, poll_seconds: int = 15
+) -> Scenario:
+    """A server with an open poll (15 s) and a running timer (3 s shorter), killed with SIGKILL."""
+    server = server_process(database_url, env)
     owner = _register(server.url, f"kill{int(time.time() * 1000) % 10**8}")
     headers = {"Authorization": f"Bearer {owner['token']}"}
     poll = httpx.post(
         f"{server.url}/api/dashboard/polls",
-        json={"title": "Survive?", "options": ["yes", "no"], "durationSeconds": 15},
+        json={"title": "Survive?", "options": ["yes", "no"], "durationSeconds": poll_seconds},
         headers=headers,
         timeout=10,
     ).json()["poll"]
     timer = httpx.post(
-        f"{server.url}/api/dashboard/timers", json={"durationSeconds": 12}, headers=headers, timeout=10
+        f"{server.url}/api/dashboard/timers", json={"durationSeconds": poll_seconds - 3}, headers=headers, timeout=10
     ).json()["timer"]
     server.process.send_signal(signal.SIGKILL)
     server.process.wait(10)
-    return Scenario(database_url, owner, poll, timer)
+    return Scenario(database_url, owner, poll, timer, dict(env or {}))
 
 
 def _restart_and_watch(scenario: Scenario, server_process: Any) -> None:
     """One process on SQLite; two processes sharing the database on PostgreSQL, one observer
     on each. Both processes resume the deadlines and race their guarded writes."""
-    scenario.restarted.append(server_process(scenario.database_url))
+    scenario.restarted.append(server_process(scenario.database_url, scenario.env))
     if scenario.database_url.startswith("postgresql"):
-        scenario.restarted.append(server_process(scenario.database_url))
+        scenario.restarted.append(server_process(scenario.database_url, scenario.env))
     scenario.watchers.extend(_watch(process.url, scenario.owner["token"]) for process in scenario.restarted)
 
 
@@ -160,10 +165,25 @@ def test_open_poll_and_running_timer_end_on_time_after_sigkill(request, sqlite_u
     database_urls = [sqlite_url]
     with contextlib.suppress(pytest.skip.Exception):
         database_urls.append(request.getfixturevalue("postgres_url"))
-    scenarios = [_start_and_kill(url, server_process) for url in database_urls]
+    _run([_start_and_kill(url, server_process) for url in database_urls], server_process)
+
+
+def test_with_the_redis_broker_a_poll_and_a_timer_end_once_after_sigkill(postgres_url, server_process, tmp_path):
+    """The same on PostgreSQL with Redis between the processes: the guarded writes still end
+    each deadline once, and the end reaches the observers of both processes."""
+    redis = RedisServer(tmp_path).start()
+    try:
+        env = {"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": redis.url}
+        # Longer deadlines: three process starts (the killed one and two restarts) come first.
+        _run([_start_and_kill(postgres_url, server_process, env, poll_seconds=20)], server_process)
+    finally:
+        redis.stop()
+
+
+def _run(scenarios: list[Scenario], server_process: Any) -> None:
     for scenario in scenarios:
         _restart_and_watch(scenario, server_process)
-    deadline = time.time() + 30
+    deadline = time.time() + 60
     while time.time() < deadline and not all(scenario.done() for scenario in scenarios):
         time.sleep(0.2)  # real time: server processes run the deadlines
     time.sleep(2)  # room for a duplicate to show up

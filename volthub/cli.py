@@ -1,4 +1,9 @@
-"""`volthub serve | migrate | users` — the operator's entry points."""
+"""volthub: a self-hostable developer platform for live streaming (OAuth, chat, the Events API
+over Socket.IO and SSE, signed webhooks).
+
+Start with `volthub serve`; `volthub config check` shows the settings it would use. Every
+command reads `--config FILE` (TOML) and `VOLTHUB_<SECTION>__<KEY>` environment variables.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -42,7 +48,11 @@ def settings_from(args: argparse.Namespace, **server: Any) -> Settings:
     server = {key: value for key, value in server.items() if value is not None}
     if server:
         overrides["server"] = server
-    return load_settings(args.config, overrides=overrides)
+    settings = load_settings(args.config, overrides=overrides)
+    from volthub import logs
+
+    logs.configure(settings.logging.format, settings.logging.level)
+    return settings
 
 
 # --- serve -------------------------------------------------------------------------------
@@ -55,7 +65,18 @@ def _port(text: str) -> int:
     return port
 
 
+SERVE_EPILOG = """signals:
+  SIGTERM, SIGINT  stop gracefully: stop accepting, end event streams and Socket.IO
+                   sessions, let requests in flight finish ([server] shutdown_timeout), exit
+  SIGHUP           with --workers: rolling restart (apply pending migrations, then replace
+                   the workers one at a time; the port never closes)
+
+GET /healthz is 200 once ready; GET /metrics serves Prometheus metrics to [metrics] allow."""
+
+
 def _configure_serve(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = SERVE_EPILOG
     _common(parser)
     parser.add_argument("--host", help="address to bind (default [server] host)")
     parser.add_argument("--port", type=int, help="port to bind (default [server] port)")
@@ -72,6 +93,7 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
 
 @command("serve", _configure_serve)
 def serve(args: argparse.Namespace) -> int:
+    """Serve the API, the Events API and the pages (migrates the database first)."""
     settings = settings_from(args, host=args.host, port=args.port)
     if args.gateway_port is not None:
         events = type(settings.events).model_validate(
@@ -99,12 +121,12 @@ async def _serve(settings: Settings, listen_fd: int | None = None) -> None:
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_wait_for_signal, stop)
-        log.info("volthub listening on %s", config.bind[0])
         # Hypercorn stops accepting, closes idle keep-alive connections, lets in-flight
         # requests finish (shutdown_timeout), then runs the app's after_serving, which
         # cancels the background services' nursery.
         await hypercorn_serve(app, config, shutdown_trigger=functools.partial(_stopping, stop, app))
         nursery.cancel_scope.cancel()
+    log.info("volthub stopped")
 
 
 async def _stopping(stop: trio.Event, app: Any) -> None:
@@ -128,7 +150,7 @@ def _tune_garbage_collector(gen0_threshold: int) -> None:
 async def _wait_for_signal(stop: trio.Event) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
-            log.info("received %s, shutting down", signal.Signals(signum).name)
+            log.info("received %s: shutting down gracefully", signal.Signals(signum).name)
             stop.set()
             return
 
@@ -138,6 +160,7 @@ async def _wait_for_signal(stop: trio.Event) -> None:
 
 @command("migrate", _common)
 def migrate_command(args: argparse.Namespace) -> int:
+    """Apply pending database migrations (serve does it too) and list what was applied."""
     from volthub.persistence import migrate
 
     settings = settings_from(args)
@@ -179,6 +202,7 @@ def _configure_users(parser: argparse.ArgumentParser) -> None:
 
 @command("users", _configure_users)
 def users_command(args: argparse.Namespace) -> int:
+    """First-party accounts: create one (password from stdin when not given) or list them."""
     settings = settings_from(args)
     return trio.run(_users_create if args.action == "create" else _users_list, settings, args)
 
@@ -235,6 +259,68 @@ async def _users_list(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+# --- config ------------------------------------------------------------------------------
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "default.toml"
+_SECRET_WORDS = ("secret", "password", "token")
+
+
+def _configure_config(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    check = sub.add_parser(
+        "check",
+        help="validate a config file and the VOLTHUB_* environment; print the effective settings",
+        description="Validate --config FILE (if given) together with the VOLTHUB_<SECTION>__<KEY> environment "
+        "variables, and print the settings the server would run with, as TOML, secrets masked. "
+        "Exit status 2 and a message naming the key when a value is wrong.",
+    )
+    _common(check)
+    sub.add_parser("show-defaults", help="print the documented default configuration file (every key)")
+
+
+@command("config", _configure_config)
+def config_command(args: argparse.Namespace) -> int:
+    """Check a configuration (effective settings, secrets masked) or print the defaults."""
+    if args.action == "show-defaults":
+        if DEFAULT_CONFIG.is_file():
+            sys.stdout.write(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+        else:  # an installed copy without the repository: the same values, without the comments
+            sys.stdout.write(_as_toml(Settings().model_dump()))
+        return 0
+    settings = settings_from(args)
+    source = args.config or "built-in defaults"
+    print(f"# configuration is valid ({source} and the environment); secrets are masked")
+    sys.stdout.write(_as_toml(_masked(settings.model_dump())))
+    return 0
+
+
+def _masked(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    from volthub.logs import mask_url
+
+    masked: dict[str, dict[str, Any]] = {}
+    for section, keys in values.items():
+        masked[section] = {}
+        for key, value in keys.items():
+            if isinstance(value, str) and value and any(word in key for word in _SECRET_WORDS):
+                value = "***"
+            elif isinstance(value, str) and key.endswith("url"):
+                value = mask_url(value)
+            masked[section][key] = value
+    return masked
+
+
+def _as_toml(values: dict[str, dict[str, Any]]) -> str:
+    import json
+
+    lines: list[str] = []
+    for section, keys in values.items():
+        lines.append(f"\n[{section}]")
+        for key, value in keys.items():
+            text = str(value).lower() if isinstance(value, bool) else json.dumps(value)
+            lines.append(f"{key} = {text}")
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
 # --- entry point ---------------------------------------------------------------------------
 
 
@@ -257,12 +343,18 @@ def _load_plugins() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from volthub import logs
+
+    logs.configure("text", "info")  # `serve` switches to [logging] once the settings are read
     _load_plugins()
-    parser = argparse.ArgumentParser(prog="volthub", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, (configure, _) in COMMANDS.items():
-        configure(sub.add_parser(name, help=(COMMANDS[name][1].__doc__ or "").strip() or None))
+    parser = argparse.ArgumentParser(
+        prog="volthub", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (configure, run) in COMMANDS.items():
+        text = (run.__doc__ or "").strip()
+        summary = text.split("\n\n")[0].replace("\n", " ") or None
+        configure(sub.add_parser(name, help=summary, description=text or None))
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command][1](args)

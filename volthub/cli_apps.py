@@ -33,8 +33,13 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     _common(review)
     review.add_argument("client_id", metavar="CLIENT_ID")
     review.add_argument("--unset", action="store_true", help="remove the reviewed mark")
+    scopes = ", ".join(sorted(SENSITIVE_SCOPES))
     for name, text in (("grant", "let an app request sensitive scopes"), ("revoke", "withdraw sensitive-scope grants")):
-        action = sub.add_parser(name, help=text)
+        action = sub.add_parser(
+            name,
+            help=text,
+            description=f"{text[0].upper()}{text[1:]}. Sensitive scopes: {scopes}. Other scopes need no grant.",
+        )
         _common(action)
         action.add_argument("client_id", metavar="CLIENT_ID")
         action.add_argument("scopes", metavar="SCOPE", nargs="+")

@@ -93,11 +93,15 @@ def _run(args: argparse.Namespace, handler: Handler) -> int:
 async def _emotes(settings: Settings, database: Any, args: argparse.Namespace) -> int:
     clock = SystemClock()
     media = MediaStore(database, clock, storage=settings.media.storage, directory=settings.media.directory)
-    emotes = Emotes(database, clock, media, max_bytes=settings.media.emote_max_bytes)
+    emotes = Emotes(
+        database, clock, media, max_bytes=settings.media.emote_max_bytes, max_side=settings.media.emote_max_side
+    )
     channel_id = await emotes.channel_id(args.channel) if args.channel else None
     if args.action == "add":
         data = await trio.to_thread.run_sync(Path(args.file).read_bytes)
-        emote = await emotes.add(channel_id, args.code, check_image(data, None, emotes.max_bytes), None)
+        emote = await emotes.add(
+            channel_id, args.code, check_image(data, None, emotes.max_bytes, emotes.max_side), None
+        )
         print(f"{emote.code}\t{emote.id}\tadded")
     elif args.action == "remove":
         await emotes.remove(channel_id, args.code)

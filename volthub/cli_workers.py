@@ -16,6 +16,9 @@ Signals to the parent:
   attempt is refused; Events API clients of the old worker reconnect (SSE with
   Last-Event-ID, Socket.IO by its client) to the others.
 A worker that dies on its own is started again after a back-off.
+
+Metrics: the workers share a PROMETHEUS_MULTIPROC_DIR (volthub.metrics), so a scrape that
+any of them answers shows the whole server; a worker that exits has its live gauges dropped.
 """
 
 from __future__ import annotations
@@ -24,14 +27,17 @@ import argparse
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from types import FrameType
 
+from volthub import logs, metrics, version
 from volthub.config import Settings
 
 log = logging.getLogger("volthub.workers")
@@ -57,8 +63,26 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if _migrate(args) != 0:
         return 1
     listener = _bind(settings)
+    metrics_dir, own_dir = _metrics_dir()
     parent = Parent(args, listener, args.workers, settings.server.shutdown_timeout)
-    return parent.run()
+    try:
+        log.info("%s", logs.startup_summary(settings, version(), workers=args.workers))
+        return parent.run()
+    finally:
+        if own_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+        log.info("volthub stopped (all workers have exited)")
+
+
+def _metrics_dir() -> tuple[str, bool]:
+    """The directory where the workers keep their metrics, so one scrape of any worker
+    shows the whole server: the operator's PROMETHEUS_MULTIPROC_DIR (emptied of an earlier
+    run's files), else a fresh one removed on exit. The workers inherit it."""
+    given = os.environ.get(metrics.MULTIPROC_ENV)
+    directory = given or tempfile.mkdtemp(prefix="volthub-metrics-")
+    metrics.prepare_multiprocess_dir(directory)
+    os.environ[metrics.MULTIPROC_ENV] = directory
+    return directory, not given
 
 
 def _child_args(args: argparse.Namespace, command: str) -> list[str]:
@@ -73,8 +97,12 @@ def _child_args(args: argparse.Namespace, command: str) -> list[str]:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    """In a child process, so a rolling restart applies the migrations of the new code."""
-    return subprocess.call(_child_args(args, "migrate"))
+    """In a child process, so a rolling restart applies the migrations of the new code.
+    What it prints becomes log lines of the parent (one format for the whole run)."""
+    result = subprocess.run(_child_args(args, "migrate"), stdout=subprocess.PIPE, text=True)
+    for line in result.stdout.splitlines():
+        log.info("migrations: %s", line)
+    return result.returncode
 
 
 def _bind(settings: Settings) -> socket.socket:
@@ -85,7 +113,6 @@ def _bind(settings: Settings) -> socket.socket:
     listener.bind((host.strip("[]"), port))
     listener.listen(settings.server.listen_backlog)
     listener.set_inheritable(True)
-    log.info("volthub workers listening on %s:%d", host, listener.getsockname()[1])
     return listener
 
 
@@ -93,6 +120,7 @@ def _bind(settings: Settings) -> socket.socket:
 class Worker:
     process: subprocess.Popen[bytes]
     ready_fd: int  # read end of the readiness pipe
+    index: int = 0  # 1 to N: names the worker in its log lines
     ready: bool = False
 
 
@@ -111,8 +139,8 @@ class Parent:
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_hup)
         try:
-            for _ in range(self.count):
-                self.workers.append(self._start())
+            for index in range(1, self.count + 1):
+                self.workers.append(self._start(index))
             if not all(self._wait_ready(w) for w in self.workers):
                 log.error("a worker did not start; stopping")
                 return 1
@@ -125,11 +153,15 @@ class Parent:
                 for index, worker in enumerate(self.workers):
                     if worker.process.poll() is not None and not self._stopping:
                         failures += 1
+                        metrics.worker_exited(worker.process.pid)
                         log.warning(
-                            "worker %d exited with %s; starting another", worker.process.pid, worker.process.returncode
+                            "worker %d (pid %d) exited with status %s; starting a new one",
+                            worker.index,
+                            worker.process.pid,
+                            worker.process.returncode,
                         )
                         time.sleep(min(10.0, 0.5 * failures))
-                        self.workers[index] = self._start()
+                        self.workers[index] = self._start(worker.index)
                         if self._wait_ready(self.workers[index]):
                             failures = 0
                 time.sleep(0.2)
@@ -146,14 +178,19 @@ class Parent:
         log.info("received SIGHUP: rolling restart")
         self._roll = True
 
-    def _start(self) -> Worker:
+    def _start(self, index: int) -> Worker:
         read_fd, write_fd = os.pipe()
         fd = self.listener.fileno()
-        env = {**os.environ, "VOLTHUB_DATABASE__MIGRATE_ON_START": "false", READY_FD_ENV: str(write_fd)}
+        env = {
+            **os.environ,
+            "VOLTHUB_DATABASE__MIGRATE_ON_START": "false",
+            READY_FD_ENV: str(write_fd),
+            logs.WORKER_ENV: str(index),
+        }
         argv = _child_args(self.args, "serve") + ["--listen-fd", str(fd)]
         process = subprocess.Popen(argv, env=env, pass_fds=(fd, write_fd))
         os.close(write_fd)
-        return Worker(process, read_fd)
+        return Worker(process, read_fd, index)
 
     def _wait_ready(self, worker: Worker) -> bool:
         deadline = time.monotonic() + READY_TIMEOUT
@@ -176,7 +213,7 @@ class Parent:
         for index, old in enumerate(list(self.workers)):
             if self._stopping:
                 return
-            new = self._start()
+            new = self._start(old.index)
             if not self._wait_ready(new):
                 log.error("a new worker did not start: the old ones stay")
                 self._terminate(new)
@@ -193,6 +230,7 @@ class Parent:
         except subprocess.TimeoutExpired:
             worker.process.kill()
             worker.process.wait()
+        metrics.worker_exited(worker.process.pid)
 
     def _stop_all(self) -> None:
         for worker in self.workers:

@@ -24,6 +24,14 @@ async def chat_env(sqlite_url: str) -> AsyncIterator[ChatEnv]:
 
 
 @pytest.fixture
+async def backend_chat_env(database_url: str) -> AsyncIterator[ChatEnv]:
+    """The chat environment on each backend (SQLite, then PostgreSQL when it is available)."""
+    application = chat_app(database_url)
+    async with application.test_app():
+        yield ChatEnv(application)
+
+
+@pytest.fixture
 def published(app: Any) -> list[Any]:
     """Every event the module's ``app`` puts on its bus, in order (on PostgreSQL through the
     relay, so a moment after the request that caused it)."""

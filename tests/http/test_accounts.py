@@ -36,7 +36,12 @@ async def test_wrong_password_and_unknown_user_look_the_same(client):
     ):
         response = await client.post("/api/auth/login", json=body)
         assert response.status_code == 401
-        assert await response.get_json() == {"error": "invalid_credentials", "message": "username or password is wrong"}
+        body = await response.get_json()
+        assert body == {
+            "error": "invalid_credentials",
+            "message": "username or password is wrong",
+            "details": {"requestId": response.headers["X-Request-Id"]},
+        }
 
 
 @pytest.mark.parametrize(

@@ -346,3 +346,28 @@ async def test_bot_names_follow_the_reserved_usernames(chat_env: ChatEnv):
             f"/api/developer/apps/{client_id}/bot/configure", json={"name": name}, headers=dev.headers
         )
         assert refused.status_code == 400, name
+
+
+async def test_bot_names_that_impersonate_roles_are_reserved(chat_env: ChatEnv):
+    dev = await chat_env.user()
+    created = await chat_env.client.post("/api/developer/apps", json={"name": "B", "botApp": True}, headers=dev.headers)
+    client_id = (await created.get_json())["clientId"]
+    base = f"/api/developer/apps/{client_id}/bot"
+    for name in (
+        "moderator",
+        "Mod",
+        "broadcaster",
+        "STAFF",
+        "admin_2",
+        "system",
+        "ModeratorBot",
+        "the_mod",
+        "Staff_Team",
+    ):
+        refused = await chat_env.client.post(f"{base}/configure", json={"name": name}, headers=dev.headers)
+        assert refused.status_code == 400, name
+        checked = await (await chat_env.client.get(f"{base}/check-name/{name}", headers=dev.headers)).get_json()
+        assert checked["available"] is False and checked["reason"] == "invalid", name
+    for name in ("modern_art_bot", "stafford", "helper_bot"):
+        fine = await chat_env.client.post(f"{base}/configure", json={"name": name}, headers=dev.headers)
+        assert fine.status_code == 200, (name, await fine.get_data(as_text=True))

@@ -121,6 +121,7 @@ async def test_the_reward_cap_holds_under_concurrent_creates(app_on_each_backend
             nursery.start_soon(create, number)
     assert sorted(status for status, _ in answers) == [201] * free + [409] * (10 - free)
     refusal = next(body for status, body in answers if status == 409)
+    assert set(refusal.pop("details")) == {"requestId"}
     assert refusal == {
         "error": "too_many_rewards",
         "message": f"a channel has at most {MAX_REWARDS_PER_CHANNEL} rewards",

@@ -1,5 +1,6 @@
-"""Two `volthub serve` processes on one PostgreSQL database: events cross processes through the LISTEN/NOTIFY relay, a webhook is
-delivered by one process only, and an SSE client resumes on the other process."""
+"""Two `volthub serve` processes on one PostgreSQL database: events cross processes through
+the broker (PostgreSQL's LISTEN/NOTIFY relay, or Redis), a webhook is delivered by one
+process only, and an SSE client resumes on the other process."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 
 from tests.conftest import register_live
 from tests.http.events.live import handshake, open_ws, receive
+from tests.redis_support import Broker, RedisServer, broker
 from tests.services.webhooks.support import start_receiver
 from volthub.persistence import apps as apps_repo
 from volthub.persistence import oauth as oauth_repo
 from volthub.persistence import open_database
+
+__all__ = ["broker"]  # fixture
 
 STREAM = "/api/events/stream"
 # Processes sharing one database see each other's events within a second.
@@ -90,7 +94,7 @@ async def socket_event(ws: Any, name: str) -> Any:
 
 @pytest.mark.slow
 async def test_two_processes_share_events_webhooks_and_resume(
-    postgres_url: str, server_process: Any, receiver_tls: Any, nursery: trio.Nursery
+    postgres_url: str, server_process: Any, receiver_tls: Any, nursery: trio.Nursery, broker: Broker
 ) -> None:
     receiver, stop_receiver = await start_receiver(nursery, receiver_tls)
     env = {
@@ -99,6 +103,7 @@ async def test_two_processes_share_events_webhooks_and_resume(
         "VOLTHUB_WEBHOOKS__CA_FILE": str(receiver_tls[0]),
         "VOLTHUB_WEBHOOKS__POLL_SECONDS": "0.5",
         "VOLTHUB_CLUSTER__PRESENCE_INTERVAL_SECONDS": "0.5",
+        **broker.env,
     }
     first = await trio.to_thread.run_sync(server_process, postgres_url, env)
     second = await trio.to_thread.run_sync(server_process, postgres_url, env)
@@ -185,3 +190,83 @@ async def test_two_processes_share_events_webhooks_and_resume(
         assert astray.status_code == 400
         assert astray.json() == {"code": 1, "message": "Session ID unknown"}
     stop_receiver.set()
+
+
+@pytest.mark.slow
+async def test_a_broker_killed_mid_run_loses_no_acknowledged_event(
+    postgres_url: str, server_process: Any, receiver_tls: Any, nursery: trio.Nursery, tmp_path: Any
+) -> None:
+    """Redis is SIGKILLed while messages are being sent and comes back empty: every send is
+    acknowledged, webhooks go on meanwhile, `/healthz` says the broker is down while
+    `/livez` stays up, and the SSE and Socket.IO clients on the other process get exactly
+    the acknowledged messages, in order, once."""
+    redis = RedisServer(tmp_path).start()
+    receiver, stop_receiver = await start_receiver(nursery, receiver_tls)
+    env = {
+        "VOLTHUB_RATELIMIT__ENABLED": "false",
+        "VOLTHUB_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
+        "VOLTHUB_WEBHOOKS__CA_FILE": str(receiver_tls[0]),
+        "VOLTHUB_WEBHOOKS__POLL_SECONDS": "0.5",
+        "VOLTHUB_CLUSTER__BROKER": "redis",
+        "VOLTHUB_CLUSTER__REDIS_URL": redis.url,
+    }
+    try:
+        first = await trio.to_thread.run_sync(server_process, postgres_url, env)
+        second = await trio.to_thread.run_sync(server_process, postgres_url, env)
+        owner = await register_live(first.url)
+        client_id = await grant_chat_read(postgres_url, owner.id)
+        async with (
+            httpx.AsyncClient(base_url=first.url, timeout=10) as one,
+            httpx.AsyncClient(base_url=second.url, timeout=10) as two,
+        ):
+            created = await one.post(
+                f"/api/developer/apps/{client_id}/webhooks",
+                json={"url": receiver.url(), "events": ["chat.message"]},
+                headers=owner.headers,
+            )
+            assert created.status_code == 201, created.text
+            receiver.secret = created.json()["secret"]
+            ws = await open_ws(nursery, second.url, "/ws/events/")
+            handshake(await receive(ws))
+            await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
+            assert (await socket_event(ws, "connected"))["authenticated"] is True
+            acknowledged: list[str] = []
+
+            async def send(count: int) -> None:
+                for n in range(count):
+                    sent = await one.post(chat_path(owner.id), json={"message": f"m{n}"}, headers=owner.headers)
+                    assert sent.status_code == 200, sent.text
+                    acknowledged.append(sent.json()["messageId"])
+
+            async with aconnect_sse(two, "GET", STREAM, headers=owner.headers) as source:
+                stream = SseReader(source.aiter_sse())
+                with trio.fail_after(5):
+                    await stream.next_named("connected")
+                await send(2)
+                redis.stop()  # SIGKILL, with the next sends in flight
+                await send(4)
+                with trio.fail_after(10):
+                    while (await two.get("/healthz")).status_code != 503:
+                        await trio.sleep(0.1)
+                health = (await two.get("/healthz")).json()
+                assert health["error"] == "broker_unavailable", health
+                assert (await two.get("/livez")).status_code == 200
+                with trio.fail_after(15):  # webhooks do not wait for the broker
+                    await receiver.wait_for(len(acknowledged))
+                redis.start()  # empty: no persistence
+                await send(2)
+                with trio.fail_after(15):
+                    over_sse = [orjson.loads((await stream.next_named("chat.message")).data) for _ in acknowledged]
+                    over_socket = [await socket_event(ws, "chat.message") for _ in acknowledged]
+                assert [e["data"]["messageId"] for e in over_sse] == acknowledged
+                assert [e["messageId"] for e in over_socket] == acknowledged
+                with trio.fail_after(10):
+                    while (await two.get("/healthz")).status_code != 200:
+                        await trio.sleep(0.1)
+            await ws.aclose()
+            with trio.fail_after(15):
+                await receiver.wait_for(len(acknowledged))
+            assert sorted(orjson.loads(d.body)["data"]["messageId"] for d in receiver.received) == sorted(acknowledged)
+    finally:
+        redis.stop()
+        stop_receiver.set()

@@ -157,3 +157,53 @@ async def test_teams(chat_env: ChatEnv):
     assert (await chat_env.client.get("/api/teams/nope")).status_code == 404
     with pytest.raises(ValueError):
         await teams.create("Bad Slug", "x")
+
+
+def png_of(width: int, height: int) -> bytes:
+    from io import BytesIO
+
+    from PIL import Image
+
+    out = BytesIO()
+    Image.new("L", (width, height)).save(out, "PNG", optimize=True)
+    return out.getvalue()
+
+
+def png_header_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims a size its (missing) pixel data never had: a bomb's head."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("size", [(2000, 2000), (513, 8), (8, 600)])
+async def test_an_emote_image_of_unreasonable_pixel_size_is_refused(chat_env: ChatEnv, size: tuple[int, int]) -> None:
+    streamer = await chat_env.user()
+    before = await count_rows(chat_env, "media")
+    refused = await upload(chat_env, streamer, "too_big", png_of(*size))
+    answer = await refused.get_json()
+    assert refused.status_code == 400 and answer["error"] == "invalid_image_dimensions", answer
+    assert answer["details"] == {"width": size[0], "height": size[1], "maxSide": 512}
+    assert await count_rows(chat_env, "media") == before
+    assert (await upload(chat_env, streamer, "fine", png_of(112, 112))).status_code == 201
+
+
+async def test_a_header_claiming_a_huge_image_is_refused(chat_env: ChatEnv) -> None:
+    streamer = await chat_env.user()
+    refused = await upload(chat_env, streamer, "bomb", png_header_claiming(65_535, 65_535))
+    assert refused.status_code == 400 and (await refused.get_json())["error"] == "invalid_image_dimensions"
+    garbage = await upload(chat_env, streamer, "garbage", b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    assert garbage.status_code == 415
+
+
+async def test_uploads_authenticate_before_checking_the_content_type(chat_env: ChatEnv) -> None:
+    for method, path in (("PUT", "/api/emotes/mine/some_code"), ("POST", "/api/journals/x/images")):
+        response = await chat_env.client.open(
+            path, method=method, data=b"not an image", headers={"Content-Type": "text/plain"}
+        )
+        assert response.status_code == 401, (path, await response.get_data(as_text=True))

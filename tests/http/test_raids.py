@@ -85,3 +85,51 @@ async def test_refusals_write_nothing(app: Any, client: Any, make_user: Any, pub
     assert (await client.post(RAID, json={"targetUsername": target.username})).status_code == 401
     assert [e for e in published if e.name == "channel.raid"] == []
     assert await notification_count(app) == 0
+
+
+@pytest.fixture
+async def clocked_app(settings: Any) -> AsyncIterator[Any]:
+    from volthub.http.app import create_app
+    from volthub.hub.clock import TrioClock
+
+    application = create_app(settings, clock=TrioClock())
+    async with application.test_app():
+        yield application
+
+
+async def test_raids_have_a_cooldown_per_raider_and_per_target(clocked_app: Any, mock_clock: Any) -> None:
+    from tests.conftest import register
+
+    client = clocked_app.test_client()
+    raider, other, target, elsewhere = [await register(client) for _ in range(4)]
+    await go_live(client, raider)
+    await go_live(client, other)
+
+    async def send(who: Any, whom: Any) -> Any:
+        return await client.post(RAID, json={"targetUsername": whom.username}, headers=who.headers)
+
+    assert (await send(raider, target)).status_code == 200
+    again = await send(raider, elsewhere)
+    body = await again.get_json()
+    assert again.status_code == 429 and body["error"] == "raid_cooldown", body
+    assert body["details"] == {"cooldown": "raider", "retryAfterSeconds": 120}
+    assert again.headers["Retry-After"] == "120"
+    crowded = await send(other, target)
+    assert crowded.status_code == 429
+    assert (await crowded.get_json())["details"] == {"cooldown": "target", "retryAfterSeconds": 30}
+
+    mock_clock.jump(20)
+    late = await (await send(other, target)).get_json()
+    assert late["details"] == {"cooldown": "target", "retryAfterSeconds": 10}
+    mock_clock.jump(10)
+    assert (await send(other, target)).status_code == 200
+    mock_clock.jump(90)
+    assert (await send(raider, elsewhere)).status_code == 200
+
+    async def notes(user: Any) -> int:
+        listed = await (await client.get("/api/notifications", headers=user.headers)).get_json()
+        return len([n for n in listed["items"] if n["type"] == "raid.incoming"])
+
+    assert (await notes(target), await notes(elsewhere)) == (2, 1)
+    raids = clocked_app.extensions["volthub"].settings.raids  # the defaults the test counts on
+    assert (raids.raider_cooldown_seconds, raids.target_cooldown_seconds) == (120.0, 30.0)

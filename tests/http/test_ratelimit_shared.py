@@ -1,6 +1,7 @@
 """Rate-limit budgets shared by processes on one PostgreSQL database: two apps
 (two processes' worth of state) on one schema spend one budget; SQLite keeps counting per
-process; `[cluster] shared_rate_limits = false` does too."""
+process; `[cluster] shared_rate_limits = false` does too; with the Redis broker the budget
+lives in Redis."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from typing import Any
 import trio
 
 from tests.conftest import make_settings
+from tests.redis_support import RedisServer, redis_server
 from volthub.http.app import create_app
 from volthub.hub.clock import TrioClock
+
+__all__ = ["redis_server"]  # fixture
 
 START = 1_700_000_000
 
@@ -22,8 +26,9 @@ async def apps(database_url: str, count: int, **sections: Any) -> AsyncIterator[
     settings = make_settings(database_url, ratelimit={"global_per_ip_per_minute": 3}, **sections)
     async with AsyncExitStack() as stack:
         made = []
+        clock = TrioClock(start=START)  # one wall clock, as processes on one machine share
         for _ in range(count):
-            app = create_app(settings, clock=TrioClock(start=START))
+            app = create_app(settings, clock=clock)
             await stack.enter_async_context(app.test_app())
             made.append(app)
         yield made
@@ -57,3 +62,19 @@ async def test_each_process_counts_alone_when_sharing_is_off(postgres_url: str, 
 async def test_sqlite_counts_in_memory(sqlite_url: str, mock_clock: Any) -> None:
     async with apps(sqlite_url, 1) as (one,):
         assert await statuses(one, 4) == [200, 200, 200, 429]
+
+
+async def test_processes_with_the_redis_broker_spend_one_budget_kept_in_redis(
+    postgres_url: str, redis_server: RedisServer
+) -> None:
+    cluster = {"broker": "redis", "redis_url": redis_server.url}
+    async with apps(postgres_url, 2, cluster=cluster) as (one, two):
+        for app in (one, two):
+            with trio.fail_after(10):
+                await app.extensions["volthub"].bus.wait_connected()
+        assert await statuses(one, 2) == [200, 200]
+        assert await statuses(two, 2) == [200, 429]
+        assert await statuses(one, 1) == [429]
+        assert redis_server.cli("--scan", "--pattern", "volthub:rl:*")  # counted in Redis
+    async with apps(postgres_url, 1) as (alone,):  # PostgreSQL's rows were not spent
+        assert (await statuses(alone, 1)) == [200]

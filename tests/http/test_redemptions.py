@@ -177,11 +177,19 @@ async def test_per_stream_and_per_user_limits_reset_with_a_new_stream(app: Any, 
     assert (await client.post(redeem_path(owner, item), headers=first.headers, json={})).status_code == 201
     again = await client.post(redeem_path(owner, item), headers=first.headers, json={})
     assert again.status_code == 409
-    assert (await again.get_json())["details"] == {"scope": "user", "limit": 1}
+    assert (await again.get_json())["details"] == {
+        "scope": "user",
+        "limit": 1,
+        "requestId": again.headers["X-Request-Id"],
+    }
     taken = await client.post(redeem_path(owner, item), headers=second.headers, json={})
     assert taken.status_code == 201
     full = await client.post(redeem_path(owner, item), headers=third.headers, json={})
-    assert (await full.get_json())["details"] == {"scope": "stream", "limit": 2}
+    assert (await full.get_json())["details"] == {
+        "scope": "stream",
+        "limit": 2,
+        "requestId": full.headers["X-Request-Id"],
+    }
     # A rejection refunds and frees its slot.
     rejected = await client.post(
         f"/api/channel-points/{owner.id}/redemptions/{(await taken.get_json())['redemptionId']}/reject",
@@ -218,7 +226,11 @@ async def test_fulfil_and_reject_once_by_the_owner(app: Any, client: Any) -> Non
     assert await balance(client, owner.id, viewer) == 60
     for action in ("reject", "fulfill"):
         again = await client.post(f"{base}/{ids[0]}/{action}", headers=owner.headers)
-        assert (again.status_code, (await again.get_json())["details"]) == (409, {"status": "rejected"})
+        rid = again.headers["X-Request-Id"]
+        assert (again.status_code, (await again.get_json())["details"]) == (
+            409,
+            {"status": "rejected", "requestId": rid},
+        )
     assert await balance(client, owner.id, viewer) == 60
     fulfilled = await client.post(f"{base}/{ids[1]}/fulfill", headers=owner.headers)
     assert (await fulfilled.get_json())["status"] == "fulfilled"

@@ -43,6 +43,7 @@ async def test_services_are_typed_attributes_made_at_start(sqlite_url: str) -> N
             "subscription-expiry",
             "role-expiry",
             "points-earning",
+            "metrics",
         }
     assert all(count == 0 for count in supervisor.restarts.values())
     assert supervisor._stopped.is_set()  # after_serving stopped every background service

@@ -1,8 +1,9 @@
 import uuid
+from typing import Any
 
 import pytest
 
-from tests.conftest import register
+from tests.conftest import register, unique_name
 
 
 @pytest.fixture
@@ -129,3 +130,19 @@ async def test_followers_paginate(client, make_user):
         if not cursor:
             break
     assert sorted(seen) == sorted(fan.id for fan in fans) and len(seen) == 5
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["\u200b", "\u200b\u200c\u200d", "\u2060\ufeff", "\u3164", "\u115f\u1160", " \u00ad ", "\u0301\u0301", "\u2800"],
+)
+async def test_a_display_name_of_only_invisible_characters_is_refused(client: Any, name: str) -> None:
+    registered = await client.post(
+        "/api/auth/register", json={"username": unique_name("ghost"), "password": "x" * 12, "displayName": name}
+    )
+    assert registered.status_code == 400, await registered.get_data(as_text=True)
+    user = await register(client)
+    changed = await client.put("/api/users/me", json={"displayName": name}, headers=user.headers)
+    assert changed.status_code == 400
+    kept = await client.put("/api/users/me", json={"displayName": "Zoë \u200b"}, headers=user.headers)
+    assert kept.status_code == 200

@@ -75,7 +75,8 @@ async def test_send_moves_volts_emits_channel_volts_and_notifies(app: Any, clien
     refused = await send(client, viewer, creator.id, 61)
     assert refused.status_code == 400
     error = await refused.get_json()
-    assert error["error"] == "insufficient_funds" and error["details"] == {"balance": 60, "needed": 61}
+    assert error["error"] == "insufficient_funds"
+    assert error["details"] == {"balance": 60, "needed": 61, "requestId": refused.headers["X-Request-Id"]}
     assert (await send(client, viewer, viewer.id, 1)).status_code == 400
     assert (await send(client, viewer, "00000000-0000-0000-0000-000000000000", 1)).status_code == 404
     assert await balance_of(client, viewer) == 60
@@ -171,3 +172,13 @@ async def test_fifty_parallel_requests_with_one_key_move_money_once(app: Any, cl
     assert len(bodies) == 50 and len(set(bodies)) == 1
     assert await balance_of(client, viewer) == 93
     assert await balance_of(client, creator) == 7
+
+
+async def test_a_send_transaction_names_its_counterparty(client: Any, make_user: Any) -> None:
+    viewer, creator = await make_user(), await make_user()
+    await buy(client, viewer, 100)
+    sent = (await (await send(client, viewer, creator.id, 40)).get_json())["transaction"]
+    assert sent["counterpartyId"] == creator.id
+    assert sent["counterparty"] == {"userId": creator.id, "username": creator.username, "displayName": creator.username}
+    bought = (await (await buy(client, viewer, 5)).get_json())["transaction"]
+    assert bought["counterpartyId"] is None and bought["counterparty"] is None

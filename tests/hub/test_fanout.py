@@ -11,6 +11,8 @@ from volthub.hub.publisher import Event
 
 
 class Sub:
+    transport = "websocket"
+
     def __init__(self, wire: str = "a", capacity: int = 1000) -> None:
         self.wire = wire
         self.capacity = capacity
@@ -22,6 +24,9 @@ class Sub:
             return False
         self.got.append(payload)
         return True
+
+    def note_lag(self, since: float) -> None:
+        pass
 
     def overflow(self, reason: str) -> None:
         self.overflows.append(reason)
@@ -166,3 +171,27 @@ def test_resume_off() -> None:
     hub = Fanout(resume_size=0)
     hub.publish(event(1))
     assert hub.since("c1", "e0").events == []
+
+
+def test_interest_is_told_at_a_channels_first_subscription_and_after_its_last(fanout: Fanout) -> None:
+    told: list[tuple[str, bool]] = []
+    fanout.interest = lambda channel, wanted: told.append((channel, wanted))
+    one, two = Sub(), Sub()
+    first = fanout.subscribe(one, "c1", owner=True)
+    fanout.subscribe(two, "c1", owner=False)
+    fanout.subscribe(one, "c2", owner=True)
+    assert told == [("c1", True), ("c2", True)]
+    fanout.unsubscribe(first)
+    assert told == [("c1", True), ("c2", True)]  # two still follows c1
+    fanout.remove(two)
+    fanout.remove(one)
+    assert told[2:] == [("c1", False), ("c2", False)]
+
+
+def test_replacing_a_resume_buffer_resumes_from_the_new_events_only(fanout: Fanout) -> None:
+    fanout.publish(event(1))
+    fanout.replace_recent("c1", [event(5), event(6), event(7), event(8)])
+    assert [e.id for e in fanout.since("c1", "e6").events] == ["e7", "e8"]
+    assert not fanout.since("c1", "e1").found  # not in the new buffer: not recovered
+    fanout.replace_recent("c1", [])
+    assert not fanout.since("c1", "e8").found

@@ -12,6 +12,7 @@ from tests.hub.conftest import Hub
 from volthub.hub.clock import TrioClock
 from volthub.hub.components import goals, polls, predictions, timers
 from volthub.hub.interactive_feed import InteractiveFeed
+from volthub.hub.interactive_store import read_timers
 from volthub.hub.publisher import Emitter
 from volthub.persistence import ledger
 
@@ -149,3 +150,20 @@ async def test_the_feed_moves_goals_and_subathon_timers_once_per_event(db, start
     ]
     assert added == [("subscription", 60), ("gift", 150), ("volts", 25)]
     assert timer["remainingSeconds"] == 600
+
+
+async def test_a_huge_volts_send_saturates_a_subathon_timer(db, start_hub, nursery) -> None:
+    hub = await start_hub()
+    channel = await stored_user(db)
+    await nursery.start(InteractiveFeed(hub.bus, hub.registry).run)
+    subathon = timers.Subathon(seconds_per_volt=timers.SUBATHON_RATE_MAX)
+    timer = await hub.registry.call(channel, timers.StartTimer(600, "Subathon", subathon))
+    person = {"userId": "x", "username": "x", "displayName": "X"}
+    publish(hub, channel, "channel.volts", {**person, "amount": 3_000_000, "message": None})
+    with trio.fail_after(10):
+        while not [e for e in hub.named("channel.timer.update") if e.data["action"] == "time_added"]:
+            await trio.sleep(0.01)
+    [added] = [e for e in hub.named("channel.timer.update") if e.data["action"] == "time_added"]
+    assert added.data["remainingSeconds"] == timers.REMAINING_MAX
+    stored = await db.read(lambda tx: {t.id: t for t in read_timers(tx, channel)})
+    assert stored[timer["id"]].remaining_ms == timers.REMAINING_MAX * 1000

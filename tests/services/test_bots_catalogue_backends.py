@@ -83,10 +83,10 @@ async def test_bot_names_and_the_hold(db, mock_clock: trio.testing.MockClock):
 async def test_media_emotes_badges_teams_and_journals(db, tmp_path, mock_clock: trio.testing.MockClock):
     clock = TrioClock(start=START)
     media = MediaStore(db, clock, storage="database", directory=str(tmp_path))
-    emotes = Emotes(db, clock, media, max_bytes=10_000)
+    emotes = Emotes(db, clock, media, max_bytes=10_000, max_side=512)
     owner = await stored_user(db)
     name = await _username(db, owner)
-    image = check_image(PNG, "image/png", 10_000)
+    image = check_image(PNG, "image/png", 10_000, 512)
     await emotes.add(None, "global_one", image, None)
     await emotes.add(owner, "global_one", image, owner)  # shadows the global one in the channel
     found = await emotes.resolve(["global_one", "missing"], name)
@@ -110,7 +110,7 @@ async def test_media_emotes_badges_teams_and_journals(db, tmp_path, mock_clock: 
     rest, end = (await teams.members(slug, 2, cursor))[1:]
     assert len(page) == 2 and len(rest) == 1 and end is None
 
-    journals = Journals(db, clock, media, image_max_bytes=10_000)
+    journals = Journals(db, clock, media, image_max_bytes=10_000, image_max_side=4096)
     first = await journals.create(owner, "Hello", "body", None)
     await journals.create(owner, "Hello", "again", None)
     await journals.publish(owner, first.slug)
@@ -124,6 +124,7 @@ async def test_media_emotes_badges_teams_and_journals(db, tmp_path, mock_clock: 
     assert await media.read(upload.media.id) is None
 
     now = 1000
-    await db.write(lambda tx: extvideo_repo.add_state(tx, "h", owner, now, now + 10))
-    assert await db.write(lambda tx: extvideo_repo.take_state(tx, "h", now)) == owner
+    await db.write(lambda tx: extvideo_repo.add_state(tx, "h", owner, now, now + 10, "b", "v"))
+    taken = await db.write(lambda tx: extvideo_repo.take_state(tx, "h", now))
+    assert taken is not None and (taken.user_id, taken.browser_hash, taken.code_verifier) == (owner, "b", "v")
     assert await db.write(lambda tx: extvideo_repo.take_state(tx, "h", now)) is None

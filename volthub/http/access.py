@@ -132,6 +132,29 @@ def accepted_body_types(view: Callable[..., Any] | None) -> tuple[str, ...]:
     return getattr(view, "__volthub_accepts__", JSON_ONLY)
 
 
+def checked_first(check: Callable[[], None]) -> Callable[[F], F]:
+    """Run `check` with the access check, before anything looks at the request body (its
+    size or content type): for routes that authenticate otherwise than by token (the
+    media-server hooks' shared secret)."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, "__volthub_check_first__", check)  # noqa: B010  (F is any callable)
+        return fn
+
+    return mark
+
+
+def large_body(fn: F) -> F:
+    """Let a route take a body up to `[server] max_body_bytes` (uploads, journals); every
+    other route takes at most `small_body_bytes`."""
+    setattr(fn, "__volthub_large_body__", True)  # noqa: B010  (F is any callable)
+    return fn
+
+
+def body_limit_of(view: Callable[..., Any] | None, small: int, large: int) -> int:
+    return large if getattr(view, "__volthub_large_body__", False) else small
+
+
 def declaration_of(view: Callable[..., Any]) -> Access | None:
     return getattr(view, ATTRIBUTE, None)
 
@@ -190,6 +213,9 @@ async def enforce(view: Callable[..., Any] | None) -> None:
     if declaration is None:
         raise ApiError(403, "forbidden", "this route has no access declaration")
     header = request.headers.get("Authorization")
+    check_first = getattr(view, "__volthub_check_first__", None)
+    if check_first is not None:
+        check_first()
     if declaration.kind == "public":
         await _optional_authentication(header)
         return

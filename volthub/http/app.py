@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,8 +25,9 @@ from quart_schema import QuartSchema, hide
 from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioRequest
 
+from volthub import logs, metrics, version
 from volthub.config import Settings, load_settings
-from volthub.http import access, cluster, ratelimit, serving
+from volthub.http import access, cluster, observe, ratelimit, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import channel_points as channel_points_blueprint
 from volthub.http.blueprints import channel_roles as channel_roles_blueprint
@@ -35,10 +37,11 @@ from volthub.http.blueprints import subscriptions as subscriptions_blueprint
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import socketio as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
-from volthub.http.runtime import Runtime, Services
+from volthub.http.runtime import Runtime, Services, runtime
 from volthub.hub.bus import InProcessBus, PostgresRelay, RelaySettings
 from volthub.hub.clock import Clock, SystemClock, to_ms
 from volthub.hub.publisher import EventPublisher
+from volthub.hub.redis_bus import RedisRelay, RedisSettings
 from volthub.hub.supervisor import Service, Supervisor
 from volthub.persistence import Database, migrate, open_database
 from volthub.persistence import secrets as secret_store
@@ -86,6 +89,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("subscription-expiry", subscriptions_blueprint.run_expiry),
     ("role-expiry", channel_roles_blueprint.run_expiry),
     ("points-earning", channel_points_blueprint.run_watch_earnings),
+    ("metrics", observe.sampler_service),
 ]
 
 
@@ -136,6 +140,8 @@ def create_app(
     settings: Settings | None = None, *, clock: Clock | None = None, config_file: str | None = None
 ) -> Quart:
     settings = settings or load_settings(config_file)
+    logs.configure(settings.logging.format, settings.logging.level)
+    metrics.set_enabled(settings.metrics.enabled)
     app = QuartTrio("volthub", static_folder=None)
     app.request_class = ApiRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes
@@ -146,7 +152,7 @@ def create_app(
         swagger_ui_path=None,
         redoc_ui_path=None,
         scalar_ui_path=None,
-        info={"title": "volthub developer API", "version": _version()},
+        info={"title": "volthub developer API", "version": version()},
         security_schemes={"bearer": {"type": "http", "scheme": "bearer", "bearer_format": "JWT"}},
         openapi_provider_class=VolthubOpenAPIProvider,
     )
@@ -154,15 +160,19 @@ def create_app(
     app.extensions["volthub"] = Runtime(settings=settings, clock=clock or SystemClock(), bus=InProcessBus())
 
     install_error_handlers(app)
+    app.url_value_preprocessor(_note_route)  # runs before every before_request hook
     app.before_request(_refuse_nul_in_url)
+    access.install(app)  # authentication and scopes before anything about the body
+    app.before_request(_limit_body)
     app.before_request(_require_json_body)
-    access.install(app)
     ratelimit.install(app)  # after access; puts its per-IP check first of all hooks
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     _declare_openapi_route(app)
     events_api.mount(app)  # Engine.IO paths (/ws/events, /socket.io) served ahead of Quart
     serving.adapt(app, settings)  # Hypercorn's close fix, connection caps, early body reads
+    # Outermost: request ids, access lines and HTTP metrics for everything, Engine.IO included.
+    app.asgi_app = observe.middleware(app.asgi_app, settings.logging.access_log)  # type: ignore[method-assign, assignment, arg-type]
 
     @app.before_serving
     async def _startup() -> None:
@@ -185,18 +195,30 @@ def _declare_openapi_route(app: Quart) -> None:
     app.view_functions["openapi"] = hide(access.public(openapi_document))
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("volthub")
-    except PackageNotFoundError:
-        return "0.0.0"
+def _note_route(endpoint: str | None, values: dict[str, Any] | None) -> None:
+    """The matched route's template labels the request's metrics and access line."""
+    if request.url_rule is not None:
+        request.scope[observe.ROUTE_KEY] = request.url_rule.rule  # type: ignore[typeddict-unknown-key]
 
 
 async def _refuse_nul_in_url() -> None:
     if "\x00" in request.path or b"%00" in request.query_string.lower():
         raise _nul_refused()
+
+
+async def _limit_body() -> None:
+    """Each route's body limit (`[server] small_body_bytes`, or `max_body_bytes` for the
+    routes marked `access.large_body`): 413 past it, before the body is used."""
+    view = _view(request.endpoint) if request.endpoint else None
+    server = runtime().settings.server
+    limit = access.body_limit_of(view, server.small_body_bytes, server.max_body_bytes)
+    length = request.content_length
+    if length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+        length = len(await request.get_data(cache=True))  # at most max_body_bytes, read ahead
+    if length is not None and length > limit:
+        raise ApiError(
+            413, "payload_too_large", f"this route takes a request body of at most {limit} bytes", {"maxBytes": limit}
+        )
 
 
 async def _require_json_body() -> None:
@@ -249,18 +271,44 @@ async def _start(app: QuartTrio) -> None:
     cluster.install(rt, relay)  # PostgreSQL: resume backfill, presence over all processes
     await app.nursery.start(_supervise, rt)
     cluster.report_ready()
+    _log_started(rt)
 
 
-def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | None:
-    """On PostgreSQL the bus is the LISTEN/NOTIFY relay between processes."""
+def _log_started(rt: Runtime) -> None:
+    """One line an operator can act on: what serves where, on what."""
+    settings = rt.settings
+    worker = os.environ.get(logs.WORKER_ENV)
+    if worker is not None:  # the parent of `volthub serve --workers` logs the summary once
+        log.info("worker %s ready (pid %d)", worker, os.getpid())
+        return
+    log.info("%s", logs.startup_summary(settings, version(), workers=1))
+
+
+def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | RedisRelay | None:
+    """On PostgreSQL the bus relays between processes: LISTEN/NOTIFY, or Redis when
+    `[cluster] broker = "redis"`; both log events in the database."""
     if database.dialect != "postgresql":
         return None
     cluster = rt.settings.cluster
-    relay = PostgresRelay(
-        database,
-        rt.clock,
-        RelaySettings(retention_seconds=cluster.event_log_retention_seconds, warm_rows=cluster.warm_start_rows),
-    )
+    relay: PostgresRelay | RedisRelay
+    if cluster.broker == "redis":
+        relay = RedisRelay(
+            database,
+            rt.clock,
+            RedisSettings(
+                url=cluster.redis_url,
+                cluster_nodes=tuple(cluster.redis_cluster_nodes),
+                unsubscribe_after_seconds=cluster.redis_unsubscribe_after_seconds,
+                history=max(1, rt.settings.events.resume_buffer_size),
+                retention_seconds=cluster.event_log_retention_seconds,
+            ),
+        )
+    else:
+        relay = PostgresRelay(
+            database,
+            rt.clock,
+            RelaySettings(retention_seconds=cluster.event_log_retention_seconds, warm_rows=cluster.warm_start_rows),
+        )
     rt.bus = relay
     return relay
 
@@ -292,10 +340,18 @@ async def _make_services(rt: Runtime, database: Database, publisher: EventPublis
         streams=await _make_streams(rt, database, publisher),
         bots=Bots(database, clock, hold_days=settings.bots.name_hold_days),
         media=media,
-        emotes=Emotes(database, clock, media, max_bytes=settings.media.emote_max_bytes),
+        emotes=Emotes(
+            database, clock, media, max_bytes=settings.media.emote_max_bytes, max_side=settings.media.emote_max_side
+        ),
         badges=BadgeCatalogue(database, clock),
         teams=Teams(database, clock),
-        journals=Journals(database, clock, media, image_max_bytes=settings.media.journal_image_max_bytes),
+        journals=Journals(
+            database,
+            clock,
+            media,
+            image_max_bytes=settings.media.journal_image_max_bytes,
+            image_max_side=settings.media.journal_image_max_side,
+        ),
         extvideo=ExtVideo(database, clock, settings.extvideo, settings.server.public_url),
         idempotency=Idempotency(database, clock),
         volts=Volts(database, publisher, clock, settings.volts),

@@ -11,21 +11,30 @@ import os
 
 from volthub.http.runtime import Runtime
 from volthub.hub.bus import PostgresRelay
-from volthub.hub.presence import ClusterPresence
+from volthub.hub.presence import ClusterPresence, RedisPresenceStore
+from volthub.hub.redis_bus import RedisRelay
 
 # Set by `volthub serve --workers N` in each worker's environment: a pipe to write one byte
 # to once the app has started.
 READY_FD_ENV = "VOLTHUB_READY_FD"
 
 
-def install(rt: Runtime, relay: PostgresRelay | None) -> None:
+def install(rt: Runtime, relay: PostgresRelay | RedisRelay | None) -> None:
     """After the start-up hooks: on PostgreSQL, resume buffers filled from the event log
-    and presence added up over every process."""
+    (or from the broker's streams, per channel followed here) and presence added up over
+    every process."""
     if relay is None:
         return
     fanout = rt.services.fanout
-    relay.add_backfill(fanout.remember)
-    rt.services.presence = ClusterPresence(rt.db, rt.clock, fanout, rt.settings.cluster.presence_interval_seconds)
+    if isinstance(relay, RedisRelay):
+        fanout.interest = relay.channel_interest
+        rt.services.connections.interest = relay.user_interest
+        relay.add_history(fanout.replace_recent)
+    else:
+        relay.add_backfill(fanout.remember)
+    store = RedisPresenceStore(relay) if isinstance(relay, RedisRelay) else None
+    interval = rt.settings.cluster.presence_interval_seconds
+    rt.services.presence = ClusterPresence(rt.db, rt.clock, fanout, interval, store)
 
 
 async def presence_service(rt: Runtime) -> None:
@@ -36,8 +45,8 @@ async def presence_service(rt: Runtime) -> None:
 
 
 async def relay_service(rt: Runtime) -> None:
-    """Background service: the PostgreSQL bus relay (nothing to do on SQLite)."""
-    if isinstance(rt.bus, PostgresRelay):
+    """Background service: the bus relay between processes (nothing to do on SQLite)."""
+    if isinstance(rt.bus, PostgresRelay | RedisRelay):
         await rt.bus.run()
 
 

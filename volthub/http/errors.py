@@ -7,10 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from quart import Quart, Response, jsonify
+from quart import Quart, Response, has_request_context, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
+from volthub.http.observe import request_id
 from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused, UnknownChannel
 from volthub.hub.clock import iso8601
 from volthub.persistence import DatabaseUnavailable, InvalidData, StorageUnavailable
@@ -36,12 +37,12 @@ from volthub.services.extvideo import InvalidState, ProviderError, ReauthRequire
 from volthub.services.extvideo import NotConfigured as ExtNotConfigured
 from volthub.services.extvideo import NotConnected as ExtNotConnected
 from volthub.services.idempotency import KeyInFlight, KeyReused
-from volthub.services.journals import JournalNotFound, SlugTaken, TooManyImages
+from volthub.services.journals import JournalNotFound, SlugTaken, TooCostly, TooManyImages
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.passwords import PasswordWorkBusy
 from volthub.services.payments import BadCallback, PaymentsNotConfigured
-from volthub.services.raids import RaidBanned, RaidNotLive, RaidTargetNotFound, SelfRaid
+from volthub.services.raids import RaidBanned, RaidCooldown, RaidNotLive, RaidTargetNotFound, SelfRaid
 from volthub.services.streams import (
     ClipNotFound,
     ClipOutOfRange,
@@ -103,7 +104,12 @@ def not_found(what: str, **details: Any) -> ApiError:
 
 
 def error_response(error: ApiError) -> Response:
-    response = jsonify(error.body())
+    """The one error response: the body, its headers, and the request's id in `details`
+    (`requestId`, the same as the `X-Request-Id` header) for the operator's logs."""
+    body = error.body()
+    if has_request_context():
+        body["details"] = {**(error.details or {}), "requestId": request_id(request.scope)}  # type: ignore[arg-type]
+    response = jsonify(body)
     response.status_code = error.status
     response.headers.update(error.headers)
     return response
@@ -227,6 +233,7 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     SlugTaken: lambda error: ApiError(
         409, "slug_taken", "you already have a journal with that slug", {"slug": str(error)}
     ),
+    TooCostly: lambda error: ApiError(400, "validation_error", str(error), {"field": "body"}),
     TooManyImages: lambda error: ApiError(409, "too_many_images", f"a journal holds at most {error} images"),
     # The external video platform (services.extvideo).
     ExtNotConfigured: lambda _: ApiError(
@@ -270,6 +277,13 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
     RaidTargetNotFound: lambda error: ApiError(404, "not_found", "channel not found", {"username": str(error)}),
     SelfRaid: lambda _: ApiError(400, "invalid_target", "a channel cannot raid itself"),
     RaidBanned: lambda _: ApiError(403, "raid_refused", "that channel has banned you"),
+    RaidCooldown: lambda error: ApiError(
+        429,
+        "raid_cooldown",
+        "you raided too recently" if error.which == "raider" else "that channel was raided too recently",
+        {"cooldown": error.which, "retryAfterSeconds": error.retry_after_seconds},
+        headers={"Retry-After": str(error.retry_after_seconds)},
+    ),
     InvalidRecipient: lambda _: ApiError(
         400, "invalid_recipient", "gift to someone other than yourself or the channel"
     ),

@@ -6,7 +6,9 @@ author listing them:
   unavailable, server busy; with Retry-After);
 - a route with path parameters: 404; a path parameter named `*_id` / `*Id` (except
   `client_id`, which is an opaque app id) is declared `format: uuid`;
-- POST / PUT / PATCH: 413 (body over `[server] max_body_bytes`) and 415 (wrong content type);
+- POST / PUT / PATCH: 413 (body over the route's limit: `[server] max_body_bytes` for the
+  routes marked `access.large_body`, `small_body_bytes` for every other; the operation's
+  `x-max-body-bytes` gives it) and 415 (wrong content type);
 - a route that needs a token: 401 and 403;
 - a DELETE that documents no success: 204 (no content).
 
@@ -24,7 +26,7 @@ from typing import Any, TypeVar
 from quart_schema.openapi import OpenAPIProvider
 from werkzeug.routing import Rule
 
-from volthub.http.access import JSON_ONLY, accepted_body_types, declaration_of
+from volthub.http.access import JSON_ONLY, accepted_body_types, body_limit_of, declaration_of
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 F = TypeVar("F", bound=Callable[..., Any])
@@ -77,6 +79,10 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
         }
         return document
 
+    def _body_limit(self, view: Any) -> int:
+        server = self._app.extensions["volthub"].settings.server
+        return body_limit_of(view, server.small_body_bytes, server.max_body_bytes)
+
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
         paths, components = super().build_paths(rule)
         view = self._app.view_functions[rule.endpoint]
@@ -88,7 +94,7 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
                 # Function names repeat across blueprints (rotate_secret); endpoints do not.
                 operation["operationId"] = f"{method}_{rule.endpoint.replace('.', '_')}"
                 _describe_access(operation, declaration)
-                _answers_by_rule(operation, method)
+                _answers_by_rule(operation, method, self._body_limit(view))
                 if getattr(view, "__volthub_idempotent__", False):
                     _describe_idempotency(operation)
                 operation["responses"].update(stated)
@@ -110,7 +116,7 @@ _RATE_HEADERS = {
 }
 
 
-def _answers_by_rule(operation: dict[str, Any], method: str) -> None:
+def _answers_by_rule(operation: dict[str, Any], method: str, body_limit: int) -> None:
     responses = operation["responses"]
     responses.setdefault(
         "503",
@@ -126,7 +132,10 @@ def _answers_by_rule(operation: dict[str, Any], method: str) -> None:
         if _UUID_PARAM.search(param["name"]) and param["name"] not in _NOT_UUID_PARAMS:
             param["schema"] = {"type": "string", "format": "uuid"}
     if method in _BODY_METHODS:
-        responses.setdefault("413", _error("Request body larger than [server] max_body_bytes"))
+        operation["x-max-body-bytes"] = body_limit
+        responses.setdefault(
+            "413", _error(f"Request body larger than this route's {body_limit} bytes (details.maxBytes)")
+        )
         responses.setdefault("415", _error("Request body of a content type this route does not take"))
     if method == "delete" and not any(str(status).startswith("2") for status in responses):
         responses["204"] = {"description": "Deleted (no content)"}

@@ -28,6 +28,8 @@ The arithmetic is `protocol.ratelimit` (sans-IO). On SQLite (one process) the co
 in this process's memory. On PostgreSQL with `[cluster] shared_rate_limits` (the default)
 each budget is one row of the database (`persistence.rate_limits`), so every process
 spends the same budget: a client gets each budget once, whichever process it reaches.
+With `[cluster] broker = "redis"` the budgets live in Redis instead (one key each, changed
+by compare-and-set), falling back to the database while Redis does not answer.
 New Engine.IO sessions (checked synchronously, outside Quart) are counted against the
 per-IP budget in memory in either mode. `[ratelimit] enabled = false` installs nothing.
 """
@@ -44,6 +46,7 @@ from volthub.config import RateLimitSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
+from volthub.hub.redis_bus import RedisRelay
 from volthub.persistence import rate_limits as rate_limits_repo
 from volthub.protocol.oauth.client_auth import MalformedBasic, parse_basic
 from volthub.protocol.ratelimit import Decision, Gcra, Rate, tightest, to_ns
@@ -203,10 +206,16 @@ async def _spend(limiter: Gcra, key: Hashable, name: str) -> None:
         limits.shared = rt.db.dialect == "postgresql" and rt.settings.cluster.shared_rate_limits
     if limits.shared and not _counted_in_process():
         stored_key = f"{name}:{key!r}:{limiter.rate.limit}/{limiter.rate.period_ns}"
-        decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
-        limits._hits += 1
-        if limits._hits % _FORGET_EVERY == 0:  # full budgets mean the same as no row
-            await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns))
+        # With the Redis broker the budgets live in Redis (a hot path kept off PostgreSQL);
+        # while Redis does not answer, in the database.
+        in_broker = await rt.bus.spend(stored_key, limiter.rate, now_ns) if isinstance(rt.bus, RedisRelay) else None
+        if in_broker is not None:
+            decision = in_broker
+        else:
+            decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
+            limits._hits += 1
+            if limits._hits % _FORGET_EVERY == 0:  # full budgets mean the same as no row
+                await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns))
     else:
         decision = limiter.hit(key, now_ns)
     g.ratelimit_decisions.append(decision)

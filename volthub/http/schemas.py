@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -13,8 +14,24 @@ def _trimmed_non_blank(value: str) -> str:
     return value.strip()
 
 
-# A person's display name: 1–50 characters, surrounding space trimmed, never blank.
-DisplayName = Annotated[str, Field(min_length=1, max_length=50), AfterValidator(_trimmed_non_blank)]
+# Characters that draw nothing although Unicode does not class them as format or space.
+_BLANK_LOOKING = frozenset("\u115f\u1160\u17b4\u17b5\u180e\u2800\u3164\uffa0")
+# Format (zero-width, joiners, BOM, soft hyphen), control, space, separator, combining
+# and unassigned characters.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cn", "Co", "Cs", "Zs", "Zl", "Zp", "Mn", "Me"})
+
+
+def _has_visible(value: str) -> str:
+    if not any(ch not in _BLANK_LOOKING and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES for ch in value):
+        raise ValueError("must hold a visible character")
+    return value
+
+
+# A person's display name: 1–50 characters, surrounding space trimmed, never blank, never
+# only invisible characters (zero-width, fillers, lone combining marks).
+DisplayName = Annotated[
+    str, Field(min_length=1, max_length=50), AfterValidator(_trimmed_non_blank), AfterValidator(_has_visible)
+]
 
 
 def _drop_null_defaults(schema: dict[str, Any]) -> None:

@@ -258,11 +258,66 @@ def serving_middleware(app: Any, max_body_bytes: int, timeout: float = 30.0) -> 
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
+        body = _RequestBody(scope, receive, timeout)
         if _has_small_body(scope, max_body_bytes):
-            receive = await _read_ahead(receive, max_body_bytes, timeout)
-        await _serve_watching_streams(app, scope, receive, send)
+            body.receive = await _read_ahead(body.receive, max_body_bytes, timeout)
+        await _serve_watching_streams(app, scope, body.tracked, body.guarded(send))
 
     return asgi
+
+
+# A request answered before its body was read has the rest of its body read and dropped
+# (before its response ends, so Hypercorn keeps the connection) when it declared at most
+# this many bytes; a larger or chunked one is answered with `Connection: close` instead.
+# Hypercorn closes a connection whose request body was not read to its end either way.
+DISCARD_MAX_BYTES = 1 << 20
+
+
+class _RequestBody:
+    """Whether the request body was read to its end, and what happens to a response sent
+    before it was: drop the rest first (declared at most DISCARD_MAX_BYTES), or say
+    `Connection: close` (Hypercorn then closes) rather than close unannounced."""
+
+    def __init__(self, scope: dict[str, Any], receive: Any, timeout: float) -> None:
+        self.receive = receive
+        self.timeout = timeout
+        length = _declared_length(scope)
+        self.finished = trio.Event()
+        if length == 0:
+            self.finished.set()
+        self.drainable = length is not None and length <= DISCARD_MAX_BYTES
+
+    async def tracked(self) -> Any:
+        message = await self.receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self.finished.set()
+        return message
+
+    def guarded(self, send: Any) -> Any:
+        async def send_guarded(message: dict[str, Any]) -> None:
+            if not self.finished.is_set():
+                if message["type"] == "http.response.start" and not self.drainable:
+                    headers = [(n, v) for n, v in message.get("headers", ()) if n.lower() != b"connection"]
+                    message = {**message, "headers": [*headers, (b"connection", b"close")]}
+                elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                    if self.drainable:
+                        await self._drain()
+            await send(message)
+
+        return send_guarded
+
+    async def _drain(self) -> None:
+        """Read (and drop) the rest of the body; the app's own reader may be taking part of it."""
+
+        async def pull() -> None:
+            while True:
+                await self.tracked()
+
+        with trio.move_on_after(self.timeout):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pull)
+                await self.finished.wait()
+                nursery.cancel_scope.cancel()
 
 
 async def _read_ahead(receive: Any, max_body_bytes: int, timeout: float) -> Any:
@@ -313,6 +368,20 @@ def _is_event_stream(message: dict[str, Any]) -> bool:
         if name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream"):
             return True
     return False
+
+
+def _declared_length(scope: dict[str, Any]) -> int | None:
+    """The Content-Length; 0 without one and not chunked; None when chunked or unreadable."""
+    for name, value in scope.get("headers", ()):
+        lowered = name.lower()
+        if lowered == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+        if lowered == b"transfer-encoding" and b"chunked" in value.lower():
+            return None
+    return 0
 
 
 def _has_small_body(scope: dict[str, Any], max_body_bytes: int) -> bool:

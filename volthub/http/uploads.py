@@ -15,7 +15,7 @@ from volthub.services.media import Image, check_image
 ACCEPTED = images.ACCEPTED
 
 
-async def read_image(max_bytes: int) -> Image:
+async def read_image(max_bytes: int, max_side: int) -> Image:
     declared = request.headers.get("Content-Type")
     data = await request.get_data(cache=False, as_text=False)
-    return check_image(bytes(data) if isinstance(data, bytes) else data.encode(), declared, max_bytes)
+    return check_image(bytes(data) if isinstance(data, bytes) else data.encode(), declared, max_bytes, max_side)

@@ -24,6 +24,7 @@ from typing import Any
 
 import trio
 
+from volthub import metrics
 from volthub.hub.clock import Clock, to_ms
 from volthub.hub.components.base import Outcome, Refused
 from volthub.hub.kinds import ComponentKind
@@ -140,6 +141,7 @@ class ChannelActor:
             with trio.move_on_after(wait):
                 first = await self._calls.receive()
             if first is not None:
+                metrics.ACTOR_INBOX_DEPTH.observe(1 + self.queued)
                 await self._handle_batch(self._drain(first))
             elif deadline is not None and self._now_ms() >= deadline:
                 await self._fire_deadlines(deadline)

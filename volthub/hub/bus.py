@@ -1,8 +1,11 @@
 """The event bus: `publish(event)` reaches every listener of every process.
 
 With SQLite (one process) it is a direct call (`InProcessBus`). With PostgreSQL it is
-`PostgresRelay`: LISTEN/NOTIFY between processes, backed by an event log. Listeners must not block: they hand the event to
-bounded queues with `send_nowait`, so one slow consumer never delays another.
+`PostgresRelay`: LISTEN/NOTIFY between processes, backed by an event log; or, with
+`[cluster] broker = "redis"`, `hub.redis_bus.RedisRelay`: the same log, Redis between
+processes, each process subscribed only to the channels it serves. Listeners must not
+block: they hand the event to bounded queues with `send_nowait`, so one slow consumer never
+delays another.
 """
 
 from __future__ import annotations
@@ -10,13 +13,15 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from volthub import metrics
 from volthub.hub.clock import Clock, to_ms
 from volthub.persistence import Database, Tx, event_log
 
@@ -28,15 +33,29 @@ log = logging.getLogger(__name__)
 
 
 class Bus(Protocol):
+    # Why events from other processes may not arrive now (`/healthz` answers 503 with it).
+    problem: str | None
+
     def publish(self, event: Event) -> None: ...
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Add a listener; returns the function that removes it."""
 
+    async def prepare(self, channel_ids: Iterable[str]) -> None:
+        """Until this process hears `channel_ids` and has their recent events buffered:
+        call it before subscribing a client that may resume. At once where every process
+        hears every channel (in process, the PostgreSQL relay); a broker with per-channel
+        interest subscribes here (hub.redis_bus)."""
+
 
 class InProcessBus:
+    problem: str | None = None
+
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
+
+    async def prepare(self, channel_ids: Iterable[str]) -> None:
+        return None
 
     def publish(self, event: Event) -> None:
         for listener in list(self._listeners):
@@ -99,6 +118,8 @@ class PostgresRelay:
       resume buffers) without delivering it.
     """
 
+    problem: str | None = None
+
     def __init__(self, database: Database, clock: Clock, settings: RelaySettings | None = None) -> None:
         self._database = database
         self._clock = clock
@@ -145,6 +166,9 @@ class PostgresRelay:
 
         return unsubscribe
 
+    async def prepare(self, channel_ids: Iterable[str]) -> None:
+        return None  # every process hears every channel
+
     async def caught_up(self) -> None:
         """Wait until every event this process has published so far has reached this
         process's listeners (delivery is asynchronous: it comes back through NOTIFY)."""
@@ -170,7 +194,7 @@ class PostgresRelay:
 
     def append(self, tx: Tx, events: list[Event], now_ms: int) -> list[Event]:
         logged = event_log.append(
-            tx, [event_log.NewEntry(e.channel_id, e.id, e.name, _body(e)) for e in events], now_ms
+            tx, [event_log.NewEntry(e.channel_id, e.id, e.name, event_body(e)) for e in events], now_ms
         )
         return [replace(event, seq=entry.seq) for event, entry in zip(events, logged, strict=True)]
 
@@ -198,6 +222,7 @@ class PostgresRelay:
                 log.warning("event relay connection lost (%s); reconnecting in %.1f s", exc, delay)
                 await trio.sleep(delay)
                 self.reconnects += 1
+                metrics.BUS_RECONNECTS.inc()
 
     async def _session(self) -> None:
         token = trio.lowlevel.current_trio_token()
@@ -267,7 +292,7 @@ class PostgresRelay:
             event = self._note(row)
             if event is not None:
                 for listener in self._backfill:
-                    _call(listener, event)
+                    call_listener(listener, event)
         self._last_pos = max(self._last_pos, last)
         self._last_seen_ms = max(self._last_seen_ms, to_ms(self._clock.now()))
         self._warm = True
@@ -316,18 +341,19 @@ class PostgresRelay:
             self.duplicates += 1
             return
         self.relayed += 1
+        observe_bus_lag(row.created_at / 1000)
         if row.created_at - self._pruned_at_ms >= to_ms(self.settings.prune_every_seconds):
             self._pruned_at_ms = row.created_at
             self._prune_due.set()
         for listener in list(self._listeners):
-            _call(listener, event)
+            call_listener(listener, event)
         self._made_progress()
 
     def _hand_over_transient(self, item: event_log.TransientEvent) -> None:
         event = _from_body(item.event_id, item.name, item.channel_id, item.body, None)
         self.relayed += 1
         for listener in list(self._listeners):
-            _call(listener, event)
+            call_listener(listener, event)
         self._made_progress()
 
     def _note(self, row: event_log.LoggedEvent) -> Event | None:
@@ -341,14 +367,14 @@ class PostgresRelay:
         self._last_seq.move_to_end(row.channel_id)
         while len(self._last_seq) > self.settings.channels:
             self._last_seq.popitem(last=False)
-        return _event(row)
+        return event_of_row(row)
 
     async def _log_unstamped(self) -> None:
         async for event in self._outgoing:
             now_ms = to_ms(self._clock.now())
             try:
                 if event.is_test:
-                    entry = event_log.NewEntry(event.channel_id, event.id, event.name, _body(event))
+                    entry = event_log.NewEntry(event.channel_id, event.id, event.name, event_body(event))
                     if not await self._database.write(lambda tx, e=entry: event_log.notify_transient(tx, e)):  # type: ignore[misc]
                         log.warning("relay: test event %s (%s) is too large to relay; dropped", event.id, event.name)
                     continue
@@ -375,11 +401,17 @@ class PostgresRelay:
                 log.exception("relay: pruning the event log failed; trying again later")
 
 
-def _body(event: Event) -> dict[str, Any]:
+def observe_bus_lag(committed_at: float) -> None:
+    """An event arrived from the broker: how long after its commit (epoch seconds).
+    Every relay between processes (PostgreSQL's, a Redis broker's) reports here."""
+    metrics.BUS_LAG.observe(max(0.0, time.time() - committed_at))
+
+
+def event_body(event: Event) -> dict[str, Any]:
     return {"d": event.data, "t": event.timestamp, "x": event.is_test}
 
 
-def _event(row: event_log.LoggedEvent) -> Event:
+def event_of_row(row: event_log.LoggedEvent) -> Event:
     return _from_body(row.event_id, row.name, row.channel_id, row.body, row.seq)
 
 
@@ -389,7 +421,7 @@ def _from_body(event_id: str, name: str, channel_id: str, body: dict[str, Any], 
     return Event(event_id, name, channel_id, body["d"], body["t"], bool(body.get("x")), seq)
 
 
-def _call(listener: Listener, event: Event) -> None:
+def call_listener(listener: Listener, event: Event) -> None:
     try:
         listener(event)
     except Exception:  # one broken listener must not starve the others

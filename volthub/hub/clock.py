@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import trio
@@ -37,11 +37,26 @@ class TrioClock:
         return self._start_wall + (current - self._start_trio)
 
 
+# The calendar `iso8601` can write: 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z.
+EPOCH_MS_MIN = int((datetime(1, 1, 1, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()) * 1000
+EPOCH_MS_MAX = (
+    int((datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()) * 1000
+    + 999
+)
+
+
 def to_ms(seconds: float) -> int:
     return int(round(seconds * 1000))
 
 
+def saturate(epoch_ms: int) -> int:
+    """`epoch_ms` held within the writable calendar (a time sum never leaves it)."""
+    return min(max(epoch_ms, EPOCH_MS_MIN), EPOCH_MS_MAX)
+
+
 def iso8601(epoch_ms: int) -> str:
-    """`2026-11-22T13:07:00.123Z`: millisecond precision, always UTC."""
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+    """`2026-11-22T13:07:00.123Z`: millisecond precision, always UTC. Times beyond the
+    calendar's ends saturate to them rather than raise."""
+    epoch_ms = saturate(int(epoch_ms))
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=epoch_ms)
+    return f"{moment.year:04d}-" + moment.strftime("%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"

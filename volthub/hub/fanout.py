@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from volthub import metrics
 from volthub.hub.publisher import Event
 from volthub.protocol import catalogue
 
@@ -42,11 +43,19 @@ class Subscriber(Protocol):
 
     wire: str  # the wire format (a key of the encoders) this subscriber takes
 
+    @property
+    def transport(self) -> str:
+        """websocket, polling or sse: how its deliveries are counted."""
+
     def deliver(self, payload: Any) -> bool:
         """Queue an encoded event; False when the queue is full."""
 
     def overflow(self, reason: str) -> None:
         """The queue overflowed: disconnect, telling the client ``reason``."""
+
+    def note_lag(self, since: float) -> None:
+        """Observe the time from ``since`` (an event's commit, epoch seconds) to the write
+        of what was just delivered (``volthub_events_lag_seconds``)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -96,6 +105,10 @@ class Fanout:
         self._recent: OrderedDict[str, deque[Event]] = OrderedDict()
         # Called when a channel's viewers change (presence across processes listens).
         self.presence_listeners: list[Callable[[], None]] = []
+        # Told (channel id, True) when a channel gets its first subscription here and
+        # (channel id, False) when its last one goes: a broker with per-channel interest
+        # subscribes only to what is served here.
+        self.interest: Callable[[str, bool], None] | None = None
         self.delivered = 0  # offers accepted, for tests and metrics
         self.overflowed = 0
 
@@ -124,7 +137,11 @@ class Fanout:
         subscription = Subscription(
             subscriber, channel_id, owner, None if names is None else frozenset(names), user_id, viewer
         )
-        channel = self._channels.setdefault(channel_id, _Channel())
+        channel = self._channels.get(channel_id)
+        if channel is None:
+            channel = self._channels[channel_id] = _Channel()
+            if self.interest is not None:
+                self.interest(channel_id, True)
         channel.subscriptions[subscription] = None
         if viewer:
             if user_id is None:
@@ -150,6 +167,8 @@ class Fanout:
             self._presence_changed()
         if not channel.subscriptions:
             del self._channels[subscription.channel_id]
+            if self.interest is not None:
+                self.interest(subscription.channel_id, False)
         mine = self._by_subscriber.get(subscription.subscriber)
         if mine is not None:
             if subscription in mine:
@@ -200,18 +219,28 @@ class Fanout:
             return
         encoded: dict[str, Any] = {}
         full: list[Subscription] = []
+        counted: dict[str, int] = {}  # deliveries by transport, counted once per event
+        last: Subscriber | None = None
         # A snapshot: nothing below unsubscribes, but a subscriber's deliver might.
         for subscription in tuple(channel.subscriptions):
             if not subscription.wants(event):
                 continue
-            wire = subscription.subscriber.wire
+            subscriber = subscription.subscriber
+            wire = subscriber.wire
             payload = encoded.get(wire)
             if payload is None:
                 payload = encoded[wire] = self._encoders[wire](event)
-            if subscription.subscriber.deliver(payload):
-                self.delivered += 1
+            if subscriber.deliver(payload):
+                transport = subscriber.transport
+                counted[transport] = counted.get(transport, 0) + 1
+                last = subscriber
             else:
                 full.append(subscription)
+        if last is not None:
+            self.delivered += sum(counted.values())
+            metrics.count_deliveries(counted)
+            # One lag sample per event: the last connection offered it is written last.
+            last.note_lag(event.committed_at)
         for subscription in full:
             self._overflow(subscription.subscriber)
 
@@ -219,6 +248,7 @@ class Fanout:
         if subscriber not in self._by_subscriber:
             return  # already dropped (it had two subscriptions on this channel)
         self.overflowed += 1
+        metrics.EVENTS_SLOW_CONSUMERS.inc()
         self.remove(subscriber)
         try:
             subscriber.overflow("slow consumer: the connection's outbound queue is full")
@@ -248,6 +278,17 @@ class Fanout:
         else:
             self._recent.move_to_end(event.channel_id)
         recent.append(event)
+
+    def replace_recent(self, channel_id: str, events: list[Event]) -> None:
+        """Make ``events`` (oldest first) the channel's resume buffer: a broker with
+        per-channel interest fills it when this process starts following the channel."""
+        if self._resume_size <= 0:
+            return
+        recent = deque((e for e in events if catalogue.delivered_over_events_api(e.name)), maxlen=self._resume_size)
+        self._recent[channel_id] = recent
+        self._recent.move_to_end(channel_id)
+        while len(self._recent) > self._resume_channels:
+            self._recent.popitem(last=False)
 
     def since(self, channel_id: str, last_event_id: str | None) -> Resume:
         """The buffered events of ``channel_id`` after ``last_event_id``.

@@ -11,11 +11,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from volthub import metrics
 from volthub.hub.bus import Bus
 from volthub.hub.clock import Clock, iso8601, to_ms
 from volthub.persistence import Database, Tx
@@ -47,6 +49,12 @@ class Event:
     @cached_property
     def data_json(self) -> bytes:
         return orjson.dumps(self.data)
+
+    @cached_property
+    def committed_at(self) -> float:
+        """Its `timestamp` (taken as its transaction began) in epoch seconds: where the
+        fan-out lag is measured from."""
+        return datetime.fromisoformat(self.timestamp).timestamp()
 
 
 @dataclass
@@ -110,6 +118,7 @@ class EventPublisher:
 
         result = await self._database.write(transaction)
         for event in emitter.events:
+            published(event.name)
             self._bus.publish(event)
         return result
 
@@ -119,6 +128,18 @@ class EventPublisher:
         `publish=False` only makes the event (for a test sent to webhooks alone)."""
         emitter = Emitter(now_ms=to_ms(self._clock.now()))
         event = emitter.emit(channel_id, name, data, is_test=True)
+        published(event.name)
         if publish:
             self._bus.publish(event)
         return event
+
+
+_PUBLISHED: dict[str, Any] = {}
+
+
+def published(name: str) -> None:
+    """Count one published event (`volthub_events_published_total{event}`)."""
+    child = _PUBLISHED.get(name)
+    if child is None:
+        child = _PUBLISHED[name] = metrics.EVENTS_PUBLISHED.labels(name)
+    child.inc()

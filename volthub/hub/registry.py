@@ -19,6 +19,7 @@ from typing import Any
 
 import trio
 
+from volthub import metrics
 from volthub.hub.actor import (
     ActorRuntime,
     Call,
@@ -125,12 +126,14 @@ class ActorRegistry:
             raise ChannelUnavailable(channel_id)
         actor = ChannelActor(self.runtime, channel_id, self._forget)
         self._actors[channel_id] = actor
+        metrics.ACTORS_ACTIVE.inc()
         self._nursery.start_soon(actor.run, name=f"channel-actor:{channel_id}")
         return actor
 
     def _forget(self, actor: ChannelActor) -> None:
         if self._actors.get(actor.channel_id) is actor:
             del self._actors[actor.channel_id]
+            metrics.ACTORS_ACTIVE.dec()
 
     # -- the chat operations other code calls --
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import trio
 
+from volthub import metrics
+
 log = logging.getLogger(__name__)
 
 ServiceFn = Callable[[], Awaitable[object]]
@@ -86,9 +88,11 @@ class Supervisor:
                     failures = 0
                 failures += 1
                 delay = self.backoff.delay(failures)
-                log.exception("service %s failed; restarting in %g s", service.name, delay)
+                log.exception("background service %s crashed; restarting it in %g s", service.name, delay)
             else:
-                log.info("service %s finished", service.name)
+                # Several services have nothing to do in some setups (the relay on SQLite).
+                log.debug("service %s has nothing (more) to do", service.name)
                 return
             await trio.sleep(delay)
             self.restarts[service.name] += 1
+            metrics.SERVICE_RESTARTS.labels(service.name).inc()

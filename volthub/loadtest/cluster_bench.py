@@ -1,7 +1,15 @@
 """Several processes on one PostgreSQL database: what the bus relay costs and carries.
 
     .venv/bin/python -m volthub.loadtest.cluster_bench --database postgresql://postgres@127.0.0.1:5432/test
+        [--broker postgres|redis [--redis-url redis://…]] [--placement spread|partition]
         [--processes 1,2,4] [--sockets 400] [--channels 10] [--rate 20] [--duration 10]
+
+`--broker redis` runs the processes with `[cluster] broker = "redis"`: on `--redis-url`, or
+on a `redis-server` (from PATH) the bench starts on a free loopback port without
+persistence. Redis's own CPU per event is reported from its `INFO cpu`.
+`--placement partition` puts each channel's sockets (and its sends) on one process only
+(channel i on process i mod N), so each process serves a share of the channels: with a
+broker with per-channel interest, a process then pays only for its own channels.
 
 For each process count N it starts N `volthub serve` processes (each on a port of its own,
 rate limits off) on a fresh schema of the database, plus one *observer* process that
@@ -32,7 +40,7 @@ import secrets
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -82,7 +90,7 @@ def _admin(database: str, statement: str) -> None:
         connection.execute(statement)
 
 
-def _start(url: str, workdir: Path, index: int) -> Server:
+def _start(url: str, workdir: Path, index: int, env: dict[str, str]) -> Server:
     port = free_port()
     log = workdir / f"server-{index}-{port}.log"
     with open(log, "wb") as handle:
@@ -90,7 +98,7 @@ def _start(url: str, workdir: Path, index: int) -> Server:
             [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port), "--database", url],
             stdout=handle,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **SERVER_ENV},
+            env={**os.environ, **SERVER_ENV, **env},
             cwd=workdir,
         )
     return Server(process, f"http://127.0.0.1:{port}", log)
@@ -143,22 +151,65 @@ async def _register(http: httpx.AsyncClient, base: str) -> tuple[str, str]:
     return body["user"]["id"], body["token"]
 
 
-async def run_once(
-    database: str, processes: int, sockets: int, channels: int, rate: float, duration: float, workdir: Path
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Plan:
+    sockets: int
+    channels: int
+    rate: float
+    duration: float
+    placement: str = "spread"
+    broker_env: dict[str, str] = field(default_factory=dict)
+    redis_url: str | None = None
+
+
+def _redis_cpu(url: str | None) -> float | None:
+    """Redis's own CPU seconds so far (user + system), from INFO cpu."""
+    if url is None:
+        return None
+    try:
+        done = subprocess.run(["redis-cli", "-u", url, "INFO", "cpu"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    fields = dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
+    try:
+        return float(fields["used_cpu_sys"]) + float(fields["used_cpu_user"])
+    except (KeyError, ValueError):
+        return None
+
+
+def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A redis-server on a free loopback port, without persistence; (process, URL)."""
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        + ["--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}"
+    deadline = time.monotonic() + 10
+    while _redis_cpu(url) is None:
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise RuntimeError("redis-server did not start")
+        time.sleep(0.05)
+    return process, url
+
+
+async def run_once(database: str, processes: int, plan: Plan, workdir: Path) -> dict[str, Any]:
     schema = f"bench_{secrets.token_hex(4)}"
     _admin(database, f"CREATE SCHEMA {schema}")
     url = _schema_url(database, schema)
     servers: list[Server] = []
     try:
         # The first one applies the migrations; the others start on a migrated schema.
-        servers.append(_start(url, workdir, 0))
+        servers.append(_start(url, workdir, 0, plan.broker_env))
         await _healthy(servers[0])
-        servers += [_start(url, workdir, i) for i in range(1, processes + 1)]
+        servers += [_start(url, workdir, i, plan.broker_env) for i in range(1, processes + 1)]
         for server in servers:
             await _healthy(server)
         serving, observer = servers[:processes], servers[processes]
-        return await _measure(serving, observer, sockets, channels, rate, duration)
+        return await _measure(serving, observer, plan)
     finally:
         for server in servers:
             server.process.terminate()
@@ -170,9 +221,13 @@ async def run_once(
         _admin(database, f"DROP SCHEMA {schema} CASCADE")
 
 
-async def _measure(
-    serving: list[Server], observer: Server, sockets: int, channels: int, rate: float, duration: float
-) -> dict[str, Any]:
+def _server_for(plan: Plan, serving: list[Server], index: int, channel: int) -> Server:
+    """Spread: round-robin over every process; partition: the channel's own process."""
+    return serving[(channel if plan.placement == "partition" else index) % len(serving)]
+
+
+async def _measure(serving: list[Server], observer: Server, plan: Plan) -> dict[str, Any]:
+    sockets, channels, rate, duration = plan.sockets, plan.channels, plan.rate, plan.duration
     tally = Tally()
     stop = trio.Event()
     async with httpx.AsyncClient(timeout=30) as http:
@@ -180,7 +235,8 @@ async def _measure(
         async with trio.open_nursery() as nursery:
             ready = trio.Semaphore(0)
             for i in range(sockets):
-                nursery.start_soon(_client, serving[i % len(serving)], owners[i % channels][1], tally, ready, stop)
+                server = _server_for(plan, serving, i, i % channels)
+                nursery.start_soon(_client, server, owners[i % channels][1], tally, ready, stop)
                 if i % 50 == 49:
                     await trio.sleep(0.05)  # a gentle ramp
             with trio.fail_after(120):
@@ -195,6 +251,7 @@ async def _measure(
             cpu_before = [s.cpu() for s in serving]
             observer_before = observer.cpu()
             machine_before = machine_busy_seconds()
+            redis_before = _redis_cpu(plan.redis_url)
             started = time.monotonic()
             sent = accepted = 0
             post_times: list[float] = []
@@ -202,7 +259,7 @@ async def _measure(
             async with trio.open_nursery() as senders:
                 for n in range(total):
                     channel_id, token = owners[n % channels]
-                    base = serving[n % len(serving)].url
+                    base = _server_for(plan, serving, n, n % channels).url
 
                     async def send(base: str = base, channel_id: str = channel_id, token: str = token) -> None:
                         nonlocal accepted
@@ -227,6 +284,8 @@ async def _measure(
             cpu = sum(s.cpu() for s in serving) - sum(cpu_before)
             observer_cpu = max(0.0, observer.cpu() - observer_before - idle_rate * elapsed)
             machine_after = machine_busy_seconds()
+            redis_after = _redis_cpu(plan.redis_url)
+            redis = None if redis_before is None or redis_after is None else redis_after - redis_before
             machine = None if machine_before is None or machine_after is None else machine_after - machine_before
             stop.set()
     delivered = len(tally.latencies)
@@ -244,7 +303,9 @@ async def _measure(
         "post_p50_ms": round(percentile(sorted(post_times), 50) * 1000, 2) if post_times else None,
         "server_cpu_seconds": round(cpu, 3),
         "server_cpu_ms_per_delivery": round(cpu * 1000 / delivered, 4) if delivered else None,
+        "server_cpu_ms_per_event_per_process": (round(cpu * 1000 / accepted / len(serving), 4) if accepted else None),
         "relay_cpu_ms_per_event_per_process": round(observer_cpu * 1000 / accepted, 4) if accepted else None,
+        "redis_cpu_ms_per_event": round(redis * 1000 / accepted, 4) if accepted and redis is not None else None,
         "machine_busy_cpu_seconds": round(machine, 2) if machine is not None else None,
         "elapsed_seconds": round(elapsed, 2),
     }
@@ -261,7 +322,9 @@ def _table(results: list[dict[str, Any]]) -> str:
         ("latency p99 (ms)", "latency_p99_ms"),
         ("chat POST p50 (ms)", "post_p50_ms"),
         ("server CPU ms per delivery", "server_cpu_ms_per_delivery"),
-        ("relay CPU ms per event per process", "relay_cpu_ms_per_event_per_process"),
+        ("server CPU ms per event per process", "server_cpu_ms_per_event_per_process"),
+        ("uninterested process CPU ms per event", "relay_cpu_ms_per_event_per_process"),
+        ("Redis CPU ms per event", "redis_cpu_ms_per_event"),
         ("machine busy CPU s (all processes)", "machine_busy_cpu_seconds"),
     ]
     lines = []
@@ -277,6 +340,9 @@ def _table(results: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database", required=True, help="postgresql://… (a fresh schema is made per run)")
+    parser.add_argument("--broker", choices=("postgres", "redis"), default="postgres")
+    parser.add_argument("--redis-url", help="with --broker redis: this server (default: start a redis-server)")
+    parser.add_argument("--placement", choices=("spread", "partition"), default="spread")
     parser.add_argument("--processes", default="1,2,4", help="comma-separated process counts")
     parser.add_argument("--sockets", type=int, default=400)
     parser.add_argument("--channels", type=int, default=10)
@@ -291,13 +357,24 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     with tempfile.TemporaryDirectory(prefix="volthub-cluster-bench-") as tmp:
-        for count in counts:
-            print(f"-- {count} process(es) ...", flush=True)
-            result = trio.run(
-                run_once, args.database, count, args.sockets, args.channels, args.rate, args.duration, Path(tmp)
-            )
-            print(orjson.dumps(result).decode(), flush=True)
-            results.append(result)
+        redis: subprocess.Popen[bytes] | None = None
+        plan = Plan(args.sockets, args.channels, args.rate, args.duration, args.placement)
+        try:
+            if args.broker == "redis":
+                redis_url = args.redis_url
+                if redis_url is None:
+                    redis, redis_url = start_redis(Path(tmp))
+                broker_env = {"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": redis_url}
+                plan = replace(plan, broker_env=broker_env, redis_url=redis_url)
+            for count in counts:
+                print(f"-- {count} process(es), broker {args.broker}, placement {args.placement} ...", flush=True)
+                result = {"broker": args.broker, **trio.run(run_once, args.database, count, plan, Path(tmp))}
+                print(orjson.dumps(result).decode(), flush=True)
+                results.append(result)
+        finally:
+            if redis is not None:
+                redis.kill()
+                redis.wait()
     print()
     print(_table(results))
     if args.json:

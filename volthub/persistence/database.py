@@ -113,3 +113,7 @@ class Database(ABC):
     @abstractmethod
     def run_sync(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
         """The same transaction, on the calling thread: for the CLI and migrations only."""
+
+    @abstractmethod
+    def pool_stats(self) -> dict[str, int]:
+        """Connections `in_use` and `idle`, and callers `waiting` for one (metrics)."""

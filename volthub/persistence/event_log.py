@@ -68,8 +68,9 @@ def notify_transient(tx: Tx, entry: NewEntry) -> bool:
     return True
 
 
-def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent]:
-    """Log `entries` in this transaction and NOTIFY them at commit; returns them stamped."""
+def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int, *, notify: bool = True) -> list[LoggedEvent]:
+    """Log `entries` in this transaction and NOTIFY them at commit (unless `notify` is
+    False: another broker carries them after commit); returns them stamped."""
     counts: dict[str, int] = {}
     for entry in entries:
         counts[entry.channel_id] = counts.get(entry.channel_id, 0) + 1
@@ -88,6 +89,14 @@ def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent
         seq = next_seq[entry.channel_id]
         next_seq[entry.channel_id] = seq + 1
         body = orjson.dumps(entry.body).decode()
+        if not notify:
+            pos = tx.scalar(
+                "INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING pos",
+                (entry.channel_id, seq, entry.event_id, entry.name, body, now_ms),
+            )
+            logged.append(LoggedEvent(int(pos), entry.channel_id, seq, entry.event_id, entry.name, entry.body, now_ms))
+            continue
         # One round trip per event: the row, and its NOTIFY, whose payload needs the row's
         # position (spliced in by PostgreSQL in front of the rest, `payload_tail`).
         pos = tx.scalar(
@@ -175,6 +184,20 @@ def channel_range(tx: Tx, channel_id: str, after_seq: int, before_seq: int) -> l
         (channel_id, after_seq, before_seq),
     )
     return [_logged(row) for row in rows]
+
+
+def channel_after(tx: Tx, channel_id: str, after_seq: int, limit: int) -> list[LoggedEvent]:
+    """At most `limit` of a channel's events past `after_seq`, in order (a bounded read)."""
+    rows = tx.execute(
+        f"SELECT {_COLUMNS} FROM event_log WHERE channel_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (channel_id, after_seq, limit),
+    )
+    return [_logged(row) for row in rows]
+
+
+def channel_position(tx: Tx, channel_id: str) -> int:
+    """The position of the channel's newest committed event (0: none yet)."""
+    return int(tx.scalar("SELECT seq FROM event_channel_positions WHERE channel_id = ?", (channel_id,)) or 0)
 
 
 def tail(tx: Tx, since_ms: int, limit: int) -> list[LoggedEvent]:

@@ -45,20 +45,42 @@ _COLUMNS = (
 )
 
 
-def add_state(tx: Tx, state_hash: str, user_id: str, now_ms: int, expires_at: int) -> None:
+@dataclass(frozen=True)
+class PendingState:
+    """An authorisation in flight, as the callback finds it."""
+
+    user_id: str
+    browser_hash: str | None
+    code_verifier: str | None
+
+
+def add_state(
+    tx: Tx,
+    state_hash: str,
+    user_id: str,
+    now_ms: int,
+    expires_at: int,
+    browser_hash: str,
+    code_verifier: str | None,
+) -> None:
     tx.execute("DELETE FROM extvideo_states WHERE expires_at <= ?", (now_ms,))
     tx.execute(
-        "INSERT INTO extvideo_states (state_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-        (state_hash, user_id, now_ms, expires_at),
+        "INSERT INTO extvideo_states (state_hash, user_id, created_at, expires_at, browser_hash, code_verifier)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (state_hash, user_id, now_ms, expires_at, browser_hash, code_verifier),
     )
 
 
-def take_state(tx: Tx, state_hash: str, now_ms: int) -> str | None:
-    """The user a live state belongs to; the state is used up either way."""
-    rows = tx.execute("DELETE FROM extvideo_states WHERE state_hash = ? RETURNING user_id, expires_at", (state_hash,))
+def take_state(tx: Tx, state_hash: str, now_ms: int) -> PendingState | None:
+    """The live state; it is used up either way (single use, whoever presents it)."""
+    rows = tx.execute(
+        "DELETE FROM extvideo_states WHERE state_hash = ? RETURNING user_id, expires_at, browser_hash, code_verifier",
+        (state_hash,),
+    )
     if not rows or int(rows[0]["expires_at"]) <= now_ms:
         return None
-    return str(rows[0]["user_id"])
+    row = rows[0]
+    return PendingState(str(row["user_id"]), row["browser_hash"], row["code_verifier"])
 
 
 def get(tx: Tx, user_id: str) -> Connection | None:

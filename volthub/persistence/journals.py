@@ -9,7 +9,7 @@ from volthub.persistence.pagination import decode_cursor, encode_cursor
 
 _COLUMNS = (
     "j.id, j.user_id, j.slug, j.title, j.body, j.status, j.created_at, j.updated_at, j.published_at,"
-    " u.username, u.display_name"
+    " u.username, u.display_name, j.html, j.excerpt"
 )
 _FROM = " FROM journals j JOIN users u ON u.id = j.user_id"
 
@@ -31,6 +31,8 @@ class Journal:
     created_at: int
     updated_at: int
     published_at: int | None
+    html: str | None = None  # the body rendered and sanitised; None: not rendered yet
+    excerpt: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Journal:
@@ -47,6 +49,8 @@ class Journal:
             int(row["created_at"]),
             int(row["updated_at"]),
             None if published is None else int(published),
+            row["html"],
+            row["excerpt"],
         )
 
 
@@ -54,13 +58,15 @@ def slug_exists(tx: Tx, user_id: str, slug: str) -> bool:
     return tx.one("SELECT id FROM journals WHERE user_id = ? AND slug = ?", (user_id, slug)) is not None
 
 
-def insert(tx: Tx, journal_id: str, user_id: str, slug: str, title: str, body: str, now_ms: int) -> None:
+def insert(
+    tx: Tx, journal_id: str, user_id: str, slug: str, title: str, body: str, html: str, excerpt: str, now_ms: int
+) -> None:
     try:
         with tx.savepoint():
             tx.execute(
-                "INSERT INTO journals (id, user_id, slug, title, body, status, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, 'draft', ?, ?)",
-                (journal_id, user_id, slug, title, body, now_ms, now_ms),
+                "INSERT INTO journals (id, user_id, slug, title, body, html, excerpt, status, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 'draft', ?, ?)",
+                (journal_id, user_id, slug, title, body, html, excerpt, now_ms, now_ms),
             )
     except IntegrityError:
         raise SlugTaken(slug) from None
@@ -81,6 +87,15 @@ def update(tx: Tx, journal_id: str, changes: dict[str, str], now_ms: int) -> Non
             )
     except IntegrityError:
         raise SlugTaken(changes.get("slug", "")) from None
+
+
+def store_rendering(tx: Tx, journal_id: str, body: str, html: str, excerpt: str) -> None:
+    """Keep the rendering of a row written before renderings were stored (only while its
+    body is still the one rendered)."""
+    tx.execute(
+        "UPDATE journals SET html = ?, excerpt = ? WHERE id = ? AND body = ? AND html IS NULL",
+        (html, excerpt, journal_id, body),
+    )
 
 
 def publish(tx: Tx, journal_id: str, now_ms: int) -> None:

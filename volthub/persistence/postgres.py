@@ -129,6 +129,14 @@ class PostgresDatabase(Database):
     def run_sync(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
         return self._run(fn, self.acquire_timeout)
 
+    def pool_stats(self) -> dict[str, int]:
+        slots = self._limiter.statistics()
+        return {
+            "in_use": slots.borrowed_tokens,
+            "idle": max(0, int(slots.total_tokens) - slots.borrowed_tokens),
+            "waiting": slots.tasks_waiting,
+        }
+
     async def _call(self, fn: Callable[[Tx], T]) -> T:
         """Waiting for a slot and then for a pooled connection share one acquire_timeout."""
         deadline = trio.current_time() + self.acquire_timeout

@@ -97,6 +97,16 @@ class SQLiteDatabase(Database):
     async def read(self, fn: Callable[[Tx], T]) -> T:
         return await trio.to_thread.run_sync(self._run, fn, False, limiter=self._readers)
 
+    def pool_stats(self) -> dict[str, int]:
+        readers, writers = self._readers.statistics(), self._writers.statistics()
+        in_use = readers.borrowed_tokens + writers.borrowed_tokens
+        total = int(readers.total_tokens) + int(writers.total_tokens)
+        return {
+            "in_use": in_use,
+            "idle": max(0, total - in_use),
+            "waiting": readers.tasks_waiting + writers.tasks_waiting,
+        }
+
     async def write(self, fn: Callable[[Tx], T]) -> T:
         return await trio.to_thread.run_sync(self._run, fn, True, limiter=self._writers)
 

@@ -147,14 +147,6 @@ def open_stream_by_key(tx: Tx, key_hash: str) -> Stream | None:
     return Stream.from_row(row) if row else None
 
 
-def open_stream_by_path(tx: Tx, source: str, media_path: str) -> Stream | None:
-    row = tx.one(
-        f"SELECT {_STREAM} FROM streams WHERE source = ? AND media_path = ? AND ended_at IS NULL",
-        (source, media_path),
-    )
-    return Stream.from_row(row) if row else None
-
-
 def insert_stream(tx: Tx, stream: Stream) -> None:
     tx.execute(
         f"INSERT INTO streams ({_STREAM}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
@@ -416,3 +408,16 @@ def get_clip(tx: Tx, clip_id: str) -> Clip | None:
 
 def clips_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
     return _page(tx, Clip, channel_id, limit, cursor)
+
+
+def claim_raid_cooldown(tx: Tx, key: str, now_ms: int, until_ms: int) -> int | None:
+    """Start the cooldown `key` (until `until_ms`) unless one is running: None when claimed,
+    else the time (ms) the running one ends. Guarded, so concurrent raids claim it once."""
+    rows = tx.execute(
+        "INSERT INTO raid_cooldowns (key, until_ms) VALUES (?, ?) ON CONFLICT (key) DO UPDATE"
+        " SET until_ms = excluded.until_ms WHERE raid_cooldowns.until_ms <= ? RETURNING key",
+        (key, until_ms, now_ms),
+    )
+    if rows:
+        return None
+    return int(tx.scalar("SELECT until_ms FROM raid_cooldowns WHERE key = ?", (key,)))

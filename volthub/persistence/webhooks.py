@@ -398,6 +398,18 @@ def claim_due(tx: Tx, now_ms: int, lease_until_ms: int, limit: int, token: str) 
     ]
 
 
+def outbox_summary(tx: Tx) -> tuple[int, int | None]:
+    """(deliveries waiting to be attempted, the oldest one's created_at in ms or None)."""
+    row = tx.one(
+        "SELECT COUNT(*) AS pending, MIN(created_at) AS oldest FROM webhook_deliveries"
+        " WHERE state = ? AND next_attempt_at IS NOT NULL",
+        (PENDING,),
+    )
+    if row is None:
+        return 0, None
+    return int(row["pending"]), _opt_int(row["oldest"])
+
+
 def next_due_at(tx: Tx) -> int | None:
     """When the next pending delivery of an enabled webhook falls due (ms): the first
     index entry that belongs to an enabled webhook (parked rows have no due time)."""

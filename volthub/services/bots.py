@@ -88,9 +88,36 @@ def _holder(client_id: str, channel_id: str | None = None) -> str:
     return f"bot:{client_id}" if channel_id is None else f"bot:{client_id}:{channel_id}"
 
 
+# Words a bot's name must not pose as: chat would show it beside a role's authority.
+ROLE_WORDS = frozenset(
+    {"mod", "mods", "moderator", "moderators", "broadcaster", "staff", "admin", "administrator", "system",
+     "official", "support", "owner", "volthub"}
+)  # fmt: skip
+
+
+def impersonates_role(name: str) -> bool:
+    """True for names that pose as a role: a role word as a whole underscore-separated part
+    (digits aside: `admin_2`, `the_mod`); the name without underscores and digits being a
+    role word with `bot`, `team`, `the` or `real` around it (`modbot`, `TheStaff`); or, for
+    words of six letters or more, at either end of it (`ModeratorBot`, `xsystem`)."""
+    lowered = name.lower()
+    parts = [part.rstrip("0123456789") for part in lowered.split("_")]
+    if any(part in ROLE_WORDS for part in parts):
+        return True
+    compact = re.sub(r"[_0-9]+", "", lowered)
+    for word in ROLE_WORDS:
+        if compact in (word, f"{word}bot", f"{word}team", f"the{word}", f"real{word}"):
+            return True
+        if len(word) >= 6 and (compact.startswith(word) or compact.endswith(word)):
+            return True
+    return False
+
+
 def check_bot_name(name: str) -> str:
     if not BOT_NAME.fullmatch(name):
         raise ValueError("bot names are 3–25 letters, digits or underscores")
+    if impersonates_role(name):
+        raise ValueError("a bot name may not pose as a role (moderator, broadcaster, staff, admin, system, …)")
     return name
 
 
@@ -170,7 +197,7 @@ class Bots:
 
         def read(tx: Tx) -> NameCheck:
             owned_app(tx, owner_id, client_id)
-            if not BOT_NAME.fullmatch(name):
+            if not BOT_NAME.fullmatch(name) or impersonates_role(name):
                 return NameCheck(name, False, "invalid", None)
             claim = names.current(tx, name, now)
             if claim is None or claim.holder == _holder(client_id) or claim.holder.startswith(_holder(client_id) + ":"):

@@ -87,8 +87,7 @@ class ChannelRoles:
             channel_id, roles.GrantRole(role, member_id, username, expires_at)
         )
         if expires_at is not None:
-            self._wakeup.wake()
-        print("woke", flush=True)  # it may be the earliest expiry: the service looks again
+            self._wakeup.wake()  # it may be the earliest expiry: the service looks again
         return granted.as_api()
 
     async def revoke(self, channel_id: str, member_id: str, role: str) -> None:

@@ -41,11 +41,12 @@ def resolve_in(tx: Tx, codes: Iterable[str], channel_id: str | None) -> dict[str
 
 
 class Emotes:
-    def __init__(self, database: Database, clock: Clock, media: MediaStore, *, max_bytes: int) -> None:
+    def __init__(self, database: Database, clock: Clock, media: MediaStore, *, max_bytes: int, max_side: int) -> None:
         self._db = database
         self._clock = clock
         self._media = media
         self.max_bytes = max_bytes
+        self.max_side = max_side
 
     async def add(self, channel_id: str | None, code: str, image: Image, owner_id: str | None) -> Emote:
         """A new emote (global when `channel_id` is None); `EmoteExists` when the code is used."""

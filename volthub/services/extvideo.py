@@ -4,10 +4,16 @@ A provider adapter speaking OAuth 2.0 (authorisation code) and a small JSON API,
 addresses `[extvideo]` configures; nothing here names a real platform. What the adapter
 expects of the provider (the spec shows none of it):
 
-- `GET {authorize_url}?response_type=code&client_id&redirect_uri&scope&state` — the person
-  consents there and comes back to `redirect_uri` with `code` and `state`.
+- `GET {authorize_url}?response_type=code&client_id&redirect_uri&scope&state` (and, with
+  `[extvideo] pkce`, `code_challenge` and `code_challenge_method=S256`, RFC 7636) — the
+  person consents there and comes back to `redirect_uri` with `code` and `state`.
 - `POST {token_url}` (form: grant_type=authorization_code|refresh_token, code, redirect_uri,
-  refresh_token, client_id, client_secret) → `{access_token, refresh_token?, expires_in?, scope?}`.
+  code_verifier with PKCE, refresh_token, client_id, client_secret) →
+  `{access_token, refresh_token?, expires_in?, scope?}`.
+
+Linking is bound to who started it: `authorize_url` returns, beside the state, a browser
+secret the HTTP layer keeps in a cookie of the browser that asked; the callback completes
+only with the state (single use, 10 minutes) and that cookie, for the user who asked.
 - `POST {revoke_url}` (form: token, client_id, client_secret) — best effort on disconnect.
 - `GET {base_url}/me` → `{id, name, url?}`; `GET {base_url}/videos?sort=recent&limit=N`,
   `GET {base_url}/library?limit=N&cursor=C` → `{items: [video], nextCursor?}`;
@@ -20,12 +26,14 @@ marks the connection `reauth_required`. Outgoing calls use httpx on Trio with
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 
@@ -45,6 +53,7 @@ __all__ = [
     "NotConnected",
     "ProviderError",
     "ReauthRequired",
+    "web_url",
 ]
 
 STATE_TTL_MS = 10 * 60 * 1000
@@ -73,14 +82,26 @@ class ProviderError(Exception):
         self.status = status
 
 
+def web_url(value: Any) -> str | None:
+    """`value` when it is an absolute http(s) address; None for anything else the provider
+    sends (javascript:, data:, relative or scheme-relative), so it never reaches a page."""
+    if not isinstance(value, str) or len(value) > 2048 or value != value.strip():
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    return value if parts.scheme.lower() in ("http", "https") and parts.hostname else None
+
+
 def _video(item: Any) -> dict[str, Any] | None:
     if not isinstance(item, dict) or not isinstance(item.get("id"), (str, int)):
         return None
     return {
         "id": str(item["id"]),
         "title": str(item.get("title") or ""),
-        "url": item.get("url") if isinstance(item.get("url"), str) else None,
-        "thumbnailUrl": item.get("thumbnailUrl") if isinstance(item.get("thumbnailUrl"), str) else None,
+        "url": web_url(item.get("url")),
+        "thumbnailUrl": web_url(item.get("thumbnailUrl")),
         "publishedAt": item.get("publishedAt") if isinstance(item.get("publishedAt"), str) else None,
         "durationSeconds": item.get("durationSeconds") if isinstance(item.get("durationSeconds"), int) else None,
         "views": item.get("views") if isinstance(item.get("views"), int) else None,
@@ -94,7 +115,7 @@ def _playlist(item: Any) -> dict[str, Any] | None:
     return {
         "id": str(item["id"]),
         "title": str(item.get("title") or ""),
-        "url": item.get("url") if isinstance(item.get("url"), str) else None,
+        "url": web_url(item.get("url")),
         "videoCount": count if isinstance(count, int) else None,
     }
 
@@ -102,6 +123,14 @@ def _playlist(item: Any) -> dict[str, Any] | None:
 def _items(document: Any, shape: Any) -> list[dict[str, Any]]:
     raw = document.get("items") if isinstance(document, dict) else None
     return [found for found in (shape(item) for item in raw or []) if found is not None][:LIST_MAX]
+
+
+@dataclass(frozen=True)
+class Authorization:
+    url: str  # the provider's consent address
+    state: str
+    expires_at: int  # epoch ms
+    browser: str  # kept in a cookie of the browser that asked; the callback needs it
 
 
 @dataclass(frozen=True)
@@ -120,13 +149,13 @@ class ExtVideo:
         self._authorize = settings.authorize_url or f"{base}/oauth/authorize"
         self._token = settings.token_url or f"{base}/oauth/token"
         self._revoke = settings.revoke_url or f"{base}/oauth/revoke"
-        self._redirect = settings.redirect_uri or f"{public_url.rstrip('/')}/api/extvideo/auth/callback"
+        self._redirect = settings.callback_url(public_url)  # absolute: the settings refuse to load otherwise
         # username (lower) -> (fetched at, widget); bounded by the number of connected users.
         self._widgets: dict[str, tuple[float, dict[str, Any]]] = {}
 
     @property
     def configured(self) -> bool:
-        return bool(self._base and self._settings.client_id)
+        return self._settings.configured
 
     def _now(self) -> int:
         return to_ms(self._clock.now())
@@ -137,34 +166,46 @@ class ExtVideo:
 
     # -- connecting --
 
-    async def authorize_url(self, user_id: str) -> tuple[str, str, int]:
-        """(the provider's consent URL, the state, when the state expires)."""
+    async def authorize_url(self, user_id: str) -> Authorization:
+        """The provider's consent URL, its state and the browser secret for the cookie."""
         self._require_configured()
-        state = secrets.token_urlsafe(24)
+        state, browser = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        verifier = secrets.token_urlsafe(48) if self._settings.pkce else None
         now = self._now()
         expires = now + STATE_TTL_MS
-        await self._db.write(lambda tx: repo.add_state(tx, _digest(state), user_id, now, expires))
-        query = urlencode(
-            {
-                "response_type": "code",
-                "client_id": self._settings.client_id,
-                "redirect_uri": self._redirect,
-                "scope": self._settings.scope,
-                "state": state,
-            }
+        await self._db.write(
+            lambda tx: repo.add_state(tx, _digest(state), user_id, now, expires, _digest(browser), verifier)
         )
-        return f"{self._authorize}?{query}", state, expires
+        query = {
+            "response_type": "code",
+            "client_id": self._settings.client_id,
+            "redirect_uri": self._redirect,
+            "scope": self._settings.scope,
+            "state": state,
+        }
+        if verifier is not None:
+            challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+            query |= {"code_challenge": challenge, "code_challenge_method": "S256"}
+        return Authorization(f"{self._authorize}?{urlencode(query)}", state, expires, browser)
 
-    async def complete(self, state: str, code: str) -> Connection:
-        """The provider sent the person back: exchange the code, read the account, store."""
+    async def complete(self, state: str, code: str, browser: str | None) -> Connection:
+        """The provider sent the person back: check the state (single use) belongs to this
+        browser, exchange the code, read the account, store it for the user who asked."""
         self._require_configured()
         now = self._now()
-        user_id = await self._db.write(lambda tx: repo.take_state(tx, _digest(state), now))
-        if user_id is None:
+        pending = await self._db.write(lambda tx: repo.take_state(tx, _digest(state), now))
+        if (
+            pending is None
+            or pending.browser_hash is None
+            or browser is None
+            or not hmac.compare_digest(pending.browser_hash, _digest(browser))
+        ):
             raise InvalidState()
-        tokens = await self._token_request(
-            {"grant_type": "authorization_code", "code": code, "redirect_uri": self._redirect}
-        )
+        user_id = pending.user_id
+        form = {"grant_type": "authorization_code", "code": code, "redirect_uri": self._redirect}
+        if pending.code_verifier is not None:
+            form["code_verifier"] = pending.code_verifier
+        tokens = await self._token_request(form)
         account = await self._get(tokens["access_token"], "/me", {})
         if not isinstance(account, dict) or not isinstance(account.get("id"), (str, int)):
             raise ProviderError("the provider's /me answer has no account id")
@@ -173,7 +214,7 @@ class ExtVideo:
             user_id=user_id,
             account_id=str(account["id"]),
             account_name=str(account.get("name") or account["id"]),
-            account_url=account.get("url") if isinstance(account.get("url"), str) else None,
+            account_url=web_url(account.get("url")),
             access_token=tokens["access_token"],
             refresh_token=tokens.get("refresh_token"),
             expires_at=_expiry(tokens, now),
@@ -235,7 +276,7 @@ class ExtVideo:
                     "account": {
                         "id": connection.account_id,
                         "name": connection.account_name,
-                        "url": connection.account_url,
+                        "url": web_url(connection.account_url),
                     },
                     "videos": videos,
                 }

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import PIL.Image
 import trio
 
 from volthub.hub.clock import Clock, to_ms
@@ -48,8 +51,10 @@ class Image:
     sha256: str
 
 
-def check_image(data: bytes, declared: str | None, max_bytes: int) -> Image:
-    """Refuse what is too big, empty, not an accepted image, or declared as another type."""
+def check_image(data: bytes, declared: str | None, max_bytes: int, max_side: int) -> Image:
+    """Refuse what is too big, empty, not an accepted image, declared as another type, or
+    wider or taller than `max_side` pixels (its header read by Pillow; the pixels are not
+    decoded)."""
     if len(data) > max_bytes:
         raise UploadRefused(
             413, "file_too_large", f"the image must be at most {max_bytes} bytes", {"maxBytes": max_bytes}
@@ -68,7 +73,29 @@ def check_image(data: bytes, declared: str | None, max_bytes: int) -> Image:
         raise UploadRefused(
             415, "content_type_mismatch", f"the body is {sniffed}, not {declared}", {"detected": sniffed}
         )
+    _check_size(data, max_side)
     return Image(data, sniffed, hashlib.sha256(data).hexdigest())
+
+
+def _check_size(data: bytes, max_side: int) -> None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PIL.Image.DecompressionBombWarning)
+            with PIL.Image.open(io.BytesIO(data)) as opened:
+                width, height = opened.size
+    except PIL.Image.DecompressionBombError:
+        raise UploadRefused(
+            400, "invalid_image_dimensions", f"the image is larger than {max_side}×{max_side}", {"maxSide": max_side}
+        ) from None
+    except (OSError, ValueError, SyntaxError):  # Pillow's "cannot identify" and broken headers
+        raise UploadRefused(415, "unsupported_image", "the image cannot be read") from None
+    if not (0 < width <= max_side and 0 < height <= max_side):
+        raise UploadRefused(
+            400,
+            "invalid_image_dimensions",
+            f"the image is {width}×{height}; each side must be 1–{max_side} pixels",
+            {"width": width, "height": height, "maxSide": max_side},
+        )
 
 
 class MediaStore:

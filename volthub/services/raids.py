@@ -7,10 +7,16 @@ sandbox uses), and a `raid.incoming` notification for the target's owner, in one
 The viewer count is the raider's presence (signed-in viewers plus anonymous ones) when the
 raid starts. Moving viewers' players to the target is the clients' part (they receive the
 outgoing event).
+
+Abuse budget: after a raid, the raider may not raid again for `[raids]
+raider_cooldown_seconds` and the target may not be raided again for
+`target_cooldown_seconds` (RaidCooldown with the seconds left); the cooldowns are claimed in
+the raid's transaction (a refused raid starts none) and shared by every process.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from volthub.hub.clock import iso8601
@@ -23,7 +29,7 @@ from volthub.protocol import catalogue
 from volthub.services.chat import Presence, presence_snapshot
 from volthub.services.notifications import notify
 
-__all__ = ["Raid", "RaidBanned", "RaidNotLive", "RaidTargetNotFound", "SelfRaid", "raid"]
+__all__ = ["Cooldowns", "Raid", "RaidBanned", "RaidCooldown", "RaidNotLive", "RaidTargetNotFound", "SelfRaid", "raid"]
 
 
 class RaidNotLive(Exception):
@@ -42,6 +48,22 @@ class RaidBanned(Exception):
     """The target channel has banned (or timed out) the raider: no raid into it."""
 
 
+class RaidCooldown(Exception):
+    """Too soon after the raider's last raid (`which == "raider"`) or the target's last
+    incoming one (`"target"`)."""
+
+    def __init__(self, which: str, retry_after_seconds: int) -> None:
+        super().__init__(which)
+        self.which = which
+        self.retry_after_seconds = retry_after_seconds
+
+
+@dataclass(frozen=True)
+class Cooldowns:
+    raider_seconds: float = 0.0
+    target_seconds: float = 0.0
+
+
 @dataclass(frozen=True)
 class Raid:
     target_id: str
@@ -50,7 +72,13 @@ class Raid:
     raided_at: str
 
 
-async def raid(publisher: EventPublisher, presence: Presence | None, raider_id: str, target_username: str) -> Raid:
+async def raid(
+    publisher: EventPublisher,
+    presence: Presence | None,
+    raider_id: str,
+    target_username: str,
+    cooldowns: Cooldowns = Cooldowns(),
+) -> Raid:
     """Raid `target_username` from the live channel `raider_id`; refusals write nothing."""
     user_ids, anonymous = await presence_snapshot(presence, raider_id)
     viewers = len(set(user_ids)) + anonymous
@@ -66,6 +94,8 @@ async def raid(publisher: EventPublisher, presence: Presence | None, raider_id: 
             raise RaidNotLive()
         if chat_repo.active_ban(tx, target.id, raider.id, emitter.now_ms) is not None:
             raise RaidBanned()
+        _cool_down(tx, "raider", raider.id, cooldowns.raider_seconds, emitter.now_ms)
+        _cool_down(tx, "target", target.id, cooldowns.target_seconds, emitter.now_ms)
         at = iso8601(emitter.now_ms)
         who = catalogue.Person.of(raider)
         for channel_id, direction in ((target.id, "incoming"), (raider.id, "outgoing")):
@@ -90,3 +120,13 @@ async def raid(publisher: EventPublisher, presence: Presence | None, raider_id: 
         return Raid(target_id=target.id, target_username=target.username, viewers=viewers, raided_at=at)
 
     return await publisher.write(change)
+
+
+def _cool_down(tx: Tx, which: str, channel_id: str, seconds: float, now_ms: int) -> None:
+    if seconds <= 0:
+        return
+    running_until = streams_repo.claim_raid_cooldown(
+        tx, f"{which}:{channel_id}", now_ms, now_ms + round(seconds * 1000)
+    )
+    if running_until is not None:
+        raise RaidCooldown(which, max(1, math.ceil((running_until - now_ms) / 1000)))

@@ -39,7 +39,7 @@ from volthub.persistence.users import Page, User
 from volthub.protocol import catalogue, streamtags
 from volthub.protocol.streamtags import TagProblem
 from volthub.services.categories import Categories
-from volthub.services.channels import channel_by_id, channel_by_username
+from volthub.services.channels import ChannelNotFound, channel_by_id, channel_by_username
 
 __all__ = [
     "ClipNotFound",
@@ -50,6 +50,7 @@ __all__ = [
     "LiveStream",
     "NoStreamToClip",
     "NotLive",
+    "PathRefused",
     "Published",
     "Setup",
     "StreamKeyRefused",
@@ -84,6 +85,10 @@ class StreamKeyRefused(Exception):
 
 class NotLive(Exception):
     """The hook names no live stream."""
+
+
+class PathRefused(Exception):
+    """A media-server path that is not the channel of the key presented with it."""
 
 
 class NoStreamToClip(Exception):
@@ -298,12 +303,16 @@ class Streams:
         """The media server admits a publisher with `key`: the channel goes live.
 
         A repeated publish with the live stream's own key (a reconnecting encoder, a retried
-        hook) keeps that stream; StreamKeyRefused for an unknown key.
+        hook) keeps that stream; StreamKeyRefused for an unknown key. With a `media_path`
+        (MediaMTX), it must be the key's channel, its username in any case: PathRefused
+        otherwise, so one key never opens another channel's path.
         """
 
         def change(tx: Tx, emitter: Emitter) -> Published:
             settings = self._settings_for_key(tx, key)
             channel = channel_by_id(tx, settings.channel_id)
+            if media_path is not None and media_path.lower() != channel.username.lower():
+                raise PathRefused(media_path)
             current = repo.open_stream(tx, channel.id)
             if current is not None:
                 repo.touch_stream(tx, current.id, emitter.now_ms)
@@ -348,14 +357,15 @@ class Streams:
         return await self._close(lambda tx: repo.open_stream_by_key(tx, hash_key(key)), "unpublished")
 
     async def unpublish_path(self, source: str, media_path: str) -> Vod:
-        """MediaMTX reports paths, not keys, when a stream stops (runOnUnavailable)."""
-        return await self._close(lambda tx: repo.open_stream_by_path(tx, source, media_path), "unpublished")
+        """MediaMTX reports paths, not keys, when a stream stops (runOnUnavailable): the
+        path's channel, and only its stream from that source, stops."""
+        return await self._close(lambda tx: _open_stream_of_path(tx, source, media_path), "unpublished")
 
     async def heartbeat(self, key: str) -> Stream:
         return await self._touch(lambda tx: repo.open_stream_by_key(tx, hash_key(key)))
 
     async def heartbeat_path(self, source: str, media_path: str) -> Stream:
-        return await self._touch(lambda tx: repo.open_stream_by_path(tx, source, media_path))
+        return await self._touch(lambda tx: _open_stream_of_path(tx, source, media_path))
 
     async def _touch(self, find: Callable[[Tx], Stream | None]) -> Stream:
         now = self._now()
@@ -571,3 +581,16 @@ class Streams:
 def _described(settings: StreamSettings) -> tuple[Any, ...]:
     """What `stream.update` reports: a change of any of it fires the event."""
     return (settings.title, settings.category, settings.tags, settings.channel_tags)
+
+
+def _open_stream_of_path(tx: Tx, source: str, media_path: str) -> Stream | None:
+    """The open stream of the channel a media-server path names (its username), when that
+    stream came from `source` on that path."""
+    try:
+        channel = channel_by_username(tx, media_path)
+    except ChannelNotFound:
+        return None
+    stream = repo.open_stream(tx, channel.id)
+    if stream is None or stream.source != source or (stream.media_path or "").lower() != media_path.lower():
+        return None
+    return stream

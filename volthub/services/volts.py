@@ -98,10 +98,19 @@ def transaction_shape(entry: ledger.Entry, people: dict[str, users_repo.User] | 
         "sandbox": provider == "sandbox",
         "createdAt": iso8601(entry.created_at),
     }
-    if people is not None and other in people:
-        person = people[other]
-        shape["counterparty"] = {"userId": person.id, "username": person.username, "displayName": person.display_name}
+    person = (people or {}).get(other) if other is not None else None
+    shape["counterparty"] = (
+        None
+        if person is None
+        else {"userId": person.id, "username": person.username, "displayName": person.display_name}
+    )
     return shape
+
+
+def _people(tx: Tx, entries: list[ledger.Entry]) -> dict[str, users_repo.User]:
+    """The users on the other side of `entries`, by id."""
+    ids = {ledger.parse_account(e.counterparty).holder for e in entries}
+    return {uid: user for uid in ids if (user := users_repo.get_by_id(tx, uid)) is not None}
 
 
 class Volts:
@@ -275,7 +284,7 @@ class Volts:
 
     def _mine(self, tx: Tx, transaction_id: str, user_id: str) -> tuple[int, dict[str, Any]]:
         entries = [e for e in ledger.entries_of_transaction(tx, transaction_id) if e.account == wallet(user_id)]
-        return ledger.balance(tx, wallet(user_id)), transaction_shape(entries[0])
+        return ledger.balance(tx, wallet(user_id)), transaction_shape(entries[0], _people(tx, entries[:1]))
 
     async def transactions(
         self, user_id: str, limit: int, cursor: str | None
@@ -291,9 +300,7 @@ class Volts:
 
         def read(tx: Tx) -> tuple[list[ledger.Entry], dict[str, users_repo.User]]:
             entries = ledger.entries_of(tx, wallet(user_id), before=before, limit=limit + 1)
-            ids = {ledger.parse_account(e.counterparty).holder for e in entries}
-            people = {uid: user for uid in ids if (user := users_repo.get_by_id(tx, uid)) is not None}
-            return entries, people
+            return entries, _people(tx, entries)
 
         entries, people = await self._db.read(read)
         more = len(entries) > limit

@@ -11,12 +11,16 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 import trio
 
 from tests.conftest import make_settings, register_live, serve_app
 from tests.http.oauth.tokens import issue_oauth_token
 from tests.js_client import JS_DIR, node_with_official_client
+from tests.redis_support import Broker, broker
 from volthub.http.events.registry import ConnectionRegistry
+
+__all__ = ["broker"]  # fixture
 
 ROLES = "/api/integrations/oauth/channel-roles"
 
@@ -31,10 +35,13 @@ async def _read_until(process: Any, lines: bytearray, marker: bytes) -> None:
 
 
 async def test_grants_and_removals_push_badges_to_the_members_open_socket(
-    database_url: str, nursery: trio.Nursery
+    database_url: str, nursery: trio.Nursery, broker: Broker
 ) -> None:
+    if not database_url.startswith("postgresql") and broker.name != "postgres":
+        pytest.skip("SQLite keeps the in-process bus: no broker")
     node = node_with_official_client()
-    settings = make_settings(database_url, ratelimit={"enabled": False})
+    cluster = broker.section if database_url.startswith("postgresql") else {}
+    settings = make_settings(database_url, ratelimit={"enabled": False}, cluster=cluster)
     stop = trio.Event()
     sockets_server = await serve_app(nursery, settings, stop)
     # On PostgreSQL a second process of the same deployment takes the writes.
@@ -129,3 +136,18 @@ def test_badges_go_to_every_connection_of_that_member_and_no_one_else() -> None:
     assert registry.push_badges(data) == 1
     assert len(registry.of_user("member")) == 2  # the socket and the stream
     assert registry.push_badges({"badges": []}) == 0
+
+
+def test_the_registry_tells_when_a_member_first_connects_and_last_leaves() -> None:
+    registry = ConnectionRegistry()
+    told: list[tuple[str, bool]] = []
+    registry.interest = lambda user_id, wanted: told.append((user_id, wanted))
+    first, second = _Connection(), _Stream()
+    first_key = registry.add(first, "member", None)
+    second_key = registry.add(second, "member", "app")
+    registry.add(_Connection(), None, None)  # anonymous: nobody to follow
+    assert told == [("member", True)]
+    registry.discard(first, first_key)
+    assert told == [("member", True)]
+    registry.discard(second, second_key)
+    assert told == [("member", True), ("member", False)]

@@ -215,3 +215,21 @@ async def test_draw_body_is_optional_but_checked(chat_env: Any) -> None:
     assert chat_env.named("channel.giveaway.end") == []
     drawn = await chat_env.client.post(draw, headers=owner.headers)
     assert drawn.status_code == 200 and len((await drawn.get_json())["giveaway"]["winners"]) == 1
+
+
+async def test_voting_needs_user_write_like_joining_and_betting(backend_chat_env: Any) -> None:
+    chat_env = backend_chat_env
+    owner, viewer = await chat_env.user(), await chat_env.user()
+    body = {"title": "Scopes?", "options": ["Yes", "No"], "durationSeconds": 60}
+    created = await chat_env.client.post(f"{OAUTH}/polls", json=body, headers=await oauth_headers(chat_env, owner))
+    poll = (await created.get_json())["poll"]
+    vote_url = f"/api/streams/{owner.username}/polls/{poll['id']}/vote"
+    choice = {"optionId": poll["options"][0]["id"]}
+    read_only = await oauth_headers(chat_env, viewer, ["chat:read", "channel:read"])
+    refused = await chat_env.client.post(vote_url, json=choice, headers=read_only)
+    assert refused.status_code == 403, await refused.get_data(as_text=True)
+    assert (await refused.get_json())["error"] == "insufficient_scope"
+    active = await chat_env.client.get(f"/api/streams/{owner.username}/polls/active")
+    assert (await active.get_json())["poll"]["totalVotes"] == 0
+    writer = await oauth_headers(chat_env, viewer, ["user:write"])
+    assert (await chat_env.client.post(vote_url, json=choice, headers=writer)).status_code == 200

@@ -52,9 +52,13 @@ async def items(client: Any, path: str) -> list[dict[str, Any]]:
 
 class Watcher:
     wire = SSE_WIRE
+    transport = "sse"
 
     def deliver(self, payload: Any) -> bool:
         return True
+
+    def note_lag(self, since: float) -> None:
+        pass
 
     def overflow(self, reason: str) -> None:
         pass

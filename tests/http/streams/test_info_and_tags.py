@@ -165,3 +165,23 @@ async def test_setup_offers_whip_first_when_the_media_server_serves_it(sqlite_ur
         {"protocol": "rtmp", "url": "rtmp://media.example/live"},
     ]
     assert "srt://" not in (await response.get_data(as_text=True)).lower()
+
+
+@pytest.mark.parametrize("tag", ["xx", "klingon", "en_US", "e1", "en-", "-en", "zz-ZZ", "english"])
+async def test_a_language_not_in_the_bcp47_registry_is_refused(client: Any, owner: Any, tag: str) -> None:
+    response = await put(client, owner, language=tag)
+    answer = await response.get_json()
+    assert response.status_code == 400, answer
+    assert answer["error"] == "validation_error" and "language" in str(answer["details"])
+    assert (await info(client, owner))["language"] is None
+
+
+@pytest.mark.parametrize(
+    "tag, stored", [("en", "en"), ("pt-BR", "pt-br"), ("zh-Hant-TW", "zh-hant-tw"), ("iw", "he"), ("DE-ch", "de-ch")]
+)
+async def test_a_registered_language_is_stored_in_its_canonical_form(
+    client: Any, owner: Any, tag: str, stored: str
+) -> None:
+    response = await put(client, owner, language=tag)
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    assert (await info(client, owner))["language"] == stored

@@ -145,7 +145,7 @@ async def test_nginx_rtmp_and_mediamtx_requests(http: httpx.AsyncClient, server:
     assert live["live"] is True
     assert (await http.post(mtx, params=secret, json={**request, "action": "read", "password": ""})).status_code == 200
     assert (await http.post(mtx, params=secret, json={**request, "action": "api"})).status_code == 403
-    by_query = {**request, "password": "", "query": f"key={key}", "path": "other"}
+    by_query = {**request, "password": "", "query": f"key={key}"}
     assert (await http.post(mtx, params=secret, json=by_query)).status_code == 200  # already live: same stream
     whip = {**request, "password": "", "token": "bad", "protocol": "webrtc"}
     assert (await http.post(mtx, params=secret, json=whip)).status_code == 403
@@ -161,3 +161,51 @@ async def test_hooks_are_refused_when_no_secret_is_configured(sqlite_url: str, n
         response = await http.post("/api/ingest/publish", json={"streamKey": "x"}, headers=HOOK)
     stop.set()
     assert response.status_code == 403 and response.json()["error"] == "ingest_not_configured"
+
+
+def mediamtx_publish(key: str, path: str) -> dict[str, object]:
+    return {"user": "", "password": key, "token": "", "ip": "127.0.0.1", "action": "publish", "path": path}
+
+
+async def test_a_mediamtx_publish_is_bound_to_the_path_of_the_keys_channel(
+    http: httpx.AsyncClient, server: LiveServer
+) -> None:
+    a, b = await register_live(server.url), await register_live(server.url)
+    key_a, key_b = await stream_key(http, a.headers), await stream_key(http, b.headers)
+    secret = {"secret": HOOK_SECRET}
+    mtx = "/api/ingest/mediamtx/auth"
+
+    async def live(user: object) -> bool:
+        return bool((await http.get(f"/api/streams/user/{user.username}")).json()["live"])  # type: ignore[attr-defined]
+
+    for path in (a.username, f"live/{key_b}", "other", f"{b.username}/../{a.username}"):
+        refused = await http.post(mtx, params=secret, json=mediamtx_publish(key_b, path))
+        assert refused.status_code == 403, (path, refused.text)
+        assert refused.json()["error"] == "path_not_allowed"
+    assert not await live(a) and not await live(b)
+
+    assert (await http.post(mtx, params=secret, json=mediamtx_publish(key_b, b.username))).status_code == 200
+    assert await live(b) and not await live(a)
+    # B's key on A's path, now that B is live, is still refused and changes nothing.
+    assert (await http.post(mtx, params=secret, json=mediamtx_publish(key_b, a.username))).status_code == 403
+    # A goes live through nginx-rtmp; MediaMTX hooks by A's path do not touch it.
+    form = {"call": "publish", "app": "live", "name": key_a}
+    assert (await http.post("/api/ingest/nginx/publish", params=secret, data=form)).status_code == 200
+    for hook_name in ("heartbeat", "unpublish"):
+        answer = await http.post(f"/api/ingest/mediamtx/{hook_name}", params=secret, json={"path": a.username})
+        assert answer.status_code == 404, answer.text
+    assert await live(a) and await live(b)
+    done = await http.post("/api/ingest/mediamtx/unpublish", params=secret, json={"path": b.username})
+    assert done.status_code == 200, done.text
+    assert await live(a) and not await live(b)
+
+
+async def test_ingest_hooks_check_the_secret_before_the_content_type(http: httpx.AsyncClient) -> None:
+    for path, body in (("/api/ingest/nginx/publish", {"name": "k"}), ("/api/ingest/publish", None)):
+        response = await http.post(
+            path,
+            content=b"name=k" if body is None else b'{"name": "k"}',
+            headers={"Content-Type": "text/plain" if body is None else "application/json"},
+        )
+        assert response.status_code == 401, (path, response.text)
+        assert response.json()["error"] == "invalid_hook_secret"

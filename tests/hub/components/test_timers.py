@@ -121,3 +121,30 @@ def test_limits_and_validation() -> None:
     with pytest.raises(Refused) as excinfo:
         component.handle(timers.TimerOperation("nope", "pause"), NOW, store)
     assert excinfo.value.refusal.code == "not_found"
+
+
+def test_subathon_additions_saturate_at_the_longest_timer() -> None:
+    store, component = FakeTimerStore(), timers.TimersComponent(CHANNEL)
+    subathon = timers.Subathon(seconds_per_volt=timers.SUBATHON_RATE_MAX)
+    timer_id = start(store, component, 600, subathon=subathon)
+    outcome = store.run(component.handle(timers.CountForTimers("big", "volts", 3_000_000), NOW, store))
+    [event] = outcome.events
+    assert event.data["remainingSeconds"] == timers.REMAINING_MAX
+    assert component.live[timer_id].remaining_at(NOW) == timers.REMAINING_MAX * 1000
+    again = store.run(component.handle(timers.CountForTimers("more", "volts", 10**12), NOW, store))
+    assert again.events == [] or again.events[0].data["remainingSeconds"] == timers.REMAINING_MAX
+    assert component.next_deadline() == NOW + timers.REMAINING_MAX * 1000
+
+
+def test_adding_time_past_the_longest_timer_is_refused_naming_seconds() -> None:
+    store, component = FakeTimerStore(), timers.TimersComponent(CHANNEL)
+    timer_id = start(store, component, timers.DURATION_MAX)
+    steps = 0
+    with pytest.raises(Refused) as excinfo:
+        while True:
+            store.run(component.handle(timers.AddTime(timer_id, timers.ADD_MAX), NOW, store))
+            steps += 1
+    assert excinfo.value.refusal.code == "validation_error"
+    assert excinfo.value.refusal.details == {"field": "seconds", "remainingSeconds": timers.REMAINING_MAX}
+    assert steps == (timers.REMAINING_MAX - timers.DURATION_MAX) // timers.ADD_MAX
+    assert component.live[timer_id].remaining_at(NOW) <= timers.REMAINING_MAX * 1000

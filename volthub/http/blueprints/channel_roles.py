@@ -21,6 +21,7 @@ from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import Runtime, runtime
 from volthub.http.schemas import Body, Model
+from volthub.hub.components import roles
 from volthub.services.channel_roles import ChannelRoles
 from volthub.services.expiry import ExpiryService
 
@@ -48,7 +49,9 @@ class GrantBody(Body):
     roleType: Literal["vip", "moderator"]
     memberId: str | None = Field(None, max_length=64)
     username: str | None = Field(None, min_length=1, max_length=50)
-    expiresAt: str | None = Field(None, max_length=40, description="ISO 8601, in the future")
+    expiresAt: str | None = Field(
+        None, max_length=40, description=f"ISO 8601, in the future, at most {roles.EXPIRY_MAX_DAYS} days ahead"
+    )
 
     @model_validator(mode="after")
     def _one_member(self) -> GrantBody:

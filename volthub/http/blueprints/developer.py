@@ -404,4 +404,4 @@ async def events() -> Response:
     user = await _user()
     if user is None:  # signed out: to the sign-in page, as every dashboard page does
         return _redirect(developer_page.BASE)
-    return stream_response(user, None, "unnamed", None)
+    return await stream_response(user, None, "unnamed", None)

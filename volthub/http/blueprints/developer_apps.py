@@ -172,6 +172,7 @@ async def list_apps() -> AppList:
 
 @blueprint.post("")
 @access.first_party
+@access.large_body
 @limited("app_create")
 @tag(["Developer apps"])
 @validate_request(AppCreateBody)
@@ -217,6 +218,7 @@ _EDITABLE = {
 
 @blueprint.patch("/<client_id>")
 @access.first_party
+@access.large_body
 @tag(["Developer apps"])
 @validate_request(AppPatchBody)
 @validate_response(AppOut)

@@ -147,6 +147,7 @@ def _code(code: str) -> str:
 
 @blueprint.put("/mine/<code>")
 @access.first_party
+@access.large_body
 @access.accepts(*ACCEPTED)
 @tag(["Emotes"])
 @error_responses(409, 413, 415)
@@ -158,7 +159,7 @@ async def upload_channel_emote(code: str) -> tuple[EmoteOut, int]:
     upload stores nothing."""
     code = _code(code)
     me = access.principal().user_id
-    image = await read_image(emotes().max_bytes)
+    image = await read_image(emotes().max_bytes, emotes().max_side)
     emote = await emotes().add(me, code, image, me)
     return emote_out(emote), 201
 

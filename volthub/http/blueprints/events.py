@@ -20,6 +20,7 @@ from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
 from volthub.hub.fanout import Fanout
+from volthub.metrics import EVENTS_CONNECTIONS, observe_lag
 from volthub.protocol import catalogue, sse
 from volthub.services.accounts import User
 
@@ -77,11 +78,17 @@ class EventTypesOut(Model):
     types: list[EventTypeOut]
 
 
+_SSE_OPEN = EVENTS_CONNECTIONS.labels("sse", "mount")
+
+
 class SseSubscriber:
     """One SSE stream, as the fan-out sees it: a bounded queue of encoded events."""
 
+    transport = "sse"
+
     def __init__(self, queue_size: int, form: str = SSE_DEFAULT_FORM) -> None:
         self.wire = sse_wire(form)
+        self.lag_since: float | None = None  # a fan-out event whose write is to be timed
         self.send, self.receive = trio.open_memory_channel[bytes](queue_size)
         self.reason: str | None = None
         self.code = SLOW_CONSUMER
@@ -94,6 +101,10 @@ class SseSubscriber:
         except trio.ClosedResourceError:
             pass  # the stream is ending; its finally removes this subscriber
         return True
+
+    def note_lag(self, since: float) -> None:
+        if self.lag_since is None:
+            self.lag_since = since
 
     def overflow(self, reason: str) -> None:
         self.reason = reason
@@ -148,13 +159,14 @@ async def stream(query_args: StreamQuery) -> Response:
     """
     names = _event_filter(query_args.events)
     user = await _token_owner()
-    return stream_response(user, names, query_args.messages, access.principal().client_id)
+    return await stream_response(user, names, query_args.messages, access.principal().client_id)
 
 
-def stream_response(user: User, names: frozenset[str] | None, form: str, client_id: str | None) -> Response:
+async def stream_response(user: User, names: frozenset[str] | None, form: str, client_id: str | None) -> Response:
     """The SSE response of `user`'s channel (also the developer dashboard's inspector)."""
     rt = runtime()
     last_id = sse.last_event_id(request.headers.get("Last-Event-ID"))
+    await rt.bus.prepare([user.id])  # this process hears the channel and holds its recent events
     body = event_stream(
         rt.services.fanout,
         rt.settings.events,
@@ -216,6 +228,7 @@ async def event_stream(
     # every event is then either in `resume.events` or delivered live, exactly once.
     subscription = fanout.subscribe(subscriber, user.id, owner=True, names=names, user_id=user.id, viewer=False)
     resume = fanout.since(user.id, last_id)
+    _SSE_OPEN.inc()
     try:
         yield sse.encode(_json({"channelUsername": user.username, "channelId": user.id}), event="connected")
         if not resume.found:
@@ -240,9 +253,13 @@ async def event_stream(
                     break
             # Never yield inside the cancel scope: the consumer runs between yields.
             yield sse.KEEP_ALIVE if frame is None else frame
+            if subscriber.lag_since is not None and subscriber.receive.statistics().current_buffer_used == 0:
+                observe_lag(subscriber.lag_since)  # the timed event has been written
+                subscriber.lag_since = None
         if subscriber.reason is not None:
             yield sse.encode(_json({"code": subscriber.code, "message": subscriber.reason}), event="error")
     finally:
+        _SSE_OPEN.dec()
         fanout.remove(subscriber)
         if connections is not None and registered is not None:
             connections.discard(subscriber, registered)

@@ -1,8 +1,10 @@
 """The external video platform integration: connect, read, disconnect.
 
-`GET auth/url` (extvideo:manage) returns the provider's consent address; the provider sends
-the person back to `GET auth/callback` (public: the person's browser arrives there; the
-one-time `state` ties it to the user who asked). Reads need extvideo:read. Without
+`GET auth/url` (extvideo:manage) returns the provider's consent address and sets a cookie
+(HttpOnly, SameSite=Lax, path /api/extvideo/auth) in the browser that asked; the provider
+sends the person back to `GET auth/callback` (public: the person's browser arrives there),
+which completes only with the one-time `state` (10 minutes) and that cookie, for the user
+who asked. So the URL must be fetched by the browser that will consent. Reads need extvideo:read. Without
 `[extvideo]` configured every route but `status` and `widgets` answers 409
 `extvideo_not_configured`. A provider failure is 502 `extvideo_provider_error`.
 """
@@ -12,18 +14,22 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import Field
-from quart import Blueprint
+from quart import Blueprint, after_this_request, request
 from quart_schema import tag, validate_querystring, validate_response
 
 from volthub.http import access
 from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
+from volthub.http.page_session import set_cookie
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query
-from volthub.hub.clock import iso8601
-from volthub.services.extvideo import Connection, ExtVideo
+from volthub.hub.clock import iso8601, to_ms
+from volthub.services.extvideo import Connection, ExtVideo, web_url
 
 blueprint = Blueprint("extvideo", __name__, url_prefix="/api/extvideo")
+# The cookie binding an authorisation in flight to the browser that asked for it.
+BROWSER_COOKIE = "volthub_extvideo_browser"
+COOKIE_PATH = "/api/extvideo/auth"
 
 
 def extvideo() -> ExtVideo:
@@ -39,7 +45,7 @@ class AuthUrlOut(Model):
 class AccountOut(Model):
     id: str
     name: str
-    url: str | None
+    url: str | None = Field(description="an absolute http(s) address or null")
 
 
 class StatusOut(Model):
@@ -60,17 +66,20 @@ def status_out(configured: bool, connection: Connection | None) -> StatusOut:
         configured=configured,
         connected=connection.status == "connected",
         status=connection.status,
-        account=AccountOut(id=connection.account_id, name=connection.account_name, url=connection.account_url),
+        account=AccountOut(id=connection.account_id, name=connection.account_name, url=web_url(connection.account_url)),
         scope=connection.scope,
         connectedAt=iso8601(connection.connected_at),
     )
 
 
+WEB_URL = "an absolute http(s) address; null when the platform gave none or anything else"
+
+
 class VideoOut(Model):
     id: str
     title: str
-    url: str | None
-    thumbnailUrl: str | None
+    url: str | None = Field(description=WEB_URL)
+    thumbnailUrl: str | None = Field(description=WEB_URL)
     publishedAt: str | None
     durationSeconds: int | None
     views: int | None
@@ -123,9 +132,17 @@ class LibraryQuery(LimitQuery):
 @error_responses(409)
 @validate_response(AuthUrlOut)
 async def auth_url() -> AuthUrlOut:
-    """The provider's consent URL with a one-time state (valid 10 minutes)."""
-    url, state, expires = await extvideo().authorize_url(access.principal().user_id)
-    return AuthUrlOut(url=url, state=state, expiresAt=iso8601(expires))
+    """The provider's consent URL with a one-time state (valid 10 minutes), and a cookie
+    binding it to this browser: the callback completes only in the browser that asked."""
+    started = await extvideo().authorize_url(access.principal().user_id)
+    max_age = max(1, (started.expires_at - to_ms(runtime().clock.now())) // 1000)
+
+    @after_this_request
+    def bind(response: Any) -> Any:
+        set_cookie(response, BROWSER_COOKIE, started.browser, max_age, COOKIE_PATH)
+        return response
+
+    return AuthUrlOut(url=started.url, state=started.state, expiresAt=iso8601(started.expires_at))
 
 
 @blueprint.get("/auth/callback")
@@ -136,10 +153,11 @@ async def auth_url() -> AuthUrlOut:
 @validate_response(StatusOut)
 async def auth_callback(query_args: CallbackQuery) -> StatusOut:
     """Where the provider sends the person back (`code` and `state`). 400 `invalid_state`
-    for an unknown, used or expired state; 400 `access_denied` when the person declined."""
+    for an unknown, used or expired state, or one that was started in another browser (its
+    cookie is missing or different); 400 `access_denied` when the person declined."""
     if query_args.error or not query_args.code:
         raise ApiError(400, "access_denied", "the video platform did not grant access", {"error": query_args.error})
-    connection = await extvideo().complete(query_args.state, query_args.code)
+    connection = await extvideo().complete(query_args.state, query_args.code, request.cookies.get(BROWSER_COOKIE))
     return status_out(True, connection)
 
 

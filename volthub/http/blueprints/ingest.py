@@ -10,10 +10,11 @@ refused with 403 `ingest_not_configured`.
   publisher in; the 403 for a wrong key makes nginx drop it.
 - MediaMTX: `authHTTPAddress` at `/api/ingest/mediamtx/auth`, its JSON request as MediaMTX
   sends it (`ip, user, password, token, action, path, protocol, id, query, userAgent`). `publish` with a
-  valid key goes live; `read` and `playback` are allowed (streams are public); other actions
+  valid key on the path of the key's channel (its username) goes live; `read` and `playback` are allowed (streams are public); other actions
   (api, metrics, pprof) are refused. MediaMTX has no unpublish in its auth protocol:
   `runOnUnavailable` (formerly `runOnNotReady`) calls `/api/ingest/mediamtx/unpublish` with
-  `{path}`, and a `runOnAvailable` loop `/mediamtx/heartbeat` (docs/guides/going-live.md).
+  `{path}`, and a `runOnAvailable` loop `/mediamtx/heartbeat` (docs/guides/going-live.md); both act
+  only on the channel the path names, and only on its stream that MediaMTX opened on that path.
 
 The stream key is never logged and never echoed back.
 """
@@ -34,7 +35,7 @@ from volthub.http.blueprints.streams import streams
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, ErrorBody, Model
-from volthub.services.streams import NotLive, StreamKeyRefused
+from volthub.services.streams import NotLive, PathRefused, StreamKeyRefused
 
 log = logging.getLogger(__name__)
 blueprint = Blueprint("ingest", __name__, url_prefix="/api/ingest")
@@ -84,6 +85,11 @@ async def _publish(key: str, source: str, media_path: str | None = None) -> dict
     except StreamKeyRefused:
         log.info("publish refused: unknown stream key (source %s)", source)
         raise _refused_key() from None
+    except PathRefused:
+        log.info("publish refused: the path is not the key's channel (source %s)", source)
+        raise ApiError(
+            403, "path_not_allowed", "a stream key publishes only on its own channel's path (the username)"
+        ) from None
     return {"live": True, "streamId": published.stream.id, "channelId": published.channel.id}
 
 
@@ -112,35 +118,35 @@ class KeyBody(Body):
 
 @blueprint.post("/publish")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(KeyBody)
 async def publish(data: KeyBody) -> dict[str, Any]:
     """The media server admitted a publisher: the channel goes live (`stream.online`).
     403 `invalid_stream_key` for a key no channel has; repeating it while live is a no-op."""
-    _check_secret()
     return await _publish(data.streamKey, "hook")
 
 
 @blueprint.post("/unpublish")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(KeyBody)
 async def unpublish(data: KeyBody) -> dict[str, Any]:
     """The publisher stopped: the stream closes, leaves a VOD (`stream.offline`)."""
-    _check_secret()
     return await _unpublish(data.streamKey)
 
 
 @blueprint.post("/heartbeat")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(KeyBody)
 async def heartbeat(data: KeyBody) -> dict[str, Any]:
     """The publisher is still there: holds off the silence timeout."""
-    _check_secret()
     return await _heartbeat(data.streamKey)
 
 
@@ -154,34 +160,34 @@ async def _form_name() -> str:
 
 @blueprint.post("/nginx/publish")
 @access.public
+@access.checked_first(_check_secret)
 @access.accepts(FORM)
 @tag(["Ingest"])
 @_documented
 async def nginx_publish() -> dict[str, Any]:
     """nginx-rtmp `on_publish` (form-encoded, key in `name`, secret in `?secret=`)."""
-    _check_secret()
     return await _publish(await _form_name(), "nginx-rtmp")
 
 
 @blueprint.post("/nginx/unpublish")
 @access.public
+@access.checked_first(_check_secret)
 @access.accepts(FORM)
 @tag(["Ingest"])
 @_documented
 async def nginx_unpublish() -> dict[str, Any]:
     """nginx-rtmp `on_publish_done`."""
-    _check_secret()
     return await _unpublish(await _form_name())
 
 
 @blueprint.post("/nginx/update")
 @access.public
+@access.checked_first(_check_secret)
 @access.accepts(FORM)
 @tag(["Ingest"])
 @_documented
 async def nginx_update() -> dict[str, Any]:
     """nginx-rtmp `on_update` (every `notify_update_timeout`): a heartbeat."""
-    _check_secret()
     return await _heartbeat(await _form_name())
 
 
@@ -203,8 +209,8 @@ class MediaMTXAuth(Body):
 
 
 def _mediamtx_key(data: MediaMTXAuth) -> str:
-    """Where publishers put the key: the password, a Bearer token (WHIP), `?key=` in the
-    publish URL, or else the last segment of the path (`rtmp://host/live/<key>`)."""
+    """Where publishers put the key: the password, a Bearer token (WHIP) or `?key=` in the
+    publish URL (the path is the channel's username, never the key)."""
     if data.password:
         return data.password
     if data.token:
@@ -213,18 +219,20 @@ def _mediamtx_key(data: MediaMTXAuth) -> str:
     for name in ("key", "streamKey", "stream_key"):
         if query.get(name):
             return query[name][0]
-    return data.path.rsplit("/", 1)[-1]
+    return ""
 
 
 @blueprint.post("/mediamtx/auth")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(MediaMTXAuth)
 async def mediamtx_auth(data: MediaMTXAuth) -> dict[str, Any]:
-    """MediaMTX `authHTTPAddress`: `publish` with a valid key goes live (2xx admits, 403
-    refuses); `read` / `playback` are allowed; other actions are refused."""
-    _check_secret()
+    """MediaMTX `authHTTPAddress`: `publish` with a valid key on its channel's path (the
+    username, any case) goes live (2xx admits; 403 `invalid_stream_key`, or
+    `path_not_allowed` for another path); `read` / `playback` are allowed; other actions
+    are refused."""
     if data.action == "publish":
         return await _publish(_mediamtx_key(data), "mediamtx", media_path=data.path)
     if data.action in ("read", "playback"):
@@ -238,12 +246,12 @@ class PathBody(Body):
 
 @blueprint.post("/mediamtx/unpublish")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(PathBody)
 async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
     """MediaMTX `runOnUnavailable` (curl with `{"path": "$MTX_PATH"}`): the stream closes."""
-    _check_secret()
     try:
         vod = await streams().unpublish_path("mediamtx", data.path)
     except NotLive:
@@ -253,12 +261,12 @@ async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
 
 @blueprint.post("/mediamtx/heartbeat")
 @access.public
+@access.checked_first(_check_secret)
 @tag(["Ingest"])
 @_documented
 @validate_request(PathBody)
 async def mediamtx_heartbeat(data: PathBody) -> dict[str, Any]:
     """A `runOnAvailable` loop's heartbeat for a MediaMTX path."""
-    _check_secret()
     try:
         stream = await streams().heartbeat_path("mediamtx", data.path)
     except NotLive:

@@ -31,7 +31,11 @@ from volthub.services.journals import Journal, Journals, check_slug
 blueprint = Blueprint("journals", __name__)
 
 TITLE_MAX = 150
-BODY_MAX = 50_000
+BODY_MAX = markdown.BODY_MAX
+BODY_RULES = (
+    f"Markdown; at most {markdown.INLINE_MARKUP_MAX} of the characters [ * _ < in one paragraph, heading or"
+    " table cell (400 validation_error, field body); rendered once when written"
+)
 
 
 def journals() -> Journals:
@@ -66,7 +70,7 @@ def summary(journal: Journal) -> JournalSummary:
 
 
 def full(journal: Journal) -> JournalOut:
-    return JournalOut(**_fields(journal), body=journal.body, html=markdown.render(journal.body))
+    return JournalOut(**_fields(journal), body=journal.body, html=journal.html or "")
 
 
 def _fields(journal: Journal) -> dict[str, Any]:
@@ -75,7 +79,7 @@ def _fields(journal: Journal) -> dict[str, Any]:
         "slug": journal.slug,
         "title": journal.title,
         "status": journal.status,
-        "excerpt": markdown.excerpt(journal.body),
+        "excerpt": journal.excerpt or "",
         "author": AuthorOut(userId=journal.user_id, username=journal.username, displayName=journal.display_name),
         "createdAt": iso8601(journal.created_at),
         "updatedAt": iso8601(journal.updated_at),
@@ -96,7 +100,7 @@ def _title(value: str) -> str:
 
 class CreateBody(Body):
     title: str = Field(min_length=1, max_length=TITLE_MAX)
-    body: str = Field("", max_length=BODY_MAX, description="Markdown")
+    body: str = Field("", max_length=BODY_MAX, description=BODY_RULES)
     slug: str | None = Field(None, description="made from the title when omitted")
     publish: bool = Field(False, description="publish at once instead of saving a draft")
 
@@ -113,7 +117,7 @@ class CreateBody(Body):
 
 class UpdateBody(Body):
     title: str = Field(None, min_length=1, max_length=TITLE_MAX)  # type: ignore[assignment]
-    body: str = Field(None, max_length=BODY_MAX)  # type: ignore[assignment]
+    body: str = Field(None, max_length=BODY_MAX, description=BODY_RULES)  # type: ignore[assignment]
     slug: str = Field(None)  # type: ignore[assignment]
 
     @field_validator("title")
@@ -178,6 +182,7 @@ async def my_journals(query_args: PageQuery) -> JournalList:
 
 @blueprint.post("/api/journals")
 @access.token("journal:write")
+@access.large_body
 @tag(["Journals"])
 @error_responses(409)
 @validate_request(CreateBody)
@@ -203,6 +208,7 @@ async def read_mine(slug: str) -> JournalOut:
 
 @blueprint.put("/api/journals/<slug>")
 @access.token("journal:write")
+@access.large_body
 @tag(["Journals"])
 @error_responses(404, 409)
 @validate_request(UpdateBody)
@@ -239,6 +245,7 @@ async def publish(slug: str) -> JournalOut:
 
 @blueprint.post("/api/journals/<slug>/images")
 @access.token("journal:write")
+@access.large_body
 @access.accepts(*ACCEPTED)
 @tag(["Journals"])
 @error_responses(404, 409, 413, 415)
@@ -249,7 +256,7 @@ async def upload_image(slug: str) -> tuple[ImageOut, int]:
     upload stores nothing."""
     me = access.principal().user_id
     await journals().mine(me, slug)  # 404 before reading the body
-    image = await read_image(journals().image_max_bytes)
+    image = await read_image(journals().image_max_bytes, journals().image_max_side)
     upload = await journals().add_image(me, slug, image)
     url = media_path(upload.media.id)
     return (

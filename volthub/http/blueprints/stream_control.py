@@ -20,8 +20,8 @@ from volthub.http.documented import error_responses
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
-from volthub.protocol import streamtags
-from volthub.services.raids import raid
+from volthub.protocol import languages, streamtags
+from volthub.services.raids import Cooldowns, raid
 from volthub.services.streams import Info, Setup
 
 blueprint = Blueprint("stream_control", __name__, url_prefix="/api/integrations/oauth/stream")
@@ -48,7 +48,12 @@ class InfoBody(Body):
     category: str | None = Field(None, max_length=100, description="slug or name; null clears")
     tags: list[str] | None = Field(None, max_length=_MAX_RAW_TAGS)
     channelTags: list[str] | None = Field(None, max_length=_MAX_RAW_TAGS)
-    language: str | None = Field(None, min_length=2, max_length=16, description="e.g. en, pt-br; null clears")
+    language: str | None = Field(
+        None,
+        min_length=2,
+        max_length=35,
+        description="a BCP 47 tag from the IANA registry (e.g. en, pt-BR), stored canonical and lower-case; null clears",
+    )
 
     @field_validator("tags", "channelTags")
     @classmethod
@@ -59,8 +64,8 @@ class InfoBody(Body):
 
     @field_validator("language")
     @classmethod
-    def _lower(cls, value: str | None) -> str | None:
-        return value.strip().lower() if value else None
+    def _registered(cls, value: str | None) -> str | None:
+        return languages.canonical(value) if value else None
 
 
 class TagOut(Model):
@@ -207,7 +212,7 @@ class RaidOut(Model):
 @access.token("stream:write")
 @limited("interactive")
 @tag(["Streams"])
-@error_responses(404, 409)
+@error_responses(404, 409, 429)
 @validate_request(RaidBody)
 @validate_response(RaidOut)
 async def post_raid(data: RaidBody) -> RaidOut:
@@ -215,10 +220,14 @@ async def post_raid(data: RaidBody) -> RaidOut:
     incoming`) and on the caller's channel (`outgoing`), with the caller's viewer count, and
     notifies the target's owner (`raid.incoming`). 409 `not_live` when the caller is not
     live, 404 for an unknown target, 400 `invalid_target` for oneself, 403 `raid_refused`
-    when the target's chat bans (or times out) the caller."""
-    services = runtime().services
+    when the target's chat bans (or times out) the caller. A raider waits `[raids]
+    raider_cooldown_seconds` (120) between raids and a channel is raided at most once per
+    `target_cooldown_seconds` (30): 429 `raid_cooldown` with `details.cooldown` (raider |
+    target), `details.retryAfterSeconds` and `Retry-After`; a refused raid starts no cooldown."""
+    rt = runtime()
+    cooldowns = Cooldowns(rt.settings.raids.raider_cooldown_seconds, rt.settings.raids.target_cooldown_seconds)
     done = await raid(
-        runtime().events, getattr(services, "presence", None), access.principal().user_id, data.targetUsername
+        rt.events, getattr(rt.services, "presence", None), access.principal().user_id, data.targetUsername, cooldowns
     )
     return RaidOut(
         targetChannelId=done.target_id,

@@ -20,7 +20,7 @@ from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, ErrorBody, Model, PageQuery, PersonOut, Query
 from volthub.hub.clock import iso8601, to_ms
-from volthub.protocol import streamtags
+from volthub.protocol import languages, streamtags
 from volthub.services.chat import presence_snapshot
 from volthub.services.streams import ClipView, Info, LiveFilter, LiveStream, Streams, Vod
 
@@ -172,7 +172,7 @@ async def channel_stream_out(info: Info) -> ChannelStreamOut:
 class BrowseQuery(PageQuery):
     category: str | None = Field(None, max_length=100, description="category slug or name")
     tags: str | None = Field(None, max_length=500, description="comma-separated; every one must be present")
-    language: str | None = Field(None, max_length=16)
+    language: str | None = Field(None, max_length=35, description="a BCP 47 tag, any case (pt-BR, pt-br)")
 
 
 @blueprint.get("/live")
@@ -184,6 +184,16 @@ async def live(query_args: PageQuery) -> StreamPage:
     """Channels live now, most recently started first."""
     page = await streams().live_page(LiveFilter(), query_args.limit, query_args.cursor)
     return StreamPage(items=await streams_out(page.items), nextCursor=page.next_cursor)
+
+
+def _language_filter(value: str | None) -> str | None:
+    """The stored (canonical) form of a registered tag; anything else matches no channel."""
+    if not value:
+        return None
+    try:
+        return languages.canonical(value)
+    except ValueError:
+        return value.lower()
 
 
 @blueprint.get("/browse")
@@ -198,7 +208,7 @@ async def browse(query_args: BrowseQuery) -> StreamPage:
     filters = LiveFilter(
         category=streamtags.slugify(query_args.category) if query_args.category else None,
         tags=tuple(slug for slug in tags if slug),
-        language=query_args.language.lower() if query_args.language else None,
+        language=_language_filter(query_args.language),
     )
     page = await streams().live_page(filters, query_args.limit, query_args.cursor)
     return StreamPage(items=await streams_out(page.items), nextCursor=page.next_cursor)

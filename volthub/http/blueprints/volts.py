@@ -43,7 +43,7 @@ class TransactionOut(Model):
     amount: int = Field(description="signed: negative when Volts left the wallet")
     balance: int = Field(description="the wallet's balance right after")
     counterpartyId: str | None
-    counterparty: CounterpartyOut | None = None
+    counterparty: CounterpartyOut | None = Field(description="the user counterpartyId names; null with it")
     reference: str | None
     provider: str | None = Field(description="payment provider of a purchase")
     sandbox: bool = Field(description="true for purchases the sandbox provider paid")

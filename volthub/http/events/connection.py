@@ -6,12 +6,14 @@ A :class:`Connection` pairs a sans-IO session with the signals its tasks wait on
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from volthub.http.events.asgi import CLOSE_NORMAL
+from volthub.metrics import observe_lag
 from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClosed
 from volthub.protocol.socketio.session import Disconnected, SocketIOSession
 
@@ -67,6 +69,9 @@ class Connection:
         "close_reason",
         "probe_scope",
         "app",
+        "lag_since",
+        "opened_at",
+        "request_id",
     )
 
     def __init__(
@@ -91,6 +96,10 @@ class Connection:
         self.close_reason = ""
         self.probe_scope: trio.CancelScope | None = None
         self.app: Any = None  # the handler's per-connection state
+        # The commit time of a fan-out event whose write is to be timed (one sample per event).
+        self.lag_since: float | None = None
+        self.opened_at: float | None = time.monotonic()  # None once its end is logged
+        self.request_id = ""  # of the request that opened it
 
     @property
     def output(self) -> Signal:
@@ -144,6 +153,18 @@ class Connection:
             session.send_frame(frame)
         self.flush()
         return True
+
+    def note_lag(self, since: float) -> None:
+        """Time the next write of queued output from ``since`` (``volthub_events_lag_seconds``)."""
+        if self.lag_since is None:
+            self.lag_since = since
+
+    def wrote(self) -> None:
+        """Queued output went to the socket: record the lag sample waiting for it, if any."""
+        since = self.lag_since
+        if since is not None:
+            self.lag_since = None
+            observe_lag(since)
 
     def close(self, reason: str, code: int = CLOSE_NORMAL) -> list[Event]:
         """Close from the server side; queued frames still go out. Returns closing events

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Final
 
@@ -54,6 +55,7 @@ from volthub.http.events.asgi import (
     websocket_frame,
 )
 from volthub.http.events.connection import Connection, Handler
+from volthub.http.observe import request_id, session_ended
 from volthub.protocol.engineio.handshake import (
     POLLING,
     WEBSOCKET,
@@ -108,6 +110,15 @@ class EngineIOEndpoint:
         self.sessions: dict[str, Connection] = {}
         self._nursery: trio.Nursery | None = None
         self._ready = trio.Event()
+        # How operators see it (metrics labels, access lines); set by `describe`.
+        self.route = ""
+        self.listener = "mount"
+        self.access_log = False
+
+    def describe(self, route: str, listener: str, *, access_log: bool) -> None:
+        """Name this endpoint for metrics and access lines: its route and listener
+        (mount: the main port; gateway: the Events API's own)."""
+        self.route, self.listener, self.access_log = route, listener, access_log
 
     def now(self) -> float:
         return trio.current_time()
@@ -159,6 +170,7 @@ class EngineIOEndpoint:
             sid = new_sid()
         session = self._factory(sid, self.settings, transport, self.now())
         conn = Connection(sid, session, self, query, scope.get("client"))
+        conn.request_id = request_id(scope)
         self.sessions[sid] = conn
         self._nursery.start_soon(self._drive, conn, name=f"engine.io session {sid}")
         return conn
@@ -207,6 +219,18 @@ class EngineIOEndpoint:
 
     def dispatch_leave(self, conn: Connection, events: Iterable[Event]) -> None:
         for event in events:
+            if isinstance(event, SessionClosed) and conn.opened_at is not None:
+                session_ended(
+                    self.route,
+                    self.listener,
+                    conn.session.transport,
+                    time.monotonic() - conn.opened_at,
+                    conn.request_id,
+                    conn.client[0] if conn.client else "-",
+                    event.reason,
+                    self.access_log,
+                )
+                conn.opened_at = None  # one line per session
             if isinstance(event, (Disconnected, SessionClosed)):
                 try:
                     self.handler.on_leave(conn, event)
@@ -270,6 +294,7 @@ class EngineIOEndpoint:
         body = session.poll_take()
         conn.changed()  # may have drained a closed session: the driver forgets it
         await self._respond(send, 200, body.encode("utf-8"), TEXT_PLAIN, origin)
+        conn.wrote()
 
     async def _probe_settled(self, conn: Connection) -> None:
         """Before a polling GET or another WebSocket for a session that is upgrading or was
@@ -478,6 +503,7 @@ class EngineIOEndpoint:
             else:
                 for frame in frames:
                     await send_frame(send, frame)
+            conn.wrote()
             if frames and session.closed:
                 conn.control.fire()  # it may now be finished (an open session's deadlines did not move)
             if session.closed and not session.buffered:

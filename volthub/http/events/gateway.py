@@ -60,6 +60,7 @@ from volthub.http.events.gateway_connections import (
     recv,
     send_all,
 )
+from volthub.http.observe import request_id
 from volthub.protocol.engineio.handshake import (
     WEBSOCKET,
     ErrorCode,
@@ -103,6 +104,7 @@ class GatewayEndpoint(EngineIOEndpoint):
             sid = new_sid()
         session = self._factory(sid, self.settings, transport, self.now())
         conn = WireConnection(sid, session, self, query, scope.get("client"))
+        conn.request_id = request_id(scope)
         self.sessions[sid] = conn
         self.gateway.ticker.reschedule(conn)
         return conn

@@ -29,6 +29,7 @@ from volthub.http.events.asgi import (
     websocket_frame,
 )
 from volthub.http.events.connection import Connection
+from volthub.metrics import observe_lag
 from volthub.protocol.engineio.session import EngineIOSession
 from volthub.protocol.websocket import (
     FrameReader,
@@ -149,6 +150,12 @@ class WireConnection(Connection):
             self.endpoint.forget(self)  # type: ignore[attr-defined]
         if not self.gone or self.sock is not None:  # a forgotten session's socket may still linger
             self.gateway.ticker.reschedule(self)
+
+    def note_lag(self, since: float) -> None:
+        if self.sock is not None:  # a WebSocket here is written at once, in `deliver`
+            observe_lag(since)
+        else:
+            super().note_lag(since)
 
     def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> bool:
         session = self.session

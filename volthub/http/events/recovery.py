@@ -71,6 +71,12 @@ class RecoveryStore:
         self._expire(now)
         return self._lost.pop(pid, None)
 
+    def channels_of(self, pid: str) -> list[str]:
+        """The channels of the state kept under ``pid`` (left in place), for following
+        them before the state is taken."""
+        lost = self._lost.get(pid)
+        return [] if lost is None else list(lost.channels)
+
     def __len__(self) -> int:
         return len(self._lost)
 

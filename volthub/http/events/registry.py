@@ -17,6 +17,7 @@ Everything runs in the Trio thread; no locking, no awaiting.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Final, Protocol, runtime_checkable
 
 from volthub.hub.components.roles import BADGES_CHANGED
@@ -48,11 +49,16 @@ class ConnectionRegistry:
     def __init__(self) -> None:
         self._by_key: dict[Key, dict[Closable, None]] = {}
         self._keys_of_user: dict[str, dict[Key, None]] = {}  # user id -> their keys
+        # Told (user id, True) at a user's first connection here and (user id, False) after
+        # their last: a broker with per-channel interest then follows the person's subject.
+        self.interest: Callable[[str, bool], None] | None = None
 
     def add(self, connection: Closable, user_id: str | None, client_id: str | None) -> Key:
         key = (user_id, client_id)
         self._by_key.setdefault(key, {})[connection] = None
         if user_id is not None:
+            if user_id not in self._keys_of_user and self.interest is not None:
+                self.interest(user_id, True)
             self._keys_of_user.setdefault(user_id, {})[key] = None
         return key
 
@@ -72,6 +78,8 @@ class ConnectionRegistry:
         keys.pop(key, None)
         if not keys:
             del self._keys_of_user[user_id]
+            if self.interest is not None:
+                self.interest(user_id, False)
 
     def of_user(self, user_id: str) -> list[Closable]:
         """Every connection ``user_id`` opened, whatever token (app) it used."""

@@ -38,7 +38,7 @@ import orjson
 import trio
 from quart import Quart
 
-from volthub.http import ratelimit
+from volthub.http import observe, ratelimit
 from volthub.http.access import Principal, authenticate
 from volthub.http.errors import ApiError
 from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
@@ -167,6 +167,13 @@ class SocketSubscriber:
             self.last_sent[payload.channel_id] = payload.event_id
         return True
 
+    @property
+    def transport(self) -> str:
+        return self.conn.session.transport
+
+    def note_lag(self, since: float) -> None:
+        self.conn.note_lag(since)
+
     def overflow(self, reason: str) -> None:
         conn = self.conn
         # Beyond the bound by one frame, so the client learns why before the close.
@@ -292,10 +299,18 @@ class EventsSocketHandler:
                     namespace, "authentication is unavailable, try again", {"code": "service_unavailable"}
                 )
                 return
+        wants_recovery = self.recovery.enabled and request.auth.get("recovery") is True
+        # This process must hear the channels (and hold their recent events) first: with a
+        # broker with per-channel interest it may not follow them yet.
+        following = [user.id] if user is not None else []
+        asked_pid = request.auth.get("pid")
+        if wants_recovery and isinstance(asked_pid, str):
+            following += self.recovery.channels_of(asked_pid)
+        if following:
+            await self._rt.bus.prepare(following)
         # No await from here on: the connect ack, then `connected`, then events; a recovered
         # connection's missed events are read in the same step as it subscribes again, so
         # each event is either replayed or delivered live, exactly once.
-        wants_recovery = self.recovery.enabled and request.auth.get("recovery") is True
         restored = self._restore(conn, request, user) if wants_recovery else None
         pid = restored.pid if restored else (new_sid() if wants_recovery else None)
         sid = session.accept_connect(namespace, restored.lost.sid if restored else None, pid)
@@ -424,6 +439,7 @@ class EventsSocketHandler:
             self._error(conn, event, SERVICE_UNAVAILABLE, "channel lookup is unavailable")
             return
         if channel.id not in state.channels:
+            await self._rt.bus.prepare([channel.id])
             others = len(state.channels) - (1 if state.user is not None and state.user.id in state.channels else 0)
             if others >= self._rt.settings.events.max_subscriptions:
                 self._error(conn, event, LIMIT_EXCEEDED, "too many channel subscriptions on this connection")
@@ -512,7 +528,7 @@ async def install(rt: Runtime) -> None:
     rt.bus.subscribe(connections.on_event)
     if rt.gateway is not None:
         host, port = rt.gateway.bind()  # here, so a taken port fails the start
-        log.info("Events API gateway listening on %s:%d", host, port)
+        log.debug("Events API gateway listening on %s:%d", host, port)
 
 
 def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
@@ -548,6 +564,11 @@ def mount(app: Quart) -> None:
     }
     rt.engineio_endpoints = endpoints
     rt.gateway = _gateway(rt, handler, settings, admission) if rt.settings.events.gateway_port else None
+    gateway_endpoints = rt.gateway.endpoints if rt.gateway is not None else {}
+    for listener, found in (("mount", endpoints), ("gateway", gateway_endpoints)):
+        for path, endpoint in found.items():
+            observe.FIXED_ROUTES[path] = path + "/"
+            endpoint.describe(path + "/", listener, access_log=rt.settings.logging.access_log)
     inner = app.asgi_app
 
     # Quart types its ASGI callable with Hypercorn's TypedDict scopes; this layer passes the

@@ -29,6 +29,8 @@ from volthub.hub.components.chat_rules import Standing, badges
 from volthub.protocol import catalogue
 
 ROLE_TYPES: Final = ("vip", "moderator")
+# The latest `expiresAt` a grant may have, in days from now.
+EXPIRY_MAX_DAYS: Final = 3650
 
 # The bus-only message a role change causes. Not a platform event: the catalogue does not
 # know the name, so the Events API fan-out, the resume buffers and the webhook outbox all
@@ -198,6 +200,13 @@ class RolesComponent:
         role = check_role(command.role)
         if command.expires_at is not None and command.expires_at <= now_ms:
             raise _refuse(400, "validation_error", "expiresAt must be in the future", {"field": "expiresAt"})
+        if command.expires_at is not None and command.expires_at > now_ms + EXPIRY_MAX_DAYS * 86_400_000:
+            raise _refuse(
+                400,
+                "validation_error",
+                f"expiresAt must be at most {EXPIRY_MAX_DAYS} days ahead",
+                {"field": "expiresAt", "maxDays": EXPIRY_MAX_DAYS},
+            )
         member = self._member(command, store)
         if member.user_id == self.channel_id:
             raise _refuse(400, "invalid_member", "the broadcaster's role is not grantable")

@@ -30,6 +30,9 @@ from volthub.protocol import catalogue
 TITLE_MAX = 100
 DURATION_MIN, DURATION_MAX = 1, 604_800
 ADD_MAX = 604_800
+# The most time a timer may hold: manual add-time past it is refused (400 naming `seconds`),
+# subathon additions stop at it.
+REMAINING_MAX = 31_536_000
 SUBATHON_RATE_MAX = 86_400
 LIVE_TIMERS_MAX = 20  # running or paused, per channel
 DEFAULT_TITLE = "Timer"
@@ -66,7 +69,7 @@ class Subathon:
 
     def added_ms(self, reason: str, amount: int) -> int:
         rate = {"subscription": self.seconds_per_sub, "gift": self.seconds_per_gift, "volts": self.seconds_per_volt}
-        return round(rate.get(reason, 0.0) * amount * 1000)
+        return round(min(rate.get(reason, 0.0) * amount, REMAINING_MAX) * 1000)
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,15 @@ class TimersComponent:
                 seconds = check_added(command.seconds)
             except ValueError as exc:
                 raise Refused(Refusal(400, "validation_error", str(exc), {"field": "seconds"})) from None
+            if timer.remaining_at(now_ms) + seconds * 1000 > REMAINING_MAX * 1000:
+                raise Refused(
+                    Refusal(
+                        400,
+                        "validation_error",
+                        f"a timer holds at most {REMAINING_MAX} seconds",
+                        {"field": "seconds", "remainingSeconds": REMAINING_MAX},
+                    )
+                )
             return self._add(timer, seconds * 1000, "manual", now_ms)
         if isinstance(command, CountForTimers):
             return self._count(command, now_ms, store)
@@ -248,7 +260,12 @@ class TimersComponent:
         raise invalid_state("timer", status, operation)
 
     def _add(self, timer: Timer, added_ms: int, reason: str, now_ms: int) -> Outcome:
-        remaining = timer.remaining_at(now_ms) + added_ms
+        """Saturates: the timer never holds more than REMAINING_MAX."""
+        before = timer.remaining_at(now_ms)
+        remaining = before + added_ms
+        if added_ms > 0:
+            remaining = max(before, min(remaining, REMAINING_MAX * 1000))
+            added_ms = remaining - before
         if remaining <= 0:
             changed = replace(timer, status="ended", remaining_ms=0, ends_at=None)
         elif timer.status == "running":
@@ -265,7 +282,7 @@ class TimersComponent:
         for timer in sorted(subathons, key=lambda t: t.id):
             assert timer.subathon is not None
             added = timer.subathon.added_ms(command.reason, command.amount)
-            if added > 0:
+            if added > 0 and timer.remaining_at(now_ms) < REMAINING_MAX * 1000:
                 step = self._add(timer, added, command.reason, now_ms)
                 outcome.writes.extend(step.writes)
                 outcome.events.extend(step.events)

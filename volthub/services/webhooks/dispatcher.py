@@ -10,6 +10,7 @@ from typing import Protocol
 
 import trio
 
+from volthub import metrics
 from volthub.hub.clock import Clock, to_ms
 from volthub.hub.publisher import Event
 from volthub.persistence import Database, Tx
@@ -197,10 +198,17 @@ class Dispatcher:
             raise
         finished = self.clock.now()
         outcome = classify_response(result.status, result.error, result.headers, now=finished)
+        metrics.WEBHOOK_DELIVERIES.labels(_outcome_label(outcome)).inc()
         recorded = _Result(claim, attempted_at, outcome, result.latency_ms, to_ms(finished))
         assert self._results is not None, "deliver() runs in the workers of run()"
         await self._results.send(recorded)
         await recorded.done.wait()  # the slot stays taken until the outcome is stored
+
+    async def outbox_summary(self) -> tuple[int, float]:
+        """(deliveries waiting to be attempted, seconds the oldest of them has waited)."""
+        pending, oldest = await self.db.read(repo.outbox_summary)
+        age = 0.0 if oldest is None else max(0.0, (self.now_ms() - oldest) / 1000)
+        return pending, age
 
     async def _recorder(self, receive: trio.MemoryReceiveChannel[_Result]) -> None:
         """Group commit: the outcomes of every attempt that finished meanwhile go into one
@@ -237,7 +245,7 @@ class Dispatcher:
         if started is None:
             return  # the webhook was deleted meanwhile
         number, ours, failed_before = started
-        kind = "success" if outcome.ok else ("gone" if outcome.disable_now else "failure")
+        kind = _outcome_label(outcome)
         error = None if outcome.ok else outcome.reason[:MAX_ERROR_TEXT]
         repo.insert_attempt(
             tx,
@@ -306,3 +314,8 @@ class Dispatcher:
             total += removed
             if removed < 1000:
                 return total
+
+
+def _outcome_label(outcome: Outcome) -> str:
+    """success, failure (retried while attempts remain) or gone (the target asked to stop)."""
+    return "success" if outcome.ok else ("gone" if outcome.disable_now else "failure")

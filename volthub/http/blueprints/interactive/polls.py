@@ -146,7 +146,7 @@ async def stream_start_poll(username: str, data: PollBody) -> tuple[PollEnvelope
 
 
 @streams_blueprint.post("/polls/<poll_id>/vote")
-@access.token()
+@access.token("user:write")
 @tag(["Polls and giveaways"])
 @validate_request(VoteBody)
 @validate_response(VoteOut, 200)

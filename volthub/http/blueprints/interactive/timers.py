@@ -119,7 +119,8 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
         running|paused; reset restores durationSeconds (running stays running, paused stays
         paused, ended runs again). A running timer reaching zero ends by itself. Each change
         emits one `channel.timer.update`, never per tick. A subathon timer gains its
-        configured seconds per subscription, per gifted subscription and per Volt by itself.
+        configured seconds per subscription, per gifted subscription and per Volt by itself
+        (each rate 0–86400), up to 31536000 seconds held, where additions stop.
         At most 20 running or paused timers: 409 `too_many_timers`."""
         return _timer(await call(me(), data.command())), 201
 
@@ -148,7 +149,8 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
     @conflicts
     async def add_time(timer_id: str, data: AddTimeBody) -> TimerEnvelope:
         """Add `{seconds}` (non-zero, ±604800) to a running or paused timer; taking it to zero or
-        below ends it. Ended: 409 `invalid_state`."""
+        below ends it. A timer holds at most 31536000 seconds (365 days): more is 400
+        `validation_error` naming `seconds`. Ended: 409 `invalid_state`."""
         return _timer(await call(me(), timers.AddTime(uuid_param(timer_id, "timerId"), data.seconds)))
 
 

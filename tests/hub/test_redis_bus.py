@@ -1,0 +1,237 @@
+"""The Redis broker (hub/redis_bus.py RedisRelay) against real redis-server processes: several
+relays on one PostgreSQL database stand for several processes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import trio
+
+from tests.redis_support import RedisServer, redis_cluster, redis_server
+from volthub.hub.clock import SystemClock
+from volthub.hub.fanout import Fanout
+from volthub.hub.publisher import Emitter, Event, EventPublisher
+from volthub.hub.redis_bus import RedisRelay, RedisSettings, channel_subject, stream_key, user_subject
+from volthub.persistence import Database, open_database
+
+__all__ = ["redis_cluster", "redis_server"]  # fixtures
+
+WAIT = 10.0  # a bound on waiting for real servers; never asserted on
+
+
+class Process:
+    """One process's share: its pool, its relay, what its listeners got, its fan-out."""
+
+    def __init__(self, database: Database, settings: RedisSettings) -> None:
+        self.database = database
+        self.relay = RedisRelay(database, SystemClock(), settings)
+        self.publisher = EventPublisher(database, self.relay, SystemClock(), event_log=self.relay)
+        self.fanout = Fanout(resume_size=settings.history)
+        self.fanout.interest = self.relay.channel_interest
+        self.relay.add_history(self.fanout.replace_recent)
+        self.relay.subscribe(self.fanout.publish)
+        self.heard: list[Event] = []
+        self._changed = trio.Event()
+        self.relay.subscribe(self._hear)
+
+    def _hear(self, event: Event) -> None:
+        self.heard.append(event)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for(self, predicate: Callable[[list[Event]], bool]) -> None:
+        with trio.fail_after(WAIT):
+            while not predicate(self.heard):
+                await self._changed.wait()
+
+    async def emit(self, channel_id: str, *texts: str, name: str = "chat.message", **extra: Any) -> None:
+        def change(tx: Any, emitter: Emitter) -> None:
+            for text in texts:
+                emitter.emit(channel_id, name, {"text": text, **extra})
+
+        await self.publisher.write(change)
+
+    async def follow(self, *channel_ids: str) -> None:
+        """What a client's subscription does: prepare, then hold while subscribed."""
+        await self.relay.prepare(channel_ids)
+        for channel_id in channel_ids:
+            self.relay.channel_interest(channel_id, True)
+
+
+@pytest.fixture
+async def processes(postgres_url: str, nursery: trio.Nursery) -> AsyncIterator[Callable[..., Any]]:
+    databases: list[Database] = []
+
+    async def start(*, url: str = "", nodes: tuple[str, ...] = (), linger: float = 5.0) -> Process:
+        database = open_database(postgres_url, pool_size=4)
+        await database.open()
+        databases.append(database)
+        settings = RedisSettings(
+            url=url, cluster_nodes=nodes, unsubscribe_after_seconds=linger, history=50, ping_seconds=0.5
+        )
+        process = Process(database, settings)
+        nursery.start_soon(process.relay.run)
+        with trio.fail_after(WAIT):
+            await process.relay.wait_connected()
+        return process
+
+    yield start
+    nursery.cancel_scope.cancel()
+    for database in databases:
+        await database.close()
+
+
+def texts(events: list[Event], channel: str | None = None) -> list[str]:
+    return [e.data["text"] for e in events if channel is None or e.channel_id == channel]
+
+
+async def test_a_process_hears_only_the_channels_it_follows_in_order_once(
+    processes: Any, redis_server: RedisServer
+) -> None:
+    one, two = await processes(url=redis_server.url), await processes(url=redis_server.url)
+    await two.follow("c1")
+    await one.emit("c1", "a", "b")
+    await two.emit("c1", "c")
+    await one.emit("c2", "x")  # nobody else follows c2
+    await two.emit("c1", "end")
+    await two.wait_for(lambda heard: "end" in texts(heard))
+    assert texts(two.heard, "c1") == ["a", "b", "c", "end"]
+    assert [e.seq for e in two.heard if e.channel_id == "c1"] == [1, 2, 3, 4]
+    assert texts(two.heard, "c2") == []
+    await one.relay.caught_up()
+    assert texts(one.heard) == ["a", "b", "x"]  # its own events, once, without following
+    assert channel_subject("c2") not in two.relay.subscribed()
+
+
+async def test_following_a_channel_fills_the_resume_buffer_from_the_stream(
+    processes: Any, redis_server: RedisServer
+) -> None:
+    one, two = await processes(url=redis_server.url), await processes(url=redis_server.url)
+    await one.emit("c1", "a", "b", "c")
+    await one.relay.sent_all()
+    await two.follow("c1")
+    first = two.fanout.since("c1", None)
+    assert first.found
+    buffered = two.fanout._recent["c1"]
+    assert [e.data["text"] for e in buffered] == ["a", "b", "c"]
+    resume = two.fanout.since("c1", buffered[0].id)
+    assert [e.data["text"] for e in resume.events] == ["b", "c"]
+
+
+async def test_without_the_stream_the_resume_buffer_comes_from_the_log(
+    processes: Any, redis_server: RedisServer
+) -> None:
+    one, two = await processes(url=redis_server.url), await processes(url=redis_server.url)
+    await one.emit("c1", "a", "b")
+    await one.relay.sent_all()
+    redis_server.cli("FLUSHALL")  # the streams are gone; PostgreSQL still has the events
+    await two.follow("c1")
+    assert [e.data["text"] for e in two.fanout._recent["c1"]] == ["a", "b"]
+
+
+async def test_a_test_event_reaches_other_processes_and_is_stored_nowhere(
+    processes: Any, redis_server: RedisServer
+) -> None:
+    one, two = await processes(url=redis_server.url), await processes(url=redis_server.url)
+    await two.follow("c1")
+    one.publisher.publish_ephemeral("c1", "chat.message", {"text": "just a test"})
+    await one.emit("c1", "real")
+    await two.wait_for(lambda heard: "real" in texts(heard))
+    assert [(e.data["text"], e.is_test, e.seq) for e in two.heard] == [("just a test", True, None), ("real", False, 1)]
+    logged = await one.database.read(lambda tx: tx.scalar("SELECT count(*) FROM event_log"))
+    assert logged == 1  # the real event only
+    assert redis_server.cli("XLEN", stream_key("c1")).strip() == "1"
+
+
+async def test_a_channel_nobody_needs_is_unsubscribed_after_the_linger(
+    processes: Any, redis_server: RedisServer
+) -> None:
+    one = await processes(url=redis_server.url, linger=0.2)
+    await one.follow("c1")
+    assert channel_subject("c1") in one.relay.subscribed()
+    one.relay.channel_interest("c1", False)
+    with trio.fail_after(WAIT):
+        while channel_subject("c1") in one.relay.subscribed():
+            await trio.sleep(0.05)
+    assert "c1" not in one.relay._followed
+
+
+async def test_badge_changes_follow_the_member_not_the_channel(processes: Any, redis_server: RedisServer) -> None:
+    one, two = await processes(url=redis_server.url), await processes(url=redis_server.url)
+    two.relay.user_interest("member", True)
+    with trio.fail_after(WAIT):
+        while user_subject("member") not in two.relay.subscribed():
+            await trio.sleep(0.05)
+    await one.emit("c1", "badges", name="internal.member.badges", userId="member")
+    await two.wait_for(lambda heard: "badges" in texts(heard))
+    assert texts(two.heard) == ["badges"]
+
+
+async def test_a_revoked_grant_reaches_every_process(processes: Any, redis_server: RedisServer) -> None:
+    one, two = await processes(url=redis_server.url), await processes(url=redis_server.url)
+    await one.emit("someone", "revoked", name="user.authorization.revoke", userId="someone", clientId="app")
+    await two.wait_for(lambda heard: "revoked" in texts(heard))
+
+
+async def test_broker_down_events_wait_and_go_out_in_order_and_followers_catch_up(
+    processes: Any, redis_server: RedisServer
+) -> None:
+    one, two = await processes(url=redis_server.url), await processes(url=redis_server.url)
+    await two.follow("c1")
+    await one.emit("c1", "before")
+    await two.wait_for(lambda heard: "before" in texts(heard))
+    redis_server.stop()
+    with trio.fail_after(WAIT):
+        while two.relay.problem is None or one.relay.problem is None:
+            await trio.sleep(0.05)
+    assert "unreachable" in (two.relay.problem or "")
+    await one.emit("c1", "during 1", "during 2")  # the write is acknowledged regardless
+    redis_server.start()
+    await one.emit("c1", "after")
+    await two.wait_for(lambda heard: "after" in texts(heard))
+    assert texts(two.heard, "c1") == ["before", "during 1", "during 2", "after"]
+    assert [e.seq for e in two.heard] == [1, 2, 3, 4]
+    with trio.fail_after(WAIT):
+        await one.relay.sent_all()
+    assert two.relay.problem is None
+
+
+async def test_two_processes_exchange_events_through_shards_on_different_nodes(
+    processes: Any, redis_cluster: list[RedisServer]
+) -> None:
+    nodes = (redis_cluster[0].node,)
+    one, two = await processes(nodes=nodes), await processes(nodes=nodes)
+    # Channels whose slots live on each of the three nodes.
+    channels: dict[str, str] = {}
+    index = 0
+    while len(channels) < 3:
+        channel = f"chan{index}"
+        index += 1
+        slot = int(redis_cluster[0].cli("CLUSTER", "KEYSLOT", channel_subject(channel)))
+        owner = next(node.node for node in redis_cluster if _owns(node, slot))
+        channels.setdefault(owner, channel)
+    await two.follow(*channels.values())
+    await one.follow(*channels.values())
+    for channel in channels.values():
+        await one.emit(channel, f"from one {channel}")
+        await two.emit(channel, f"from two {channel}")
+    for process in (one, two):
+        await process.wait_for(lambda heard: len(heard) == 6)
+        for channel in channels.values():
+            assert texts(process.heard, channel) == [f"from one {channel}", f"from two {channel}"]
+    for node in redis_cluster:  # each node carried its own channel's stream
+        assert node.cli("DBSIZE") == "1"
+
+
+def _owns(node: RedisServer, slot: int) -> bool:
+    for line in node.cli("CLUSTER", "NODES").splitlines():
+        fields = line.split()
+        if "myself" not in fields[2]:
+            continue
+        for part in fields[8:]:
+            low, _, high = part.partition("-")
+            if int(low) <= slot <= int(high or low):
+                return True
+    return False

@@ -1,0 +1,211 @@
+"""The Prometheus metric families of the server (prometheus-client).
+
+Their names and labels are a contract with dashboards and alerting rules
+(`docs/operations/`): change them only together. Every layer may count into them; nothing
+here imports the rest of volthub.
+
+One process: the families live in prometheus-client's default registry, with its process
+and platform collectors. Several (`volthub serve --workers N`): the parent sets
+`PROMETHEUS_MULTIPROC_DIR` before starting its workers, each worker's values go to files in
+that directory, and a scrape answered by any worker adds them all up
+(`prometheus_client.multiprocess`): counters and histograms are summed, gauges as their
+`multiprocess_mode` says (connections and actors: the sum over live workers).
+
+Hot paths count in batches: the fan-out adds its deliveries once per event and transport,
+not once per socket write.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import REGISTRY, Collector
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+PREFIX = "volthub_"
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # the `_created` series double every scrape and no rule here reads them
+
+# Latency buckets (seconds) for request handling and for fan-out lag: 1 ms to 10 s.
+_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+HTTP_REQUESTS = Counter(
+    PREFIX + "http_requests",
+    "HTTP requests answered, by method, route template (never a raw path; unmatched paths "
+    "share one label) and status code.",
+    ["method", "route", "status"],
+)
+HTTP_DURATION = Histogram(
+    PREFIX + "http_request_duration_seconds",
+    "Time from a request's arrival to the end of its response, by method and route template "
+    "(event streams and WebSocket sessions are left out: they last as long as the client stays).",
+    ["method", "route"],
+    buckets=_FAST,
+)
+EVENTS_CONNECTIONS = Gauge(
+    PREFIX + "events_connections",
+    "Open Events API connections, by transport (websocket, polling, sse) and path (gateway: "
+    "the Events API's own port; mount: the main port).",
+    ["transport", "path"],
+    multiprocess_mode="livesum",
+)
+EVENTS_DELIVERIES = Counter(
+    PREFIX + "events_deliveries",
+    "Events handed to Events API connections (one per event and connection), by transport.",
+    ["transport"],
+)
+EVENTS_SLOW_CONSUMERS = Counter(
+    PREFIX + "events_slow_consumers",
+    "Events API connections disconnected because they could not keep up (their outbound queue was full).",
+)
+EVENTS_PUBLISHED = Counter(
+    PREFIX + "events_published",
+    "Platform events published after their transaction committed, by event name.",
+    ["event"],
+)
+EVENTS_LAG = Histogram(
+    PREFIX + "events_lag_seconds",
+    "Time from an event's commit to its write to a socket: one sample per event and process, "
+    "taken at the last connection the event was handed to.",
+    buckets=_FAST,
+)
+WEBHOOK_DELIVERIES = Counter(
+    PREFIX + "webhook_deliveries",
+    "Webhook delivery attempts, by outcome (success; failure: will be retried or ran out of "
+    "attempts; gone: the target asked to stop, the webhook is disabled).",
+    ["outcome"],
+)
+ACTORS_ACTIVE = Gauge(
+    PREFIX + "actors_active",
+    "Channel actors running (one per channel with live state in use).",
+    multiprocess_mode="livesum",
+)
+ACTOR_INBOX_DEPTH = Histogram(
+    PREFIX + "actor_inbox_depth",
+    "Commands a channel actor found queued when it took its next batch.",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+)
+BUS_LAG = Histogram(
+    PREFIX + "bus_lag_seconds",
+    "Time from an event's commit to its arrival from the broker in this process (PostgreSQL LISTEN/NOTIFY or Redis).",
+    buckets=_FAST,
+)
+BUS_RECONNECTS = Counter(
+    PREFIX + "bus_reconnects",
+    "Times this process's broker connection was lost and connected again.",
+)
+DB_POOL_CONNECTIONS = Gauge(
+    PREFIX + "db_pool_connections",
+    "Database connections by state: in_use (running a transaction), idle (free in the pool), "
+    "waiting (requests waiting for one).",
+    ["state"],
+    multiprocess_mode="livesum",
+)
+SERVICE_RESTARTS = Counter(
+    PREFIX + "service_restarts",
+    "Background services restarted by the supervisor after a crash, by service.",
+    ["service"],
+)
+
+# Children made once: the label lookup is a dict access and a lock, not worth on hot paths.
+_DELIVERIES = {transport: EVENTS_DELIVERIES.labels(transport) for transport in ("websocket", "polling", "sse")}
+
+
+# `[metrics] enabled = false` stops the per-delivery and per-request work too, not only the
+# endpoint (and lets a benchmark measure what the metrics cost).
+_enabled = True
+
+
+def set_enabled(enabled: bool) -> None:
+    global _enabled
+    _enabled = enabled
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def count_deliveries(by_transport: dict[str, int]) -> None:
+    """Add one fan-out's deliveries (called once per event, not per socket)."""
+    if not _enabled:
+        return
+    for transport, count in by_transport.items():
+        child = _DELIVERIES.get(transport)
+        if child is None:
+            child = _DELIVERIES[transport] = EVENTS_DELIVERIES.labels(transport)
+        child.inc(count)
+
+
+def observe_lag(since: float) -> None:
+    """An event committed at ``since`` (epoch seconds) was just written to a socket."""
+    if _enabled:
+        EVENTS_LAG.observe(max(0.0, time.time() - since))
+
+
+def multiprocess_dir() -> str | None:
+    """The directory of the workers' metric files, when this process is one of several."""
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+class Sampled(Collector):
+    """Gauges read at scrape time in the process that answers it (whole-server facts such as
+    the webhook outbox, which every process would report alike)."""
+
+    def __init__(self, values: dict[str, tuple[str, float]]) -> None:
+        self._values = values
+
+    def collect(self) -> Iterable[Metric]:
+        for name, (documentation, value) in self._values.items():
+            yield GaugeMetricFamily(PREFIX + name, documentation, value=value)
+
+
+def exposition(extra: Collector | None = None) -> bytes:
+    """The text exposition of every family (all workers' under `--workers`), plus `extra`."""
+    directory = multiprocess_dir()
+    if directory is None:
+        registry = REGISTRY
+        if extra is None:
+            return generate_latest(registry)
+        combined = CollectorRegistry(auto_describe=False)
+        combined.register(_Everything(registry))
+        combined.register(extra)
+        return generate_latest(combined)
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    if extra is not None:
+        registry.register(extra)
+    return generate_latest(registry)
+
+
+class _Everything(Collector):
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        return self._registry.collect()
+
+
+def prepare_multiprocess_dir(directory: str) -> None:
+    """Empty the workers' metric directory before they start (leftovers of an earlier run
+    would otherwise be added to this one's)."""
+    os.makedirs(directory, exist_ok=True)
+    for name in os.listdir(directory):
+        if name.endswith(".db"):
+            os.remove(os.path.join(directory, name))
+
+
+def worker_exited(pid: int) -> None:
+    """A worker is gone: drop its live gauges (its counters stay in the totals)."""
+    directory = multiprocess_dir()
+    if directory is None:
+        return
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
