@@ -217,7 +217,7 @@ async def test_the_global_emotes_are_the_operators_and_no_channels(env: ChatEnv)
     streamer = await env.user()
     assert (await (await env.client.get("/api/emotes/global")).get_json()) == {"emotes": []}
     emotes = env.rt.services.emotes
-    await emotes.add(None, "volthype", check_image(PNG, None, emotes.max_bytes), None)
+    await emotes.add(None, "volthype", check_image(PNG, None, emotes.max_bytes, emotes.max_side), None)
     uploaded = await env.client.put(
         "/api/emotes/mine/mine_only", data=PNG, headers={**streamer.headers, "Content-Type": "image/png"}
     )
