@@ -218,6 +218,12 @@ async def stored_user(db: Any, username: str | None = None) -> str:
     return user_id
 
 
+# Tests buy Volts from the sandbox payment provider, chosen explicitly (the default is none);
+# tests of an unconfigured server pass volts={"payment_provider": ""}.
+TEST_PAYMENTS = {"payment_provider": "sandbox"}
+TEST_PAYMENTS_ENV = {"VOLTHUB_VOLTS__PAYMENT_PROVIDER": "sandbox"}
+
+
 def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
     """Test settings. The gateway is on, as by default, but on a free port of its own (never
     the default 8081), so parallel tests and servers never share one; pass
@@ -226,6 +232,7 @@ def make_settings(database_url: str, **sections: dict[str, Any]) -> Settings:
         "database": {"url": database_url},
         "auth": dict(FAST_AUTH),
         "events": {"gateway_port": free_port()},
+        "volts": dict(TEST_PAYMENTS),
     }
     if "ratelimit" not in sections:
         overrides["ratelimit"] = dict(ROOMY_LIMITS)
@@ -397,6 +404,7 @@ class ServerProcess:
             **os.environ,
             "VOLTHUB_AUTH__ARGON2_TIME_COST": str(FAST_AUTH["argon2_time_cost"]),
             "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": str(FAST_AUTH["argon2_memory_kib"]),
+            **TEST_PAYMENTS_ENV,
             **self.extra_env,
         }
         with open(self.tmp_path / f"server-{self.port}.log", "ab") as log:  # the child keeps its own fd

@@ -387,8 +387,10 @@ class VoltsSettings(Section):
     # Share of each send kept by the platform, in percent (rounded down); 0: the creator
     # gets the whole amount.
     platform_fee_percent: int = Field(0, ge=0, le=100)
-    # Who is paid for purchases: "sandbox" credits at once and labels the transaction so.
-    payment_provider: str = Field("sandbox", pattern="^sandbox$")
+    # Who is paid for purchases. Empty: none, and purchases answer 503
+    # payments_not_configured. "sandbox" (the only one built in) confirms every purchase at
+    # once and takes no money: for tests and local demos only, never in production.
+    payment_provider: str = Field("", pattern="^(sandbox)?$")
 
 
 class SubscriptionSettings(Section):

@@ -124,7 +124,7 @@ async def test_badges_catalogue_channel_and_user(chat_env: ChatEnv):
     assert {b["category"] for b in system["badges"]} == {"system"}
     assert (await chat_env.client.get("/api/badges/catalog?category=nope")).status_code == 400
     channel = await (await chat_env.client.get(f"/api/badges/channel/{streamer.username}")).get_json()
-    assert {b["tier"] for b in channel["badges"]} == {"tier1", "tier2", "tier3"}
+    assert channel["badges"] == []  # nobody subscribed yet (tests/http/test_channel_badges.py)
     await chat_env.subscribe(streamer.id, fan.id)
     await chat_env.grant(streamer.id, fan.id, "vip")
     await chat_env.rt.services.badges.award(fan.username, "founder", None)

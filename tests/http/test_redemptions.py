@@ -94,7 +94,7 @@ async def balance(client: Any, channel_id: str, viewer: Any) -> int:
 
 
 async def reward(client: Any, owner: Any, **fields: Any) -> str:
-    body = {"name": "Hydrate", "cost": 100, **fields}
+    body = {"name": "Hydrate", "cost": 100, "requiresModeratorApproval": True, **fields}
     response = await client.post(f"/api/channel-points/{owner.id}/items", headers=owner.headers, json=body)
     assert response.status_code == 201, await response.get_data(as_text=True)
     return str((await response.get_json())["id"])
@@ -237,6 +237,53 @@ async def test_fulfil_and_reject_once_by_the_owner(app: Any, client: Any) -> Non
     assert (await client.post(f"{base}/{ids[1]}/reject", headers=owner.headers)).status_code == 409
     assert await balance(client, owner.id, viewer) == 60
     assert (await client.post(f"{base}/{uuid.uuid4()}/fulfill", headers=owner.headers)).status_code == 404
+
+
+async def test_a_reward_without_approval_is_fulfilled_at_once_and_cannot_be_rejected(app: Any, client: Any) -> None:
+    owner, viewer = await register(client), await register(client)
+    item = await reward(client, owner, cost=30, requiresModeratorApproval=False)
+    await grant(app, owner.id, viewer.id, 100)
+    _, stream_id = await go_live(client, owner)
+    response = await client.post(redeem_path(owner, item), headers=viewer.headers, json={})
+    body = await response.get_json()
+    assert (response.status_code, body["status"], body["balance"]) == (201, "fulfilled", 70)
+    assert body["resolvedAt"] is not None
+    assert await listed(client, owner, stream_id, "?status=unfulfilled") == []  # nothing waits
+    rejected = await client.post(
+        f"/api/channel-points/{owner.id}/redemptions/{body['redemptionId']}/reject", headers=owner.headers
+    )
+    assert (rejected.status_code, (await rejected.get_json())["details"]["status"]) == (409, "fulfilled")
+    assert await balance(client, owner.id, viewer) == 70
+
+
+async def test_a_channel_moderator_fulfils_and_rejects_flagged_redemptions_with_one_refund(
+    app: Any, client: Any
+) -> None:
+    owner, viewer, moderator, stranger = [await register(client) for _ in range(4)]
+    granted = await client.post(
+        "/api/integrations/oauth/channel-roles",
+        json={"roleType": "moderator", "username": moderator.username},
+        headers=owner.headers,
+    )
+    assert granted.status_code in (200, 201), await granted.get_data(as_text=True)
+    item = await reward(client, owner, cost=25)
+    await grant(app, owner.id, viewer.id, 100)
+    await go_live(client, owner)
+    ids = []
+    for _ in range(2):
+        redeemed = await (await client.post(redeem_path(owner, item), headers=viewer.headers, json={})).get_json()
+        assert redeemed["status"] == "unfulfilled"
+        ids.append(redeemed["redemptionId"])
+    base = f"/api/channel-points/{owner.id}/redemptions"
+    refused = await client.post(f"{base}/{ids[0]}/reject", headers=stranger.headers)
+    assert refused.status_code == 403
+    assert await balance(client, owner.id, viewer) == 50
+    for _ in range(2):
+        await client.post(f"{base}/{ids[0]}/reject", headers=moderator.headers)
+    assert await balance(client, owner.id, viewer) == 75  # refunded once
+    fulfilled = await client.post(f"{base}/{ids[1]}/fulfill", headers=moderator.headers)
+    assert (fulfilled.status_code, (await fulfilled.get_json())["status"]) == (200, "fulfilled")
+    assert await balance(client, owner.id, viewer) == 75
 
 
 async def test_concurrent_rejects_refund_once(app: Any, client: Any) -> None:

@@ -22,6 +22,7 @@ from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected
 from volthub.services.catalogue import TeamNotFound
 from volthub.services.channel_points import (
     ChannelNotLive,
+    NotChannelModerator,
     RedemptionLimitReached,
     RedemptionNotFound,
     RedemptionResolved,
@@ -40,6 +41,7 @@ from volthub.services.journals import JournalNotFound, SlugTaken, TooCostly, Too
 from volthub.services.media import UploadRefused
 from volthub.services.notifications import NotificationNotFound
 from volthub.services.passwords import PasswordWorkBusy
+from volthub.services.payments import BadCallback, PaymentsNotConfigured
 from volthub.services.raids import RaidBanned, RaidCooldown, RaidNotLive, RaidTargetNotFound, SelfRaid
 from volthub.services.streams import (
     ClipNotFound,
@@ -50,7 +52,7 @@ from volthub.services.streams import (
     VodNotFound,
 )
 from volthub.services.subscriptions import AlreadySubscribed, InvalidRecipient, NoEligibleRecipients, NotSubscribed
-from volthub.services.volts import InsufficientFunds, PaymentDeclined, SelfTransfer
+from volthub.services.volts import InsufficientFunds, PaymentDeclined, PurchaseNotFound, SelfTransfer
 from volthub.services.webhooks import DeliveryNotFound, TooManyWebhooks, WebhookDisabled, WebhookNotFound
 
 # Codes for Quart's own HTTP errors, so 404/405/413 look like ours.
@@ -264,6 +266,12 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
         400, "insufficient_funds", "the balance is too low", {"balance": error.balance, "needed": error.needed}
     ),
     SelfTransfer: lambda _: ApiError(400, "invalid_recipient", "you cannot pay your own channel"),
+    NotChannelModerator: lambda error: ApiError(
+        403,
+        "not_channel_moderator",
+        "only the channel's owner or its moderators may do this",
+        {"channelId": str(error)},
+    ),
     # Raids (services.raids).
     RaidNotLive: lambda _: ApiError(409, "not_live", "only a live channel can raid"),
     RaidTargetNotFound: lambda error: ApiError(404, "not_found", "channel not found", {"username": str(error)}),
@@ -287,6 +295,13 @@ DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
         409, "no_eligible_recipients", "no follower of this channel can receive a gift subscription"
     ),
     PaymentDeclined: lambda error: ApiError(402, "payment_declined", str(error) or "the payment was declined"),
+    PaymentsNotConfigured: lambda _: ApiError(
+        503, "payments_not_configured", "this server takes no payments: no payment provider is configured"
+    ),
+    PurchaseNotFound: lambda _: ApiError(404, "not_found", "purchase not found"),
+    BadCallback: lambda error: ApiError(
+        401, "invalid_signature", str(error) or "the callback's signature does not verify"
+    ),
     KeyReused: lambda _: ApiError(
         422,
         "idempotency_key_reused",

@@ -60,6 +60,25 @@ def user_badges(tx: Tx, user_id: str, channel_id: str | None) -> list[UserBadge]
     return [UserBadge(_badge(row), row["channel_id"], int(row["awarded_at"])) for row in rows]
 
 
+def subscriber_tenure_by_tier(tx: Tx, channel_id: str) -> dict[str, int]:
+    """The longest tenure (months) any subscription of the channel reached, per tier; tiers
+    nobody ever subscribed at are absent."""
+    rows = tx.execute(
+        "SELECT tier, MAX(months) AS months FROM subscriptions WHERE channel_id = ? GROUP BY tier", (channel_id,)
+    )
+    return {row["tier"]: int(row["months"]) for row in rows}
+
+
+def role_holders(tx: Tx, channel_id: str, now_ms: int) -> dict[str, int]:
+    """How many members hold each chat role (moderator, vip) in the channel now."""
+    rows = tx.execute(
+        "SELECT role, COUNT(*) AS holders FROM channel_roles WHERE channel_id = ?"
+        " AND (expires_at IS NULL OR expires_at > ?) GROUP BY role",
+        (channel_id, now_ms),
+    )
+    return {row["role"]: int(row["holders"]) for row in rows}
+
+
 def award(tx: Tx, user_id: str, slug: str, channel_id: str | None, now_ms: int) -> bool:
     try:
         with tx.savepoint():

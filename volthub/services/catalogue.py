@@ -29,6 +29,7 @@ __all__ = [
     "CATEGORIES",
     "ChannelNotFound",
     "SUBSCRIBER_MILESTONES",
+    "RoleBadge",
     "SubscriptionBadge",
     "Team",
     "TeamExists",
@@ -58,6 +59,13 @@ class SubscriptionBadge:
 
 
 @dataclass(frozen=True)
+class RoleBadge:
+    slug: str
+    title: str
+    holders: int
+
+
+@dataclass(frozen=True)
 class AwardedBadge:
     badge: Badge
     channel_id: str | None
@@ -80,14 +88,29 @@ class BadgeCatalogue:
     async def catalogue(self, category: str | None) -> list[Badge]:
         return await self._db.read(lambda tx: repo.badges(tx, category))
 
-    async def of_channel(self, username: str) -> tuple[User, list[SubscriptionBadge]]:
-        channel = await self._db.read(lambda tx: channel_by_username(tx, username))
+    async def of_channel(self, username: str) -> tuple[User, list[SubscriptionBadge], list[RoleBadge]]:
+        """The channel's badges from its own data: the subscriber badge at each milestone
+        its subscribers reached, per tier, and a role badge per role someone holds there
+        (the broadcaster's always)."""
+        now = to_ms(self._clock.now())
+
+        def read(tx: Tx) -> tuple[User, dict[str, int], dict[str, int]]:
+            channel = channel_by_username(tx, username)
+            return channel, repo.subscriber_tenure_by_tier(tx, channel.id), repo.role_holders(tx, channel.id, now)
+
+        channel, tenure, roles = await self._db.read(read)
         found = [
             SubscriptionBadge("subscriber", tier, months, f"{tier[-1]}-tier, {months} month{'s' if months > 1 else ''}")
             for tier in TIERS
             for months in SUBSCRIBER_MILESTONES
+            if months <= tenure.get(tier, 0)
         ]
-        return channel, found
+        held = [RoleBadge("broadcaster", "Broadcaster", 1)] + [
+            RoleBadge(role, role.upper() if role == "vip" else role.capitalize(), roles[role])
+            for role in ("moderator", "vip")
+            if roles.get(role)
+        ]
+        return channel, found, held
 
     async def of_user(self, username: str, channel_username: str | None) -> UserBadges:
         now = to_ms(self._clock.now())

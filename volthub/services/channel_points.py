@@ -19,6 +19,7 @@ from volthub.hub.clock import Clock, iso8601, to_ms
 from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Database, Tx, ledger
 from volthub.persistence import channel_points as repo
+from volthub.persistence import chat as chat_repo
 from volthub.persistence import streams as streams_repo
 from volthub.persistence import users as users_repo
 from volthub.persistence.channel_points import MAX_REWARDS_PER_CHANNEL, Redemption, Reward
@@ -35,6 +36,7 @@ __all__ = [
     "ChannelPoints",
     "RedemptionLimitReached",
     "RedemptionNotFound",
+    "NotChannelModerator",
     "RedemptionResolved",
     "Redemptions",
     "Reward",
@@ -213,6 +215,10 @@ class RedemptionNotFound(Exception):
     pass
 
 
+class NotChannelModerator(Exception):
+    """Only the channel's owner or one of its moderators may resolve its redemptions."""
+
+
 class RedemptionResolved(Exception):
     """Fulfilled or rejected already: a redemption is resolved once."""
 
@@ -290,9 +296,10 @@ class Redemptions:
                 reward_cost=reward.cost,
                 user_id=user_id,
                 user_input=user_input,
-                status="unfulfilled",
+                # Only a reward that asks for approval waits for the owner or a moderator.
+                status="unfulfilled" if reward.requires_moderator_approval else "fulfilled",
                 redeemed_at=emitter.now_ms,
-                resolved_at=None,
+                resolved_at=None if reward.requires_moderator_approval else emitter.now_ms,
                 username=user.username,
                 display_name=user.display_name,
             )
@@ -337,13 +344,18 @@ class Redemptions:
         next_cursor = encode_cursor(rows[-1].redeemed_at, rows[-1].id) if more and rows else None
         return [redemption_shape(row) for row in rows], next_cursor
 
-    async def resolve(self, channel_id: str, redemption_id: str, status: str) -> dict[str, Any]:
-        """Fulfil or reject (refunding the cost) an unfulfilled redemption, once."""
+    async def resolve(self, channel_id: str, redemption_id: str, status: str, actor_id: str) -> dict[str, Any]:
+        """Fulfil or reject (refunding the cost) an unfulfilled redemption, once; by the
+        channel's owner or one of its moderators (NotChannelModerator otherwise)."""
         if status not in ("fulfilled", "rejected"):
             raise ValueError(status)
 
         def change(tx: Tx, emitter: Emitter) -> dict[str, Any]:
             channel_by_id(tx, channel_id)
+            if actor_id != channel_id:
+                standing = chat_repo.standing(tx, channel_id, actor_id, emitter.now_ms)
+                if standing is None or not standing["is_moderator"]:
+                    raise NotChannelModerator(channel_id)
             found = repo.get_redemption(tx, channel_id, redemption_id)
             if found is None:
                 raise RedemptionNotFound(redemption_id)

@@ -1,69 +1,50 @@
 """Volts: the platform currency viewers buy and send.
 
 Every movement is a ledger transfer (persistence/ledger.py) in the same transaction as the
-event and notification it causes. Purchases are paid through a `PaymentProvider`; the
-built-in `sandbox` provider always succeeds at once, and its transactions say `sandbox`.
+event and notification it causes. Purchases are paid through a `PaymentProvider`
+(services/payments.py): pending until the provider confirms, credited once on confirmation.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 from volthub.config import VoltsSettings
 from volthub.hub.clock import Clock, iso8601, to_ms
 from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Database, Tx, ledger
+from volthub.persistence import purchases as purchases_repo
 from volthub.persistence import users as users_repo
 from volthub.persistence.ledger import InsufficientFunds
 from volthub.persistence.pagination import decode_cursor, encode_cursor
 from volthub.protocol import catalogue
 from volthub.services.channels import ChannelNotFound, channel_by_id
 from volthub.services.notifications import notify
+from volthub.services.payments import (
+    CONFIRMED,
+    FAILED,
+    PENDING,
+    PROVIDERS,
+    BadCallback,
+    PaymentDeclined,
+    PaymentProvider,
+    PaymentsNotConfigured,
+)
 
-__all__ = ["InsufficientFunds", "PaymentDeclined", "SelfTransfer", "Volts", "sandbox_provider"]
+__all__ = ["InsufficientFunds", "PaymentDeclined", "PaymentsNotConfigured", "PurchaseNotFound", "SelfTransfer", "Volts"]
 
 MINT = ledger.system_account("volts", "mint")
 FEES = ledger.system_account("volts", "platform-fees")
-
-
-class PaymentDeclined(Exception):
-    """The payment provider refused the charge; no Volts were credited."""
 
 
 class SelfTransfer(Exception):
     """A user tried to send Volts (or buy a subscription) to their own channel."""
 
 
-@dataclass(frozen=True)
-class Payment:
-    provider: str
-    reference: str  # the provider's id of the charge
-    sandbox: bool
-
-
-class PaymentProvider(Protocol):
-    name: str
-
-    async def charge(self, user_id: str, amount: int) -> Payment:
-        """Take payment for `amount` Volts, or raise PaymentDeclined."""
-
-
-class SandboxProvider:
-    """Always pays at once; every purchase it makes is labelled `sandbox`."""
-
-    name = "sandbox"
-
-    async def charge(self, user_id: str, amount: int) -> Payment:
-        return Payment(self.name, f"sandbox_{uuid.uuid4().hex}", sandbox=True)
-
-
-def sandbox_provider() -> PaymentProvider:
-    return SandboxProvider()
-
-
-PROVIDERS = {"sandbox": sandbox_provider}
+class PurchaseNotFound(Exception):
+    """No purchase of the caller's has that id."""
 
 
 def wallet(user_id: str) -> str:
@@ -84,6 +65,20 @@ def open_wallet(tx: Tx, user_id: str, starting_balance: int, now_ms: int) -> Non
         kind="starting_balance",
         now_ms=now_ms,
     )
+
+
+def purchase_shape(purchase: purchases_repo.Purchase) -> dict[str, Any]:
+    return {
+        "id": purchase.id,
+        "amount": purchase.amount,
+        "provider": purchase.provider,
+        "status": purchase.status,
+        "sandbox": purchase.provider == "sandbox",
+        "checkoutUrl": purchase.checkout_url,
+        "transactionId": purchase.transaction_id,
+        "createdAt": iso8601(purchase.created_at),
+        "resolvedAt": iso8601(purchase.resolved_at) if purchase.resolved_at is not None else None,
+    }
 
 
 def transaction_shape(entry: ledger.Entry, people: dict[str, users_repo.User] | None = None) -> dict[str, Any]:
@@ -131,7 +126,11 @@ class Volts:
         self._publisher = publisher
         self._clock = clock
         self._settings = settings
-        self._provider = provider or PROVIDERS[settings.payment_provider]()
+        if provider is None and settings.payment_provider:
+            if settings.payment_provider not in PROVIDERS:
+                raise ValueError(f"[volts] payment_provider: no provider named {settings.payment_provider!r}")
+            provider = PROVIDERS[settings.payment_provider]()
+        self._provider = provider
 
     @property
     def starting_balance(self) -> int:
@@ -144,22 +143,78 @@ class Volts:
 
         return await self._db.read(read)
 
-    async def purchase(self, user_id: str, amount: int) -> tuple[int, dict[str, Any]]:
-        payment = await self._provider.charge(user_id, amount)
+    async def purchase(self, user_id: str, amount: int) -> tuple[int, dict[str, Any] | None, dict[str, Any]]:
+        """Record a pending purchase, ask the provider to charge it, and credit it if the
+        provider confirms at once: (balance, transaction or None, purchase)."""
+        provider = self._provider
+        if provider is None:
+            raise PaymentsNotConfigured()
+        purchase_id = str(uuid.uuid4())
+        now = self.now_ms()
+        await self._db.write(lambda tx: purchases_repo.create(tx, purchase_id, user_id, amount, provider.name, now))
+        try:
+            charge = await provider.begin(purchase_id, user_id, amount)
+        except PaymentDeclined:
+            now = self.now_ms()
+            await self._db.write(lambda tx: purchases_repo.resolve(tx, purchase_id, FAILED, now))
+            raise
+        await self._db.write(
+            lambda tx: purchases_repo.set_reference(tx, purchase_id, charge.reference, charge.checkout_url)
+        )
+        return await self._settle(purchase_id, charge.status)
 
-        def change(tx: Tx, emitter: Emitter) -> tuple[int, dict[str, Any]]:
-            open_wallet(tx, user_id, self._settings.starting_balance, emitter.now_ms)
-            transaction_id = ledger.transfer(
-                tx,
-                currency="volts",
-                source=MINT,
-                destination=wallet(user_id),
-                amount=amount,
-                kind="purchase",
-                reference=payment.reference,
-                now_ms=emitter.now_ms,
-            )
-            return self._mine(tx, transaction_id, user_id)
+    async def purchase_status(
+        self, user_id: str, purchase_id: str
+    ) -> tuple[int, dict[str, Any] | None, dict[str, Any]]:
+        """The caller's purchase; a pending one is polled at its provider first (and
+        credited if the provider now says it is paid)."""
+        found = await self._db.read(lambda tx: purchases_repo.get(tx, purchase_id))
+        if found is None or found.user_id != user_id:
+            raise PurchaseNotFound(purchase_id)
+        status = found.status
+        if status == PENDING and found.reference and self._provider and self._provider.name == found.provider:
+            status = await self._provider.poll(found.reference)
+        return await self._settle(purchase_id, status)
+
+    async def confirm_callback(self, provider_name: str, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+        """A provider's signed callback: confirm (or fail) the purchase it names, once."""
+        provider = self._provider
+        if provider is None or provider.name != provider_name:
+            raise BadCallback("no such payment provider is configured")
+        reference, status = provider.verify_callback(body, headers)
+        found = await self._db.read(lambda tx: purchases_repo.by_reference(tx, provider_name, reference))
+        if found is None:
+            raise BadCallback("the callback names no purchase")
+        return (await self._settle(found.id, status))[2]
+
+    async def _settle(self, purchase_id: str, status: str) -> tuple[int, dict[str, Any] | None, dict[str, Any]]:
+        """Apply the provider's `status` to a purchase: a pending one is confirmed and
+        credited (or failed) in one transaction, guarded so it happens once."""
+
+        def change(tx: Tx, emitter: Emitter) -> tuple[int, dict[str, Any] | None, dict[str, Any]]:
+            found = purchases_repo.get(tx, purchase_id)
+            assert found is not None
+            user_id = found.user_id
+            if status in (CONFIRMED, FAILED) and purchases_repo.resolve(tx, purchase_id, status, emitter.now_ms):
+                if status == CONFIRMED:
+                    open_wallet(tx, user_id, self._settings.starting_balance, emitter.now_ms)
+                    transaction_id = ledger.transfer(
+                        tx,
+                        currency="volts",
+                        source=MINT,
+                        destination=wallet(user_id),
+                        amount=found.amount,
+                        kind="purchase",
+                        reference=f"{found.provider}_{found.id}",
+                        now_ms=emitter.now_ms,
+                    )
+                    purchases_repo.set_transaction(tx, purchase_id, transaction_id)
+                found = purchases_repo.get(tx, purchase_id)
+                assert found is not None
+            exists = tx.one("SELECT 1 FROM ledger_accounts WHERE account = ?", (wallet(user_id),))
+            balance = ledger.balance(tx, wallet(user_id)) if exists else self._settings.starting_balance
+            transaction = self._mine(tx, found.transaction_id, user_id)[1] if found.transaction_id else None
+            return balance, transaction, purchase_shape(found)
 
         return await self._publisher.write(change)
 

@@ -63,9 +63,18 @@ class SubscriptionBadgeOut(Model):
     title: str
 
 
+class RoleBadgeOut(Model):
+    slug: str = Field(description="broadcaster, moderator or vip")
+    title: str
+    holders: int = Field(description="members holding the role in this channel now")
+
+
 class ChannelBadgesOut(Model):
     channel: ChannelRef
-    badges: list[SubscriptionBadgeOut]
+    badges: list[SubscriptionBadgeOut] = Field(
+        description="the subscriber badge at each tenure milestone the channel's subscribers reached, per tier"
+    )
+    roles: list[RoleBadgeOut] = Field(description="the role badges someone holds in this channel")
 
 
 class UserBadgeOut(BadgeOut):
@@ -100,11 +109,14 @@ async def catalog(query_args: CatalogQuery) -> CatalogOut:
 @error_responses(404)
 @validate_response(ChannelBadgesOut)
 async def channel_badges(username: str) -> ChannelBadgesOut:
-    """A channel's subscription badges: the `subscriber` badge per tier and tenure milestone."""
-    channel, found = await badge_catalogue().of_channel(username)
+    """A channel's badges, from its own data: the `subscriber` badge at each tenure
+    milestone its subscribers have reached, per tier (none before anyone subscribed), and
+    the role badges held there (`broadcaster`, and `moderator`/`vip` when someone holds them)."""
+    channel, found, roles = await badge_catalogue().of_channel(username)
     return ChannelBadgesOut(
         channel=ChannelRef(id=channel.id, username=channel.username),
         badges=[SubscriptionBadgeOut(slug=b.slug, tier=b.tier, months=b.months, title=b.title) for b in found],
+        roles=[RoleBadgeOut(slug=r.slug, title=r.title, holders=r.holders) for r in roles],
     )
 
 

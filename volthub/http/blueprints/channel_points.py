@@ -54,7 +54,10 @@ class RewardBody(Body):
     description: str | None = Field(None, max_length=200)
     iconUrl: str | None = Field(None, max_length=2048)
     enabled: bool = True
-    requiresModeratorApproval: bool = False
+    requiresModeratorApproval: bool = Field(
+        False,
+        description="true: redemptions wait as unfulfilled for the owner or a moderator; false: fulfilled at once",
+    )
     maxPerStream: int | None = Field(None, ge=1, le=1_000_000)
     maxPerUserPerStream: int | None = Field(None, ge=1, le=1_000_000)
 
@@ -239,30 +242,33 @@ async def stream_redemptions(channel_id: str, stream_id: str, query_args: Redemp
 
 async def _resolve(channel_id: str, redemption_id: str, status: str) -> RedemptionOut:
     redemption_id = uuid_param(redemption_id, "redemptionId")
-    return RedemptionOut(**await _redemptions().resolve(channel_id, redemption_id, status))
+    channel_id = uuid_param(channel_id, "channelId")
+    actor = access.principal().user_id
+    return RedemptionOut(**await _redemptions().resolve(channel_id, redemption_id, status, actor))
 
 
 @blueprint.post("/<channel_id>/redemptions/<redemption_id>/fulfill")
 @access.token("points:write")
 @tag(["Channel points"])
-@error_responses(404, 409)
+@error_responses(403, 404, 409)
 @validate_response(RedemptionOut)
-@access.own_channel()
 async def fulfill(channel_id: str, redemption_id: str) -> RedemptionOut:
-    """Mark a redemption in your own channel fulfilled (409 `redemption_resolved` when it was
-    fulfilled or rejected already)."""
+    """Mark a redemption fulfilled: by the channel's owner or one of its moderators (403
+    `not_channel_moderator` otherwise). Only rewards with `requiresModeratorApproval` wait
+    for this; others are fulfilled when redeemed. 409 `redemption_resolved` when it was
+    fulfilled or rejected already."""
     return await _resolve(channel_id, redemption_id, "fulfilled")
 
 
 @blueprint.post("/<channel_id>/redemptions/<redemption_id>/reject")
 @access.token("points:write")
 @tag(["Channel points"])
-@error_responses(404, 409)
+@error_responses(403, 404, 409)
 @validate_response(RedemptionOut)
-@access.own_channel()
 async def reject(channel_id: str, redemption_id: str) -> RedemptionOut:
-    """Reject a redemption in your own channel: its cost goes back to the viewer, once (409
-    `redemption_resolved` when it was fulfilled or rejected already)."""
+    """Reject a waiting redemption (the channel's owner or one of its moderators): its cost
+    goes back to the viewer, once (409 `redemption_resolved` when it was fulfilled or
+    rejected already)."""
     return await _resolve(channel_id, redemption_id, "rejected")
 
 

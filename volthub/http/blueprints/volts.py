@@ -1,4 +1,5 @@
-"""Volts over REST: wallet, purchase, send, history.
+"""Volts over REST: wallet, purchases (pending until the payment provider confirms), send,
+history.
 
 Purchase and send move money: both honour `Idempotency-Key` (http/idempotency.py).
 """
@@ -8,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import Field
-from quart import Blueprint
+from quart import Blueprint, request
 from quart_schema import tag, validate_querystring, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
@@ -51,6 +53,24 @@ class TransactionOut(Model):
 class MoneyOut(Model):
     balance: int
     transaction: TransactionOut
+
+
+class PurchaseOut(Model):
+    id: str
+    amount: int
+    provider: str = Field(description="the payment provider asked to charge it")
+    status: str = Field(description="pending, then confirmed (Volts credited, once) or failed")
+    sandbox: bool = Field(description="true when the sandbox provider (no money taken) confirmed it")
+    checkoutUrl: str | None = Field(description="where the buyer completes a pending payment, if the provider has one")
+    transactionId: str | None = Field(description="the wallet transaction of a confirmed purchase")
+    createdAt: str
+    resolvedAt: str | None
+
+
+class PurchaseResultOut(Model):
+    balance: int
+    transaction: TransactionOut | None = Field(description="the credit; null until the purchase is confirmed")
+    purchase: PurchaseOut
 
 
 class TransactionPage(Model):
@@ -113,17 +133,57 @@ async def list_transactions(query_args: PageQuery) -> TransactionPage:
     return TransactionPage(items=[TransactionOut(**item) for item in items], nextCursor=cursor)
 
 
+def _purchase_result(result: tuple[int, dict[str, Any] | None, dict[str, Any]]) -> PurchaseResultOut:
+    balance, transaction, purchase = result
+    return PurchaseResultOut(
+        balance=balance,
+        transaction=TransactionOut(**transaction) if transaction else None,
+        purchase=PurchaseOut(**purchase),
+    )
+
+
 @blueprint.post("/purchase")
 @idempotent
 @access.token("payments:write")
 @tag(["Volts"])
+@error_responses(503)
 @validate_request(PurchaseBody)
-@validate_response(MoneyOut)
-async def purchase(data: PurchaseBody) -> MoneyOut:
-    """Buy Volts through the configured payment provider (`sandbox` by default: always paid,
-    labelled `sandbox: true`). Honours `Idempotency-Key`."""
-    balance, transaction = await _volts().purchase(access.principal().user_id, data.amount)
-    return _money(balance, transaction)
+@validate_response(PurchaseResultOut, 200)
+@validate_response(PurchaseResultOut, 202)
+async def purchase(data: PurchaseBody) -> tuple[PurchaseResultOut, int]:
+    """Buy Volts through the configured payment provider. The purchase is pending until the
+    provider confirms it (at once: 200 with the credit; later, by its signed callback or a
+    poll: 202, then `GET /api/volts/purchases/{id}`); Volts are credited on confirmation
+    only, once. 503 `payments_not_configured` when the server has no provider. The `sandbox`
+    provider confirms at once and takes no money (`sandbox: true`). Honours `Idempotency-Key`."""
+    result = _purchase_result(await _volts().purchase(access.principal().user_id, data.amount))
+    return result, 200 if result.purchase.status == "confirmed" else 202
+
+
+@blueprint.get("/purchases/<purchase_id>")
+@access.token("payments:read")
+@tag(["Volts"])
+@error_responses(404)
+@validate_response(PurchaseResultOut)
+async def get_purchase(purchase_id: str) -> PurchaseResultOut:
+    """One of the caller's purchases; a pending one is polled at its provider first (and
+    credited, once, if the provider now says it is paid)."""
+    purchase_id = uuid_param(purchase_id, "purchaseId")
+    return _purchase_result(await _volts().purchase_status(access.principal().user_id, purchase_id))
+
+
+@blueprint.post("/purchases/callback/<provider>")
+@access.public
+@tag(["Volts"])
+@error_responses(401)
+@validate_response(PurchaseOut)
+async def purchase_callback(provider: str) -> PurchaseOut:
+    """The payment provider's signed callback: confirms (and credits, once) or fails the
+    purchase it names. A replayed confirmation credits nothing more. 401
+    `invalid_signature` when the signature does not verify."""
+    body = await request.get_data(cache=False)
+    assert isinstance(body, bytes)
+    return PurchaseOut(**await _volts().confirm_callback(provider, body, dict(request.headers)))
 
 
 @blueprint.post("/send")

@@ -1,0 +1,59 @@
+"""A channel's badges come from its own data, on SQLite and PostgreSQL: the subscriber badge
+milestones its subscribers have reached per tier, and the role badges its members hold."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import make_settings, register
+from volthub.persistence import chat as chat_repo
+from volthub.persistence import subscriptions as subscriptions_repo
+
+DAY_MS = 86_400_000
+
+
+@pytest.fixture
+async def app(database_url: str) -> AsyncIterator[Any]:
+    from volthub.http.app import create_app
+
+    application = create_app(make_settings(database_url))
+    async with application.test_app():
+        yield application
+
+
+async def test_channel_badges_follow_the_channels_subscribers_and_roles(app: Any) -> None:
+    client = app.test_client()
+    quiet, busy, fan, veteran, mod = [await register(client) for _ in range(5)]
+    database = app.extensions["volthub"].db
+    now = 1_700_000_000_000
+
+    def populate(tx: Any) -> None:
+        for user, tier, months in ((fan, "tier1", 1), (veteran, "tier2", 7)):
+            subscriptions_repo.insert(
+                tx,
+                subscription_id=str(uuid.uuid4()),
+                channel_id=busy.id,
+                user_id=user.id,
+                tier=tier,
+                started_at=now,
+                expires_at=now + 30 * DAY_MS,
+                months=months,
+            )
+        chat_repo.grant_role(tx, busy.id, mod.id, "moderator", now, None)
+
+    await database.write(populate)
+    quiet_badges = await (await client.get(f"/api/badges/channel/{quiet.username}")).get_json()
+    assert quiet_badges["badges"] == []  # nobody ever subscribed: no subscriber badge
+    assert [r["slug"] for r in quiet_badges["roles"]] == ["broadcaster"]
+    busy_badges = await (await client.get(f"/api/badges/channel/{busy.username}")).get_json()
+    assert [(b["tier"], b["months"]) for b in busy_badges["badges"]] == [
+        ("tier1", 1),
+        ("tier2", 1),
+        ("tier2", 3),
+        ("tier2", 6),
+    ]
+    assert [(r["slug"], r["holders"]) for r in busy_badges["roles"]] == [("broadcaster", 1), ("moderator", 1)]

@@ -1,0 +1,76 @@
+"""Volts purchases (the `volt_purchases` table): pending until their payment provider
+confirms or fails them, once (a guarded UPDATE)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from volthub.persistence.database import Row, Tx
+
+
+@dataclass(frozen=True, slots=True)
+class Purchase:
+    id: str
+    user_id: str
+    amount: int
+    provider: str
+    reference: str | None
+    checkout_url: str | None
+    status: str  # pending, confirmed, failed
+    transaction_id: str | None
+    created_at: int
+    resolved_at: int | None
+
+
+def _purchase(row: Row) -> Purchase:
+    return Purchase(
+        id=row["id"],
+        user_id=row["user_id"],
+        amount=int(row["amount"]),
+        provider=row["provider"],
+        reference=row["reference"],
+        checkout_url=row["checkout_url"],
+        status=row["status"],
+        transaction_id=row["transaction_id"],
+        created_at=int(row["created_at"]),
+        resolved_at=None if row["resolved_at"] is None else int(row["resolved_at"]),
+    )
+
+
+def create(tx: Tx, purchase_id: str, user_id: str, amount: int, provider: str, now_ms: int) -> None:
+    tx.execute(
+        "INSERT INTO volt_purchases (id, user_id, amount, provider, status, created_at)"
+        " VALUES (?, ?, ?, ?, 'pending', ?)",
+        (purchase_id, user_id, amount, provider, now_ms),
+    )
+
+
+def set_reference(tx: Tx, purchase_id: str, reference: str, checkout_url: str | None) -> None:
+    tx.execute(
+        "UPDATE volt_purchases SET reference = ?, checkout_url = ? WHERE id = ?",
+        (reference, checkout_url, purchase_id),
+    )
+
+
+def get(tx: Tx, purchase_id: str) -> Purchase | None:
+    row = tx.one("SELECT * FROM volt_purchases WHERE id = ?", (purchase_id,))
+    return _purchase(row) if row else None
+
+
+def by_reference(tx: Tx, provider: str, reference: str) -> Purchase | None:
+    row = tx.one("SELECT * FROM volt_purchases WHERE provider = ? AND reference = ?", (provider, reference))
+    return _purchase(row) if row else None
+
+
+def resolve(tx: Tx, purchase_id: str, status: str, now_ms: int) -> bool:
+    """Move a pending purchase to `status`; False when it was not pending (already
+    confirmed or failed): the guard that makes a confirmation credit once."""
+    row = tx.one(
+        "UPDATE volt_purchases SET status = ?, resolved_at = ? WHERE id = ? AND status = 'pending' RETURNING id",
+        (status, now_ms, purchase_id),
+    )
+    return row is not None
+
+
+def set_transaction(tx: Tx, purchase_id: str, transaction_id: str) -> None:
+    tx.execute("UPDATE volt_purchases SET transaction_id = ? WHERE id = ?", (transaction_id, purchase_id))
