@@ -188,7 +188,7 @@ async def test_an_emote_image_of_unreasonable_pixel_size_is_refused(chat_env: Ch
     refused = await upload(chat_env, streamer, "too_big", png_of(*size))
     answer = await refused.get_json()
     assert refused.status_code == 400 and answer["error"] == "invalid_image_dimensions", answer
-    assert answer["details"] == {"width": size[0], "height": size[1], "maxSide": 512}
+    assert answer["details"].items() >= {"width": size[0], "height": size[1], "maxSide": 512}.items()
     assert await count_rows(chat_env, "media") == before
     assert (await upload(chat_env, streamer, "fine", png_of(112, 112))).status_code == 201
 
