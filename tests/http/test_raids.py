@@ -112,15 +112,15 @@ async def test_raids_have_a_cooldown_per_raider_and_per_target(clocked_app: Any,
     again = await send(raider, elsewhere)
     body = await again.get_json()
     assert again.status_code == 429 and body["error"] == "raid_cooldown", body
-    assert body["details"] == {"cooldown": "raider", "retryAfterSeconds": 120}
+    assert body["details"].items() >= {"cooldown": "raider", "retryAfterSeconds": 120}.items()
     assert again.headers["Retry-After"] == "120"
     crowded = await send(other, target)
     assert crowded.status_code == 429
-    assert (await crowded.get_json())["details"] == {"cooldown": "target", "retryAfterSeconds": 30}
+    assert (await crowded.get_json())["details"].items() >= {"cooldown": "target", "retryAfterSeconds": 30}.items()
 
     mock_clock.jump(20)
     late = await (await send(other, target)).get_json()
-    assert late["details"] == {"cooldown": "target", "retryAfterSeconds": 10}
+    assert late["details"].items() >= {"cooldown": "target", "retryAfterSeconds": 10}.items()
     mock_clock.jump(10)
     assert (await send(other, target)).status_code == 200
     mock_clock.jump(90)
