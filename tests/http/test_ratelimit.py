@@ -184,7 +184,7 @@ async def test_headers_on_every_kind_of_response(running: Any) -> None:
             404: await client.get("/_ratelimit/nowhere"),
             405: await client.delete("/_ratelimit/plain"),
             401: await client.post("/_ratelimit/chat"),
-            415: await client.post("/_ratelimit/chat", data="x", headers={"Content-Type": "text/plain"}),
+            415: await client.post("/_ratelimit/public-chat", data="x", headers={"Content-Type": "text/plain"}),
             500: await client.get("/_ratelimit/boom"),
             429: await client.get("/_ratelimit/plain"),
         }
