@@ -118,7 +118,9 @@ async def test_a_scrape_under_load_shows_every_family_move(
         sse_events: list[str] = []
 
         async def read_sse(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            async with http.stream("GET", "/api/events/stream", headers=owner.headers) as stream:
+            # No read timeout: the stream stays quiet between events (keep-alives every 15 s).
+            quiet_ok = httpx.Timeout(10, read=None)
+            async with http.stream("GET", "/api/events/stream", headers=owner.headers, timeout=quiet_ok) as stream:
                 task_status.started()
                 async for line in stream.aiter_lines():
                     if line.startswith("event: "):
