@@ -116,6 +116,13 @@ def test_workers_refuse_sqlite(sqlite_url: str) -> None:
     assert b"needs PostgreSQL" in result.stderr
 
 
+def resident_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
 @pytest.mark.slow
 def test_one_scrape_shows_every_workers_requests(empty_postgres_url: str, tmp_path: Path) -> None:
     """The workers share their metrics: whichever answers the scrape counts the requests of
@@ -159,6 +166,16 @@ def test_one_scrape_shows_every_workers_requests(empty_postgres_url: str, tmp_pa
         lines = [orjson.loads(line) for line in (tmp_path / "workers.log").read_text().splitlines() if line.strip()]
         served_by = {line.get("worker") for line in lines if line.get("path") == "/livez"}
         assert served_by == {"1", "2"}, served_by
+
+        # The process figures describe the whole server: the parent and both workers.
+        scraped = {
+            sample.name: sample.value
+            for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=5).text)
+            for sample in family.samples
+        }
+        server_rss = sum(resident_bytes(pid) for pid in [parent.pid, *children(parent.pid)])
+        assert abs(scraped["process_resident_memory_bytes"] - server_rss) < 0.2 * server_rss
+        assert scraped["process_cpu_seconds_total"] > 0
 
         victim = sorted(children(parent.pid))[0]
         os.kill(victim, signal.SIGKILL)

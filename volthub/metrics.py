@@ -10,6 +10,8 @@ and platform collectors. Several (`volthub serve --workers N`): the parent sets
 that directory, and a scrape answered by any worker adds them all up
 (`prometheus_client.multiprocess`): counters and histograms are summed, gauges as their
 `multiprocess_mode` says (connections and actors: the sum over live workers).
+The ``process_*`` figures are then those of the parent and every live worker added up
+(:class:`WholeServerProcess`).
 
 Hot paths count in batches: the fan-out adds its deliveries once per event and transport,
 not once per socket write.
@@ -17,12 +19,21 @@ not once per socket write.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import time
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import REGISTRY, Collector
 
@@ -201,9 +212,69 @@ def exposition(extra: Collector | None = None) -> bytes:
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    registry.register(WholeServerProcess(directory))
     if extra is not None:
         registry.register(extra)
     return generate_latest(registry)
+
+
+class WholeServerProcess(Collector):
+    """prometheus-client's ``process_*`` figures for a server of several processes: the
+    parent and every live worker added up (CPU seconds, memory, open descriptors), so that
+    a scrape answered by any worker describes the whole server, as one process's do.
+
+    The workers are the pids of the live gauge files in the metrics directory (a dead
+    worker's are removed when the parent notices it is gone), kept only while /proc still
+    has them. A worker replaced by a new one takes its CPU seconds with it: the total falls,
+    which ``rate()`` reads as a counter reset."""
+
+    SUMMED = (
+        "process_cpu_seconds_total",
+        "process_virtual_memory_bytes",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+    )
+
+    def __init__(self, directory: str, proc: str = "/proc") -> None:
+        self._directory = directory
+        self._proc = proc
+
+    def pids(self) -> set[int]:
+        found = {os.getppid(), os.getpid()}
+        for name in os.listdir(self._directory):
+            match = _LIVE_GAUGE_FILE.fullmatch(name)
+            if match:
+                found.add(int(match.group(1)))
+        return {pid for pid in found if os.path.exists(f"{self._proc}/{pid}")}
+
+    def collect(self) -> Iterable[Metric]:
+        totals: dict[str, float] = {}
+        helps: dict[str, tuple[str, str]] = {}
+        start: float | None = None
+        for pid in sorted(self.pids()):
+            collector = ProcessCollector(pid=functools.partial(int, pid), proc=self._proc, registry=None)
+            for family in collector.collect():
+                for sample in family.samples:
+                    if sample.name in self.SUMMED:
+                        totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+                        helps[sample.name] = (family.name, family.documentation)
+                    elif sample.name == "process_start_time_seconds":
+                        start = sample.value if start is None else min(start, sample.value)
+        for name, value in totals.items():
+            family_name, documentation = helps[name]
+            if name.endswith("_total"):
+                yield CounterMetricFamily(family_name, documentation + " (all the server's processes)", value=value)
+            else:
+                yield GaugeMetricFamily(family_name, documentation + " (all the server's processes)", value=value)
+        if start is not None:
+            yield GaugeMetricFamily(
+                "process_start_time_seconds",
+                "Start time of the server's oldest process since the epoch in seconds.",
+                value=start,
+            )
+
+
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]*_(\d+)\.db")
 
 
 class _Everything(Collector):
