@@ -82,6 +82,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("webhooks", webhook_delivery.service),
     ("chat", chat_blueprint.run_chat_hub),
     ("engineio", events_api.service),
+    ("recovery", events_api.recovery_service),
     ("gateway", events_api.gateway_service),
     ("ingest-silence", lambda rt: rt.services.streams.watch_silence()),
     ("relay", cluster.relay_service),

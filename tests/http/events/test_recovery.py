@@ -54,15 +54,17 @@ async def test_a_dropped_socket_gets_exactly_what_it_missed(server: LiveServer, 
     assert seen["ids"][0] == seen["ids"][1]  # the same socket id
 
 
-def test_store_forgets_expired_and_taken_states() -> None:
+async def test_store_forgets_expired_and_taken_states() -> None:
     store = RecoveryStore(10.0, max_kept=2)
     lost = Lost("sid", "/", "u1", None, {"c1": True})
     store.keep("p1", lost, now=0.0)
-    assert store.take("p1", now=5.0) is lost
-    assert store.take("p1", now=5.0) is None  # once
+    assert await store.take("p1", "u2", "/", now=5.0) is None  # another user finds nothing
+    assert await store.take("p1", "u1", "/other", now=5.0) is None  # nor another namespace
+    assert await store.take("p1", "u1", "/", now=5.0) is lost
+    assert await store.take("p1", "u1", "/", now=5.0) is None  # once
     store.keep("p2", lost, now=0.0)
-    assert store.take("p2", now=10.0) is None  # expired
+    assert await store.take("p2", "u1", "/", now=10.0) is None  # expired
     for n in range(3):
         store.keep(f"q{n}", lost, now=20.0)
-    assert len(store) == 2 and store.take("q0", now=21.0) is None  # the oldest went first
+    assert len(store) == 2 and await store.take("q0", "u1", "/", now=21.0) is None  # the oldest went first
     assert not RecoveryStore(0).enabled
