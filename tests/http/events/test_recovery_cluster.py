@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import orjson
+import psycopg
 import pytest
 import trio
 
@@ -145,4 +146,58 @@ async def test_a_client_recovers_on_another_process_exactly_once(
         await send_chat(a.url, owner, f"while away {n}")
     late = await client.connect(b.events_url)
     assert late["recovered"] is False and late["id"] != first["id"]
+    await client.command("quit")
+
+
+async def state_written(postgres_url: str, broker: Broker) -> None:
+    """Until a connection state is in the shared store (it is written just after the
+    connect, from a queue)."""
+
+    def count() -> int:
+        if broker.name == "redis":
+            done = subprocess.run(
+                ["redis-cli", "-u", broker.section["redis_url"], "--scan", "--pattern", "volthub:recovery:*"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+            return len(done.stdout.split())
+        with psycopg.connect(postgres_url) as connection:
+            row = connection.execute("SELECT count(*) FROM recovery_states").fetchone()
+            return int(row[0]) if row else 0
+
+    with trio.fail_after(WITHIN):
+        while not await trio.to_thread.run_sync(count):
+            await trio.sleep(0.05)
+
+
+@pytest.mark.slow
+async def test_a_client_of_a_killed_process_recovers_on_another(
+    postgres_url: str, server_process: Any, broker: Broker, nursery: trio.Nursery
+) -> None:
+    """SIGKILL leaves no chance to write anything at the drop: the state written when the
+    connection joined, and the client's offset, are enough."""
+    env = {
+        "VOLTHUB_RATELIMIT__ENABLED": "false",
+        "VOLTHUB_EVENTS__RESUME_BUFFER_SIZE": str(RESUME_BUFFER),
+        **broker.env,
+    }
+    a = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    b = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    owner = await register_live(a.url)
+    client = await start_client(nursery, a.events_url, owner.token)
+    first = await client.next("connect")
+    sent = await send_chat(a.url, owner, "before the kill")
+    assert message_ids(await client.events(1)) == [sent]
+    await state_written(postgres_url, broker)
+
+    a.kill()  # SIGKILL
+    assert (await client.next("disconnect"))["reason"] == "transport close"
+    missed = [await send_chat(b.url, owner, f"missed {n}") for n in range(3)]
+    again = await client.connect(b.events_url)
+    assert again == {"type": "connect", "id": first["id"], "recovered": True}
+    assert message_ids(await client.events(3)) == missed
+    later = await send_chat(b.url, owner, "after")
+    assert message_ids(await client.events(1)) == [later]
     await client.command("quit")
