@@ -11,14 +11,14 @@ import pytest
 import trio
 import trio.testing
 
-from tests.redis_support import RedisServer, redis_cluster, redis_server
+from tests.redis_support import RedisServer, make_tls_files, redis_cluster, redis_server, redis_tls_server
 from volthub.hub.clock import SystemClock, to_ms
 from volthub.hub.fanout import Fanout
 from volthub.hub.publisher import Emitter, Event, EventPublisher
 from volthub.hub.redis_bus import RedisRelay, RedisSettings, channel_subject, stream_key, user_subject
 from volthub.persistence import Database, open_database
 
-__all__ = ["redis_cluster", "redis_server"]  # fixtures
+__all__ = ["redis_cluster", "redis_server", "redis_tls_server"]  # fixtures
 
 WAIT = 10.0  # a bound on waiting for real servers; never asserted on
 
@@ -287,3 +287,26 @@ async def test_a_process_that_follows_nothing_sweeps_nothing(processes: Any, red
     idle.database.read = counting  # type: ignore[method-assign]
     assert await idle.relay.sweeper.sweep_once() == 0
     assert reads == 0  # no query at all
+
+
+async def test_rediss_carries_events_with_the_servers_certificate_verified(
+    processes: Any, redis_tls_server: RedisServer, tmp_path: Any
+) -> None:
+    """A TLS-only redis-server: with its CA (`[cluster] redis_ca_file`) events flow; a client
+    that does not trust the CA never connects."""
+    assert redis_tls_server.url.startswith("rediss://") and redis_tls_server.tls is not None
+    ca_file = str(redis_tls_server.tls.ca)
+    one = await processes(url=redis_tls_server.url, ca_file=ca_file)
+    two = await processes(url=redis_tls_server.url, ca_file=ca_file)
+    await two.follow("c1")
+    await one.emit("c1", "over tls")
+    await two.wait_for(lambda heard: texts(heard) == ["over tls"])
+
+    stranger_ca = str(make_tls_files(tmp_path / "other").ca)
+    untrusting = RedisRelay(one.database, SystemClock(), RedisSettings(url=redis_tls_server.url, ca_file=stranger_ca))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(untrusting.run)
+        with trio.move_on_after(1.0):  # a bound on waiting, not a timing assertion
+            await untrusting.wait_connected()
+        assert not untrusting.connected
+        nursery.cancel_scope.cancel()
