@@ -76,7 +76,11 @@ class RedisServer:
 
     def cli(self, *args: str) -> str:
         done = subprocess.run(
-            ["redis-cli", "-p", str(self.port), *self._cli_tls(), *args], capture_output=True, text=True, timeout=10, check=False
+            ["redis-cli", "-p", str(self.port), *self._cli_tls(), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         )
         return done.stdout.strip()
 
