@@ -179,23 +179,31 @@ class SharedRecoveryStore(RecoveryStore):
                 await self._wake.wait()
             self._wake = trio.Event()
             try:
-                while self._pending:
-                    batch = [self._pending.popitem(last=False) for _ in range(min(WRITE_BATCH, len(self._pending)))]
-                    try:
-                        await self._write([(key, state, live) for key, (state, live) in batch])
-                    except BaseException:
-                        for key, value in reversed(batch):  # back at the front, in order
-                            if key not in self._pending:
-                                self._pending[key] = value
-                                self._pending.move_to_end(key, last=False)
-                        raise
+                await self.flush()
                 if trio.current_time() >= next_refresh or next_refresh == math.inf:
-                    await self._refresh()
+                    await self.refresh()
                     next_refresh = trio.current_time() + self.refresh_seconds if self._live else math.inf
             except Exception:
                 log.warning("recovery: the shared store did not answer; retrying", exc_info=True)
                 await trio.sleep(1.0)
                 self._wake.set()
+
+    async def flush(self) -> None:
+        """Send the queued writes, in order (what fails stays queued)."""
+        while self._pending:
+            batch = [self._pending.popitem(last=False) for _ in range(min(WRITE_BATCH, len(self._pending)))]
+            try:
+                await self._write([(key, state, live) for key, (state, live) in batch])
+            except BaseException:
+                for key, value in reversed(batch):  # back at the front, in order
+                    if key not in self._pending:
+                        self._pending[key] = value
+                        self._pending.move_to_end(key, last=False)
+                raise
+
+    async def refresh(self) -> None:
+        """This process's live states stay for another window; expired ones go."""
+        await self._refresh()
 
     async def _write(self, writes: list[repo.Write]) -> None:
         raise NotImplementedError

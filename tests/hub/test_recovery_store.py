@@ -1,0 +1,130 @@
+"""The shared stores of Socket.IO connection states (hub/recovery_store.py): PostgreSQL's
+`recovery_states` and Redis keys, each store standing for one process of a deployment."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.redis_support import RedisServer
+from volthub.hub.recovery_store import DatabaseRecoveryStore, Lost, RedisRecoveryStore, SharedRecoveryStore
+from volthub.hub.redis_bus import RedisRelay, RedisSettings
+from volthub.persistence import Database, open_database
+
+WINDOW = 120.0
+
+
+class SetClock:
+    def __init__(self) -> None:
+        self.at = 1_800_000_000.0
+
+    def now(self) -> float:
+        return self.at
+
+
+def state(channels: dict[str, bool] | None = None, user: str | None = "u1") -> Lost:
+    return Lost("sid-1", "/", user, None, channels if channels is not None else {"c1": True}, {"c1": "e1"})
+
+
+@pytest.fixture(params=["postgres", "redis"])
+async def stores(
+    request: pytest.FixtureRequest, postgres_url: str, tmp_path: Path, nursery: trio.Nursery
+) -> AsyncIterator[tuple[Callable[[], SharedRecoveryStore], SetClock, RedisServer | None]]:
+    """A maker of stores on one backend (each one a process), their clock, and the Redis
+    server (None: PostgreSQL)."""
+    clock = SetClock()
+    database: Database = open_database(postgres_url, pool_size=2)
+    await database.open()
+    server: RedisServer | None = None
+    relay: RedisRelay | None = None
+    if request.param == "redis":
+        server = RedisServer(tmp_path).start()
+        relay = RedisRelay(database, clock, RedisSettings(url=server.url, sweep_seconds=0))
+        nursery.start_soon(relay.run)
+        with trio.fail_after(10):
+            await relay.wait_connected()
+
+    def make() -> SharedRecoveryStore:
+        if relay is not None:
+            return RedisRecoveryStore(WINDOW, clock, relay)
+        return DatabaseRecoveryStore(WINDOW, clock, database)
+
+    yield make, clock, server
+    nursery.cancel_scope.cancel()
+    await database.close()
+    if server is not None:
+        server.stop()
+
+
+async def test_a_state_is_taken_once_by_any_process_and_only_by_its_user(stores: Any) -> None:
+    make, _, _ = stores
+    a, b = make(), make()
+    a.keep("pid-1", state(), now=0.0)
+    await a.flush()
+    assert await b.take("pid-1", "u2", "/", now=0.0) is None  # another user
+    assert await b.take("pid-1", None, "/", now=0.0) is None  # no user
+    assert await b.take("pid-1", "u1", "/ws/events", now=0.0) is None  # another namespace
+    taken = await b.take("pid-1", "u1", "/", now=0.0)
+    assert taken is not None and taken.final and taken.last_sent == {"c1": "e1"} and taken.sid == "sid-1"
+    assert await a.take("pid-1", "u1", "/", now=0.0) is None  # once, whoever asks
+
+
+async def test_a_live_state_outlives_a_killed_process_for_the_window_only(stores: Any) -> None:
+    make, clock, redis = stores
+    killed, survivor = make(), make()
+    killed.track("pid-1", state(), now=0.0)
+    killed.track("pid-2", state(user="u2"), now=0.0)
+    await killed.flush()
+    await killed.refresh()
+    if redis is not None:  # Redis expires keys by its own clock: each has the window's TTL
+        ttls = [int(redis.cli("PTTL", key)) for key in redis.cli("--scan", "--pattern", "volthub:recovery:*").split()]
+        assert len(ttls) == 2 and all(WINDOW * 1000 <= ttl <= killed.ttl_seconds * 1000 for ttl in ttls), ttls
+    clock.at += WINDOW - 1  # the process died right after; nothing refreshes its states
+    live = await survivor.take("pid-1", "u1", "/", now=0.0)
+    assert live is not None and not live.final  # written while the connection lived
+    if redis is None:
+        clock.at += 2 * WINDOW
+        await survivor.refresh()  # lets expired rows go
+        assert await survivor.take("pid-2", "u2", "/", now=0.0) is None
+
+
+async def test_a_live_state_is_kept_fresh_while_its_process_runs(stores: Any) -> None:
+    make, clock, _ = stores
+    running, other = make(), make()
+    running.track("pid-1", state(), now=0.0)
+    await running.flush()
+    for _ in range(8):  # twice the window, refreshed every quarter of it
+        clock.at += running.refresh_seconds
+        await running.refresh()
+    assert await other.take("pid-1", "u1", "/", now=0.0) is not None
+
+
+async def test_a_late_drop_does_not_overwrite_a_state_another_process_took_over(stores: Any) -> None:
+    make, _, _ = stores
+    a, b = make(), make()
+    a.track("pid-1", state({"c1": True}), now=0.0)
+    await a.flush()
+    # The client reconnected to b before a noticed the drop: b takes the state and owns it.
+    assert await b.take("pid-1", "u1", "/", now=0.0) is not None
+    b.track("pid-1", state({"c1": True, "c2": False}), now=0.0)
+    await b.flush()
+    a.keep("pid-1", state({"c1": True}), now=0.0)  # a notices its drop only now
+    await a.flush()
+    a.forget("pid-1", state())  # nor may a remove what b owns
+    await a.flush()
+    kept = await make().take("pid-1", "u1", "/", now=0.0)
+    assert kept is not None and set(kept.channels) == {"c1", "c2"}
+
+
+async def test_a_connection_that_ends_for_good_leaves_nothing(stores: Any) -> None:
+    make, _, _ = stores
+    a = make()
+    a.track("pid-1", state(), now=0.0)
+    await a.flush()
+    a.forget("pid-1", state())
+    await a.flush()
+    assert await make().take("pid-1", "u1", "/", now=0.0) is None
