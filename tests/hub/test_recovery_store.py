@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from tests.redis_support import RedisServer
 from volthub.hub.recovery_store import DatabaseRecoveryStore, Lost, RedisRecoveryStore, SharedRecoveryStore
@@ -128,3 +129,37 @@ async def test_a_connection_that_ends_for_good_leaves_nothing(stores: Any) -> No
     a.forget("pid-1", state())
     await a.flush()
     assert await make().take("pid-1", "u1", "/", now=0.0) is None
+
+
+async def test_the_service_writes_refreshes_and_writes_the_last_drops_on_shutdown(
+    postgres_url: str, mock_clock: trio.testing.MockClock
+) -> None:
+    mock_clock.autojump_threshold = 0.05  # real seconds idle: database calls run in threads
+    clock = SetClock()
+    database: Database = open_database(postgres_url, pool_size=2)
+    await database.open()
+    store = DatabaseRecoveryStore(WINDOW, clock, database)
+
+    async def expiries() -> dict[str, int]:
+        rows = await database.read(lambda tx: tx.execute("SELECT state, expires_at FROM recovery_states"))
+        return {Lost.loads(row["state"]).sid: int(row["expires_at"]) for row in rows}
+
+    async def until(predicate: Callable[[dict[str, int]], bool]) -> dict[str, int]:
+        with trio.fail_after(60):
+            while not predicate(found := await expiries()):
+                await trio.sleep(0.1)
+        return found
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.run)
+            store.track("pid-1", Lost("live", "/", "u1", None, {"c1": True}), now=0.0)
+            first = (await until(lambda rows: "live" in rows))["live"]
+            clock.at += WINDOW
+            await trio.sleep(store.refresh_seconds)  # the next refresh is due
+            await until(lambda rows: rows.get("live", 0) > first)
+            store.keep("pid-2", Lost("dropped", "/", "u1", None, {"c1": True}), now=0.0)
+            nursery.cancel_scope.cancel()  # shutdown, with that drop still queued
+        assert "dropped" in await expiries()
+    finally:
+        await database.close()

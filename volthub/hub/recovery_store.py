@@ -43,8 +43,10 @@ log = logging.getLogger(__name__)
 
 # Kept states at most (in-process store); beyond it the oldest is forgotten first.
 MAX_KEPT: Final = 100_000
-# Writes per database transaction or Redis pipeline.
+# Writes per database transaction.
 WRITE_BATCH: Final = 500
+# How long a stopping process may spend writing the states of the connections it closed.
+FINAL_FLUSH_SECONDS: Final = 2.0
 
 
 @dataclass(slots=True)
@@ -172,7 +174,18 @@ class SharedRecoveryStore(RecoveryStore):
 
     async def run(self) -> None:
         """Background service: send queued writes, keep live states fresh and let expired
-        ones go. An idle process (no live states, nothing queued) only waits."""
+        ones go. An idle process (no live states, nothing queued) only waits. On shutdown
+        the states of the connections it just closed are written before it ends."""
+        try:
+            await self._serve()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(FINAL_FLUSH_SECONDS):
+                try:
+                    await self.flush()
+                except Exception:
+                    log.warning("recovery: dropped connections' states not written at shutdown", exc_info=True)
+
+    async def _serve(self) -> None:
         next_refresh = math.inf
         while True:
             with trio.move_on_at(next_refresh):
