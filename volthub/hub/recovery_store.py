@@ -28,6 +28,7 @@ import logging
 import math
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -276,19 +277,29 @@ class RedisRecoveryStore(SharedRecoveryStore):
         self._relay = relay
 
     async def _write(self, writes: list[repo.Write]) -> None:
-        client = self._relay.client()
         ttl_ms = str(max(1, int(self.ttl_seconds * 1000)))
-        for key, state, live in writes:
-            args: list[Any] = [self.owner, state or "", "1" if live else "0", ttl_ms]
-            await client.eval(_WRITE, keys=[redis_state_key(key)], args=args)
+        keys = [redis_state_key(key) for key, _, _ in writes]
+        args = [[self.owner, state or "", "1" if live else "0", ttl_ms] for _, state, live in writes]
+        await self._each(keys, lambda target, i: target.eval(_WRITE, keys=[keys[i]], args=args[i]))
 
     async def _refresh(self) -> None:
-        if not self._live:
+        keys = [redis_state_key(key) for key in self._live]
+        ttl_ms = max(1, int(self.ttl_seconds * 1000))
+        await self._each(keys, lambda target, i: target.pexpire(keys[i], ttl_ms))
+
+    async def _each(self, keys: list[str], command: Callable[[Any, int], Any]) -> None:
+        """`command(target, i)` for each key: in one pipeline on a single server; one by one
+        on a Redis Cluster (the keys live on many nodes)."""
+        if not keys:
             return
         client = self._relay.client()
-        ttl_ms = max(1, int(self.ttl_seconds * 1000))
-        for key in list(self._live):
-            await client.pexpire(redis_state_key(key), ttl_ms)
+        if self._relay.cluster:
+            for i in range(len(keys)):
+                await command(client, i)
+            return
+        async with client.pipeline(transaction=False) as pipe:
+            for i in range(len(keys)):
+                command(pipe, i)
 
     async def _take(self, key: str, now: float) -> str | None:
         try:
