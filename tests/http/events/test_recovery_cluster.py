@@ -176,15 +176,23 @@ async def state_written(postgres_url: str, broker: Broker) -> None:
 async def test_a_client_of_a_killed_process_recovers_on_another(
     postgres_url: str, server_process: Any, broker: Broker, nursery: trio.Nursery
 ) -> None:
-    """SIGKILL leaves no chance to write anything at the drop: the state written when the
-    connection joined, and the client's offset, are enough."""
+    """A `volthub serve` process is SIGKILLed, which leaves it no chance to write anything
+    at the drop: the state written when the connection joined, and the client's offset,
+    are enough for another process."""
     env = {
         "VOLTHUB_RATELIMIT__ENABLED": "false",
         "VOLTHUB_EVENTS__RESUME_BUFFER_SIZE": str(RESUME_BUFFER),
         **broker.env,
     }
     a = await trio.to_thread.run_sync(server_process, postgres_url, env)
-    b = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    settings = make_settings(
+        postgres_url,
+        events={"resume_buffer_size": RESUME_BUFFER},
+        cluster=dict(broker.section),
+        ratelimit={"enabled": False},
+    )
+    stop = trio.Event()
+    b = await serve_app(nursery, settings, stop)  # the survivor: in this process, cheaper to start
     owner = await register_live(a.url)
     client = await start_client(nursery, a.events_url, owner.token)
     first = await client.next("connect")
@@ -201,3 +209,4 @@ async def test_a_client_of_a_killed_process_recovers_on_another(
     later = await send_chat(b.url, owner, "after")
     assert message_ids(await client.events(1)) == [later]
     await client.command("quit")
+    stop.set()
