@@ -11,10 +11,12 @@ import pytest
 import trio
 import trio.testing
 
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, redis_cluster
 from volthub.hub.recovery_store import DatabaseRecoveryStore, Lost, RedisRecoveryStore, SharedRecoveryStore
 from volthub.hub.redis_bus import RedisRelay, RedisSettings
 from volthub.persistence import Database, open_database
+
+__all__ = ["redis_cluster"]  # fixture
 
 WINDOW = 120.0
 
@@ -34,17 +36,18 @@ def state(channels: dict[str, bool] | None = None, user: str | None = "u1") -> L
 @pytest.fixture(params=["postgres", "redis"])
 async def stores(
     request: pytest.FixtureRequest, postgres_url: str, tmp_path: Path, nursery: trio.Nursery
-) -> AsyncIterator[tuple[Callable[[], SharedRecoveryStore], SetClock, RedisServer | None]]:
+) -> AsyncIterator[tuple[Callable[[], SharedRecoveryStore], SetClock, list[RedisServer]]]:
     """A maker of stores on one backend (each one a process), their clock, and the Redis
-    server (None: PostgreSQL)."""
+    servers (none: PostgreSQL)."""
     clock = SetClock()
     database: Database = open_database(postgres_url, pool_size=2)
     await database.open()
-    server: RedisServer | None = None
+    servers: list[RedisServer] = []
     relay: RedisRelay | None = None
     if request.param == "redis":
-        server = RedisServer(tmp_path).start()
-        relay = RedisRelay(database, clock, RedisSettings(url=server.url, sweep_seconds=0))
+        servers = [RedisServer(tmp_path).start()]
+        relay = RedisRelay(database, clock, RedisSettings(url=servers[0].url, sweep_seconds=0))
+    if relay is not None:
         nursery.start_soon(relay.run)
         with trio.fail_after(10):
             await relay.wait_connected()
@@ -54,11 +57,11 @@ async def stores(
             return RedisRecoveryStore(WINDOW, clock, relay)
         return DatabaseRecoveryStore(WINDOW, clock, database)
 
-    yield make, clock, server
+    yield make, clock, servers
     nursery.cancel_scope.cancel()
     await database.close()
-    if server is not None:
-        server.stop()
+    if request.param == "redis":
+        servers[0].stop()
 
 
 async def test_a_state_is_taken_once_by_any_process_and_only_by_its_user(stores: Any) -> None:
@@ -81,13 +84,17 @@ async def test_a_live_state_outlives_a_killed_process_for_the_window_only(stores
     killed.track("pid-2", state(user="u2"), now=0.0)
     await killed.flush()
     await killed.refresh()
-    if redis is not None:  # Redis expires keys by its own clock: each has the window's TTL
-        ttls = [int(redis.cli("PTTL", key)) for key in redis.cli("--scan", "--pattern", "volthub:recovery:*").split()]
+    if redis:  # Redis expires keys by its own clock: each has the window's TTL
+        ttls = [
+            int(node.cli("PTTL", key))
+            for node in redis
+            for key in node.cli("--scan", "--pattern", "volthub:recovery:*").split()
+        ]
         assert len(ttls) == 2 and all(WINDOW * 1000 <= ttl <= killed.ttl_seconds * 1000 for ttl in ttls), ttls
     clock.at += WINDOW - 1  # the process died right after; nothing refreshes its states
     live = await survivor.take("pid-1", "u1", "/", now=0.0)
     assert live is not None and not live.final  # written while the connection lived
-    if redis is None:
+    if not redis:
         clock.at += 2 * WINDOW
         await survivor.refresh()  # lets expired rows go
         assert await survivor.take("pid-2", "u2", "/", now=0.0) is None
@@ -162,4 +169,31 @@ async def test_the_service_writes_refreshes_and_writes_the_last_drops_on_shutdow
             nursery.cancel_scope.cancel()  # shutdown, with that drop still queued
         assert "dropped" in await expiries()
     finally:
+        await database.close()
+
+
+async def test_on_a_redis_cluster_states_are_written_kept_fresh_and_taken_once(
+    postgres_url: str, redis_cluster: list[RedisServer], nursery: trio.Nursery
+) -> None:
+    """The keys of many states live on many nodes: written and refreshed one by one."""
+    clock = SetClock()
+    database: Database = open_database(postgres_url, pool_size=2)
+    await database.open()
+    settings = RedisSettings(cluster_nodes=tuple(node.node for node in redis_cluster), sweep_seconds=0)
+    relay = RedisRelay(database, clock, settings)
+    nursery.start_soon(relay.run)
+    try:
+        with trio.fail_after(10):
+            await relay.wait_connected()
+        a, b = RedisRecoveryStore(WINDOW, clock, relay), RedisRecoveryStore(WINDOW, clock, relay)
+        for n in range(6):
+            a.track(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+        await a.flush()
+        await a.refresh()
+        keys = [key for node in redis_cluster for key in node.cli("--scan", "--pattern", "volthub:recovery:*").split()]
+        assert len(keys) == 6
+        assert all(await b.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6))
+        assert not any([await a.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6)])
+    finally:
+        nursery.cancel_scope.cancel()
         await database.close()
