@@ -334,6 +334,16 @@ class ClusterSettings(Section):
     # A channel nobody here needs any more is unsubscribed from after this long (a client
     # that reconnects at once keeps the subscription).
     redis_unsubscribe_after_seconds: float = Field(5.0, ge=0, le=3600)
+    # With broker = "redis": a PEM file of the CA that signed the server's TLS certificate
+    # (rediss://, or TLS to every cluster node when set with redis_cluster_nodes); empty:
+    # the system's trusted CAs. The certificate must name the host connected to.
+    redis_ca_file: str = ""
+    # With broker = "redis": how often each process looks in the event log for events of
+    # the channels it follows that never reached Redis (their publisher was killed between
+    # its commit and handing them over), once older than redis_sweep_grace_seconds. 0: never
+    # (followers then see such events with the channel's next one).
+    redis_sweep_interval_seconds: float = Field(5.0, ge=0, le=3600)
+    redis_sweep_grace_seconds: float = Field(2.0, ge=0, le=3600)
 
     @field_validator("redis_cluster_nodes")
     @classmethod

@@ -39,6 +39,7 @@ async def test_services_are_typed_attributes_made_at_start(sqlite_url: str) -> N
             "ingest-silence",
             "relay",
             "presence",
+            "recovery",
             "interactive",
             "subscription-expiry",
             "role-expiry",

@@ -3,20 +3,22 @@ relays on one PostgreSQL database stand for several processes."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
-from tests.redis_support import RedisServer, redis_cluster, redis_server
-from volthub.hub.clock import SystemClock
+from tests.redis_support import RedisServer, make_tls_files, redis_cluster, redis_server, redis_tls_server
+from volthub.hub.clock import SystemClock, to_ms
 from volthub.hub.fanout import Fanout
 from volthub.hub.publisher import Emitter, Event, EventPublisher
 from volthub.hub.redis_bus import RedisRelay, RedisSettings, channel_subject, stream_key, user_subject
 from volthub.persistence import Database, open_database
 
-__all__ = ["redis_cluster", "redis_server"]  # fixtures
+__all__ = ["redis_cluster", "redis_server", "redis_tls_server"]  # fixtures
 
 WAIT = 10.0  # a bound on waiting for real servers; never asserted on
 
@@ -64,12 +66,21 @@ class Process:
 async def processes(postgres_url: str, nursery: trio.Nursery) -> AsyncIterator[Callable[..., Any]]:
     databases: list[Database] = []
 
-    async def start(*, url: str = "", nodes: tuple[str, ...] = (), linger: float = 5.0) -> Process:
+    async def start(
+        *, url: str = "", nodes: tuple[str, ...] = (), linger: float = 5.0, ca_file: str = "", sweep: float = 0.0
+    ) -> Process:
         database = open_database(postgres_url, pool_size=4)
         await database.open()
         databases.append(database)
         settings = RedisSettings(
-            url=url, cluster_nodes=nodes, unsubscribe_after_seconds=linger, history=50, ping_seconds=0.5
+            url=url,
+            cluster_nodes=nodes,
+            ca_file=ca_file,
+            unsubscribe_after_seconds=linger,
+            history=50,
+            ping_seconds=0.5,
+            sweep_seconds=sweep,
+            sweep_grace_seconds=0.0,
         )
         process = Process(database, settings)
         nursery.start_soon(process.relay.run)
@@ -235,3 +246,67 @@ def _owns(node: RedisServer, slot: int) -> bool:
             if int(low) <= slot <= int(high or low):
                 return True
     return False
+
+
+async def test_a_dead_publishers_logged_events_are_swept_to_followers_once(
+    processes: Any, redis_server: RedisServer, mock_clock: trio.testing.MockClock
+) -> None:
+    """A publisher killed between its commit and handing the event to Redis: the event is in
+    the log only. A follower's sweeper delivers it at its next round, in order, once."""
+    mock_clock.autojump_threshold = 1.0  # real seconds idle: a broken sweep fails, not hangs
+    one, two = await processes(url=redis_server.url), await processes(url=redis_server.url, sweep=1.0)
+    await two.follow("c1")
+    await one.emit("c1", "a")
+    await two.wait_for(lambda heard: texts(heard) == ["a"])
+
+    lost = Event(str(uuid.uuid4()), "chat.message", "c1", {"text": "lost"}, "2026-01-01T00:00:00Z")
+    await one.database.write(lambda tx: one.relay.append(tx, [lost], to_ms(SystemClock().now())))
+    two.relay.sweeper.grace = 3600.0
+    assert await two.relay.sweeper.sweep_once() == 0  # within its grace: maybe still on its way
+    two.relay.sweeper.grace = 0.0
+    mock_clock.jump(1.0)  # the sweeper's interval
+    await two.wait_for(lambda heard: "lost" in texts(heard))
+    assert two.relay.sweeper.swept == 1
+    await one.emit("c1", "b")
+    await two.wait_for(lambda heard: "b" in texts(heard))
+    assert texts(two.heard) == ["a", "lost", "b"]  # in order, once
+    assert [e.seq for e in two.heard] == [1, 2, 3]
+    assert await two.relay.sweeper.sweep_once() == 0  # nothing left behind
+
+
+async def test_a_process_that_follows_nothing_sweeps_nothing(processes: Any, redis_server: RedisServer) -> None:
+    idle = await processes(url=redis_server.url, sweep=1.0)
+    reads = 0
+    real_read = idle.database.read
+
+    async def counting(fn: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await real_read(fn)
+
+    idle.database.read = counting  # type: ignore[method-assign]
+    assert await idle.relay.sweeper.sweep_once() == 0
+    assert reads == 0  # no query at all
+
+
+async def test_rediss_carries_events_with_the_servers_certificate_verified(
+    processes: Any, redis_tls_server: RedisServer, tmp_path: Any
+) -> None:
+    """A TLS-only redis-server: with its CA (`[cluster] redis_ca_file`) events flow; a client
+    that does not trust the CA never connects."""
+    assert redis_tls_server.url.startswith("rediss://") and redis_tls_server.tls is not None
+    ca_file = str(redis_tls_server.tls.ca)
+    one = await processes(url=redis_tls_server.url, ca_file=ca_file)
+    two = await processes(url=redis_tls_server.url, ca_file=ca_file)
+    await two.follow("c1")
+    await one.emit("c1", "over tls")
+    await two.wait_for(lambda heard: texts(heard) == ["over tls"])
+
+    stranger_ca = str(make_tls_files(tmp_path / "other").ca)
+    untrusting = RedisRelay(one.database, SystemClock(), RedisSettings(url=redis_tls_server.url, ca_file=stranger_ca))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(untrusting.run)
+        with trio.move_on_after(1.0):  # a bound on waiting, not a timing assertion
+            await untrusting.wait_connected()
+        assert not untrusting.connected
+        nursery.cancel_scope.cancel()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from volthub.http.events.registry import ConnectionRegistry
     from volthub.http.ratelimit import RateLimits
     from volthub.hub.fanout import Fanout
+    from volthub.hub.recovery_store import RecoveryStore
     from volthub.hub.registry import ActorRegistry
     from volthub.hub.supervisor import Supervisor
     from volthub.services.accounts import Accounts
@@ -108,6 +109,8 @@ class Runtime:
     gateway: Gateway | None = None
     # The background services' supervisor, while the app serves.
     supervisor: Supervisor | None = None
+    # Where Socket.IO connection states wait for recovery (set at start-up by the Events API).
+    recovery: RecoveryStore | None = None
     _services: Services | None = field(default=None, repr=False)
 
     @property

@@ -23,6 +23,9 @@ than one above it means events were missed, and the gap is read back from the lo
 (a position is taken under the channel's row lock, so every smaller one has committed).
 Every delivered id is remembered a while too, so an event published here and heard back is
 delivered once.
+An event logged by a publisher that died before handing it to Redis is found in the log
+by every follower's sweeper (:mod:`volthub.hub.redis_sweeper`) without waiting for the
+channel's next event.
 
 Subjects: a channel's events go to its channel subject; what follows a person rather than a
 channel goes to that person's subject too (badge changes, held while the member has Events
@@ -51,6 +54,8 @@ import trio
 from volthub import metrics
 from volthub.hub.bus import call_listener, event_body, event_of_row, observe_bus_lag
 from volthub.hub.clock import Clock, to_ms
+from volthub.hub.redis_client import make_client
+from volthub.hub.redis_sweeper import Sweeper
 from volthub.persistence import Database, Tx, event_log
 from volthub.protocol.ratelimit import Decision, Rate, decide
 
@@ -107,6 +112,9 @@ def decode(raw: bytes | str) -> Event:
 class RedisSettings:
     url: str = ""
     cluster_nodes: tuple[str, ...] = ()
+    # A CA certificate file (PEM) the server's TLS certificate is verified with (rediss://,
+    # or TLS to cluster nodes); empty: the system's trusted CAs.
+    ca_file: str = ""
     # A subject nobody here holds is unsubscribed from this long after the last release.
     unsubscribe_after_seconds: float = 5.0
     # Events kept per channel stream, and the most a resume reads back (the resume buffer).
@@ -123,6 +131,10 @@ class RedisSettings:
     # Idle connections are checked this often, so a broker that went away is noticed.
     ping_seconds: float = 2.0
     reconnect_initial: float = 0.2
+    # Logged events that never reached Redis (a publisher killed after its commit) are
+    # looked for this often, once older than the grace period (hub/redis_sweeper.py). 0: off.
+    sweep_seconds: float = 5.0
+    sweep_grace_seconds: float = 2.0
     reconnect_max: float = 5.0
 
 
@@ -166,6 +178,7 @@ class RedisRelay:
         self.reconnects = 0
         self.sent = 0
         self.gaps_read = 0
+        self.sweeper = Sweeper(self, database, clock, settings.sweep_seconds, settings.sweep_grace_seconds)
 
     # ------------------------------------------------------------------ Bus
 
@@ -313,6 +326,7 @@ class RedisRelay:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._deliver_inbound)
             nursery.start_soon(self._log_unstamped)
+            nursery.start_soon(self.sweeper.run)
             await self._keep_session()
 
     async def _keep_session(self) -> None:
@@ -352,18 +366,7 @@ class RedisRelay:
             self._connected_event = trio.Event()
 
     def _make_client(self) -> Any:
-        # Imported here: the client library costs a second of start-up, and only
-        # deployments with this broker need it.
-        import coredis
-        from coredis.typing import Node
-
-        if self.cluster:
-            nodes: list[Node] = []
-            for node in self.settings.cluster_nodes:
-                host, _, port = node.rpartition(":")
-                nodes.append(Node(host=host, port=int(port)))
-            return coredis.RedisCluster(startup_nodes=nodes, decode_responses=False)
-        return coredis.Redis.from_url(self.settings.url, decode_responses=False)
+        return make_client(self.settings)
 
     async def _session(self) -> None:
         client = self._make_client()
@@ -543,6 +546,16 @@ class RedisRelay:
                 for row in missed:
                     self._hand_over(event_of_row(row))
         self._hand_over(event)
+
+    def followed_positions(self) -> dict[str, int]:
+        return dict(self._followed)
+
+    def deliver_swept(self, events: list[Event]) -> int:
+        """Events the sweeper found in the log only; how many were new here."""
+        before = self.relayed
+        for event in events:
+            self._hand_over(event)
+        return self.relayed - before
 
     def _hand_over(self, event: Event) -> None:
         if event.id in self._delivered_ids:

@@ -269,3 +269,14 @@ def listen(
             if time.monotonic() - checked >= check_every:
                 connection.execute("SELECT 1")  # raises if the server is gone
                 checked = time.monotonic()
+
+
+def channel_positions(tx: Tx, channel_ids: Sequence[str]) -> dict[str, int]:
+    """The positions of the newest committed events of `channel_ids` (absent: none yet)."""
+    if not channel_ids:
+        return {}
+    marks = ", ".join("?" * len(channel_ids))
+    rows = tx.execute(
+        f"SELECT channel_id, seq FROM event_channel_positions WHERE channel_id IN ({marks})", tuple(channel_ids)
+    )
+    return {str(row["channel_id"]): int(row["seq"]) for row in rows}

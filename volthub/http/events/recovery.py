@@ -4,10 +4,14 @@ A namespace connection that asked for it (``auth.recovery``) gets a private id `
 its CONNECT answer, and every platform event it is sent carries the event's id as a last,
 string argument: the *offset* the client remembers. When the connection drops for a reason
 that is not the client's own choice, what it was (socket id, user, subscriptions) is kept
-here for ``[events] recovery_window_seconds``. A client reconnecting within that window
-sends ``{pid, offset}`` in its CONNECT auth; it gets the same socket id and ``pid`` back
-(``socket.recovered`` is true on the client), its subscriptions, and every event after the
-offset, once, in order, from the fan-out's resume source ``Fanout.since``.
+for ``[events] recovery_window_seconds`` in a store every process of the deployment reads
+(:mod:`volthub.hub.recovery_store`: PostgreSQL or Redis, in-process on SQLite). A client
+reconnecting within that window, to any process, sends ``{pid, offset}`` in its CONNECT
+auth; it gets the same socket id and ``pid`` back (``socket.recovered`` is true on the
+client), its subscriptions, and every event after the offset, once, in order, from the
+fan-out's bounded resume source ``Fanout.since`` (filled from the broker's stream or the
+event log when the process starts following the channel). A client too far behind for that
+source is told it was not recovered.
 
 Opt-in per connection, because the offset is an extra argument on every event: clients
 that do not know about it (python-socketio has no recovery) would see it too.
@@ -15,10 +19,14 @@ that do not know about it (python-socketio has no recovery) would see it too.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
+from volthub.hub.bus import PostgresRelay
+from volthub.hub.clock import Clock
+from volthub.hub.fanout import Fanout, Resume
+from volthub.hub.publisher import Event
+from volthub.hub.recovery_store import DatabaseRecoveryStore, Lost, RecoveryStore, RedisRecoveryStore
+from volthub.hub.redis_bus import RedisRelay
 from volthub.protocol.engineio.session import (
     CLOSE_FORCED,
     CLOSE_PING_TIMEOUT,
@@ -30,59 +38,51 @@ from volthub.protocol.engineio.session import (
 RECOVERABLE: Final = frozenset(
     {CLOSE_TRANSPORT, CLOSE_TRANSPORT_ERROR, CLOSE_PING_TIMEOUT, CLOSE_FORCED, "server shutting down"}
 )
-# Kept states at most; beyond it the oldest is forgotten first.
-MAX_KEPT: Final = 100_000
 
 
-@dataclass(slots=True)
-class Lost:
-    """A dropped namespace connection that may still recover."""
-
-    sid: str
-    namespace: str
-    user_id: str | None
-    client_id: str | None
-    channels: dict[str, bool]  # channel id -> owner subscription
-    # Per channel, the last event id the connection was sent: where to resume a channel
-    # other than the one the client's offset names.
-    last_sent: dict[str, str] = field(default_factory=dict)
-    expires_at: float = 0.0
+def store_for(window_seconds: float, clock: Clock, bus: object, database: Any) -> RecoveryStore:
+    """Where the deployment keeps dropped connections' states: with the broker every process
+    shares (Redis, or PostgreSQL with its own broker), in-process on SQLite."""
+    if isinstance(bus, RedisRelay):
+        return RedisRecoveryStore(window_seconds, clock, bus)
+    if isinstance(bus, PostgresRelay):
+        return DatabaseRecoveryStore(window_seconds, clock, database)
+    return RecoveryStore(window_seconds)
 
 
-class RecoveryStore:
-    def __init__(self, window_seconds: float, max_kept: int = MAX_KEPT) -> None:
-        self.window = window_seconds
-        self._max = max_kept
-        self._lost: OrderedDict[str, Lost] = OrderedDict()  # pid -> state; oldest first
+def note_start(fanout: Fanout, last_sent: dict[str, str], channel_id: str) -> None:
+    """Where a recoverable connection's new channel starts: its newest buffered event
+    (nothing before it is owed to the client)."""
+    if channel_id not in last_sent:
+        buffered = fanout.since(channel_id, "").events  # no such id: the whole buffer
+        if buffered:
+            last_sent[channel_id] = buffered[-1].id
 
-    @property
-    def enabled(self) -> bool:
-        return self.window > 0
 
-    def keep(self, pid: str, lost: Lost, now: float) -> None:
-        self._expire(now)
-        lost.expires_at = now + self.window
-        self._lost[pid] = lost
-        while len(self._lost) > self._max:
-            self._lost.popitem(last=False)
+def missed_events(fanout: Fanout, lost: Lost, offset: str) -> dict[str, list[Event]] | None:
+    """Per channel, the events a recovering connection missed, read from the fan-out's
+    bounded resume source; None when that cannot be told exactly (the offset, or where a
+    channel stood, is no longer there: the client was too far behind), so it is not
+    recovered.
 
-    def take(self, pid: str, now: float) -> Lost | None:
-        """The state kept under ``pid``, once; None when unknown or expired."""
-        self._expire(now)
-        return self._lost.pop(pid, None)
+    Call it in the same synchronous step as the subscriptions are made again, so each
+    event is either replayed or delivered live."""
+    missed: dict[str, list[Event]] = {}
+    offset_found = False
+    for channel_id in lost.channels:
+        resume = fanout.since(channel_id, offset)
+        if resume.found:
+            offset_found = True
+        else:  # the offset is another channel's: resume from where this one stood
+            mark = lost.last_sent.get(channel_id)
+            # No mark: the channel had no event when it was subscribed; all it buffered is owed.
+            resume = fanout.since(channel_id, mark) if mark is not None else Resume(resume.events, True)
+            # A state written while the connection lived knows where a channel stood when it
+            # was subscribed, not what was sent since: exact only if nothing was.
+            if not resume.found or (resume.events and not lost.final):
+                return None
+        missed[channel_id] = resume.events
+    return missed if offset_found else None
 
-    def channels_of(self, pid: str) -> list[str]:
-        """The channels of the state kept under ``pid`` (left in place), for following
-        them before the state is taken."""
-        lost = self._lost.get(pid)
-        return [] if lost is None else list(lost.channels)
 
-    def __len__(self) -> int:
-        return len(self._lost)
-
-    def _expire(self, now: float) -> None:
-        while self._lost:
-            pid, lost = next(iter(self._lost.items()))
-            if lost.expires_at > now:
-                return
-            del self._lost[pid]
+__all__ = ["RECOVERABLE", "Lost", "RecoveryStore", "missed_events", "note_start", "store_for"]

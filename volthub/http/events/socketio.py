@@ -45,7 +45,7 @@ from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Re
 from volthub.http.events.connection import Connection
 from volthub.http.events.engineio import EngineIOEndpoint
 from volthub.http.events.gateway import Gateway
-from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore
+from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore, missed_events, note_start, store_for
 from volthub.http.events.registry import AUTHORIZATION_REVOKED, ConnectionRegistry, Key
 from volthub.http.params import uuid_param
 from volthub.http.runtime import Runtime
@@ -231,7 +231,8 @@ class EventsSocketHandler:
     def __init__(self, app: Quart, rt: Runtime) -> None:
         self._app = app
         self._rt = rt
-        self.recovery = RecoveryStore(rt.settings.events.recovery_window_seconds)
+        # In-process until start-up chooses the deployment's store (`install`).
+        self._local_recovery = RecoveryStore(rt.settings.events.recovery_window_seconds)
         # Connects read only a user's id and username, which never change and whose users
         # are never deleted: caching them spares a database round trip per connect.
         self._users: dict[str, User] = {}
@@ -239,6 +240,11 @@ class EventsSocketHandler:
     @property
     def fanout(self) -> Fanout:
         return self._rt.services.fanout
+
+    @property
+    def recovery(self) -> RecoveryStore:
+        shared = self._rt.recovery
+        return shared if shared is not None else self._local_recovery
 
     @property
     def connections(self) -> ConnectionRegistry:
@@ -262,12 +268,17 @@ class EventsSocketHandler:
             if state is not None:
                 self.fanout.remove(state.subscriber)
                 self.connections.discard(state.subscriber, state.registered)
-                if state.pid is not None and event.reason in RECOVERABLE:
-                    self._keep_for_recovery(conn, namespace, state)
+                if state.pid is None:
+                    continue
+                if event.reason in RECOVERABLE:
+                    self.recovery.keep(state.pid, self._state_of(conn, namespace, state), conn.now())
+                else:
+                    self.recovery.forget(state.pid, self._state_of(conn, namespace, state))
 
-    def _keep_for_recovery(self, conn: Connection, namespace: str, state: _Joined) -> None:
+    def _state_of(self, conn: Connection, namespace: str, state: _Joined) -> Lost:
+        """What a recovery of this namespace connection gets back."""
         sid = conn.socketio.namespaces.get(namespace) or state.sid
-        lost = Lost(
+        return Lost(
             sid,
             namespace,
             state.user.id if state.user else None,
@@ -275,8 +286,16 @@ class EventsSocketHandler:
             {channel_id: subscription.owner for channel_id, subscription in state.channels.items()},
             dict(state.subscriber.last_sent or {}),
         )
-        assert state.pid is not None
-        self.recovery.keep(state.pid, lost, conn.now())
+
+    def _track(self, conn: Connection, state: _Joined) -> None:
+        """A recoverable connection joined or changed its channels: its state is written
+        where every process finds it, so even a killed process's clients can recover."""
+        if state.pid is not None and not conn.session.closed:
+            self.recovery.track(state.pid, self._state_of(conn, state.subscriber.namespace, state), conn.now())
+
+    def _subscribed(self, state: _Joined, channel_id: str) -> None:
+        if state.subscriber.last_sent is not None:
+            note_start(self.fanout, state.subscriber.last_sent, channel_id)
 
     # ------------------------------------------------------------------ connect
 
@@ -304,18 +323,18 @@ class EventsSocketHandler:
                 )
                 return
         wants_recovery = self.recovery.enabled and request.auth.get("recovery") is True
+        lost = await self._take(conn, request, user) if wants_recovery else None
         # This process must hear the channels (and hold their recent events) first: with a
         # broker with per-channel interest it may not follow them yet.
         following = [user.id] if user is not None else []
-        asked_pid = request.auth.get("pid")
-        if wants_recovery and isinstance(asked_pid, str):
-            following += self.recovery.channels_of(asked_pid)
+        if lost is not None:
+            following += [channel_id for channel_id in lost.channels if channel_id not in following]
         if following:
             await self._rt.bus.prepare(following)
         # No await from here on: the connect ack, then `connected`, then events; a recovered
         # connection's missed events are read in the same step as it subscribes again, so
         # each event is either replayed or delivered live, exactly once.
-        restored = self._restore(conn, request, user) if wants_recovery else None
+        restored = self._restore(lost, request.auth["pid"], request.auth["offset"]) if lost is not None else None
         pid = restored.pid if restored else (new_sid() if wants_recovery else None)
         sid = session.accept_connect(namespace, restored.lost.sid if restored else None, pid)
         if sid is None:
@@ -338,39 +357,36 @@ class EventsSocketHandler:
         if restored is not None:
             self._resubscribe(state, restored)
         elif user is not None:
+            self._subscribed(state, user.id)
             state.channels[user.id] = self.fanout.subscribe(subscriber, user.id, owner=True, user_id=user.id)
+        self._track(conn, state)
         self.connections.end_if_closing(subscriber)  # joined while the server shuts down
 
-    def _restore(self, conn: Connection, request: ConnectRequest, user: User | None) -> _Restored | None:
-        """The kept state a reconnecting client names with {pid, offset}, and the events it
-        missed; None when it cannot be recovered (unknown or expired pid, another user,
-        or an offset no longer in the resume source)."""
+    async def _take(self, conn: Connection, request: ConnectRequest, user: User | None) -> Lost | None:
+        """The state a reconnecting client names with {pid, offset}, taken from the store
+        (once; kept for this user and namespace only); None when there is none."""
         pid, offset = request.auth.get("pid"), request.auth.get("offset")
-        if not isinstance(pid, str) or not isinstance(offset, str):
+        if not isinstance(pid, str) or not isinstance(offset, str) or len(pid) > 64:
             return None
-        lost = self.recovery.take(pid, conn.now())
-        if lost is None or lost.namespace != request.namespace or lost.user_id != (user.id if user else None):
+        try:
+            with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
+                return await self.recovery.take(pid, user.id if user else None, request.namespace, conn.now())
+        except (Exception, trio.TooSlowError):
+            log.warning("recovery: the store did not answer; the client starts afresh", exc_info=True)
             return None
-        missed: dict[str, list[PlatformEvent]] = {}
-        offset_found = False
-        for channel_id in lost.channels:
-            resume = self.fanout.since(channel_id, offset)
-            if resume.found:
-                offset_found = True
-            else:  # the offset is another channel's: resume from what this one was sent
-                resume = self.fanout.since(channel_id, lost.last_sent.get(channel_id))
-                if not resume.found:
-                    return None
-            missed[channel_id] = resume.events
-        if not offset_found:
-            return None
-        return _Restored(pid, lost, missed)
+
+    def _restore(self, lost: Lost, pid: str, offset: str) -> _Restored | None:
+        found = missed_events(self.fanout, lost, offset)
+        return None if found is None else _Restored(pid, lost, found)
 
     def _resubscribe(self, state: _Joined, restored: _Restored) -> None:
         subscriber = state.subscriber
         user_id = state.user.id if state.user else None
         encode = socket_encoder(subscriber.namespace, offsets=True)
+        if subscriber.last_sent is not None:
+            subscriber.last_sent.update(restored.lost.last_sent)
         for channel_id, owner in restored.lost.channels.items():
+            self._subscribed(state, channel_id)
             subscription = self.fanout.subscribe(subscriber, channel_id, owner=owner, user_id=user_id)
             state.channels[channel_id] = subscription
             for event in restored.missed.get(channel_id, ()):
@@ -452,9 +468,11 @@ class EventsSocketHandler:
             if conn.session.closed:
                 return
             owner = state.user is not None and state.user.id == channel.id
+            self._subscribed(state, channel.id)
             state.channels[channel.id] = self.fanout.subscribe(
                 state.subscriber, channel.id, owner=owner, user_id=state.user.id if state.user else None
             )
+            self._track(conn, state)
         self._reply(conn, event, "subscribed", {"channelId": channel.id, "channelUsername": channel.username})
 
     async def _unsubscribe(self, conn: Connection, state: _Joined, event: EventReceived, argument: Any) -> None:
@@ -465,6 +483,9 @@ class EventsSocketHandler:
         subscription = state.channels.pop(channel_id, None)
         if subscription is not None:
             self.fanout.unsubscribe(subscription)
+            if state.subscriber.last_sent is not None:
+                state.subscriber.last_sent.pop(channel_id, None)
+            self._track(conn, state)
         self._reply(conn, event, "unsubscribed", {"channelId": channel_id})
 
     async def _channel(self, argument: Any) -> User:
@@ -527,6 +548,7 @@ async def install(rt: Runtime) -> None:
     for form, encoder in SSE_ENCODERS.items():
         fanout.register_wire(sse_wire(form), encoder)
     rt.services.fanout = fanout
+    rt.recovery = store_for(events.recovery_window_seconds, rt.clock, rt.bus, rt.db)
     rt.services.presence = fanout  # snapshot(channel_id) -> (user ids, anonymous count)
     rt.bus.subscribe(fanout.publish)
     connections = rt.services.connections = ConnectionRegistry()
@@ -616,6 +638,14 @@ def _gateway(
             path, settings, handler, namespaces=namespaces, cors_origins=events.cors_origins, admission=admission
         )
     return gateway
+
+
+async def recovery_service(rt: Runtime) -> None:
+    """Write dropped connections' states where every process finds them (shared stores)."""
+    if rt.recovery is None:
+        await trio.sleep_forever()
+        return
+    await rt.recovery.run()
 
 
 async def gateway_service(rt: Runtime) -> None:

@@ -1,0 +1,199 @@
+"""The shared stores of Socket.IO connection states (hub/recovery_store.py): PostgreSQL's
+`recovery_states` and Redis keys, each store standing for one process of a deployment."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from tests.redis_support import RedisServer, redis_cluster
+from volthub.hub.recovery_store import DatabaseRecoveryStore, Lost, RedisRecoveryStore, SharedRecoveryStore
+from volthub.hub.redis_bus import RedisRelay, RedisSettings
+from volthub.persistence import Database, open_database
+
+__all__ = ["redis_cluster"]  # fixture
+
+WINDOW = 120.0
+
+
+class SetClock:
+    def __init__(self) -> None:
+        self.at = 1_800_000_000.0
+
+    def now(self) -> float:
+        return self.at
+
+
+def state(channels: dict[str, bool] | None = None, user: str | None = "u1") -> Lost:
+    return Lost("sid-1", "/", user, None, channels if channels is not None else {"c1": True}, {"c1": "e1"})
+
+
+@pytest.fixture(params=["postgres", "redis"])
+async def stores(
+    request: pytest.FixtureRequest, postgres_url: str, tmp_path: Path, nursery: trio.Nursery
+) -> AsyncIterator[tuple[Callable[[], SharedRecoveryStore], SetClock, list[RedisServer]]]:
+    """A maker of stores on one backend (each one a process), their clock, and the Redis
+    servers (none: PostgreSQL)."""
+    clock = SetClock()
+    database: Database = open_database(postgres_url, pool_size=2)
+    await database.open()
+    servers: list[RedisServer] = []
+    relay: RedisRelay | None = None
+    if request.param == "redis":
+        servers = [RedisServer(tmp_path).start()]
+        relay = RedisRelay(database, clock, RedisSettings(url=servers[0].url, sweep_seconds=0))
+    if relay is not None:
+        nursery.start_soon(relay.run)
+        with trio.fail_after(10):
+            await relay.wait_connected()
+
+    def make() -> SharedRecoveryStore:
+        if relay is not None:
+            return RedisRecoveryStore(WINDOW, clock, relay)
+        return DatabaseRecoveryStore(WINDOW, clock, database)
+
+    yield make, clock, servers
+    nursery.cancel_scope.cancel()
+    await database.close()
+    if request.param == "redis":
+        servers[0].stop()
+
+
+async def test_a_state_is_taken_once_by_any_process_and_only_by_its_user(stores: Any) -> None:
+    make, _, _ = stores
+    a, b = make(), make()
+    a.keep("pid-1", state(), now=0.0)
+    await a.flush()
+    assert await b.take("pid-1", "u2", "/", now=0.0) is None  # another user
+    assert await b.take("pid-1", None, "/", now=0.0) is None  # no user
+    assert await b.take("pid-1", "u1", "/ws/events", now=0.0) is None  # another namespace
+    taken = await b.take("pid-1", "u1", "/", now=0.0)
+    assert taken is not None and taken.final and taken.last_sent == {"c1": "e1"} and taken.sid == "sid-1"
+    assert await a.take("pid-1", "u1", "/", now=0.0) is None  # once, whoever asks
+
+
+async def test_a_live_state_outlives_a_killed_process_for_the_window_only(stores: Any) -> None:
+    make, clock, redis = stores
+    killed, survivor = make(), make()
+    killed.track("pid-1", state(), now=0.0)
+    killed.track("pid-2", state(user="u2"), now=0.0)
+    await killed.flush()
+    await killed.refresh()
+    if redis:  # Redis expires keys by its own clock: each has the window's TTL
+        ttls = [
+            int(node.cli("PTTL", key))
+            for node in redis
+            for key in node.cli("--scan", "--pattern", "volthub:recovery:*").split()
+        ]
+        assert len(ttls) == 2 and all(WINDOW * 1000 <= ttl <= killed.ttl_seconds * 1000 for ttl in ttls), ttls
+    clock.at += WINDOW - 1  # the process died right after; nothing refreshes its states
+    live = await survivor.take("pid-1", "u1", "/", now=0.0)
+    assert live is not None and not live.final  # written while the connection lived
+    if not redis:
+        clock.at += 2 * WINDOW
+        await survivor.refresh()  # lets expired rows go
+        assert await survivor.take("pid-2", "u2", "/", now=0.0) is None
+
+
+async def test_a_live_state_is_kept_fresh_while_its_process_runs(stores: Any) -> None:
+    make, clock, _ = stores
+    running, other = make(), make()
+    running.track("pid-1", state(), now=0.0)
+    await running.flush()
+    for _ in range(8):  # twice the window, refreshed every quarter of it
+        clock.at += running.refresh_seconds
+        await running.refresh()
+    assert await other.take("pid-1", "u1", "/", now=0.0) is not None
+
+
+async def test_a_late_drop_does_not_overwrite_a_state_another_process_took_over(stores: Any) -> None:
+    make, _, _ = stores
+    a, b = make(), make()
+    a.track("pid-1", state({"c1": True}), now=0.0)
+    await a.flush()
+    # The client reconnected to b before a noticed the drop: b takes the state and owns it.
+    assert await b.take("pid-1", "u1", "/", now=0.0) is not None
+    b.track("pid-1", state({"c1": True, "c2": False}), now=0.0)
+    await b.flush()
+    a.keep("pid-1", state({"c1": True}), now=0.0)  # a notices its drop only now
+    await a.flush()
+    a.forget("pid-1", state())  # nor may a remove what b owns
+    await a.flush()
+    kept = await make().take("pid-1", "u1", "/", now=0.0)
+    assert kept is not None and set(kept.channels) == {"c1", "c2"}
+
+
+async def test_a_connection_that_ends_for_good_leaves_nothing(stores: Any) -> None:
+    make, _, _ = stores
+    a = make()
+    a.track("pid-1", state(), now=0.0)
+    await a.flush()
+    a.forget("pid-1", state())
+    await a.flush()
+    assert await make().take("pid-1", "u1", "/", now=0.0) is None
+
+
+async def test_the_service_writes_refreshes_and_writes_the_last_drops_on_shutdown(
+    postgres_url: str, mock_clock: trio.testing.MockClock
+) -> None:
+    mock_clock.autojump_threshold = 0.05  # real seconds idle: database calls run in threads
+    clock = SetClock()
+    database: Database = open_database(postgres_url, pool_size=2)
+    await database.open()
+    store = DatabaseRecoveryStore(WINDOW, clock, database)
+
+    async def expiries() -> dict[str, int]:
+        rows = await database.read(lambda tx: tx.execute("SELECT state, expires_at FROM recovery_states"))
+        return {Lost.loads(row["state"]).sid: int(row["expires_at"]) for row in rows}
+
+    async def until(predicate: Callable[[dict[str, int]], bool]) -> dict[str, int]:
+        with trio.fail_after(60):
+            while not predicate(found := await expiries()):
+                await trio.sleep(0.1)
+        return found
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.run)
+            store.track("pid-1", Lost("live", "/", "u1", None, {"c1": True}), now=0.0)
+            first = (await until(lambda rows: "live" in rows))["live"]
+            clock.at += WINDOW
+            await trio.sleep(store.refresh_seconds)  # the next refresh is due
+            await until(lambda rows: rows.get("live", 0) > first)
+            store.keep("pid-2", Lost("dropped", "/", "u1", None, {"c1": True}), now=0.0)
+            nursery.cancel_scope.cancel()  # shutdown, with that drop still queued
+        assert "dropped" in await expiries()
+    finally:
+        await database.close()
+
+
+async def test_on_a_redis_cluster_states_are_written_kept_fresh_and_taken_once(
+    postgres_url: str, redis_cluster: list[RedisServer], nursery: trio.Nursery
+) -> None:
+    """The keys of many states live on many nodes: written and refreshed one by one."""
+    clock = SetClock()
+    database: Database = open_database(postgres_url, pool_size=2)
+    await database.open()
+    settings = RedisSettings(cluster_nodes=tuple(node.node for node in redis_cluster), sweep_seconds=0)
+    relay = RedisRelay(database, clock, settings)
+    nursery.start_soon(relay.run)
+    try:
+        with trio.fail_after(10):
+            await relay.wait_connected()
+        a, b = RedisRecoveryStore(WINDOW, clock, relay), RedisRecoveryStore(WINDOW, clock, relay)
+        for n in range(6):
+            a.track(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+        await a.flush()
+        await a.refresh()
+        keys = [key for node in redis_cluster for key in node.cli("--scan", "--pattern", "volthub:recovery:*").split()]
+        assert len(keys) == 6
+        assert all(await b.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6))
+        assert not any([await a.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6)])
+    finally:
+        nursery.cancel_scope.cancel()
+        await database.close()

@@ -1,0 +1,48 @@
+"""Kept Socket.IO connection states of a PostgreSQL deployment (`recovery_states`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from volthub.persistence.database import Tx
+
+# (state key, state JSON, live) of one write; state None: the connection ended for good.
+Write = tuple[str, str | None, bool]
+
+
+def write(tx: Tx, owner: str, writes: Sequence[Write], expires_ms: int) -> None:
+    """Apply a process's writes in order. A live state is this process's from now on; a
+    dropped one replaces only a row this process owns (or none: another process that took
+    the state over keeps it); an ended one deletes only a row this process owns."""
+    for key, state, live in writes:
+        if state is None:
+            tx.execute("DELETE FROM recovery_states WHERE state_key = ? AND owner = ?", (key, owner))
+        elif live:
+            tx.execute(
+                "INSERT INTO recovery_states (state_key, owner, live, state, expires_at) VALUES (?, ?, 1, ?, ?) "
+                "ON CONFLICT (state_key) DO UPDATE SET owner = excluded.owner, live = 1, state = excluded.state, "
+                "expires_at = excluded.expires_at",
+                (key, owner, state, expires_ms),
+            )
+        else:
+            tx.execute(
+                "INSERT INTO recovery_states (state_key, owner, live, state, expires_at) VALUES (?, ?, 0, ?, ?) "
+                "ON CONFLICT (state_key) DO UPDATE SET live = 0, state = excluded.state, "
+                "expires_at = excluded.expires_at WHERE recovery_states.owner = excluded.owner",
+                (key, owner, state, expires_ms),
+            )
+
+
+def refresh(tx: Tx, owner: str, expires_ms: int, now_ms: int) -> None:
+    """This process's live states stay recoverable until `expires_ms`; expired rows of any
+    process (a killed one's, a dropped state nobody came back for) go."""
+    tx.execute("UPDATE recovery_states SET expires_at = ? WHERE owner = ? AND live = 1", (expires_ms, owner))
+    tx.execute("DELETE FROM recovery_states WHERE expires_at < ?", (now_ms,))
+
+
+def take(tx: Tx, key: str, now_ms: int) -> str | None:
+    """The state under `key`, once: the row goes whoever reads it; None when absent or expired."""
+    rows = tx.execute("DELETE FROM recovery_states WHERE state_key = ? RETURNING state, expires_at", (key,))
+    if not rows or int(rows[0]["expires_at"]) < now_ms:
+        return None
+    return str(rows[0]["state"])
