@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--concurrency must be >= 1 and --seconds > 0")
     report = trio.run(_main, args)
     if args.json:
-        print(orjson.dumps(report).decode())
+        print(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS).decode())  # statuses are keyed by int
     else:
         latency: dict[str, float] = report["latency_ms"]  # type: ignore[assignment]
         print(
