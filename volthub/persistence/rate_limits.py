@@ -13,14 +13,12 @@ from volthub.protocol.ratelimit import Decision, Rate, decide
 
 
 def hit(tx: Tx, key: str, rate: Rate, now_ns: int) -> Decision:
-    # One statement makes the row (when the key is new) and locks it for this transaction
-    # (the no-op DO UPDATE takes the row lock, as FOR UPDATE would), returning the stored
-    # value: two first requests of a new key cannot both start from an empty budget.
-    stored = tx.scalar(
-        "INSERT INTO rate_limit_budgets (key, tat, expires_ns) VALUES (?, 0, 0)"
-        " ON CONFLICT (key) DO UPDATE SET tat = rate_limit_budgets.tat RETURNING tat",
-        (key,),
+    # The row first (a no-op when it exists), so FOR UPDATE always has a row to lock:
+    # two first requests of a new key cannot both start from an empty budget.
+    tx.execute(
+        "INSERT INTO rate_limit_budgets (key, tat, expires_ns) VALUES (?, 0, 0) ON CONFLICT (key) DO NOTHING", (key,)
     )
+    stored = tx.scalar("SELECT tat FROM rate_limit_budgets WHERE key = ? FOR UPDATE", (key,))
     tat = int(stored) if stored else None
     decision, new_tat = decide(rate, tat, now_ns)
     if decision.allowed:
