@@ -153,6 +153,8 @@ def _ratelimit_switch_exists() -> bool:
     return section is not None and "enabled" in section.annotation.model_fields  # type: ignore[union-attr]
 
 
+# `--floor`: what the senders ask for instead of posting.
+FLOOR_PATH = "/livez"
 # `--rate-limits`: every budget this high (per minute or hour), so nothing is refused.
 UNREACHED_BUDGET = 1_000_000
 
@@ -235,7 +237,13 @@ async def _register(client: httpx.AsyncClient, prefix: str) -> tuple[str, str]:
 
 
 async def _sender(
-    client: httpx.AsyncClient, token: str, channel_id: str, stop_at: float, results: Results, number: int
+    client: httpx.AsyncClient,
+    token: str,
+    channel_id: str,
+    stop_at: float,
+    results: Results,
+    number: int,
+    floor: bool = False,
 ) -> None:
     path = f"/api/integrations/oauth/chat/channels/{channel_id}/messages"
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -245,7 +253,10 @@ async def _sender(
         body = orjson.dumps({"message": f"load {number}.{sequence} hello @nobody"})
         started = time.perf_counter()
         try:
-            response = await client.post(path, content=body, headers=headers)
+            if floor:  # the HTTP stack alone: a route with no body, token or database
+                response = await client.get(FLOOR_PATH)
+            else:
+                response = await client.post(path, content=body, headers=headers)
             status = response.status_code
         except httpx.HTTPError:
             status = 0
@@ -288,10 +299,12 @@ async def run_bench(
     events_url: str | None = None,
     server_pid: int = 0,
     profile: Path | None = None,
+    floor: bool = False,
 ) -> Results:
     """`events_url`: the gateway, where each channel's owner follows it (None: no followers);
     `server_pid`: whose CPU time to measure (0: not measured); `profile`: where py-spy writes
-    the server's stacks over the measured window (None: not profiled)."""
+    the server's stacks over the measured window (None: not profiled); `floor`: the senders
+    ask for FLOOR_PATH instead of posting (nothing is delivered then)."""
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
         senders = [await _register(client, "sender") for _ in range(concurrency)]
@@ -321,7 +334,7 @@ async def run_bench(
                 stop_at = started + seconds
                 async with trio.open_nursery() as nursery:
                     for number, ((_, token), channel_id) in enumerate(zip(senders, targets, strict=True)):
-                        nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number)
+                        nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number, floor)
                 results.elapsed = time.perf_counter() - started
                 after = read_proc(server_pid, 0.0) if server_pid else None
             if profile is not None and profile.exists():
@@ -329,7 +342,7 @@ async def run_bench(
             if before is not None and after is not None:
                 results.server_cpu_seconds = after.cpu_seconds - before.cpu_seconds
             # Every acknowledged send was published before its 200; give the last frames a moment.
-            with trio.move_on_after(2.0):
+            with trio.move_on_after(0 if floor else 2.0):
                 while sum(f.seen for f in followers) < results.accepted:
                     await trio.sleep(0.05)
             results.delivered = sum(f.seen for f in followers)
@@ -352,11 +365,13 @@ async def _main(args: argparse.Namespace) -> dict[str, object]:
                 server.events_url,
                 server.process.pid,
                 Path(args.profile).resolve() if args.profile else None,
+                args.floor,
             )
         finally:
             server.stop()
     backend = "postgresql" if database.startswith("postgres") else "sqlite"
     return {
+        **({"floor": FLOOR_PATH} if args.floor else {}),
         "backend": backend,
         "concurrency": args.concurrency,
         "channels": args.channels or args.concurrency,
@@ -381,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
         f"PostgreSQL), every budget at {UNREACHED_BUDGET:,} so none refuses; default: off",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help=f"the senders GET {FLOOR_PATH} instead of posting: the per-request cost of the HTTP stack "
+        "(Hypercorn, Quart, middleware) without the send's own work",
+    )
+    parser.add_argument(
         "--profile",
         metavar="FILE",
         help="attach py-spy to the server over the measured window: its collapsed stacks go to FILE, "
@@ -396,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         latency: dict[str, float] = report["latency_ms"]  # type: ignore[assignment]
         print(
+            f"{'floor ' + FLOOR_PATH + ' on ' if args.floor else ''}"
             f"{report['backend']}: {report['sends_per_second']} sends/s accepted "
             f"({report['accepted']} in {report['seconds']} s, {report['concurrency']} senders, "
             f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "
