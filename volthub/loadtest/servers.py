@@ -255,14 +255,20 @@ async def profiling(pid: int, output: Path) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.send_signal(signal.SIGINT)
-            with trio.move_on_after(30):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+        await stop_profiler(process)
+
+
+async def stop_profiler(process: trio.Process) -> None:
+    """Interrupt py-spy (SIGINT makes it write its output); killed after 30 s. Shielded: it
+    runs while a cancelled run winds down too."""
+    with trio.CancelScope(shield=True):
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        with trio.move_on_after(30):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
 
 
 def top_frames(collapsed: str, limit: int = 15) -> dict[str, Any]:
