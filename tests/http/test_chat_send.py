@@ -61,6 +61,36 @@ async def test_channel_id_must_be_a_uuid_of_an_existing_channel(chat_env):
     await expect_error(await chat_env.send(viewer, str(uuid.uuid4())), 404, "not_found")
 
 
+async def test_a_send_in_a_channel_whose_actor_runs_reads_no_account(backend_chat_env, monkeypatch):
+    env = backend_chat_env
+    streamer, viewer = await env.user(), await env.user()
+    accounts = env.rt.services.accounts
+    reads: list[str] = []
+    read_user = accounts.get_user
+
+    async def counted(user_id):
+        reads.append(user_id)
+        return await read_user(user_id)
+
+    monkeypatch.setattr(accounts, "get_user", counted)
+    assert (await env.send(viewer, streamer.id, "one")).status_code == 200
+    assert reads == [streamer.id]  # no actor yet: the channel is looked up
+    assert (await env.send(viewer, streamer.id, "two")).status_code == 200
+    assert reads == [streamer.id]  # its actor runs: no second look-up
+    assert [e.data["message"] for e in env.named("chat.message")] == ["one", "two"]
+
+
+async def test_a_channel_removed_while_its_actor_runs_is_still_404(backend_chat_env):
+    from volthub.persistence import users as users_repo
+
+    env = backend_chat_env
+    streamer, viewer = await env.user(), await env.user()
+    assert (await env.send(viewer, streamer.id, "before")).status_code == 200
+    await env.rt.db.write(lambda tx: users_repo.delete_users(tx, [streamer.id]))
+    await expect_error(await env.send(viewer, streamer.id, "after"), 404, "not_found")
+    await expect_error(await env.send(viewer, streamer.id, "after", sendAsBot=True), 404, "not_found")
+
+
 async def test_a_token_is_required(chat_env):
     streamer = await chat_env.user()
     response = await chat_env.client.post(

@@ -74,6 +74,7 @@ def own_channel(
     name: str = "channelId",
     first_party_anywhere: bool = False,
     must_exist: bool = False,
+    known_to_exist: Callable[[str], bool] | None = None,
 ) -> Callable[[F], F]:
     """A channel named in the path: it must be the token owner's own.
 
@@ -82,12 +83,18 @@ def own_channel(
     the caller's user id (403 `channel_not_owned`); the view receives it canonicalised. With
     `first_party_anywhere`, a first-party token may name any channel (a viewer's own client
     posting in chat); an OAuth token never may.
+
+    `known_to_exist(channel_id)`: the route's own store can vouch for the channel without a
+    database read (a chat channel whose actor is running); asked only for a first-party
+    caller with `first_party_anywhere`, whose request passes no ownership check, so a
+    channel removed meanwhile is still refused with the same 404 by the route's store.
     """
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         async def view(*args: Any, **kwargs: Any) -> Any:
-            if must_exist:  # a channel that does not exist is 404, whoever asks
+            if must_exist and not _vouched(kwargs[param], first_party_anywhere, known_to_exist):
+                # a channel that does not exist is 404, whoever asks
                 await check_channel_exists(kwargs[param], name=name)
             kwargs[param] = check_own_channel(kwargs[param], name=name, first_party_anywhere=first_party_anywhere)
             return await fn(*args, **kwargs)
@@ -95,6 +102,13 @@ def own_channel(
         return view  # type: ignore[return-value]
 
     return decorate
+
+
+def _vouched(channel_id: str, first_party_anywhere: bool, known_to_exist: Callable[[str], bool] | None) -> bool:
+    if known_to_exist is None or not first_party_anywhere:
+        return False
+    caller = g.get("principal")
+    return caller is not None and caller.is_first_party and known_to_exist(channel_id)
 
 
 async def check_channel_exists(channel_id: str, *, name: str = "channelId") -> None:

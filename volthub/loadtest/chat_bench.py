@@ -5,7 +5,8 @@
         --seconds 20 --concurrency 32 --channels 1
 
 Starts `volthub serve` as a child process (rate limits off when the build has that switch,
-cheap password hashing so registering the senders is quick), registers `--concurrency`
+unless `--rate-limits` keeps them on with budgets no sender reaches, so what deciding and
+storing them costs is measured; cheap password hashing so registering the senders is quick), registers `--concurrency`
 senders and `--channels` channels, then lets every sender post as fast as it can for
 `--seconds`: sender i posts in channel i mod channels. `--channels 0` (default) gives each
 sender its own channel; `--channels 1` puts everyone in one channel (one actor, the
@@ -15,6 +16,12 @@ so a send counts end to end: acknowledged (200) and fanned out (`delivered` coun
 reached its channel's socket). Reports accepted sends per second, latency percentiles and
 the server's CPU time per accepted send over the measured window.
 
+`--profile FILE` attaches py-spy to the server for the measured window, writes its
+collapsed stacks to FILE and reports where the server's on-CPU samples went, by layer of
+the send path (`layer_split`): Hypercorn and h11, Quart, volthub's HTTP middleware and
+hooks, validation, authentication and rate limits, the channel actor, the database, the
+publish and fan-out, and the rest (Trio's scheduler, socket calls outside those).
+
 The client runs on the same machine as the server and takes CPU from it; the figures are
 a floor for what the server does with its own cores.
 """
@@ -22,6 +29,7 @@ a floor for what the server does with its own cores.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import statistics
@@ -38,9 +46,62 @@ import orjson
 import trio
 
 from volthub.loadtest.metrics import read_proc
-from volthub.loadtest.servers import free_port
+from volthub.loadtest.servers import free_port, profiling
 
 PASSWORD = "bench password 123"
+
+
+# Layers of the send path, each named by where its code lives. A sample counts for the
+# innermost frame that matches one (a socket send under Hypercorn is Hypercorn's, the
+# database work an actor awaits is the database's).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("database", ("volthub/persistence/", "psycopg", "sqlite3")),
+    (
+        "publish and fan-out",
+        ("volthub/hub/publisher.py", "volthub/hub/fanout.py", "volthub/hub/bus.py", "volthub/hub/redis_bus.py")
+        + ("volthub/http/events/", "wsproto", "trio_websocket"),
+    ),
+    ("channel actor", ("volthub/hub/", "volthub/services/chat.py")),
+    (
+        "auth and rate limits",
+        ("volthub/http/access.py", "volthub/http/ratelimit.py", "volthub/services/tokens.py")
+        + ("volthub/services/sessions.py", "volthub/services/oauth"),
+    ),
+    ("HTTP middleware and hooks", ("volthub/http/", "volthub/logs.py", "volthub/metrics.py", "prometheus_client")),
+    ("validation", ("quart_schema", "pydantic")),
+    ("Quart", ("quart/", "quart_trio/", "werkzeug/", "blinker/")),
+    ("Hypercorn and h11", ("hypercorn/", "h11/")),
+)
+OTHER_LAYER = "Trio scheduler, I/O and the rest"
+# Leaf frames where a thread waits rather than runs (py-spy counts some of those waits).
+_WAITING = ("_thread_cache.py", "Condition.wait", "Event.wait", "Connection.wait", "get_events", "Queue.get")
+
+
+def layer_split(collapsed: str) -> dict[str, float]:
+    """Percent of the on-CPU samples per layer, from py-spy's raw output (one
+    `frame;frame;...;leaf count` per line); samples of a waiting thread are left out."""
+    counts: Counter[str] = Counter()
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        frames = stack.split(";")
+        leaf = frames[-1]
+        if any(mark in leaf for mark in _WAITING) and "(volthub/" not in leaf:
+            continue
+        counts[_layer_of(frames)] += int(count_text)
+    total = sum(counts.values())
+    if not total:
+        return {}
+    return {layer: round(100 * count / total, 1) for layer, count in counts.most_common()}
+
+
+def _layer_of(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        for layer, marks in LAYERS:
+            if any(mark in frame for mark in marks):
+                return layer
+    return OTHER_LAYER
 
 
 @dataclass
@@ -50,6 +111,7 @@ class Results:
     elapsed: float = 0.0
     delivered: int = 0  # chat.message events the channels' sockets got in the measured window
     server_cpu_seconds: float | None = None
+    profile: dict[str, float] | None = None  # percent of the server's samples per layer (--profile)
 
     @property
     def accepted(self) -> int:
@@ -74,6 +136,7 @@ class Results:
                 if self.server_cpu_seconds is not None and self.accepted
                 else None
             ),
+            **({"profile_percent": self.profile} if self.profile is not None else {}),
             "latency_ms": {
                 "mean": round(statistics.fmean(self.latencies) * 1000, 2) if self.latencies else None,
                 "p50": round(self.percentile(0.50) * 1000, 2),
@@ -90,10 +153,22 @@ def _ratelimit_switch_exists() -> bool:
     return section is not None and "enabled" in section.annotation.model_fields  # type: ignore[union-attr]
 
 
+# `--floor`: what the senders ask for instead of posting.
+FLOOR_PATH = "/livez"
+# `--rate-limits`: every budget this high (per minute or hour), so nothing is refused.
+UNREACHED_BUDGET = 1_000_000
+
+
+def _budget_fields() -> list[str]:
+    from volthub.config import RateLimitSettings
+
+    return [name for name in RateLimitSettings.model_fields if name.endswith(("_per_minute", "_per_hour"))]
+
+
 class Server:
     """`volthub serve` in a child process, logging to a file."""
 
-    def __init__(self, database: str, port: int, workdir: Path) -> None:
+    def __init__(self, database: str, port: int, workdir: Path, rate_limits: bool = False) -> None:
         self.url = f"http://127.0.0.1:{port}"
         gateway_port = free_port()  # never the default 8081: benches may run beside other servers
         self.events_url = f"ws://127.0.0.1:{gateway_port}"
@@ -102,7 +177,9 @@ class Server:
             "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
             "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024",
         }
-        if _ratelimit_switch_exists():
+        if rate_limits:  # counted and stored as in production, with budgets no sender reaches
+            env.update({f"VOLTHUB_RATELIMIT__{name.upper()}": str(UNREACHED_BUDGET) for name in _budget_fields()})
+        elif _ratelimit_switch_exists():
             env["VOLTHUB_RATELIMIT__ENABLED"] = "false"
         self.log_path = workdir / "server.log"
         self._log = self.log_path.open("ab")
@@ -160,7 +237,13 @@ async def _register(client: httpx.AsyncClient, prefix: str) -> tuple[str, str]:
 
 
 async def _sender(
-    client: httpx.AsyncClient, token: str, channel_id: str, stop_at: float, results: Results, number: int
+    client: httpx.AsyncClient,
+    token: str,
+    channel_id: str,
+    stop_at: float,
+    results: Results,
+    number: int,
+    floor: bool = False,
 ) -> None:
     path = f"/api/integrations/oauth/chat/channels/{channel_id}/messages"
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -170,7 +253,10 @@ async def _sender(
         body = orjson.dumps({"message": f"load {number}.{sequence} hello @nobody"})
         started = time.perf_counter()
         try:
-            response = await client.post(path, content=body, headers=headers)
+            if floor:  # the HTTP stack alone: a route with no body, token or database
+                response = await client.get(FLOOR_PATH)
+            else:
+                response = await client.post(path, content=body, headers=headers)
             status = response.status_code
         except httpx.HTTPError:
             status = 0
@@ -206,10 +292,19 @@ class _Follower:
 
 
 async def run_bench(
-    url: str, seconds: float, concurrency: int, channels: int, events_url: str | None = None, server_pid: int = 0
+    url: str,
+    seconds: float,
+    concurrency: int,
+    channels: int,
+    events_url: str | None = None,
+    server_pid: int = 0,
+    profile: Path | None = None,
+    floor: bool = False,
 ) -> Results:
     """`events_url`: the gateway, where each channel's owner follows it (None: no followers);
-    `server_pid`: whose CPU time to measure (0: not measured)."""
+    `server_pid`: whose CPU time to measure (0: not measured); `profile`: where py-spy writes
+    the server's stacks over the measured window (None: not profiled); `floor`: the senders
+    ask for FLOOR_PATH instead of posting (nothing is delivered then)."""
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
         senders = [await _register(client, "sender") for _ in range(concurrency)]
@@ -227,22 +322,27 @@ async def run_bench(
             async with trio.open_nursery() as nursery:
                 for (_, token), channel_id in zip(senders, targets, strict=True):
                     nursery.start_soon(_sender, client, token, channel_id, time.perf_counter(), Results(), -1)
-            await trio.sleep(0.5)  # the warm-up's messages reach the followers before counting starts
-            for follower in followers:
-                follower.counting = True
             results = Results()
-            before = read_proc(server_pid, 0.0) if server_pid else None
-            started = time.perf_counter()
-            stop_at = started + seconds
-            async with trio.open_nursery() as nursery:
-                for number, ((_, token), channel_id) in enumerate(zip(senders, targets, strict=True)):
-                    nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number)
-            results.elapsed = time.perf_counter() - started
-            after = read_proc(server_pid, 0.0) if server_pid else None
+            async with contextlib.AsyncExitStack() as profiler:
+                if profile is not None and server_pid:
+                    await profiler.enter_async_context(profiling(server_pid, profile))
+                await trio.sleep(0.5)  # the warm-up's messages reach the followers before counting starts
+                for follower in followers:
+                    follower.counting = True
+                before = read_proc(server_pid, 0.0) if server_pid else None
+                started = time.perf_counter()
+                stop_at = started + seconds
+                async with trio.open_nursery() as nursery:
+                    for number, ((_, token), channel_id) in enumerate(zip(senders, targets, strict=True)):
+                        nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number, floor)
+                results.elapsed = time.perf_counter() - started
+                after = read_proc(server_pid, 0.0) if server_pid else None
+            if profile is not None and profile.exists():
+                results.profile = layer_split(profile.read_text())
             if before is not None and after is not None:
                 results.server_cpu_seconds = after.cpu_seconds - before.cpu_seconds
             # Every acknowledged send was published before its 200; give the last frames a moment.
-            with trio.move_on_after(2.0):
+            with trio.move_on_after(0 if floor else 2.0):
                 while sum(f.seen for f in followers) < results.accepted:
                     await trio.sleep(0.05)
             results.delivered = sum(f.seen for f in followers)
@@ -254,20 +354,28 @@ async def _main(args: argparse.Namespace) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="volthub-bench-") as tmp:
         workdir = Path(tmp)
         database = args.database or f"sqlite:///{workdir / 'bench.db'}"
-        server = Server(database, args.port or free_port(), workdir)
+        server = Server(database, args.port or free_port(), workdir, rate_limits=args.rate_limits)
         try:
             await server.wait_ready()
             results = await run_bench(
-                server.url, args.seconds, args.concurrency, args.channels, server.events_url, server.process.pid
+                server.url,
+                args.seconds,
+                args.concurrency,
+                args.channels,
+                server.events_url,
+                server.process.pid,
+                Path(args.profile).resolve() if args.profile else None,
+                args.floor,
             )
         finally:
             server.stop()
     backend = "postgresql" if database.startswith("postgres") else "sqlite"
     return {
+        **({"floor": FLOOR_PATH} if args.floor else {}),
         "backend": backend,
         "concurrency": args.concurrency,
         "channels": args.channels or args.concurrency,
-        "ratelimit_disabled": _ratelimit_switch_exists(),
+        "ratelimit_disabled": not args.rate_limits and _ratelimit_switch_exists(),
         **results.summary(),
     }
 
@@ -281,22 +389,44 @@ def main(argv: list[str] | None = None) -> int:
         "--channels", type=int, default=0, help="channels to post in; 0 = one per sender (default), 1 = all in one"
     )
     parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
+    parser.add_argument(
+        "--rate-limits",
+        action="store_true",
+        help=f"keep rate limiting on (counted and stored as configured, e.g. in the database on "
+        f"PostgreSQL), every budget at {UNREACHED_BUDGET:,} so none refuses; default: off",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help=f"the senders GET {FLOOR_PATH} instead of posting: the per-request cost of the HTTP stack "
+        "(Hypercorn, Quart, middleware) without the send's own work",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="attach py-spy to the server over the measured window: its collapsed stacks go to FILE, "
+        "the share of samples per layer of the send path into the report",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.seconds <= 0:
         parser.error("--concurrency must be >= 1 and --seconds > 0")
     report = trio.run(_main, args)
     if args.json:
-        print(orjson.dumps(report).decode())
+        print(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS).decode())  # statuses are keyed by int
     else:
         latency: dict[str, float] = report["latency_ms"]  # type: ignore[assignment]
         print(
+            f"{'floor ' + FLOOR_PATH + ' on ' if args.floor else ''}"
             f"{report['backend']}: {report['sends_per_second']} sends/s accepted "
             f"({report['accepted']} in {report['seconds']} s, {report['concurrency']} senders, "
             f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "
             f"p99 {latency['p99']}; statuses {report['statuses']}; delivered {report['delivered']}; "
             f"server CPU {report['server_cpu_ms_per_send']} ms per send"
         )
+        if "profile_percent" in report:
+            split: dict[str, float] = report["profile_percent"]  # type: ignore[assignment]
+            print("server samples by layer: " + "; ".join(f"{layer} {share}%" for layer, share in split.items()))
     return 0
 
 

@@ -16,7 +16,6 @@ a few seconds of shutdown.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,7 +34,7 @@ from volthub.loadtest.client import ClientSlot, RunState, SocketOptions, socketi
 from volthub.loadtest.figures import Moment, deliveries_due, summary
 from volthub.loadtest.metrics import ProcTrace, percentile, read_proc
 from volthub.loadtest.scenario import SOCKET_KINDS, Scenario, Stage, fan_out, next_kind
-from volthub.loadtest.servers import profiler_command, top_frames
+from volthub.loadtest.servers import profiler_command, stop_profiler, top_frames
 from volthub.loadtest.targets import Channel, Target, check_url, new_run_tag, reachable
 
 LATE_LIMIT = 1.0  # seconds: a send that cannot start this long after its due time is not sent
@@ -421,14 +420,7 @@ class Run:
         process, self.profiler = self.profiler, None
         if process is None or self.profile is None:
             return
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.send_signal(signal.SIGINT)
-            with trio.move_on_after(30):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+        await stop_profiler(process)
         if not self.profile.exists() or not self.profile.stat().st_size:
             problem = self._profile_log().read_text(errors="replace")[-300:]
             self.notes.append(f"profiler wrote nothing: {problem}")

@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,6 +244,31 @@ def profiler_command(pid: int, output: Path, rate: int = 250) -> list[str]:
         str(output),
         "--nonblocking",
     ]
+
+
+@asynccontextmanager
+async def profiling(pid: int, output: Path) -> AsyncIterator[None]:
+    """py-spy attached to `pid` for the body of the `async with`, then interrupted (SIGINT)
+    so it writes its collapsed stacks to `output`; its own messages go to `output`.log."""
+    with open(output.with_name(output.name + ".log"), "wb") as log:  # a file: never blocks py-spy
+        process = await trio.lowlevel.open_process(profiler_command(pid, output), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        await stop_profiler(process)
+
+
+async def stop_profiler(process: trio.Process) -> None:
+    """Interrupt py-spy (SIGINT makes it write its output); killed after 30 s. Shielded: it
+    runs while a cancelled run winds down too."""
+    with trio.CancelScope(shield=True):
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        with trio.move_on_after(30):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
 
 
 def top_frames(collapsed: str, limit: int = 15) -> dict[str, Any]:

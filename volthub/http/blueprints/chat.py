@@ -58,6 +58,12 @@ def chat_hub() -> ActorRegistry:
     return hub_for(runtime())
 
 
+def _has_actor(channel_id: str) -> bool:
+    """A channel with a running actor exists (or its actor answers 404 itself): sends in
+    it skip the existence read."""
+    return chat_hub().actor(channel_id) is not None
+
+
 async def run_chat_hub(rt: Runtime) -> None:
     """App service: the registry's nursery holds every channel actor until shutdown."""
     await hub_for(rt).run()
@@ -234,7 +240,7 @@ class ModerateOut(Model):
 @tag(["Chat"])
 @validate_request(SendBody)
 @validate_response(SendOut, 200)
-@access.own_channel(first_party_anywhere=True, must_exist=True)
+@access.own_channel(first_party_anywhere=True, must_exist=True, known_to_exist=_has_actor)
 async def send_message(channel_id: str, data: SendBody) -> SendOut:
     """Post a chat message as the token's user.
 
@@ -261,7 +267,11 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
         as_bot=data.sendAsBot,
     )
     caller = access.principal()
-    bot = await channel_bot(channel_id, caller) if data.sendAsBot else None
+    bot = None
+    if data.sendAsBot:
+        if channel_id != caller.user_id:  # a channel that does not exist is 404 before this 403
+            await access.check_channel_exists(channel_id)
+        bot = await channel_bot(channel_id, caller)
     message_id = await chat_hub().send_message(channel_id, caller.user_id, outgoing, bot)
     return SendOut(success=True, messageId=message_id)
 

@@ -1,0 +1,54 @@
+"""chat_bench's profile split: py-spy's collapsed stacks counted by layer of the send path."""
+
+from __future__ import annotations
+
+from volthub.loadtest.chat_bench import OTHER_LAYER, layer_split
+
+TRUNK = "run (trio/_core/_run.py:2532);unrolled_run (trio/_core/_run.py:2866)"
+HYPERCORN = f"{TRUNK};TCPServer.run (hypercorn/trio/tcp_server.py:76)"
+QUART = f"{HYPERCORN};Quart.__call__ (quart/app.py:1);QuartTrio.full_dispatch_request (quart_trio/app.py:171)"
+WORKER = "Thread.run (threading.py:982);WorkerThread._work (trio/_core/_thread_cache.py:211)"
+
+
+def test_a_sample_counts_for_the_innermost_layer_it_passes_through():
+    collapsed = "\n".join(
+        [
+            f"{HYPERCORN};send (trio/_socket.py:1) 30",  # a socket send under Hypercorn is Hypercorn's
+            f"{QUART};Quart.dispatch_request (quart/app.py:2) 20",
+            f"{QUART};_enforce_access (volthub/http/access.py:9);verify (volthub/services/tokens.py:3) 10",
+            f"{QUART};send_message (volthub/http/blueprints/chat.py:5) 5",
+            f"{QUART};wrapper (quart_schema/validation.py:1);validate (pydantic/main.py:1) 5",
+            f"{TRUNK};ChannelActor.run (volthub/hub/actor.py:1);EventPublisher.write (volthub/hub/publisher.py:1) 10",
+            f"{TRUNK};ChannelActor.run (volthub/hub/actor.py:1) 5",
+            f"{TRUNK};_run_group (volthub/persistence/sqlite.py:1) 10",
+            f"{TRUNK};deadline (trio/_core/_run.py:3) 5",
+        ]
+    )
+    assert layer_split(collapsed) == {
+        "Hypercorn and h11": 30.0,
+        "Quart": 20.0,
+        "auth and rate limits": 10.0,
+        "publish and fan-out": 10.0,
+        "database": 10.0,
+        "HTTP middleware and hooks": 5.0,
+        "validation": 5.0,
+        "channel actor": 5.0,
+        OTHER_LAYER: 5.0,
+    }
+
+
+def test_samples_of_a_waiting_thread_are_left_out():
+    collapsed = "\n".join(
+        [
+            f"{WORKER} 900",  # an idle worker thread waiting for a job
+            f"{TRUNK};get_events (trio/_core/_io_epoll.py:243) 50",  # the event loop waiting in epoll
+            f"{WORKER};_run_group (volthub/persistence/sqlite.py:1) 40",
+            f"{HYPERCORN} 60",
+        ]
+    )
+    assert layer_split(collapsed) == {"Hypercorn and h11": 60.0, "database": 40.0}
+
+
+def test_nothing_sampled_gives_an_empty_split():
+    assert layer_split("") == {}
+    assert layer_split(f"{WORKER} 12\nnot a stack line") == {}

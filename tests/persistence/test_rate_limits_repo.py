@@ -1,0 +1,54 @@
+"""Rate-limit budgets kept in the database (PostgreSQL only: SQLite counts in memory): one hit
+locks its key's row for its transaction."""
+
+from __future__ import annotations
+
+import threading
+
+import trio
+
+from volthub.persistence import open_database
+from volthub.persistence import rate_limits as repo
+from volthub.protocol.ratelimit import Rate
+
+NOW_NS = 1_000_000_000_000
+
+
+async def test_concurrent_hits_of_a_key_spend_its_last_unit_once(postgres_url: str) -> None:
+    database = open_database(postgres_url, 4, 5.0)
+    await database.open()
+    try:
+        # A new key with a budget of one; a stored key with one unit of two left.
+        for key, rate, stored in (
+            ("chat_send:new", Rate.per(1, 60), False),
+            ("chat_send:known", Rate.per(2, 60), True),
+        ):
+            if stored:
+                await database.write(lambda tx, key=key, rate=rate: repo.hit(tx, key, rate, NOW_NS))
+            both_open = threading.Barrier(2, timeout=5)
+            decisions = []
+
+            def hit(tx, key=key, rate=rate, both_open=both_open):
+                both_open.wait()  # both transactions are open before either hits
+                return repo.hit(tx, key, rate, NOW_NS)
+
+            async def spend(hit=hit, decisions=decisions) -> None:
+                decisions.append(await database.write(hit))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(spend)
+                nursery.start_soon(spend)
+            assert sorted(d.allowed for d in decisions) == [False, True], key
+    finally:
+        await database.close()
+
+
+async def test_a_hit_on_a_known_key_continues_from_its_stored_value(postgres_url: str) -> None:
+    database = open_database(postgres_url, 2, 5.0)
+    await database.open()
+    try:
+        rate = Rate.per(2, 60)
+        allowed = [(await database.write(lambda tx: repo.hit(tx, "ip:known", rate, NOW_NS))).allowed for _ in range(3)]
+        assert allowed == [True, True, False]
+    finally:
+        await database.close()
