@@ -117,6 +117,7 @@ class SocketOptions:
     namespace: str = "/"
     implementation: str = "raw"  # or "trio-websocket"
     connect_timeout: float = 30.0
+    source: str | None = None  # the local address to connect from (127.0.0.x): its own ephemeral ports
 
 
 # --- transports ----------------------------------------------------------------------------------
@@ -128,16 +129,28 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
-async def _open_tcp(host: str, port: int) -> trio.SocketStream:
+# Linux: bind() to an address leaves the port to connect(), which may then reuse a port that
+# other connections from the address use to other destinations.
+IP_BIND_ADDRESS_NO_PORT = getattr(trio.socket, "IP_BIND_ADDRESS_NO_PORT", 24)
+
+
+async def _open_tcp(host: str, port: int, source: str | None = None) -> trio.SocketStream:
     """A TCP connection to a literal address without trio.open_tcp_stream's resolver and
-    happy-eyeballs nursery (a third of the generator's CPU per connect); names go through it."""
+    happy-eyeballs nursery (a third of the generator's CPU per connect); names go through it.
+    With `source`, from that local address (each has its own ~28,000 ephemeral ports)."""
     try:
         family = trio.socket.AF_INET6 if ":" in host else trio.socket.AF_INET
         address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
+        if source is not None:
+            raise ValueError(f"a source address needs a literal server address, not {host!r}") from None
         return await trio.open_tcp_stream(host, port)
     sock = trio.socket.socket(family, trio.socket.SOCK_STREAM)
     try:
+        if source is not None:
+            if family == trio.socket.AF_INET:
+                sock.setsockopt(trio.socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            await sock.bind((source, 0))
         await sock.connect((str(address), port))
     except BaseException:
         sock.close()
@@ -154,8 +167,8 @@ class RawWebSocket:
         self.pending: list[str] = []
 
     @classmethod
-    async def connect(cls, host: str, port: int, target: str) -> RawWebSocket:
-        stream = await _open_tcp(host, port)
+    async def connect(cls, host: str, port: int, target: str, source: str | None = None) -> RawWebSocket:
+        stream = await _open_tcp(host, port, source)
         try:
             key = p.new_key()
             await stream.send_all(p.upgrade_request(host, port, target, key))
@@ -236,7 +249,7 @@ class LibraryWebSocket:
 
 async def open_transport(options: SocketOptions, target: str, nursery: trio.Nursery) -> Transport:
     if options.implementation == "raw":
-        return await RawWebSocket.connect(options.host, options.port, target)
+        return await RawWebSocket.connect(options.host, options.port, target, options.source)
     from trio_websocket import connect_websocket
 
     # The library's reader task lives in `nursery`, which the client owns for its lifetime.
