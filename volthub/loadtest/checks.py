@@ -92,6 +92,7 @@ KEYS: dict[str, str] = {
     "hold.server.cpu_ms_per_connect": "server CPU per connect over the ramp (ms, whole process tree)",
     "hold.server.cpu_us_per_socket_second": "server CPU per held socket per second of the hold (us)",
     "hold.server.quiet_cpu_us_per_socket_second": "the same away from broadcasts: upkeep (pings, timers)",
+    "hold.server.cpu_us_per_delivery": "server CPU per broadcast delivery beyond the upkeep (us)",
     "hold.server.rss_growth_kib_per_connection": "server RSS growth per held socket over the ramp (KiB)",
     "hold.generator.cpu_ms_per_connect": "generator CPU per connect over the ramp (ms, all its processes)",
     "hold.restart.not_back": "sockets not connected again after the restart (within --hold-restart-timeout)",

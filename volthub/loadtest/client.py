@@ -168,7 +168,11 @@ class RawWebSocket:
 
     @classmethod
     async def connect(cls, host: str, port: int, target: str, source: str | None = None) -> RawWebSocket:
-        stream = await _open_tcp(host, port, source)
+        return await cls.upgrade(await _open_tcp(host, port, source), host, port, target)
+
+    @classmethod
+    async def upgrade(cls, stream: trio.SocketStream, host: str, port: int, target: str) -> RawWebSocket:
+        """The WebSocket upgrade over an open TCP stream (closed when it fails)."""
         try:
             key = p.new_key()
             await stream.send_all(p.upgrade_request(host, port, target, key))
@@ -282,7 +286,7 @@ async def socketio_client(
             with trio.fail_after(options.connect_timeout):
                 try:
                     transport = await open_transport(options, p.engineio_target(options.path), nursery)
-                    texts, answer = await _handshake(transport, ns, _auth(slot, channel))
+                    texts, answer = await handshake(transport, ns, auth_for(slot, channel))
                 finally:
                     connect_gate.release()
             now = time.monotonic()
@@ -333,23 +337,23 @@ async def socketio_client(
             else:
                 state.lost(slot, "timeout")
         except (OSError, p.WebSocketError, p.ProtocolError, trio.BrokenResourceError, ConnectionError) as exc:
-            reason = _reason(exc)
+            reason = reason_of(exc)
             if slot.connected_at is None:
                 state.failed(slot, reason)
             else:
                 state.lost(slot, reason)
         except Exception as exc:
             if slot.connected_at is None:
-                state.failed(slot, _reason(exc))
+                state.failed(slot, reason_of(exc))
             else:
-                state.lost(slot, _reason(exc))
+                state.lost(slot, reason_of(exc))
         finally:
             if transport is not None:
                 await transport.aclose()
             nursery.cancel_scope.cancel()
 
 
-def _auth(slot: ClientSlot, channel: Channel) -> dict[str, Any]:
+def auth_for(slot: ClientSlot, channel: Channel) -> dict[str, Any]:
     """CONNECT auth: the token, and with recovery the request for it or what to resume."""
     auth: dict[str, Any] = {"token": channel.token}
     if slot.recovery:
@@ -359,7 +363,7 @@ def _auth(slot: ClientSlot, channel: Channel) -> dict[str, Any]:
     return auth
 
 
-async def _handshake(transport: Transport, namespace: str, auth: dict[str, Any]) -> tuple[list[str], Any]:
+async def handshake(transport: Transport, namespace: str, auth: dict[str, Any]) -> tuple[list[str], Any]:
     """Open packet, CONNECT with `auth`, and wait for the server's CONNECT answer.
 
     Returns every other message that arrived meanwhile, for the caller to handle (servers
@@ -388,7 +392,7 @@ async def _handshake(transport: Transport, namespace: str, auth: dict[str, Any])
             raise p.WebSocketError("closed before CONNECT was answered")
 
 
-def _reason(exc: BaseException) -> str:
+def reason_of(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:120]
 
@@ -446,8 +450,8 @@ async def sse_client(
         state.failed(slot, "connect timeout")
     except (httpx.HTTPError, OSError, p.ProtocolError) as exc:
         if slot.connected_at is None:
-            state.failed(slot, _reason(exc))
+            state.failed(slot, reason_of(exc))
         else:
-            state.lost(slot, _reason(exc))
+            state.lost(slot, reason_of(exc))
     finally:
         release()

@@ -410,10 +410,15 @@ def hold_figures(session: _Session) -> dict[str, Any]:
     if before is not None and held is not None:
         rss_growth = held.rss_bytes - before.rss_bytes
         quiet_cpu, quiet_seconds = quiet_upkeep(session.trace.samples, [sent for _, sent in session.broadcasts])
+        delivered = sum(row["reached"] for row in figures["broadcasts"]["each"])
+        hold_cpu = after.cpu_seconds - held.cpu_seconds if after is not None else None
+        # What broadcasting cost: the hold's CPU beyond the upkeep's rate.
+        busy = hold_cpu - quiet_cpu / quiet_seconds * held_seconds if hold_cpu is not None and quiet_seconds else None
         figures["server"] = {
+            "cpu_us_per_delivery": _ratio(busy * 1e6, delivered) if busy is not None else None,
             "cpu_ms_per_connect": _ratio((held.cpu_seconds - before.cpu_seconds) * 1e3, connected),
-            "cpu_us_per_socket_second": _ratio((after.cpu_seconds - held.cpu_seconds) * 1e6, connected * held_seconds)
-            if after is not None
+            "cpu_us_per_socket_second": _ratio(hold_cpu * 1e6, connected * held_seconds)
+            if hold_cpu is not None
             else None,
             "quiet_cpu_us_per_socket_second": _ratio(quiet_cpu * 1e6, connected * quiet_seconds),
             "rss_connected_mib": round(held.rss_bytes / 2**20, 1),

@@ -19,19 +19,32 @@ End of stdin ends the process (its sockets close with it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import resource
+import select
+import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from volthub.loadtest import protocol as p
-from volthub.loadtest.client import ClientSlot, RunState, SocketOptions, socketio_client
+from volthub.loadtest.client import (
+    IP_BIND_ADDRESS_NO_PORT,
+    ClientSlot,
+    RawWebSocket,
+    RunState,
+    SocketOptions,
+    auth_for,
+    handshake,
+    reason_of,
+)
 from volthub.loadtest.pipes import lines as read_lines
 from volthub.loadtest.targets import Channel
 
@@ -55,38 +68,178 @@ class HoldState(RunState):
     by_seq: dict[int, list[float]] = field(default_factory=dict)
     reconnecting: bool = False
 
-    def delivered(self, slot: ClientSlot, now_ns: int, text: str) -> None:
-        parsed = p.parse_message(text, self.run_tag)
-        if parsed is None:
-            return
-        seq, sent_ns = parsed
-        slot.received += 1
-        self.by_seq.setdefault(seq, []).append(round((now_ns - sent_ns) / 1e6, 2))
-
 
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
-async def held_socket(
-    slot: ClientSlot, channel: Channel, options: SocketOptions, state: HoldState, gate: trio.Semaphore
+class Held:
+    """One connected socket; read by the process's one Reader, not by a task of its own."""
+
+    __slots__ = ("slot", "sock", "parser")
+
+    def __init__(self, slot: ClientSlot, sock: socket.socket, parser: p.FrameParser) -> None:
+        self.slot, self.sock, self.parser = slot, sock, parser
+
+
+class Reader:
+    """Every held socket of the process in one epoll set, read by one Trio task.
+
+    A task per socket costs a wake-up, two epoll changes and a scheduler turn per frame
+    read; a broadcast to the hold is one frame on every socket at once, so the generator
+    would spend many times what the server spends per delivery, and its own delay would be
+    what the latencies measure. Here one wake reads every socket that is ready, with plain
+    non-blocking calls; only connecting (and reconnecting) runs in tasks.
+    """
+
+    def __init__(self, state: HoldState, run_tag: str, on_lost: Callable[[ClientSlot], None]) -> None:
+        self.state = state
+        self.epoll = select.epoll()
+        self.held: dict[int, Held] = {}
+        self.marker = f'"{p.MESSAGE_MARK} {run_tag} '.encode()
+        self.on_lost = on_lost
+
+    def add(self, held: Held, texts: list[str]) -> None:
+        fd = held.sock.fileno()
+        self.held[fd] = held
+        self.epoll.register(fd, select.EPOLLIN)
+        now_ns = time.monotonic_ns()
+        for text in texts:
+            if not self._text(held, text.encode(), now_ns):
+                return
+
+    async def run(self) -> None:
+        epoll, held = self.epoll, self.held
+        while True:
+            await trio.lowlevel.wait_readable(epoll.fileno())
+            for fd, _ in epoll.poll(0, 4096):
+                found = held.get(fd)
+                if found is not None:
+                    self._read(found)
+
+    def _read(self, held: Held) -> None:
+        try:
+            data = held.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._lose(held, reason_of(exc))
+            return
+        if not data:
+            self._lose(held, "closed by server")
+            return
+        try:
+            frames = held.parser.feed(data)
+        except p.WebSocketError as exc:
+            self._lose(held, reason_of(exc))
+            return
+        now_ns = time.monotonic_ns()
+        for opcode, payload in frames:
+            if opcode == p.OP_TEXT:
+                if not self._text(held, payload, now_ns):
+                    return
+            elif opcode == p.OP_PING:
+                self._send(held, p.encode_frame(p.OP_PONG, payload))
+            elif opcode == p.OP_CLOSE:
+                self._lose(held, "closed by server")
+                return
+
+    def _text(self, held: Held, payload: bytes, now_ns: int) -> bool:
+        """One Engine.IO packet; False once it ended the socket."""
+        if payload == b"2":  # ping
+            self._send(held, p.encode_frame(p.OP_TEXT, b"3"))
+        elif payload.startswith(b'42["event",'):
+            start = payload.find(self.marker)
+            if start >= 0:
+                start += len(self.marker)
+                seq, sent_ns = payload[start : payload.index(b'"', start)].split(b" ")[:2]
+                self.state.by_seq.setdefault(int(seq), []).append(round((now_ns - int(sent_ns)) / 1e6, 2))
+                held.slot.received += 1
+            if held.slot.recovery and payload.endswith(b'"]'):  # recovery: the event id comes last
+                held.slot.offset = payload[payload.rindex(b',"') + 2 : -2].decode()
+        elif payload.startswith(b"41") or payload == b"1":
+            self._lose(held, "disconnected by server")
+            return False
+        return True
+
+    def _send(self, held: Held, frame: bytes) -> None:
+        try:
+            held.sock.send(frame)  # a few bytes: the kernel's buffer has room for them
+        except OSError as exc:
+            self._lose(held, reason_of(exc))
+
+    def _lose(self, held: Held, reason: str) -> None:
+        fd = held.sock.fileno()
+        if self.held.get(fd) is held:
+            del self.held[fd]
+            with contextlib.suppress(OSError):
+                self.epoll.unregister(fd)
+        held.sock.close()
+        self.state.lost(held.slot, reason)
+        self.on_lost(held.slot)
+
+    def close(self) -> None:
+        for held in self.held.values():
+            held.sock.close()
+        self.held.clear()
+        self.epoll.close()
+
+
+async def connect(
+    slot: ClientSlot, channel: Channel, options: SocketOptions, state: HoldState, reader: Reader, gate: trio.Semaphore
+) -> bool:
+    """Open one socket (holding `gate` until its CONNECT is answered) and hand it to the
+    reader; False when it failed (recorded on the slot)."""
+    family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    started = time.monotonic()
+    try:
+        with trio.fail_after(options.connect_timeout):
+            try:
+                if options.source is not None:
+                    sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+                    sock.bind((options.source, 0))
+                wrapped = trio.socket.from_stdlib_socket(sock)
+                await wrapped.connect((options.host, options.port))
+                target = p.engineio_target(options.path)
+                websocket = await RawWebSocket.upgrade(trio.SocketStream(wrapped), options.host, options.port, target)
+                texts, answer = await handshake(websocket, options.namespace, auth_for(slot, channel))
+            finally:
+                gate.release()
+    except trio.TooSlowError:
+        sock.close()
+        state.failed(slot, "connect timeout")
+        return False
+    except Exception as exc:  # refused, reset, a bad answer: this socket's failure only
+        sock.close()
+        state.failed(slot, reason_of(exc))
+        return False
+    now = time.monotonic()
+    if slot.recovery and isinstance(answer, dict):
+        pid = answer.get("pid")
+        if slot.pid is not None:
+            slot.recovered = pid == slot.pid
+        slot.pid = pid if isinstance(pid, str) else None
+    slot.connect_seconds, slot.connected_at = now - started, now
+    slot.error, slot.disconnected = None, False
+    reader.add(Held(slot, sock, websocket.parser), texts)
+    return True
+
+
+async def reconnect(
+    slot: ClientSlot, channel: Channel, options: SocketOptions, state: HoldState, reader: Reader, gate: trio.Semaphore
 ) -> None:
-    """One socket: connected once; after a restart was announced, reconnected whenever lost."""
+    """After a restart was announced: connect again after the back-off until it works."""
     rng = random.Random()
     attempt = 0
-    while True:
-        connected_before = slot.connected_at
-        await socketio_client(slot, channel, options, state, gate)
-        if not state.reconnecting or state.closing:
-            return
-        # Lost (or a reconnect refused while the server is down): try again after the back-off,
-        # which starts over once a connect succeeded.
-        attempt = 0 if slot.connected_at != connected_before else attempt
+    while not state.closing:
         await trio.sleep(backoff(attempt, rng))
         attempt += 1
-        slot.error, slot.disconnected = None, False
         await gate.acquire()
+        if await connect(slot, channel, options, state, reader, gate):
+            return
 
 
 async def _worker() -> None:
@@ -98,53 +251,66 @@ async def _worker() -> None:
     first = task.get("first", 0)
     channel = Channel(0, "hold", task["token"])
     slots = [ClientSlot(index, 0, "socketio", recovery=task.get("recovery", False)) for index in range(task["count"])]
+    options = [
+        SocketOptions(task["host"], task["port"], task["path"], "/", "raw", task["timeout"], source)
+        for source in sources
+    ]
     cpu_began, began = cpu_seconds(), time.monotonic()  # CLOCK_MONOTONIC: one clock for the machine
+    gate = trio.Semaphore(task["concurrency"])
     async with trio.open_nursery() as nursery:
-        gate = trio.Semaphore(task["concurrency"])
-        for slot in slots:
-            source = sources[(first + slot.index) % len(sources)]
-            options = SocketOptions(task["host"], task["port"], task["path"], "/", "raw", task["timeout"], source)
-            await gate.acquire()
-            nursery.start_soon(held_socket, slot, channel, options, state, gate)
-        while any(slot.connected_at is None and slot.error is None for slot in slots):
-            await trio.sleep(0.05)
-        connected = sum(1 for slot in slots if slot.connected_at is not None)
-        last = max((slot.connected_at or began for slot in slots), default=began)
-        _print(
-            {
-                "connected": connected,
-                "failed": len(slots) - connected,
-                "errors": state.connect_errors,
-                "began": began,
-                "last": last,
-                "cpu": cpu_seconds() - cpu_began,
-            }
-        )
-        cpu_held = cpu_seconds()
-        resumable: set[int] = set()
-        async for line in lines:
-            order = json.loads(line)
-            if order["cmd"] in ("stop", "restart"):
-                _print(
-                    {
-                        "disconnects": sum(1 for slot in slots if slot.disconnected),
-                        "reasons": state.disconnect_reasons,
-                        "deliveries": {str(seq): found for seq, found in state.by_seq.items()},
-                        "cpu": cpu_seconds() - cpu_held,
-                    }
-                )
-                if order["cmd"] == "stop":
-                    break
-                state.reconnecting = True
-                resumable = {slot.index for slot in slots if slot.offset is not None}
-                state.disconnect_reasons, state.connect_errors = {}, {}
-                # The restart's own connects need not queue behind the ramp's narrow gate.
-                for _ in range(max(0, 64 - task["concurrency"])):
-                    gate.release()
-            elif order["cmd"] == "back":
-                _print(await _await_back(slots, state, order["since"], order["timeout"], resumable))
-        state.closing = True
-        nursery.cancel_scope.cancel()
+
+        def lost(slot: ClientSlot) -> None:
+            if state.reconnecting and not state.closing:
+                where = options[(first + slot.index) % len(options)]
+                nursery.start_soon(reconnect, slot, channel, where, state, reader, gate)
+
+        reader = Reader(state, task["run_tag"], lost)
+        nursery.start_soon(reader.run)
+        try:
+            async with trio.open_nursery() as ramp:
+                for slot in slots:
+                    await gate.acquire()
+                    where = options[(first + slot.index) % len(options)]
+                    ramp.start_soon(connect, slot, channel, where, state, reader, gate)
+            connected = sum(1 for slot in slots if slot.connected_at is not None)
+            last = max((slot.connected_at or began for slot in slots), default=began)
+            _print(
+                {
+                    "connected": connected,
+                    "failed": len(slots) - connected,
+                    "errors": state.connect_errors,
+                    "began": began,
+                    "last": last,
+                    "cpu": cpu_seconds() - cpu_began,
+                }
+            )
+            cpu_held = cpu_seconds()
+            resumable: set[int] = set()
+            async for line in lines:
+                order = json.loads(line)
+                if order["cmd"] in ("stop", "restart"):
+                    _print(
+                        {
+                            "disconnects": sum(1 for slot in slots if slot.disconnected),
+                            "reasons": state.disconnect_reasons,
+                            "deliveries": {str(seq): found for seq, found in state.by_seq.items()},
+                            "cpu": cpu_seconds() - cpu_held,
+                        }
+                    )
+                    if order["cmd"] == "stop":
+                        break
+                    state.reconnecting = True
+                    resumable = {slot.index for slot in slots if slot.offset is not None}
+                    state.disconnect_reasons, state.connect_errors = {}, {}
+                    # The restart's own connects need not queue behind the ramp's narrow gate.
+                    for _ in range(max(0, 64 - task["concurrency"])):
+                        gate.release()
+                elif order["cmd"] == "back":
+                    _print(await _await_back(slots, state, order["since"], order["timeout"], resumable))
+        finally:
+            state.closing = True
+            reader.close()
+            nursery.cancel_scope.cancel()
 
 
 async def _await_back(

@@ -220,6 +220,7 @@ def hold_text(found: dict[str, Any]) -> str:
         f"server CPU per connect (ms)     {fmt(server.get('cpu_ms_per_connect'), 3)}",
         f"server CPU per socket-s (us)    {fmt(server.get('cpu_us_per_socket_second'), 3)} "
         f"(away from broadcasts {fmt(server.get('quiet_cpu_us_per_socket_second'), 3)})",
+        f"server CPU per delivery (us)    {fmt(server.get('cpu_us_per_delivery'), 2)} (beyond the upkeep)",
         f"generator CPU per connect (ms)  {fmt(generator.get('cpu_ms_per_connect'), 3)}",
         f"generator CPU per socket-s (us) {fmt(generator.get('cpu_us_per_socket_second'), 3)}",
         f"server RSS connected / peak MiB {fmt(server.get('rss_connected_mib'))} / {fmt(server.get('rss_peak_mib'))}",
