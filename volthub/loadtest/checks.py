@@ -90,6 +90,7 @@ KEYS: dict[str, str] = {
     "hold.broadcasts.latency_ms.p50": "",
     "hold.broadcasts.latency_ms.max": "",
     "hold.server.cpu_ms_per_connect": "server CPU per connect over the ramp (ms, whole process tree)",
+    "hold.server.cpu_ms_per_connect_itself": "the same without the upkeep of the sockets held meanwhile (ms)",
     "hold.server.cpu_us_per_socket_second": "server CPU per held socket per second of the hold (us)",
     "hold.server.quiet_cpu_us_per_socket_second": "the same away from broadcasts: upkeep (pings, timers)",
     "hold.server.cpu_us_per_delivery": "server CPU per broadcast delivery beyond the upkeep (us)",

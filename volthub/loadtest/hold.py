@@ -280,6 +280,7 @@ class _Session:
         return read_proc(self.pid, time.monotonic()) if self.pid is not None else None
 
     async def ramp(self, timeout: float) -> None:
+        self.load_before = list(os.getloadavg())
         self.before = self._read()
         self.ramps = await _read_all(self.workers, timeout)
         self.ramp_end = time.monotonic()
@@ -414,9 +415,15 @@ def hold_figures(session: _Session) -> dict[str, Any]:
         hold_cpu = after.cpu_seconds - held.cpu_seconds if after is not None else None
         # What broadcasting cost: the hold's CPU beyond the upkeep's rate.
         busy = hold_cpu - quiet_cpu / quiet_seconds * held_seconds if hold_cpu is not None and quiet_seconds else None
+        ramp_cpu = held.cpu_seconds - before.cpu_seconds
+        # The ramp's CPU also kept the sockets already connected (about half of them on
+        # average over a steady ramp) at the hold's upkeep rate: what the connects cost themselves.
+        upkeep_rate = quiet_cpu / quiet_seconds / connected if quiet_seconds and connected else None
+        itself = ramp_cpu - upkeep_rate * connected / 2 * ramp_seconds if upkeep_rate is not None else None
         figures["server"] = {
+            "cpu_ms_per_connect_itself": _ratio(itself * 1e3, connected) if itself is not None else None,
             "cpu_us_per_delivery": _ratio(busy * 1e6, delivered) if busy is not None else None,
-            "cpu_ms_per_connect": _ratio((held.cpu_seconds - before.cpu_seconds) * 1e3, connected),
+            "cpu_ms_per_connect": _ratio(ramp_cpu * 1e3, connected),
             "cpu_us_per_socket_second": _ratio(hold_cpu * 1e6, connected * held_seconds)
             if hold_cpu is not None
             else None,
@@ -425,6 +432,7 @@ def hold_figures(session: _Session) -> dict[str, Any]:
             "rss_peak_mib": round(session.trace.peak_rss() / 2**20, 1),
             "rss_growth_kib_per_connection": _ratio(rss_growth / 1024, connected),
         }
+    figures["load_average"] = {"before": session.load_before, "after": list(os.getloadavg())}
     alive = session.pid is not None and read_proc(session.pid, time.monotonic()) is not None
     figures["server_alive"] = alive if session.pid is not None else None
     return figures

@@ -217,7 +217,8 @@ def hold_text(found: dict[str, Any]) -> str:
         f"connects per second             {fmt(found.get('connects_per_second'))} over {fmt(found.get('ramp_seconds'))} s",
         f"held for (s)                    {fmt(found.get('held_seconds'))}",
         f"disconnects during the hold     {fmt(found.get('disconnects'))}",
-        f"server CPU per connect (ms)     {fmt(server.get('cpu_ms_per_connect'), 3)}",
+        f"server CPU per connect (ms)     {fmt(server.get('cpu_ms_per_connect'), 3)} "
+        f"(without the upkeep of those held meanwhile {fmt(server.get('cpu_ms_per_connect_itself'), 3)})",
         f"server CPU per socket-s (us)    {fmt(server.get('cpu_us_per_socket_second'), 3)} "
         f"(away from broadcasts {fmt(server.get('quiet_cpu_us_per_socket_second'), 3)})",
         f"server CPU per delivery (us)    {fmt(server.get('cpu_us_per_delivery'), 2)} (beyond the upkeep)",
@@ -233,6 +234,12 @@ def hold_text(found: dict[str, Any]) -> str:
     ]
     for row in casts.get("each", []):
         lines.append(f"  broadcast {row['seq']}: reached {fmt(row['reached'])}, last delivery {fmt(row['last_ms'])} ms")
+    load = found.get("load_average")
+    if load:
+        lines.append(
+            f"machine load average before / after {' '.join(f'{x:.1f}' for x in load['before'])} / "
+            f"{' '.join(f'{x:.1f}' for x in load['after'])}"
+        )
     restart = found.get("restart")
     if restart:
         lines += [
