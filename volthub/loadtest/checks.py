@@ -96,6 +96,7 @@ KEYS: dict[str, str] = {
     "hold.server.cpu_us_per_delivery": "server CPU per broadcast delivery beyond the upkeep (us)",
     "hold.server.rss_growth_kib_per_connection": "server RSS growth per held socket over the ramp (KiB)",
     "hold.generator.cpu_ms_per_connect": "generator CPU per connect over the ramp (ms, all its processes)",
+    "hold.generator_failures": "generator processes that ended with an error (their figures are incomplete)",
     "hold.restart.not_back": "sockets not connected again after the restart (within --hold-restart-timeout)",
     "hold.restart.seconds_until_all_back": "SIGTERM to the last socket connected again (s)",
     "hold.restart.recovered": "reconnected sockets whose session the server recovered",

@@ -353,6 +353,7 @@ HOLD_CHECKS = (
     checks.Check("hold.connect_failures", "==", 0, "every held socket connects"),
     checks.Check("hold.broadcasts.missed", "==", 0, "every broadcast reaches every held socket"),
     checks.Check("hold.broadcasts.failed", "==", 0, "every broadcast is accepted"),
+    checks.Check("hold.generator_failures", "==", 0, "no generator process failed"),
 )
 RESTART_CHECKS = (checks.Check("hold.restart.not_back", "==", 0, "every socket is back after the restart"),)
 

@@ -365,11 +365,20 @@ class _Session:
         await _read_all(self.workers, 60)
 
     async def close(self) -> None:
+        """Each generator ends once its stdin does (killed after 10 s); one that fails is
+        counted (`generator_failures`) and its error is on this process's stderr."""
         with trio.CancelScope(shield=True):
+            for worker in self.workers:
+                if worker.stdin is not None:
+                    await worker.stdin.aclose()
+            with trio.move_on_after(10):
+                for worker in self.workers:
+                    await worker.wait()
             for worker in self.workers:
                 if worker.returncode is None:
                     worker.kill()
                 await worker.wait()
+        self.figures_["generator_failures"] = sum(1 for worker in self.workers if worker.returncode != 0)
 
     def figures(self) -> dict[str, Any]:
         return hold_figures(self)

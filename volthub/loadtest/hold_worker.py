@@ -309,8 +309,8 @@ async def _worker() -> None:
                     _print(await _await_back(slots, state, order["since"], order["timeout"], resumable))
         finally:
             state.closing = True
-            reader.close()
             nursery.cancel_scope.cancel()
+    reader.close()  # once its task is over: it may not wait on a closed epoll set
 
 
 async def _await_back(

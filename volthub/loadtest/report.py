@@ -229,7 +229,8 @@ def hold_text(found: dict[str, Any]) -> str:
         f"broadcasts sent / failed        {fmt(casts.get('sent'))} / {fmt(casts.get('failed'))}",
         f"broadcast deliveries missed     {fmt(casts.get('missed'))}",
         f"delivery p50 / p99 / max (ms)   {fmt(latency.get('p50'))} / {fmt(latency.get('p99'))} / {fmt(latency.get('max'))}",
-        f"generator processes / addresses {fmt(found.get('processes'))} / {fmt(found.get('addresses'))}",
+        f"generator processes / addresses {fmt(found.get('processes'))} / {fmt(found.get('addresses'))} "
+        f"({fmt(found.get('generator_failures'))} failed)",
         f"server processes, fd limit each {fmt(found.get('server_processes'))}, {fmt(found.get('server_fd_limit'))}",
     ]
     for row in casts.get("each", []):
