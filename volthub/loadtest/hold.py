@@ -257,6 +257,14 @@ async def hold(
         finally:
             await session.close()
     result.update(session.figures())
+    restart_back = result.get("restart", {}).get("not_back", 0) == 0
+    result["ok"] = (
+        result["disconnects"] == 0
+        and result["connected"] == plan.sockets
+        and result["broadcasts"]["missed"] == 0
+        and result["server_alive"] is not False
+        and restart_back
+    )
     return result
 
 
