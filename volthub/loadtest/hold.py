@@ -439,7 +439,8 @@ def hold_figures(session: _Session) -> dict[str, Any]:
         itself = ramp_cpu - upkeep_rate * connected / 2 * ramp_seconds if upkeep_rate is not None else None
         figures["server"] = {
             "cpu_ms_per_connect_itself": _ratio(itself * 1e3, connected) if itself is not None else None,
-            "cpu_us_per_delivery": _ratio(busy * 1e6, delivered) if busy is not None else None,
+            # None when the broadcasts' CPU is within the upkeep's noise (too few deliveries).
+            "cpu_us_per_delivery": _ratio(busy * 1e6, delivered) if busy is not None and busy > 0 else None,
             "cpu_ms_per_connect": _ratio(ramp_cpu * 1e3, connected),
             "cpu_us_per_socket_second": _ratio(hold_cpu * 1e6, connected * held_seconds)
             if hold_cpu is not None
