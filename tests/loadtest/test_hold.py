@@ -144,3 +144,13 @@ def test_a_small_hold_over_two_addresses_and_processes_broadcasts_and_comes_back
     assert restart["resumable"] == 240, "every socket had an event id to resume from"
     assert found["server"]["cpu_ms_per_connect"] is not None
     assert found["generator"]["cpu_ms_per_connect"] is not None
+
+
+def test_the_machines_own_limits_are_told_apart_from_the_servers_answers() -> None:
+    errors = {
+        "OSError: [Errno 99] Cannot assign requested address": 120,
+        "OSError: [Errno 24] Too many open files": 3,
+        "ProtocolError: connect refused: {'code': 'invalid_token'}": 5,
+    }
+    assert hold.machine_refusals(errors) == {"no free local port": 120, "open-file limit": 3}
+    assert hold.machine_refusals({"connect timeout": 9}) == {}

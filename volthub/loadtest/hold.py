@@ -451,9 +451,30 @@ def hold_figures(session: _Session) -> dict[str, Any]:
             "rss_growth_kib_per_connection": _ratio(rss_growth / 1024, connected),
         }
     figures["load_average"] = {"before": session.load_before, "after": list(os.getloadavg())}
+    refused = machine_refusals(errors)
+    if refused:
+        figures["machine_note"] = f"the machine refused connections after {connected:,} were open: " + "; ".join(
+            f"{reason} x{count:,}" for reason, count in refused.items()
+        )
     alive = session.pid is not None and read_proc(session.pid, time.monotonic()) is not None
     figures["server_alive"] = alive if session.pid is not None else None
     return figures
+
+
+# Errors that are the machine's limits, not the server's answers: no free local port for the
+# address (EADDRNOTAVAIL), no descriptor left (EMFILE, ENFILE), no buffer space (ENOBUFS).
+MACHINE_LIMITS = {"Errno 99": "no free local port", "Errno 24": "open-file limit", "Errno 23": "system file table"}
+MACHINE_LIMITS["Errno 105"] = "no buffer space"
+
+
+def machine_refusals(errors: dict[str, int]) -> dict[str, int]:
+    """The connect errors that are a limit of this machine, by what the limit is."""
+    found: dict[str, int] = {}
+    for reason, count in errors.items():
+        for code, limit in MACHINE_LIMITS.items():
+            if code in reason:
+                found[limit] = found.get(limit, 0) + count
+    return found
 
 
 def quiet_upkeep(samples: list[Any], broadcasts: list[float]) -> tuple[float, float]:

@@ -256,6 +256,8 @@ def hold_text(found: dict[str, Any]) -> str:
             lines.append(f"{key.replace('_', ' ')}: {found[key]}")
     if casts.get("errors"):
         lines.append(f"broadcast errors: {casts['errors']}")
+    if found.get("machine_note"):
+        lines.append(f"note: {found['machine_note']}")
     if found.get("note"):
         lines.append(f"note: {found['note']}")
     return "\n".join(lines)
