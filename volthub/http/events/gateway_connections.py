@@ -141,12 +141,15 @@ class WireConnection(Connection):
             super().flush()  # polling: wake the pending GET
             return
         session = self.session
+        data, count = b"", 0
         if session.buffered:
             frames = session.take_outgoing()
             if frames:
-                self.write(b"".join([websocket_frame(frame) for frame in frames]), len(frames))
+                data, count = b"".join([websocket_frame(frame) for frame in frames]), len(frames)
         if session.closed and not self.closing:
-            self.close_wire()
+            self.close_wire(data, count)  # the last frames and the close frame in one write
+        elif data:
+            self.write(data, count)
 
     def changed(self) -> None:
         self.flush()
@@ -235,11 +238,12 @@ class WireConnection(Connection):
         if self.closing and self.sock is sock:
             self._shutdown_write()
 
-    def close_wire(self) -> None:
-        """End the WebSocket with the close frame (``close_code``), then our side of the TCP
-        connection; the reader waits for the client's end, CLOSE_LINGER_SECONDS at most."""
+    def close_wire(self, before: bytes = b"", frames: int = 0) -> None:
+        """End the WebSocket with the close frame (``close_code``), after ``before`` (the
+        session's last ``frames`` frames), then our side of the TCP connection; the reader
+        waits for the client's end, CLOSE_LINGER_SECONDS at most."""
         self.closing = True
-        self.write(close_frame(self.close_code, self.close_reason))
+        self.write(before + close_frame(self.close_code, self.close_reason), frames)
         self.close_by = trio.current_time() + CLOSE_LINGER_SECONDS
         if self.pending is None:
             self._shutdown_write()
