@@ -290,11 +290,7 @@ async def socketio_client(
                 finally:
                     connect_gate.release()
             now = time.monotonic()
-            if slot.recovery and isinstance(answer, dict):
-                pid = answer.get("pid")
-                if slot.pid is not None:
-                    slot.recovered = pid == slot.pid
-                slot.pid = pid if isinstance(pid, str) else None
+            note_recovery(slot, answer)
             slot.connect_seconds, slot.connected_at = now - started, now
             if slot.joined_at is None:
                 slot.joined_at = now
@@ -351,6 +347,16 @@ async def socketio_client(
             if transport is not None:
                 await transport.aclose()
             nursery.cancel_scope.cancel()
+
+
+def note_recovery(slot: ClientSlot, answer: Any) -> None:
+    """With recovery, from the CONNECT answer: whether the server restored the session it
+    was asked to (the same pid back), and the pid to ask for next time."""
+    if slot.recovery and isinstance(answer, dict):
+        pid = answer.get("pid")
+        if slot.pid is not None:
+            slot.recovered = pid == slot.pid
+        slot.pid = pid if isinstance(pid, str) else None
 
 
 def auth_for(slot: ClientSlot, channel: Channel) -> dict[str, Any]:

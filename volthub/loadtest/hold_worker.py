@@ -43,6 +43,7 @@ from volthub.loadtest.client import (
     SocketOptions,
     auth_for,
     handshake,
+    note_recovery,
     reason_of,
 )
 from volthub.loadtest.pipes import lines as read_lines
@@ -217,11 +218,7 @@ async def connect(
         state.failed(slot, reason_of(exc))
         return False
     now = time.monotonic()
-    if slot.recovery and isinstance(answer, dict):
-        pid = answer.get("pid")
-        if slot.pid is not None:
-            slot.recovered = pid == slot.pid
-        slot.pid = pid if isinstance(pid, str) else None
+    note_recovery(slot, answer)
     slot.connect_seconds, slot.connected_at = now - started, now
     slot.error, slot.disconnected = None, False
     reader.add(Held(slot, sock, websocket.parser), texts)
