@@ -154,3 +154,8 @@ def test_the_machines_own_limits_are_told_apart_from_the_servers_answers() -> No
     }
     assert hold.machine_refusals(errors) == {"no free local port": 120, "open-file limit": 3}
     assert hold.machine_refusals({"connect timeout": 9}) == {}
+
+
+def test_the_serving_processes_of_a_server_with_workers_are_its_children() -> None:
+    own = os.getpid()
+    assert hold.serving_processes(own) == [own], "no children: the process serves itself"

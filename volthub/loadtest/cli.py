@@ -170,6 +170,7 @@ def _hold_config(args: argparse.Namespace) -> hold.HoldConfig:
         ramp_timeout=args.ramp_timeout,
         restart_timeout=args.hold_restart_timeout,
         sio_path=args.sio_path,
+        server_workers=args.server_workers if args.spawn else 1,
     )
 
 

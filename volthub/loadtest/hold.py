@@ -189,6 +189,7 @@ class HoldConfig:
     ramp_timeout: float = 300.0
     restart_timeout: float = 180.0
     sio_path: str = "/ws/events"
+    server_workers: int = 1  # a spawned `serve --workers N`: wait for all N before planning
 
 
 async def hold(
@@ -207,6 +208,10 @@ async def hold(
     fd_limit, fds_open, serving = None, 0, 1
     if pid is not None:
         members = serving_processes(pid)
+        with trio.move_on_after(60):  # /healthz answers once one worker is up, not all
+            while config.server_workers > 1 and len(members) < config.server_workers:
+                await trio.sleep(0.2)
+                members = serving_processes(pid)
         fd_limit, fds_open = server_fds(members[0])
         serving = len(members)
     own_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
