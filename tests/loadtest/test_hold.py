@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -157,5 +159,11 @@ def test_the_machines_own_limits_are_told_apart_from_the_servers_answers() -> No
 
 
 def test_the_serving_processes_of_a_server_with_workers_are_its_children() -> None:
-    own = os.getpid()
-    assert hold.serving_processes(own) == [own], "no children: the process serves itself"
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert hold.serving_processes(worker.pid) == [worker.pid], "no children: it serves itself"
+        found = hold.serving_processes(os.getpid())
+        assert worker.pid in found and os.getpid() not in found, "a parent of workers serves nothing itself"
+    finally:
+        worker.kill()
+        worker.wait()
