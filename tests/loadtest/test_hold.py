@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from volthub.loadtest import hold
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import trio
+
+from volthub import cli
+from volthub.loadtest import client, hold, hold_worker
+from volthub.loadtest.metrics import ProcSample
 
 LIMITS = """Limit                     Soft Limit           Hard Limit           Units
 Max cpu time              unlimited            unlimited            seconds
@@ -38,3 +50,120 @@ def test_split_spreads_the_sockets_evenly() -> None:
     assert hold.split(10, 3) == [4, 3, 3]
     assert hold.split(2, 4) == [1, 1, 0, 0]
     assert sum(hold.split(19_860, 2)) == 19_860
+
+
+def test_each_server_worker_holds_its_own_share_of_the_sockets() -> None:
+    plan = hold.plan_hold(50_000, 0, server_fd_limit=20_000, server_fds_open=40, own_limit=20_000, server_processes=4)
+    assert plan.sockets == 50_000 and plan.note is None, "4 workers hold 4 x 19,728"
+    capped = hold.plan_hold(50_000, 0, 20_000, 40, 20_000, server_processes=2)
+    assert capped.sockets == 2 * (20_000 - hold.SERVER_RESERVE)
+    assert capped.note and "2 processes" in capped.note
+
+
+def test_source_addresses_are_planned_from_the_ephemeral_range() -> None:
+    ports = hold.ephemeral_ports("32768\t60999\n")
+    assert ports == 28_232
+    plan = hold.plan_hold(250_000, 0, None, 0, 20_000, per_address=ports - hold.PORT_MARGIN)
+    assert plan.addresses == 10, "250,000 / 27,732 rounded up"
+    assert plan.processes == 13, "19,900 sockets per generator process at most"
+    assert hold.plan_hold(300, 0, None, 0, 20_000, per_address=27_732).addresses == 1
+    assert hold.plan_hold(300, 0, None, 0, 20_000, per_address=27_732, addresses=2).addresses == 2, "asked for"
+    assert hold.plan_hold(300, 0, None, 0, 20_000, per_address=None, addresses=2).addresses == 0, "not loopback"
+    assert hold.source_addresses(3) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    with pytest.raises(ValueError, match="253"):
+        hold.plan_hold(254 * 100, 0, None, 0, 1 << 20, per_address=100)
+
+
+def test_reconnect_back_off_doubles_to_five_seconds_randomised_by_half() -> None:
+    rng = random.Random(7)
+    for attempt, base in [(0, 1.0), (1, 2.0), (2, 4.0), (3, 5.0), (40, 5.0)]:
+        delays = [hold_worker.backoff(attempt, rng) for _ in range(200)]
+        assert all(base * 0.5 <= delay <= base * 1.5 for delay in delays)
+        assert min(delays) < base < max(delays), "spread both ways, so clients do not come back at once"
+
+
+def sample(at: float, cpu: float) -> ProcSample:
+    return ProcSample(at, cpu, 0)
+
+
+def test_upkeep_leaves_out_the_seconds_a_broadcast_keeps_the_server_busy() -> None:
+    samples = [sample(float(second), second * 0.1) for second in range(21)]
+    samples[12] = sample(12.0, samples[11].cpu_seconds + 5.0)  # the broadcast at 10 s
+    samples[13:] = [sample(s.at, s.cpu_seconds + 5.0) for s in samples[13:]]
+    cpu, seconds = hold.quiet_upkeep(samples, [10.0])
+    assert seconds == 20 - 7, "the seconds 9-10 to 15-16 touch the send (at 10 s) and the 5 s after it"
+    assert cpu == pytest.approx(0.1 * seconds)
+    assert hold.quiet_upkeep(samples, []) == (pytest.approx(samples[-1].cpu_seconds), 20.0)
+
+
+def test_broadcast_figures_count_each_reach_and_every_miss() -> None:
+    ends = [
+        {"deliveries": {"0": [5.0, 7.0], "1": [30.0]}},
+        {"deliveries": {"0": [6.0, 9.0], "1": [20.0, 40.0]}},
+    ]
+    found = hold.broadcast_figures([(0, 10.0), (1, 20.0), (2, 30.0)], ends, held=4)
+    assert [row["reached"] for row in found["each"]] == [4, 3, 0]
+    assert [row["last_ms"] for row in found["each"]] == [9.0, 40.0, None]
+    assert found["missed"] == 0 + 1 + 4 and found["sent"] == 3
+    assert found["last_ms_max"] == 40.0 and found["latency_ms"]["count"] == 7
+
+
+async def test_a_client_socket_connects_from_the_source_address_it_is_given() -> None:
+    peers: list[str] = []
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    stream = await client._open_tcp("127.0.0.1", port, "127.0.0.3")
+    sock, peer = await listener.accept()
+    peers.append(peer[0])
+    assert stream.socket.getsockname()[0] == "127.0.0.3"
+    sock.close()
+    listener.close()
+    await stream.aclose()
+    assert peers == ["127.0.0.3"]
+
+
+@pytest.mark.slow
+def test_a_small_hold_over_two_addresses_and_processes_broadcasts_and_comes_back(tmp_path: Path) -> None:
+    out = tmp_path / "hold.json"
+    argv = ["loadtest", "--spawn", "--target", "volthub-gateway", "--clients", "0", "--quiet"]
+    argv += ["--hold", "240", "--hold-addresses", "2", "--hold-processes", "2", "--hold-seconds", "4"]
+    argv += ["--hold-broadcast-every", "1", "--hold-restart", "--hold-restart-timeout", "60"]
+    argv += ["--workdir", str(tmp_path), "--json", str(out)]
+    database = os.environ.get("VOLTHUB_TEST_POSTGRES")
+    if database:
+        argv += ["--database", database]
+    assert cli.main(argv) == 0
+    found = orjson.loads(out.read_bytes())["runs"][0]["hold"]
+    assert (found["connected"], found["processes"], found["addresses"]) == (240, 2, 2)
+    assert found["disconnects"] == 0 and found["generator_failures"] == 0
+    broadcasts = found["broadcasts"]
+    assert broadcasts["sent"] >= 2 and broadcasts["missed"] == 0 and broadcasts["failed"] == 0
+    assert all(row["reached"] == 240 for row in broadcasts["each"])
+    restart = found["restart"]
+    assert restart["back"] == 240 and restart["not_back"] == 0
+    assert restart["resumable"] == 240, "every socket had an event id to resume from"
+    assert found["server"]["cpu_ms_per_connect"] is not None
+    assert found["generator"]["cpu_ms_per_connect"] is not None
+
+
+def test_the_machines_own_limits_are_told_apart_from_the_servers_answers() -> None:
+    errors = {
+        "OSError: [Errno 99] Cannot assign requested address": 120,
+        "OSError: [Errno 24] Too many open files": 3,
+        "ProtocolError: connect refused: {'code': 'invalid_token'}": 5,
+    }
+    assert hold.machine_refusals(errors) == {"no free local port": 120, "open-file limit": 3}
+    assert hold.machine_refusals({"connect timeout": 9}) == {}
+
+
+def test_the_serving_processes_of_a_server_with_workers_are_its_children() -> None:
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert hold.serving_processes(worker.pid) == [worker.pid], "no children: it serves itself"
+        found = hold.serving_processes(os.getpid())
+        assert worker.pid in found and os.getpid() not in found, "a parent of workers serves nothing itself"
+    finally:
+        worker.kill()
+        worker.wait()

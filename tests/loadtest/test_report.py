@@ -158,6 +158,27 @@ def test_hold_text() -> None:
     assert text.splitlines()[-1] == "note: capped"
 
 
+def test_hold_text_has_each_broadcast_the_cpu_per_side_and_the_restart() -> None:
+    found = hold_result(
+        server={"cpu_ms_per_connect": 0.41, "cpu_us_per_socket_second": 3.5, "quiet_cpu_us_per_socket_second": 2.0},
+        generator={"cpu_ms_per_connect": 0.9},
+        broadcasts={
+            "sent": 2,
+            "failed": 0,
+            "missed": 3,
+            "latency_ms": {"p50": 120.0, "p99": 480.0, "max": 510.0},
+            "each": [{"seq": 0, "reached": 20000, "last_ms": 510.0}, {"seq": 1, "reached": 19997, "last_ms": 400.0}],
+        },
+        restart={"server_down_seconds": 3.0, "back": 19990, "not_back": 10, "recovered": 0, "resumable": 20000},
+    )
+    text = report.hold_text(found)
+    assert "server CPU per connect (ms)     0.410" in text and "(away from broadcasts 2.000)" in text
+    assert "generator CPU per connect (ms)  0.900" in text
+    assert "broadcast 1: reached 19,997, last delivery 400.0 ms" in text
+    assert "120.0 / 480.0 / 510.0" in text
+    assert "restart: back / not back        19,990 / 10" in text
+
+
 def test_json_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "out.json"
     report.write_json(path, {"runs": [result("node", 0.1)]})

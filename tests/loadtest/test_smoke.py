@@ -143,6 +143,9 @@ def test_volthub_hold_from_two_generator_processes(tmp_path: Path) -> None:
     assert [(c["key"], c["verdict"]) for c in payload["checks"]] == [
         ("hold.disconnects", "pass"),
         ("hold.connect_failures", "pass"),
+        ("hold.broadcasts.missed", "pass"),
+        ("hold.broadcasts.failed", "pass"),
+        ("hold.generator_failures", "pass"),
     ]
 
 

@@ -146,19 +146,51 @@ async def _runs(args: argparse.Namespace, failures: list[str]) -> bool:
             print(_profile_text(result["profile"]))
         sys.stdout.flush()
     if args.hold:
-        assert workdir is not None
         for name in (name for name in args.target if name in VOLTHUB_TARGETS):
-            found = await _spawned_hold(args, name, workdir, failures)
+            if args.spawn:
+                assert workdir is not None
+                found = await _spawned_hold(args, name, workdir, failures)
+            else:
+                found = await _remote_hold(args, name, failures)
             if found is not None:
                 holds.append(found)
                 print(f"\n== {name}: hold ==\n{report.hold_text(found)}")
     return _summarise(args, results, workdir, holds)
 
 
+def _hold_config(args: argparse.Namespace) -> hold.HoldConfig:
+    return hold.HoldConfig(
+        sockets=args.hold,
+        seconds=args.hold_seconds,
+        broadcast_every=args.hold_broadcast_every,
+        processes=args.hold_processes,
+        addresses=args.hold_addresses,
+        connect_concurrency=args.connect_concurrency,
+        connect_timeout=args.connect_timeout,
+        ramp_timeout=args.ramp_timeout,
+        restart_timeout=args.hold_restart_timeout,
+        sio_path=args.sio_path,
+        server_workers=args.server_workers if args.spawn else 1,
+    )
+
+
+def _hold_bound(args: argparse.Namespace) -> float:
+    """A hard bound on one hold, whatever the server does."""
+    restart: float = args.hold_restart_timeout + 60 if args.hold_restart else 0.0
+    return float(args.ramp_timeout + args.hold_seconds + restart + 240)
+
+
 async def _spawned_hold(
     args: argparse.Namespace, name: str, workdir: Path, failures: list[str]
 ) -> dict[str, Any] | None:
-    plan = plan_server(name, workdir, database=args.database, cpus=args.server_cpus, extra_env=dict(args.server_env))
+    plan = plan_server(
+        name,
+        workdir,
+        database=args.database,
+        cpus=args.server_cpus,
+        extra_env=dict(args.server_env),
+        workers=args.server_workers,
+    )
     server = SpawnedServer(plan)
     try:
         await server.start()
@@ -166,23 +198,25 @@ async def _spawned_hold(
         failures.append(f"{name} (hold): {exc}")
         print(f"\n== {name}: hold ==\nerror: {exc}", file=sys.stderr)
         return None
+
+    async def restart() -> int | None:
+        await server.stop()
+        await server.start(timeout=args.hold_restart_timeout)
+        return server.pid
+
     found: dict[str, Any] | None = None
     try:
-        with trio.fail_after(args.ramp_timeout + args.hold_seconds + 240):
+        with trio.fail_after(_hold_bound(args)):
             found = await hold.hold(
                 name,
                 plan.url,
                 plan.socket_url,
                 server.pid,
-                sockets=args.hold,
-                seconds=args.hold_seconds,
-                processes=args.hold_processes,
-                connect_concurrency=args.connect_concurrency,
-                connect_timeout=args.connect_timeout,
-                ramp_timeout=args.ramp_timeout,
-                sio_path=args.sio_path,
+                _hold_config(args),
+                restart=restart if args.hold_restart else None,
                 progress=None if args.quiet else sys.stderr,
             )
+        found["command"] = plan.argv
     except (RuntimeError, trio.TooSlowError, OSError) as exc:
         failures.append(f"{name} (hold): {exc or type(exc).__name__}")
         print(f"\n== {name}: hold ==\nerror: {exc or type(exc).__name__}", file=sys.stderr)
@@ -192,6 +226,33 @@ async def _spawned_hold(
         if not args.keep:
             await remove_accounts(plan, args.database, found["accounts"] if found else None)
     return found
+
+
+async def _remote_hold(args: argparse.Namespace, name: str, failures: list[str]) -> dict[str, Any] | None:
+    """A hold against a running server (--url, --ws-url for the gateway, --server-pid for its
+    figures from /proc and for --hold-restart)."""
+    pid: int | None = args.server_pid
+
+    async def restart() -> int | None:
+        assert pid is not None
+        return await hold.restart_by_signal(pid, args.url, args.hold_restart_timeout)
+
+    try:
+        with trio.fail_after(_hold_bound(args)):
+            return await hold.hold(
+                name,
+                args.url,
+                args.ws_url or args.url,
+                pid,
+                _hold_config(args),
+                channel=args.channel_list[0] if args.channel_list else None,
+                restart=restart if args.hold_restart else None,
+                progress=None if args.quiet else sys.stderr,
+            )
+    except (RuntimeError, trio.TooSlowError, OSError) as exc:
+        failures.append(f"{name} (hold): {exc or type(exc).__name__}")
+        print(f"\n== {name}: hold ==\nerror: {exc or type(exc).__name__}", file=sys.stderr)
+        return None
 
 
 async def _spawned_run(
@@ -291,14 +352,19 @@ def _summaries(results: list[dict[str, Any]], holds: list[dict[str, Any]]) -> li
 HOLD_CHECKS = (
     checks.Check("hold.disconnects", "==", 0, "no socket lost during the hold"),
     checks.Check("hold.connect_failures", "==", 0, "every held socket connects"),
+    checks.Check("hold.broadcasts.missed", "==", 0, "every broadcast reaches every held socket"),
+    checks.Check("hold.broadcasts.failed", "==", 0, "every broadcast is accepted"),
+    checks.Check("hold.generator_failures", "==", 0, "no generator process failed"),
 )
+RESTART_CHECKS = (checks.Check("hold.restart.not_back", "==", 0, "every socket is back after the restart"),)
 
 
 def _checks_for(args: argparse.Namespace, summary: dict[str, Any]) -> list[checks.Check]:
     """hold.* checks go to a target that held sockets, the others to a target that ran; the
     defaults (the scenario's, else DEFAULT_CHECKS, and HOLD_CHECKS) when no --check is given."""
     given: list[checks.Check] = list(args.checks)
-    holding = [check for check in given if check.key.startswith("hold.")] if args.check else list(HOLD_CHECKS)
+    defaults = list(HOLD_CHECKS) + (list(RESTART_CHECKS) if args.hold_restart else [])
+    holding = [check for check in given if check.key.startswith("hold.")] if args.check else defaults
     running = [check for check in given if not check.key.startswith("hold.")]
     return (running if "delivery" in summary else []) + (holding if "hold" in summary else [])
 

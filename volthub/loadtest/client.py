@@ -117,6 +117,7 @@ class SocketOptions:
     namespace: str = "/"
     implementation: str = "raw"  # or "trio-websocket"
     connect_timeout: float = 30.0
+    source: str | None = None  # the local address to connect from (127.0.0.x): its own ephemeral ports
 
 
 # --- transports ----------------------------------------------------------------------------------
@@ -128,16 +129,28 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
-async def _open_tcp(host: str, port: int) -> trio.SocketStream:
+# Linux: bind() to an address leaves the port to connect(), which may then reuse a port that
+# other connections from the address use to other destinations.
+IP_BIND_ADDRESS_NO_PORT = getattr(trio.socket, "IP_BIND_ADDRESS_NO_PORT", 24)
+
+
+async def _open_tcp(host: str, port: int, source: str | None = None) -> trio.SocketStream:
     """A TCP connection to a literal address without trio.open_tcp_stream's resolver and
-    happy-eyeballs nursery (a third of the generator's CPU per connect); names go through it."""
+    happy-eyeballs nursery (a third of the generator's CPU per connect); names go through it.
+    With `source`, from that local address (each has its own ~28,000 ephemeral ports)."""
     try:
         family = trio.socket.AF_INET6 if ":" in host else trio.socket.AF_INET
         address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
+        if source is not None:
+            raise ValueError(f"a source address needs a literal server address, not {host!r}") from None
         return await trio.open_tcp_stream(host, port)
     sock = trio.socket.socket(family, trio.socket.SOCK_STREAM)
     try:
+        if source is not None:
+            if family == trio.socket.AF_INET:
+                sock.setsockopt(trio.socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            await sock.bind((source, 0))
         await sock.connect((str(address), port))
     except BaseException:
         sock.close()
@@ -154,8 +167,12 @@ class RawWebSocket:
         self.pending: list[str] = []
 
     @classmethod
-    async def connect(cls, host: str, port: int, target: str) -> RawWebSocket:
-        stream = await _open_tcp(host, port)
+    async def connect(cls, host: str, port: int, target: str, source: str | None = None) -> RawWebSocket:
+        return await cls.upgrade(await _open_tcp(host, port, source), host, port, target)
+
+    @classmethod
+    async def upgrade(cls, stream: trio.SocketStream, host: str, port: int, target: str) -> RawWebSocket:
+        """The WebSocket upgrade over an open TCP stream (closed when it fails)."""
         try:
             key = p.new_key()
             await stream.send_all(p.upgrade_request(host, port, target, key))
@@ -236,7 +253,7 @@ class LibraryWebSocket:
 
 async def open_transport(options: SocketOptions, target: str, nursery: trio.Nursery) -> Transport:
     if options.implementation == "raw":
-        return await RawWebSocket.connect(options.host, options.port, target)
+        return await RawWebSocket.connect(options.host, options.port, target, options.source)
     from trio_websocket import connect_websocket
 
     # The library's reader task lives in `nursery`, which the client owns for its lifetime.
@@ -269,15 +286,11 @@ async def socketio_client(
             with trio.fail_after(options.connect_timeout):
                 try:
                     transport = await open_transport(options, p.engineio_target(options.path), nursery)
-                    texts, answer = await _handshake(transport, ns, _auth(slot, channel))
+                    texts, answer = await handshake(transport, ns, auth_for(slot, channel))
                 finally:
                     connect_gate.release()
             now = time.monotonic()
-            if slot.recovery and isinstance(answer, dict):
-                pid = answer.get("pid")
-                if slot.pid is not None:
-                    slot.recovered = pid == slot.pid
-                slot.pid = pid if isinstance(pid, str) else None
+            note_recovery(slot, answer)
             slot.connect_seconds, slot.connected_at = now - started, now
             if slot.joined_at is None:
                 slot.joined_at = now
@@ -320,23 +333,33 @@ async def socketio_client(
             else:
                 state.lost(slot, "timeout")
         except (OSError, p.WebSocketError, p.ProtocolError, trio.BrokenResourceError, ConnectionError) as exc:
-            reason = _reason(exc)
+            reason = reason_of(exc)
             if slot.connected_at is None:
                 state.failed(slot, reason)
             else:
                 state.lost(slot, reason)
         except Exception as exc:
             if slot.connected_at is None:
-                state.failed(slot, _reason(exc))
+                state.failed(slot, reason_of(exc))
             else:
-                state.lost(slot, _reason(exc))
+                state.lost(slot, reason_of(exc))
         finally:
             if transport is not None:
                 await transport.aclose()
             nursery.cancel_scope.cancel()
 
 
-def _auth(slot: ClientSlot, channel: Channel) -> dict[str, Any]:
+def note_recovery(slot: ClientSlot, answer: Any) -> None:
+    """With recovery, from the CONNECT answer: whether the server restored the session it
+    was asked to (the same pid back), and the pid to ask for next time."""
+    if slot.recovery and isinstance(answer, dict):
+        pid = answer.get("pid")
+        if slot.pid is not None:
+            slot.recovered = pid == slot.pid
+        slot.pid = pid if isinstance(pid, str) else None
+
+
+def auth_for(slot: ClientSlot, channel: Channel) -> dict[str, Any]:
     """CONNECT auth: the token, and with recovery the request for it or what to resume."""
     auth: dict[str, Any] = {"token": channel.token}
     if slot.recovery:
@@ -346,7 +369,7 @@ def _auth(slot: ClientSlot, channel: Channel) -> dict[str, Any]:
     return auth
 
 
-async def _handshake(transport: Transport, namespace: str, auth: dict[str, Any]) -> tuple[list[str], Any]:
+async def handshake(transport: Transport, namespace: str, auth: dict[str, Any]) -> tuple[list[str], Any]:
     """Open packet, CONNECT with `auth`, and wait for the server's CONNECT answer.
 
     Returns every other message that arrived meanwhile, for the caller to handle (servers
@@ -375,7 +398,7 @@ async def _handshake(transport: Transport, namespace: str, auth: dict[str, Any])
             raise p.WebSocketError("closed before CONNECT was answered")
 
 
-def _reason(exc: BaseException) -> str:
+def reason_of(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:120]
 
@@ -433,8 +456,8 @@ async def sse_client(
         state.failed(slot, "connect timeout")
     except (httpx.HTTPError, OSError, p.ProtocolError) as exc:
         if slot.connected_at is None:
-            state.failed(slot, _reason(exc))
+            state.failed(slot, reason_of(exc))
         else:
-            state.lost(slot, _reason(exc))
+            state.lost(slot, reason_of(exc))
     finally:
         release()

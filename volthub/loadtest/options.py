@@ -16,7 +16,7 @@ from volthub.loadtest.scenario import load as load_scenario
 from volthub.loadtest.targets import TARGETS, VOLTHUB_TARGETS, Channel, RemoteTargetRefused, check_url
 
 MAX_DURATION = 3600.0
-MAX_HOLD = 100_000
+MAX_HOLD = 300_000
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -161,6 +161,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "itself under taskset -c 1)",
     )
     where.add_argument(
+        "--server-workers",
+        type=_positive(int),
+        default=1,
+        metavar="N",
+        help="with --spawn: start volthub as `serve --workers N` (more than 1 needs --database postgresql://...)",
+    )
+    where.add_argument(
         "--server-env",
         type=_env_pair,
         action="append",
@@ -296,15 +303,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     wire.add_argument("--namespace", default="/", metavar="NS", help="Socket.IO namespace")
 
-    held = parser.add_argument_group("hold (many sockets held open; volthub targets, --spawn, a fresh server each)")
+    held = parser.add_argument_group(
+        "hold (many sockets held open in one channel; volthub targets: with --spawn a fresh server each)"
+    )
     held.add_argument(
         "--hold",
         type=_non_negative(int),
         default=0,
         metavar="N",
-        help="after the runs, open N authenticated sockets to each volthub target and hold them "
-        "for --hold-seconds; capped to what the server's open-file limit allows (said in the "
-        "report). With --clients 0 only the hold runs",
+        help="after the runs, open N authenticated sockets (one channel's, all in it) to each volthub "
+        "target and hold them for --hold-seconds; capped to what the server's open-file limit allows "
+        "(said in the report). They are spread over generator processes and, against a loopback "
+        "server, source addresses 127.0.0.2... (each has one ephemeral port range). With --clients 0 "
+        "only the hold runs; with --url it needs --tokens (its first line is the channel) or --keep",
     )
     held.add_argument(
         "--hold-seconds", type=_positive(float), default=60.0, metavar="S", help="how long the hold lasts"
@@ -316,6 +327,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="generator processes the hold's sockets are spread over (0: as few as the "
         "generator's own open-file limit allows)",
+    )
+    held.add_argument(
+        "--hold-addresses",
+        type=_non_negative(int),
+        default=0,
+        metavar="K",
+        help="source addresses the sockets connect from, 127.0.0.2 on (0: as few as "
+        "net.ipv4.ip_local_port_range allows)",
+    )
+    held.add_argument(
+        "--hold-broadcast-every",
+        type=_non_negative(float),
+        default=10.0,
+        metavar="S",
+        help="during the hold, post a chat message in the channel every S seconds and time its "
+        "delivery to every socket (0: none)",
+    )
+    held.add_argument(
+        "--hold-restart",
+        action="store_true",
+        help="after the hold, stop the server with SIGTERM and start it again (--spawn; with --url "
+        "SIGTERM goes to --server-pid and its supervisor starts it), then time until every socket "
+        "reconnected (the official client's randomised back-off) and count the recovered sessions",
+    )
+    held.add_argument(
+        "--hold-restart-timeout",
+        type=_positive(float),
+        default=180.0,
+        metavar="S",
+        help="how long to wait for the server and every socket to come back",
     )
 
     out = parser.add_argument_group("checks and output")
@@ -389,8 +430,14 @@ def validate(args: argparse.Namespace) -> str | None:
     runs = plan.peak_clients > 0
     if not runs and not args.hold:
         return "nothing to do: no clients (--clients and --sse are 0)"
-    if args.hold and not args.spawn:
-        return "--hold needs --spawn (it reads the server's open-file limit and starts it fresh)"
+    if args.hold_restart and args.url and not args.server_pid:
+        return "--hold-restart with --url needs --server-pid (the process to send SIGTERM)"
+    if args.hold_restart and not args.hold:
+        return "--hold-restart goes with --hold"
+    if args.server_workers > 1 and not args.spawn:
+        return "--server-workers is for --spawn (a running server has its own)"
+    if args.server_workers > 1 and not (args.database or "").startswith("postgresql"):
+        return "--server-workers above 1 needs --database postgresql://... (SQLite has one writer)"
     if args.hold > MAX_HOLD:
         return f"--hold is at most {MAX_HOLD:,}"
     if args.hold and not any(name in VOLTHUB_TARGETS for name in args.target):
@@ -423,7 +470,7 @@ def validate(args: argparse.Namespace) -> str | None:
         if any(name not in VOLTHUB_TARGETS for name in args.target):
             return "--tokens is for volthub targets (the reference servers take no tokens)"
         args.channel_list = read_tokens(args.tokens)
-    elif args.url and runs and not args.keep:
+    elif args.url and (runs or args.hold) and not args.keep:
         return (
             "with --url the run would register accounts on the server and the API cannot delete "
             "them: pass --tokens FILE (tokens you issued), or --keep to accept the lt_* accounts"

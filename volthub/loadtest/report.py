@@ -207,20 +207,57 @@ def _ratio(a: Any, b: Any) -> float | None:
 
 def hold_text(found: dict[str, Any]) -> str:
     """One hold's figures, a line each."""
+    server = found.get("server") or {}
+    generator = found.get("generator") or {}
+    casts = found.get("broadcasts") or {}
+    latency = casts.get("latency_ms") or {}
     lines = [
         f"sockets held / requested        {fmt(found.get('connected'))} / {fmt(found.get('requested'))}",
         f"connect failures                {fmt(found.get('connect_failures'))}",
-        f"connects per second             {fmt(found.get('connects_per_second'))}",
+        f"connects per second             {fmt(found.get('connects_per_second'))} over {fmt(found.get('ramp_seconds'))} s",
         f"held for (s)                    {fmt(found.get('held_seconds'))}",
         f"disconnects during the hold     {fmt(found.get('disconnects'))}",
-        f"server RSS connected / peak MiB {fmt(found.get('rss_connected_mib'))} / {fmt(found.get('rss_peak_mib'))}",
-        f"RSS growth per connection (KiB) {fmt(found.get('rss_growth_kib_per_connection'), 2)}",
-        f"generator processes             {fmt(found.get('processes'))}",
-        f"server open-file limit          {fmt(found.get('server_fd_limit'))}",
+        f"server CPU per connect (ms)     {fmt(server.get('cpu_ms_per_connect'), 3)} "
+        f"(without the upkeep of those held meanwhile {fmt(server.get('cpu_ms_per_connect_itself'), 3)})",
+        f"server CPU per socket-s (us)    {fmt(server.get('cpu_us_per_socket_second'), 3)} "
+        f"(away from broadcasts {fmt(server.get('quiet_cpu_us_per_socket_second'), 3)})",
+        f"server CPU per delivery (us)    {fmt(server.get('cpu_us_per_delivery'), 2)} (beyond the upkeep)",
+        f"generator CPU per connect (ms)  {fmt(generator.get('cpu_ms_per_connect'), 3)}",
+        f"generator CPU per socket-s (us) {fmt(generator.get('cpu_us_per_socket_second'), 3)}",
+        f"server RSS connected / peak MiB {fmt(server.get('rss_connected_mib'))} / {fmt(server.get('rss_peak_mib'))}",
+        f"RSS growth per connection (KiB) {fmt(server.get('rss_growth_kib_per_connection'), 2)}",
+        f"broadcasts sent / failed        {fmt(casts.get('sent'))} / {fmt(casts.get('failed'))}",
+        f"broadcast deliveries missed     {fmt(casts.get('missed'))}",
+        f"delivery p50 / p99 / max (ms)   {fmt(latency.get('p50'))} / {fmt(latency.get('p99'))} / {fmt(latency.get('max'))}",
+        f"generator processes / addresses {fmt(found.get('processes'))} / {fmt(found.get('addresses'))} "
+        f"({fmt(found.get('generator_failures'))} failed)",
+        f"server processes, fd limit each {fmt(found.get('server_processes'))}, {fmt(found.get('server_fd_limit'))}",
     ]
+    for row in casts.get("each", []):
+        lines.append(f"  broadcast {row['seq']}: reached {fmt(row['reached'])}, last delivery {fmt(row['last_ms'])} ms")
+    load = found.get("load_average")
+    if load:
+        lines.append(
+            f"machine load average before / after {' '.join(f'{x:.1f}' for x in load['before'])} / "
+            f"{' '.join(f'{x:.1f}' for x in load['after'])}"
+        )
+    restart = found.get("restart")
+    if restart:
+        lines += [
+            f"restart: server down (s)        {fmt(restart.get('server_down_seconds'))}",
+            f"restart: back / not back        {fmt(restart.get('back'))} / {fmt(restart.get('not_back'))}",
+            f"restart: all back after (s)     {fmt(restart.get('seconds_until_all_back'))}",
+            f"restart: recovered / resumable  {fmt(restart.get('recovered'))} / {fmt(restart.get('resumable'))}",
+        ]
+        if restart.get("reconnect_errors"):
+            lines.append(f"restart: reconnect errors {restart['reconnect_errors']}")
     for key in ("connect_errors", "disconnect_reasons"):
         if found.get(key):
             lines.append(f"{key.replace('_', ' ')}: {found[key]}")
+    if casts.get("errors"):
+        lines.append(f"broadcast errors: {casts['errors']}")
+    if found.get("machine_note"):
+        lines.append(f"note: {found['machine_note']}")
     if found.get("note"):
         lines.append(f"note: {found['note']}")
     return "\n".join(lines)

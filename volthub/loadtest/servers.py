@@ -82,6 +82,7 @@ def plan_server(
     cpus: str | None = None,
     extra_env: dict[str, str] | None = None,
     port: int | None = None,
+    workers: int = 1,
 ) -> ServerPlan:
     """The command line and environment that start `target` on 127.0.0.1."""
     port = port or free_port()
@@ -104,6 +105,8 @@ def plan_server(
             "--database",
             database,
         ]
+        if workers > 1:  # `serve --workers N`: every worker binds the gateway port (SO_REUSEPORT)
+            argv += ["--workers", str(workers)]
         # `volthub`: the mount alone (gateway off); `volthub-gateway`: the Events API's own
         # listener on a free port (never the default 8081: servers run side by side).
         env = {**os.environ, **VOLTHUB_BENCH_ENV, "VOLTHUB_EVENTS__GATEWAY_PORT": "0", **(extra_env or {})}

@@ -343,3 +343,36 @@ async def test_one_ticker_runs_every_timer_in_order(nursery: trio.Nursery, mock_
     await wait_all_tasks_blocked()
     assert [name for name, _ in fired] == ["a", "c", "b", "a"]
     assert len(ticker) == 0  # nothing left to run, nothing stale kept
+
+
+async def test_with_many_timers_the_ticker_runs_them_in_fewer_wakes(
+    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
+) -> None:
+    """20,000 pings spread over 25 s: one wake per ping would be 20,000 wakes; waiting a
+    little longer between wakes (20 ms with that many timers) runs them ~25 at a time,
+    none later than TICK_MAX_SECONDS."""
+    from volthub.http.events import gateway_connections as gc
+
+    ticker = gc.Ticker()
+    wakes: list[float] = []
+    late: list[float] = []
+
+    def on_due(conn: Any, now: float) -> None:
+        if len(conn.deadlines) == 2:  # its first ping (the second keeps the count of timers up)
+            if not wakes or wakes[-1] != now:
+                wakes.append(now)
+            late.append(now - conn.deadlines[0])
+        conn.deadlines.pop(0)
+
+    start = trio.current_time()
+    count = 20_000
+    for index in range(count):
+        first = start + 0.001 + 25 * index / count
+        ticker.reschedule(_Timed(str(index), first, first + 25))  # type: ignore[arg-type]  # its next ping
+    nursery.start_soon(ticker.run, on_due)
+    for _ in range(26 * 500):
+        mock_clock.jump(0.002)
+        await wait_all_tasks_blocked()
+    assert len(late) == count, "each first ping ran; the next ones are still scheduled"
+    assert len(wakes) < count / 10
+    assert max(late) <= gc.TICK_MAX_SECONDS + 0.002  # + the test's own 2 ms steps

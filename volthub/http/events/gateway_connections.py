@@ -53,8 +53,14 @@ CLOSE_LINGER_SECONDS: Final = 5.0
 SEND_TIMEOUT_SECONDS: Final = 30.0
 # The ticker wakes at most once per this long; timers due in between run together at the
 # next wake, so a timer is late by at most this much (the official suites time ping
-# timeouts to the millisecond).
+# timeouts to the millisecond). With many connections the wait grows by TICK_PER_TIMER per
+# scheduled timer, up to TICK_MAX_SECONDS: tens of thousands of sockets ping every
+# pingInterval, and a wake per ping (each then answered by its own pong, in its own turn of
+# the event loop) costs more than the ping itself; run together, their writes and pongs
+# share the wakes. A ping 50 ms late is nothing against pingTimeout.
 TICK_SECONDS: Final = 0.001
+TICK_PER_TIMER: Final = 1e-6
+TICK_MAX_SECONDS: Final = 0.05
 # The writer task sends at most this many queued chunks per system call.
 DRAIN_BATCH: Final = 64
 
@@ -135,12 +141,15 @@ class WireConnection(Connection):
             super().flush()  # polling: wake the pending GET
             return
         session = self.session
+        data, count = b"", 0
         if session.buffered:
             frames = session.take_outgoing()
             if frames:
-                self.write(b"".join([websocket_frame(frame) for frame in frames]), len(frames))
+                data, count = b"".join([websocket_frame(frame) for frame in frames]), len(frames)
         if session.closed and not self.closing:
-            self.close_wire()
+            self.close_wire(data, count)  # the last frames and the close frame in one write
+        elif data:
+            self.write(data, count)
 
     def changed(self) -> None:
         self.flush()
@@ -229,11 +238,12 @@ class WireConnection(Connection):
         if self.closing and self.sock is sock:
             self._shutdown_write()
 
-    def close_wire(self) -> None:
-        """End the WebSocket with the close frame (``close_code``), then our side of the TCP
-        connection; the reader waits for the client's end, CLOSE_LINGER_SECONDS at most."""
+    def close_wire(self, before: bytes = b"", frames: int = 0) -> None:
+        """End the WebSocket with the close frame (``close_code``), after ``before`` (the
+        session's last ``frames`` frames), then our side of the TCP connection; the reader
+        waits for the client's end, CLOSE_LINGER_SECONDS at most."""
         self.closing = True
-        self.write(close_frame(self.close_code, self.close_reason))
+        self.write(before + close_frame(self.close_code, self.close_reason), frames)
         self.close_by = trio.current_time() + CLOSE_LINGER_SECONDS
         if self.pending is None:
             self._shutdown_write()
@@ -298,7 +308,7 @@ class Ticker:
                 await trio.sleep_forever()
             self._wake = None
             now = trio.current_time()
-            self._not_before = now + TICK_SECONDS
+            self._not_before = now + min(TICK_MAX_SECONDS, max(TICK_SECONDS, len(heap) * TICK_PER_TIMER))
             while heap and heap[0][0] <= now:
                 due, _, conn = heapq.heappop(heap)
                 if conn.scheduled != due:

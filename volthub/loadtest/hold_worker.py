@@ -1,0 +1,349 @@
+"""One generator process of a hold (`python -m volthub.loadtest.hold_worker`).
+
+It talks to the parent (volthub.loadtest.hold) in JSON lines: the first stdin line is its
+task (sockets, source addresses, the token); it opens its sockets, each bound to one of the
+source addresses in turn, and prints one line when all are connected or failed. Then it
+answers each later stdin line with one stdout line:
+
+- ``{"cmd": "stop"}`` or ``{"cmd": "restart"}``: what the hold cost it, the sockets lost and
+  the deliveries of each broadcast (its sequence number -> latencies in ms). After
+  ``restart`` every socket that is lost reconnects with the back-off of the official
+  Socket.IO client (exponential from 1 s to 5 s, each delay randomised by ±50 %), asking
+  for connection state recovery;
+- ``{"cmd": "back", "since": T, "timeout": S}``: waits until every socket connected again
+  after monotonic time T (or S seconds passed) and says how many came back, when the last
+  did and how many the server recovered.
+
+End of stdin ends the process (its sockets close with it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import resource
+import select
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from volthub.loadtest import protocol as p
+from volthub.loadtest.client import (
+    IP_BIND_ADDRESS_NO_PORT,
+    ClientSlot,
+    RawWebSocket,
+    RunState,
+    SocketOptions,
+    auth_for,
+    handshake,
+    note_recovery,
+    reason_of,
+)
+from volthub.loadtest.pipes import lines as read_lines
+from volthub.loadtest.targets import Channel
+
+# The official client's reconnection defaults: reconnectionDelay, reconnectionDelayMax,
+# randomizationFactor.
+BACKOFF_FIRST, BACKOFF_MAX, BACKOFF_JITTER = 1.0, 5.0, 0.5
+
+
+def backoff(attempt: int, rng: random.Random) -> float:
+    """Seconds before reconnect attempt `attempt` (0 first): doubling from 1 s up to 5 s,
+    each moved by up to half of itself, up or down, at random."""
+    delay: float = min(BACKOFF_MAX, BACKOFF_FIRST * 2.0 ** min(attempt, 16))
+    deviation = rng.random() * BACKOFF_JITTER * delay
+    return delay - deviation if rng.random() < 0.5 else delay + deviation
+
+
+@dataclass(eq=False)
+class HoldState(RunState):
+    """A hold's deliveries by broadcast (sequence number -> latencies in ms)."""
+
+    by_seq: dict[int, list[float]] = field(default_factory=dict)
+    reconnecting: bool = False
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Held:
+    """One connected socket; read by the process's one Reader, not by a task of its own."""
+
+    __slots__ = ("slot", "sock", "parser")
+
+    def __init__(self, slot: ClientSlot, sock: socket.socket, parser: p.FrameParser) -> None:
+        self.slot, self.sock, self.parser = slot, sock, parser
+
+
+class Reader:
+    """Every held socket of the process in one epoll set, read by one Trio task.
+
+    A task per socket costs a wake-up, two epoll changes and a scheduler turn per frame
+    read; a broadcast to the hold is one frame on every socket at once, so the generator
+    would spend many times what the server spends per delivery, and its own delay would be
+    what the latencies measure. Here one wake reads every socket that is ready, with plain
+    non-blocking calls; only connecting (and reconnecting) runs in tasks.
+    """
+
+    def __init__(self, state: HoldState, run_tag: str, on_lost: Callable[[ClientSlot], None]) -> None:
+        self.state = state
+        self.epoll = select.epoll()
+        self.held: dict[int, Held] = {}
+        self.marker = f'"{p.MESSAGE_MARK} {run_tag} '.encode()
+        self.on_lost = on_lost
+
+    def add(self, held: Held, texts: list[str]) -> None:
+        fd = held.sock.fileno()
+        self.held[fd] = held
+        self.epoll.register(fd, select.EPOLLIN)
+        now_ns = time.monotonic_ns()
+        for text in texts:
+            if not self._text(held, text.encode(), now_ns):
+                return
+
+    async def run(self) -> None:
+        epoll, held = self.epoll, self.held
+        while True:
+            await trio.lowlevel.wait_readable(epoll.fileno())
+            for fd, _ in epoll.poll(0, 4096):
+                found = held.get(fd)
+                if found is not None:
+                    self._read(found)
+
+    def _read(self, held: Held) -> None:
+        try:
+            data = held.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._lose(held, reason_of(exc))
+            return
+        if not data:
+            self._lose(held, "closed by server")
+            return
+        try:
+            frames = held.parser.feed(data)
+        except p.WebSocketError as exc:
+            self._lose(held, reason_of(exc))
+            return
+        now_ns = time.monotonic_ns()
+        for opcode, payload in frames:
+            if opcode == p.OP_TEXT:
+                if not self._text(held, payload, now_ns):
+                    return
+            elif opcode == p.OP_PING:
+                self._send(held, p.encode_frame(p.OP_PONG, payload))
+            elif opcode == p.OP_CLOSE:
+                self._lose(held, "closed by server")
+                return
+
+    def _text(self, held: Held, payload: bytes, now_ns: int) -> bool:
+        """One Engine.IO packet; False once it ended the socket."""
+        if payload == b"2":  # ping
+            self._send(held, p.encode_frame(p.OP_TEXT, b"3"))
+        elif payload.startswith(b'42["event",'):
+            start = payload.find(self.marker)
+            if start >= 0:
+                start += len(self.marker)
+                seq, sent_ns = payload[start : payload.index(b'"', start)].split(b" ")[:2]
+                self.state.by_seq.setdefault(int(seq), []).append(round((now_ns - int(sent_ns)) / 1e6, 2))
+                held.slot.received += 1
+            if held.slot.recovery and payload.endswith(b'"]'):  # recovery: the event id comes last
+                held.slot.offset = payload[payload.rindex(b',"') + 2 : -2].decode()
+        elif payload.startswith(b"41") or payload == b"1":
+            self._lose(held, "disconnected by server")
+            return False
+        return True
+
+    def _send(self, held: Held, frame: bytes) -> None:
+        try:
+            held.sock.send(frame)  # a few bytes: the kernel's buffer has room for them
+        except OSError as exc:
+            self._lose(held, reason_of(exc))
+
+    def _lose(self, held: Held, reason: str) -> None:
+        fd = held.sock.fileno()
+        if self.held.get(fd) is held:
+            del self.held[fd]
+            with contextlib.suppress(OSError):
+                self.epoll.unregister(fd)
+        held.sock.close()
+        self.state.lost(held.slot, reason)
+        self.on_lost(held.slot)
+
+    def close(self) -> None:
+        for held in self.held.values():
+            held.sock.close()
+        self.held.clear()
+        self.epoll.close()
+
+
+async def connect(
+    slot: ClientSlot, channel: Channel, options: SocketOptions, state: HoldState, reader: Reader, gate: trio.Semaphore
+) -> bool:
+    """Open one socket (holding `gate` until its CONNECT is answered) and hand it to the
+    reader; False when it failed (recorded on the slot)."""
+    family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    started = time.monotonic()
+    try:
+        with trio.fail_after(options.connect_timeout):
+            try:
+                if options.source is not None:
+                    sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+                    sock.bind((options.source, 0))
+                wrapped = trio.socket.from_stdlib_socket(sock)
+                await wrapped.connect((options.host, options.port))
+                target = p.engineio_target(options.path)
+                websocket = await RawWebSocket.upgrade(trio.SocketStream(wrapped), options.host, options.port, target)
+                texts, answer = await handshake(websocket, options.namespace, auth_for(slot, channel))
+            finally:
+                gate.release()
+    except trio.TooSlowError:
+        sock.close()
+        state.failed(slot, "connect timeout")
+        return False
+    except Exception as exc:  # refused, reset, a bad answer: this socket's failure only
+        sock.close()
+        state.failed(slot, reason_of(exc))
+        return False
+    now = time.monotonic()
+    note_recovery(slot, answer)
+    slot.connect_seconds, slot.connected_at = now - started, now
+    slot.error, slot.disconnected = None, False
+    reader.add(Held(slot, sock, websocket.parser), texts)
+    return True
+
+
+async def reconnect(
+    slot: ClientSlot, channel: Channel, options: SocketOptions, state: HoldState, reader: Reader, gate: trio.Semaphore
+) -> None:
+    """After a restart was announced: connect again after the back-off until it works."""
+    rng = random.Random()
+    attempt = 0
+    while not state.closing:
+        await trio.sleep(backoff(attempt, rng))
+        attempt += 1
+        await gate.acquire()
+        if await connect(slot, channel, options, state, reader, gate):
+            return
+
+
+async def _worker() -> None:
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    lines = read_lines(stdin)
+    task = json.loads(await lines.__anext__())
+    state = HoldState(run_tag=task["run_tag"], start=time.monotonic())
+    sources: list[str | None] = task.get("sources") or [None]
+    first = task.get("first", 0)
+    channel = Channel(0, "hold", task["token"])
+    slots = [ClientSlot(index, 0, "socketio", recovery=task.get("recovery", False)) for index in range(task["count"])]
+    options = [
+        SocketOptions(task["host"], task["port"], task["path"], "/", "raw", task["timeout"], source)
+        for source in sources
+    ]
+    cpu_began, began = cpu_seconds(), time.monotonic()  # CLOCK_MONOTONIC: one clock for the machine
+    gate = trio.Semaphore(task["concurrency"])
+    async with trio.open_nursery() as nursery:
+
+        def lost(slot: ClientSlot) -> None:
+            if state.reconnecting and not state.closing:
+                where = options[(first + slot.index) % len(options)]
+                nursery.start_soon(reconnect, slot, channel, where, state, reader, gate)
+
+        reader = Reader(state, task["run_tag"], lost)
+        nursery.start_soon(reader.run)
+        try:
+            async with trio.open_nursery() as ramp:
+                for slot in slots:
+                    await gate.acquire()
+                    where = options[(first + slot.index) % len(options)]
+                    ramp.start_soon(connect, slot, channel, where, state, reader, gate)
+            connected = sum(1 for slot in slots if slot.connected_at is not None)
+            last = max((slot.connected_at or began for slot in slots), default=began)
+            _print(
+                {
+                    "connected": connected,
+                    "failed": len(slots) - connected,
+                    "errors": state.connect_errors,
+                    "began": began,
+                    "last": last,
+                    "cpu": cpu_seconds() - cpu_began,
+                }
+            )
+            cpu_held = cpu_seconds()
+            resumable: set[int] = set()
+            async for line in lines:
+                order = json.loads(line)
+                if order["cmd"] in ("stop", "restart"):
+                    _print(
+                        {
+                            "disconnects": sum(1 for slot in slots if slot.disconnected),
+                            "reasons": state.disconnect_reasons,
+                            "deliveries": {str(seq): found for seq, found in state.by_seq.items()},
+                            "cpu": cpu_seconds() - cpu_held,
+                        }
+                    )
+                    if order["cmd"] == "stop":
+                        break
+                    state.reconnecting = True
+                    resumable = {slot.index for slot in slots if slot.offset is not None}
+                    state.disconnect_reasons, state.connect_errors = {}, {}
+                    # The restart's own connects need not queue behind the ramp's narrow gate.
+                    for _ in range(max(0, 64 - task["concurrency"])):
+                        gate.release()
+                elif order["cmd"] == "back":
+                    _print(await _await_back(slots, state, order["since"], order["timeout"], resumable))
+        finally:
+            state.closing = True
+            nursery.cancel_scope.cancel()
+    reader.close()  # once its task is over: it may not wait on a closed epoll set
+
+
+async def _await_back(
+    slots: list[ClientSlot], state: HoldState, since: float, timeout: float, resumable: set[int]
+) -> dict[str, Any]:
+    """Once every socket connected after `since` (or `timeout` passed): how many came back,
+    when the last did, and how many of those that had an event to resume from recovered."""
+    cpu_before = cpu_seconds()
+    with trio.move_on_after(timeout):
+        while any((slot.connected_at or 0) <= since for slot in slots):
+            await trio.sleep(0.05)
+    back = [slot for slot in slots if (slot.connected_at or 0) > since]
+    return {
+        "back": len(back),
+        "last": max((slot.connected_at or since for slot in back), default=since),
+        "recovered": sum(1 for slot in back if slot.index in resumable and slot.recovered),
+        "resumable": len(resumable),
+        "errors": state.connect_errors,
+        "cpu": cpu_seconds() - cpu_before,
+    }
+
+
+def _print(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    if sys.argv[1:]:
+        print("run through `volthub loadtest --hold N` (this module is its generator process)", file=sys.stderr)
+        raise SystemExit(2)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    trio.run(_worker)
+
+
+if __name__ == "__main__":
+    main()
