@@ -94,15 +94,20 @@ def message_ids(events: list[dict[str, Any]]) -> list[str]:
     return [e["data"]["messageId"] for e in events]
 
 
-@pytest.fixture
-async def two_apps(postgres_url: str, broker: Broker, nursery: trio.Nursery) -> AsyncIterator[list[LiveServer]]:
-    """Two apps on one PostgreSQL database, events between them through `broker`."""
-    settings = make_settings(
+def cluster_settings(postgres_url: str, broker: Broker) -> Any:
+    """An app of the cluster: events through `broker`, a small resume buffer, no rate limits."""
+    return make_settings(
         postgres_url,
         events={"resume_buffer_size": RESUME_BUFFER},
         cluster=dict(broker.section),
         ratelimit={"enabled": False},
     )
+
+
+@pytest.fixture
+async def two_apps(postgres_url: str, broker: Broker, nursery: trio.Nursery) -> AsyncIterator[list[LiveServer]]:
+    """Two apps on one PostgreSQL database, events between them through `broker`."""
+    settings = cluster_settings(postgres_url, broker)
     stop = trio.Event()
     yield [await serve_app(nursery, settings, stop), await serve_app(nursery, settings, stop)]
     stop.set()
@@ -185,12 +190,7 @@ async def test_a_client_of_a_killed_process_recovers_on_another(
         **broker.env,
     }
     a = await trio.to_thread.run_sync(server_process, postgres_url, env)
-    settings = make_settings(
-        postgres_url,
-        events={"resume_buffer_size": RESUME_BUFFER},
-        cluster=dict(broker.section),
-        ratelimit={"enabled": False},
-    )
+    settings = cluster_settings(postgres_url, broker)
     stop = trio.Event()
     b = await serve_app(nursery, settings, stop)  # the survivor: in this process, cheaper to start
     owner = await register_live(a.url)
