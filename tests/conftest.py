@@ -34,8 +34,12 @@ import httpx
 import pytest
 import trio
 
+from tests.ports import use_worker_ports
 from volthub.config import Settings, load_settings
-from volthub.loadtest.servers import free_port
+
+use_worker_ports()  # before any test module imports free_port (tests/ports.py)
+
+from volthub.loadtest.servers import free_port  # noqa: E402
 
 pytest_plugins = ["tests.services.webhooks.support"]
 
