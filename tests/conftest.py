@@ -73,6 +73,15 @@ def _share_url_builders() -> None:
 
 _share_url_builders()
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with a `slow` test (server subprocesses, real-time waits) run first, each kept
+    whole and in its place otherwise: the xdist workers of `make test` take whole modules in
+    this order, and a long module taken last would leave the others idle at the end."""
+    slow_modules = {getattr(item, "module", None) for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: getattr(item, "module", None) not in slow_modules)
+
+
 POSTGRES = os.environ.get("VOLTHUB_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 # Cheap hashing keeps hundreds of registrations fast; production uses the defaults.
 FAST_AUTH = {"argon2_time_cost": 1, "argon2_memory_kib": 1024}
