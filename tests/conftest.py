@@ -450,7 +450,8 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)  # real time: a child process is starting, no clock of ours drives it
-        raise RuntimeError(f"server did not become healthy: {self.log()}")
+        self.kill()  # no fixture knows of it yet: it would outlive the test
+        raise RuntimeError(f"server did not become healthy within {timeout} s: {self.log()}")
 
     def log(self) -> str:
         path = self.tmp_path / f"server-{self.port}.log"

@@ -4,6 +4,7 @@ request, SIGTERM stops all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +22,14 @@ from volthub.loadtest.servers import free_port
 def children(pid: int) -> set[int]:
     found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     return {int(child) for child in found}
+
+
+def kill_group(parent: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the parent and its workers (its own session, started so): a failed test leaves
+    no worker behind, whose parent would be gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(parent.pid, signal.SIGKILL)
+    parent.wait()
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -49,7 +58,9 @@ def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, 
     log = open(tmp_path / "workers.log", "wb")  # noqa: SIM115 - the child writes to it
     argv = [sys.executable, "-m", "volthub", "serve", "--workers", "2", "--port", str(port)]
     argv += ["--gateway-port", str(gateway_port)]
-    parent = subprocess.Popen([*argv, "--database", postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env)
+    parent = subprocess.Popen(
+        [*argv, "--database", postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     try:
         wait_healthy(url, parent)
         deadline = time.monotonic() + 30
@@ -100,9 +111,7 @@ def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, 
         for pid in after:
             assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
+        kill_group(parent)
         log.close()
 
 
@@ -135,7 +144,9 @@ def test_one_scrape_shows_every_workers_requests(empty_postgres_url: str, tmp_pa
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     log = open(tmp_path / "workers.log", "wb")  # noqa: SIM115 - the child writes to it
     argv = [sys.executable, "-m", "volthub", "serve", "--workers", "2", "--port", str(port)]
-    parent = subprocess.Popen([*argv, "--database", empty_postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env)
+    parent = subprocess.Popen(
+        [*argv, "--database", empty_postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
 
     def livez_count() -> float:
         text = httpx.get(f"{url}/metrics", timeout=5).text
@@ -178,7 +189,5 @@ def test_one_scrape_shows_every_workers_requests(empty_postgres_url: str, tmp_pa
         last = orjson.loads((tmp_path / "workers.log").read_text().splitlines()[-1])
         assert last["message"].startswith("volthub stopped") and "worker" not in last
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
+        kill_group(parent)
         log.close()
