@@ -412,7 +412,7 @@ class ServerProcess:
         self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30) -> ServerProcess:
+    def start(self, timeout: float = 60) -> ServerProcess:
         env = {
             **os.environ,
             "VOLTHUB_AUTH__ARGON2_TIME_COST": str(FAST_AUTH["argon2_time_cost"]),
