@@ -47,10 +47,18 @@ docs: $(VENV)/.installed-docs
 docs-serve: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist): most slow tests wait on servers and
+# child processes, so three overlap well even on two cores. Whole modules are dealt out
+# (--dist loadfile) in the order of collection, where modules with slow tests come first
+# (tests/conftest.py; xdist would order them by test count): a module's fixtures are set up
+# once, in one worker, and no long module is left for the end. Each worker draws server
+# ports from a block of its own (tests/ports.py) and migrates its own PostgreSQL template.
+# `make test TEST_WORKERS=0` (or PYTEST_ARGS="-n 0") runs everything in one process.
+TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test
 	@# The official socket.io-client for tests/http/events/test_socketio.py (needs Node.js + npm).
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # schemathesis over the whole OpenAPI document, every operation on both backends, many more
 # examples per operation than the few `make test` runs (which deals the operations out

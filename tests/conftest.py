@@ -34,8 +34,12 @@ import httpx
 import pytest
 import trio
 
+from tests.ports import use_worker_ports
 from volthub.config import Settings, load_settings
-from volthub.loadtest.servers import free_port
+
+use_worker_ports()  # before any test module imports free_port (tests/ports.py)
+
+from volthub.loadtest.servers import free_port  # noqa: E402
 
 pytest_plugins = ["tests.services.webhooks.support"]
 
@@ -68,6 +72,15 @@ def _share_url_builders() -> None:
 
 
 _share_url_builders()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with a `slow` test (server subprocesses, real-time waits) run first, each kept
+    whole and in its place otherwise: the xdist workers of `make test` take whole modules in
+    this order, and a long module taken last would leave the others idle at the end."""
+    slow_modules = {getattr(item, "module", None) for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: getattr(item, "module", None) not in slow_modules)
+
 
 POSTGRES = os.environ.get("VOLTHUB_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 # Cheap hashing keeps hundreds of registrations fast; production uses the defaults.
@@ -399,7 +412,7 @@ class ServerProcess:
         self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30) -> ServerProcess:
+    def start(self, timeout: float = 60) -> ServerProcess:
         env = {
             **os.environ,
             "VOLTHUB_AUTH__ARGON2_TIME_COST": str(FAST_AUTH["argon2_time_cost"]),
@@ -437,7 +450,8 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)  # real time: a child process is starting, no clock of ours drives it
-        raise RuntimeError(f"server did not become healthy: {self.log()}")
+        self.kill()  # no fixture knows of it yet: it would outlive the test
+        raise RuntimeError(f"server did not become healthy within {timeout} s: {self.log()}")
 
     def log(self) -> str:
         path = self.tmp_path / f"server-{self.port}.log"

@@ -4,6 +4,7 @@ request, SIGTERM stops all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +22,14 @@ from volthub.loadtest.servers import free_port
 def children(pid: int) -> set[int]:
     found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     return {int(child) for child in found}
+
+
+def kill_group(parent: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the parent and its workers (its own session, started so): a failed test leaves
+    no worker behind, whose parent would be gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(parent.pid, signal.SIGKILL)
+    parent.wait()
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -49,7 +58,9 @@ def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, 
     log = open(tmp_path / "workers.log", "wb")  # noqa: SIM115 - the child writes to it
     argv = [sys.executable, "-m", "volthub", "serve", "--workers", "2", "--port", str(port)]
     argv += ["--gateway-port", str(gateway_port)]
-    parent = subprocess.Popen([*argv, "--database", postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env)
+    parent = subprocess.Popen(
+        [*argv, "--database", postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     try:
         wait_healthy(url, parent)
         deadline = time.monotonic() + 30
@@ -77,7 +88,9 @@ def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, 
         parent.send_signal(signal.SIGHUP)
         statuses = []
         dropped = 0
-        deadline = time.monotonic() + 60
+        # A roll is a migrate run, then per worker a start and a graceful stop: on a busy
+        # machine (the suite's other workers) that can take more than a minute.
+        deadline = time.monotonic() + 150
         while time.monotonic() < deadline:
             try:
                 statuses.append(httpx.get(f"{url}/healthz", timeout=5).status_code)
@@ -100,9 +113,7 @@ def test_workers_share_one_port_and_restart_one_by_one(empty_postgres_url: str, 
         for pid in after:
             assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
+        kill_group(parent)
         log.close()
 
 
@@ -142,7 +153,9 @@ def test_one_scrape_shows_every_workers_requests(empty_postgres_url: str, tmp_pa
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     log = open(tmp_path / "workers.log", "wb")  # noqa: SIM115 - the child writes to it
     argv = [sys.executable, "-m", "volthub", "serve", "--workers", "2", "--port", str(port)]
-    parent = subprocess.Popen([*argv, "--database", empty_postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env)
+    parent = subprocess.Popen(
+        [*argv, "--database", empty_postgres_url], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
 
     def livez_count() -> float:
         text = httpx.get(f"{url}/metrics", timeout=5).text
@@ -195,7 +208,5 @@ def test_one_scrape_shows_every_workers_requests(empty_postgres_url: str, tmp_pa
         last = orjson.loads((tmp_path / "workers.log").read_text().splitlines()[-1])
         assert last["message"].startswith("volthub stopped") and "worker" not in last
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
+        kill_group(parent)
         log.close()

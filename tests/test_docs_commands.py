@@ -401,6 +401,8 @@ def page_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield {page: pool.submit(run_page_in, page, tmp_path_factory.mktemp("docs")) for page in runnable}
 
 
+# page_runs starts every selected page at once: under pytest-xdist the module must run in one
+# worker (`make test` deals out whole modules, --dist loadfile), or each would run them all.
 @pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=name_of)
 def test_every_shell_block_of_the_page_runs_in_order(page: Path, page_runs: dict[Path, Any]) -> None:
     required_programs(page)

@@ -35,6 +35,8 @@ def launch(
         "VOLTHUB_LOGGING__FORMAT": log_format,
         "VOLTHUB_DATABASE__URL": database_url,
         "VOLTHUB_SERVER__PORT": str(port),
+        # The gateway on a free port too: the default 8081 may be any other server's.
+        "VOLTHUB_EVENTS__GATEWAY_PORT": str(free_port()),
     }
     if kind == "serve":
         argv = [sys.executable, "-m", "volthub", "serve", "--port", str(port)]

@@ -221,12 +221,14 @@ def _socketio_listen(url: str, events_url: str, token: str, post: Any) -> dict[s
     async def main() -> dict[str, Any]:
         client = socketio.AsyncClient(reconnection=False)
         seen: dict[str, Any] = {}
-        done = asyncio.Event()
+        # The message may arrive before the POST's own response: wait for both.
+        posted, done = asyncio.Event(), asyncio.Event()
 
         @client.on("connected", namespace="/ws/events")
         async def on_connected(data: dict[str, Any]) -> None:
             async with httpx.AsyncClient(base_url=url) as http:
                 seen["status"] = (await post(http)).status_code
+            posted.set()
 
         @client.on("chat.message", namespace="/ws/events")
         def on_message(data: dict[str, Any]) -> None:
@@ -235,7 +237,7 @@ def _socketio_listen(url: str, events_url: str, token: str, post: Any) -> dict[s
 
         await client.connect(events_url, namespaces=["/ws/events"], auth={"token": token}, transports=["websocket"])
         try:
-            await asyncio.wait_for(done.wait(), 15)
+            await asyncio.wait_for(asyncio.gather(posted.wait(), done.wait()), 15)
         finally:
             await client.disconnect()
         return seen

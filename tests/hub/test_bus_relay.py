@@ -165,3 +165,24 @@ def test_notification_payloads_round_trip() -> None:
     assert event_log.parse_notification(event_log.notification(item, '{"d":{"a":1}}')) == item
     huge = '{"d":"' + "y" * 9000 + '"}'
     assert event_log.parse_notification(event_log.notification(item, huge)) == 7
+
+
+async def test_caught_up_returns_when_the_start_reads_what_was_published_before_listening(
+    processes: Any, nursery: trio.Nursery
+) -> None:
+    """An event published before the relay listens reaches it by the start's read of the log,
+    not by NOTIFY: a caller already waiting in `caught_up` must be woken by that read too."""
+    one = await processes(run=False)
+    await one.emit("c1", {"text": "before"})
+    waited = trio.Event()
+
+    async def wait_caught_up() -> None:
+        await one.relay.caught_up()
+        waited.set()
+
+    nursery.start_soon(wait_caught_up)
+    await trio.sleep(0)  # it waits now: nothing has been relayed yet
+    assert not waited.is_set()
+    nursery.start_soon(one.relay.run)
+    with trio.fail_after(WAIT):
+        await waited.wait()

@@ -106,6 +106,19 @@ def test_pong_is_swallowed_and_close_ends_the_input() -> None:
         (client_frame(Opcode.CLOSE, b"\x03"), CLOSE_PROTOCOL_ERROR),
         (client_frame(Opcode.TEXT, b"a", fin=False) + client_frame(Opcode.TEXT, b"b"), CLOSE_PROTOCOL_ERROR),
     ],
+    # Named, not shown: client frames carry a random mask, and pytest-xdist's workers must
+    # collect the same test ids.
+    ids=[
+        "unmasked",
+        "reserved-bit",
+        "continuation-first",
+        "unknown-opcode",
+        "long-control-frame",
+        "fragmented-control-frame",
+        "invalid-utf8",
+        "one-byte-close-code",
+        "new-message-inside-a-fragmented-one",
+    ],
 )
 def test_protocol_violations_raise_with_a_close_code(wire: bytes, code: int) -> None:
     with pytest.raises(WebSocketError) as raised:

@@ -272,6 +272,7 @@ class PostgresRelay:
                     await self._warm_start()
                 self.connected = True
                 self._connected_event.set()
+                self._made_progress()  # the start's read may have caught up a `caught_up` waiter
                 async for payload in receive:
                     await self._heard(payload)
         finally:
