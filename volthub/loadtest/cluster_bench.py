@@ -96,16 +96,18 @@ def _admin(database: str, statement: str) -> None:
         connection.execute(statement)
 
 
-def _start(url: str, workdir: Path, index: int, env: dict[str, str]) -> Server:
+def _start(url: str, workdir: Path, index: int, plan: Plan) -> Server:
     port, gateway_port = free_port(), free_port()  # never the default 8081: servers run side by side
     log = workdir / f"server-{index}-{port}.log"
     argv = [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    if plan.server_cpus:
+        argv = ["taskset", "-c", plan.server_cpus, *argv]  # taskset execs: the pid stays the server's
     with open(log, "wb") as handle:
         process = subprocess.Popen(
             [*argv, "--gateway-port", str(gateway_port), "--database", url],
             stdout=handle,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **SERVER_ENV, **env},
+            env={**os.environ, **SERVER_ENV, **plan.broker_env},
             cwd=workdir,
         )
     return Server(process, f"http://127.0.0.1:{port}", log, f"ws://127.0.0.1:{gateway_port}")
@@ -167,6 +169,7 @@ class Plan:
     placement: str = "spread"
     broker_env: dict[str, str] = field(default_factory=dict)
     redis_url: str | None = None
+    server_cpus: str | None = None  # taskset -c list for every volthub process
 
 
 def _redis_cpu(url: str | None) -> float | None:
@@ -210,9 +213,9 @@ async def run_once(database: str, processes: int, plan: Plan, workdir: Path) -> 
     servers: list[Server] = []
     try:
         # The first one applies the migrations; the others start on a migrated schema.
-        servers.append(_start(url, workdir, 0, plan.broker_env))
+        servers.append(_start(url, workdir, 0, plan))
         await _healthy(servers[0])
-        servers += [_start(url, workdir, i, plan.broker_env) for i in range(1, processes + 1)]
+        servers += [_start(url, workdir, i, plan) for i in range(1, processes + 1)]
         for server in servers:
             await _healthy(server)
         serving, observer = servers[:processes], servers[processes]
@@ -366,6 +369,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channels", type=int, default=10)
     parser.add_argument("--rate", type=float, default=20.0, help="chat messages per second, all channels")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of sending")
+    parser.add_argument(
+        "--server-cpus",
+        metavar="LIST",
+        help="pin every volthub process to these CPUs with taskset -c (e.g. 0; run the bench itself "
+        "under taskset -c 1), so that the generator's work never runs beside a server's",
+    )
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     args = parser.parse_args(argv)
     if not args.database.startswith(("postgresql://", "postgres://")):
@@ -376,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="volthub-cluster-bench-") as tmp:
         redis: subprocess.Popen[bytes] | None = None
-        plan = Plan(args.sockets, args.channels, args.rate, args.duration, args.placement)
+        plan = Plan(args.sockets, args.channels, args.rate, args.duration, args.placement, server_cpus=args.server_cpus)
         try:
             if args.broker == "redis":
                 redis_url = args.redis_url
