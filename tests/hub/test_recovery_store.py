@@ -57,11 +57,16 @@ async def stores(
             return RedisRecoveryStore(WINDOW, clock, relay)
         return DatabaseRecoveryStore(WINDOW, clock, database)
 
-    yield make, clock, servers
-    nursery.cancel_scope.cancel()
-    await database.close()
-    if request.param == "redis":
-        servers[0].stop()
+    try:
+        yield make, clock, servers
+    finally:
+        nursery.cancel_scope.cancel()
+        # Stopped before anything awaits: the teardown runs in the cancelled scope, where an
+        # await raises, and a redis-server not stopped here would outlive the run.
+        for server in servers:
+            server.stop()
+        with trio.CancelScope(shield=True):
+            await database.close()
 
 
 async def test_a_state_is_taken_once_by_any_process_and_only_by_its_user(stores: Any) -> None:
