@@ -51,20 +51,28 @@ class _SettlingClient:
             await caught_up()
         return response
 
+    async def _send(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        # An event published before the relay's LISTEN is in effect reaches this process only
+        # as history, not as a delivery to the test's listener: wait until it listens.
+        wait_connected = getattr(self._app.extensions["volthub"].bus, "wait_connected", None)
+        if wait_connected is not None:
+            await wait_connected()
+        return await self._settled(await getattr(self._client, method)(*args, **kwargs))
+
     async def get(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._settled(await self._client.get(*args, **kwargs))
+        return await self._send("get", *args, **kwargs)
 
     async def post(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._settled(await self._client.post(*args, **kwargs))
+        return await self._send("post", *args, **kwargs)
 
     async def put(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._settled(await self._client.put(*args, **kwargs))
+        return await self._send("put", *args, **kwargs)
 
     async def patch(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._settled(await self._client.patch(*args, **kwargs))
+        return await self._send("patch", *args, **kwargs)
 
     async def delete(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._settled(await self._client.delete(*args, **kwargs))
+        return await self._send("delete", *args, **kwargs)
 
 
 class ChatEnv:
