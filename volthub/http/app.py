@@ -272,6 +272,7 @@ async def _start(app: QuartTrio) -> None:
         await hook(rt)
     cluster.install(rt, relay)  # PostgreSQL: resume backfill, presence over all processes
     await app.nursery.start(_supervise, rt)
+    await cluster.wait_for_relay(rt)
     cluster.report_ready()
     _log_started(rt)
 

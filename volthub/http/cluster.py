@@ -7,7 +7,10 @@ next worker only once the new one serves).
 
 from __future__ import annotations
 
+import logging
 import os
+
+import trio
 
 from volthub.http.runtime import Runtime
 from volthub.hub.bus import PostgresRelay
@@ -17,6 +20,12 @@ from volthub.hub.redis_bus import RedisRelay
 # Set by `volthub serve --workers N` in each worker's environment: a pipe to write one byte
 # to once the app has started.
 READY_FD_ENV = "VOLTHUB_READY_FD"
+
+# How long a starting process waits for its relay to hear the other processes before it
+# serves anyway (a broker that is down at start must not keep the API down with it).
+RELAY_START_WAIT_SECONDS = 10.0
+
+log = logging.getLogger(__name__)
 
 
 def install(rt: Runtime, relay: PostgresRelay | RedisRelay | None) -> None:
@@ -35,6 +44,24 @@ def install(rt: Runtime, relay: PostgresRelay | RedisRelay | None) -> None:
     store = RedisPresenceStore(relay) if isinstance(relay, RedisRelay) else None
     interval = rt.settings.cluster.presence_interval_seconds
     rt.services.presence = ClusterPresence(rt.db, rt.clock, fanout, interval, store)
+
+
+async def wait_for_relay(rt: Runtime) -> None:
+    """Start serving only once this process hears the other processes. An event published
+    elsewhere after this process first answered must reach its listeners (a revoked session
+    leaving its cache, a message its sockets wait for), not only its resume buffers, which
+    is all that events from before the relay listened become. A broker still unreachable
+    after `RELAY_START_WAIT_SECONDS` does not hold the start back: `/healthz` says why."""
+    if not isinstance(rt.bus, PostgresRelay | RedisRelay):
+        return
+    with trio.move_on_after(RELAY_START_WAIT_SECONDS) as waited:
+        await rt.bus.wait_connected()
+    if waited.cancelled_caught:
+        log.warning(
+            "serving before the event relay could hear the other processes (%s); "
+            "events they publish until it does reach this process only as history",
+            rt.bus.problem or "not connected yet",
+        )
 
 
 async def presence_service(rt: Runtime) -> None:
