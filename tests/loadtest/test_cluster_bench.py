@@ -22,5 +22,6 @@ async def test_a_small_two_process_run_delivers_everything(postgres_url: str, tm
     assert result["messages_accepted"] == 4
     assert result["deliveries"] == result["deliveries_expected"] == 12
     assert result["relay_cpu_ms_per_event_per_process"] is not None
+    assert result["wakeups_per_event_per_process"] > 0, "a delivered event wakes its process"
     assert (result["redis_cpu_ms_per_event"] is not None) == (broker.name == "redis")
     assert "deliveries per second" in _table([result])

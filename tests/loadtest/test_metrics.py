@@ -87,6 +87,25 @@ def test_reading_our_own_process() -> None:
     assert m.read_proc(2**22 + 17, 1.0) is None  # above pid_max: no such process
 
 
+def test_activity_counts_our_sleeps_and_adds_up() -> None:
+    before = m.read_activity(os.getpid())
+    assert before is not None
+    for _ in range(5):
+        time.sleep(0.001)  # each sleep is a voluntary switch of this thread
+    after = m.read_activity(os.getpid())
+    assert after is not None
+    spent = after.minus(before)
+    assert spent.voluntary_switches >= 5 and spent.user_seconds >= 0 and spent.system_seconds >= 0
+    assert spent.plus(before) == after
+    assert m.read_activity(2**22 + 17) is None
+
+
+def test_switch_counts_are_read_from_status_lines() -> None:
+    text = "Name:\tpython\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n"
+    counts = m.parse_keyed_counts(text, ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+    assert counts == {"voluntary_ctxt_switches": 12, "nonvoluntary_ctxt_switches": 3}
+
+
 def test_proc_trace_series() -> None:
     trace = m.ProcTrace()
     for at, cpu, rss in [(10.0, 1.0, 100), (10.5, 1.25, 200), (11.0, 1.5, 300), (12.5, 2.25, 50)]:

@@ -55,7 +55,7 @@ import orjson
 import trio
 from trio_websocket import ConnectionClosed, connect_websocket_url
 
-from volthub.loadtest.metrics import machine_busy_seconds, percentile, read_proc
+from volthub.loadtest.metrics import Activity, machine_busy_seconds, percentile, read_activity, read_proc
 from volthub.loadtest.servers import free_port
 
 SERVER_ENV = {
@@ -75,6 +75,16 @@ class Server:
     def cpu(self) -> float:
         sample = read_proc(self.process.pid, 0.0)
         return sample.cpu_seconds if sample else 0.0
+
+    def activity(self) -> Activity:
+        return read_activity(self.process.pid) or Activity(0.0, 0.0, 0, 0)
+
+
+def _activity(servers: list[Server]) -> Activity:
+    total = Activity(0.0, 0.0, 0, 0)
+    for server in servers:
+        total = total.plus(server.activity())
+    return total
 
 
 @dataclass
@@ -263,6 +273,7 @@ async def _measure(serving: list[Server], observer: Server, plan: Plan) -> dict[
             serving_idle_rate = (sum(s.cpu() for s in serving) - serving_idle_cpu) / idle_seconds
 
             cpu_before = [s.cpu() for s in serving]
+            activity_before = _activity(serving)
             observer_before = observer.cpu()
             machine_before = machine_busy_seconds()
             redis_before = _redis_cpu(plan.redis_url)
@@ -296,6 +307,7 @@ async def _measure(serving: list[Server], observer: Server, plan: Plan) -> dict[
                     await trio.sleep(0.1)
             elapsed = time.monotonic() - started
             cpu = sum(s.cpu() for s in serving) - sum(cpu_before)
+            activity = _activity(serving).minus(activity_before)
             # What the serving processes spend with no events at all (timers, background
             # services), left out of the per-event figure that compares process counts.
             event_cpu = max(0.0, cpu - serving_idle_rate * elapsed)
@@ -324,10 +336,27 @@ async def _measure(serving: list[Server], observer: Server, plan: Plan) -> dict[
         "server_event_cpu_ms_per_event_per_process": (
             round(event_cpu * 1000 / accepted / len(serving), 4) if accepted else None
         ),
+        **_activity_figures(activity, accepted, len(serving)),
         "relay_cpu_ms_per_event_per_process": round(observer_cpu * 1000 / accepted, 4) if accepted else None,
         "redis_cpu_ms_per_event": round(redis * 1000 / accepted, 4) if accepted and redis is not None else None,
         "machine_busy_cpu_seconds": round(machine, 2) if machine is not None else None,
         "elapsed_seconds": round(elapsed, 2),
+    }
+
+
+def _activity_figures(activity: Activity, events: int, processes: int) -> dict[str, float | None]:
+    """The serving processes' user and kernel CPU, wake-ups and preemptions per event per
+    process. More wake-ups per event mean less work done per wake-up (a process with fewer
+    events batches less); more preemptions mean processes fought over the cores."""
+
+    def per(value: float, scale: float = 1.0) -> float | None:
+        return round(value * scale / events / processes, 4) if events else None
+
+    return {
+        "user_cpu_ms_per_event_per_process": per(activity.user_seconds, 1000),
+        "system_cpu_ms_per_event_per_process": per(activity.system_seconds, 1000),
+        "wakeups_per_event_per_process": per(activity.voluntary_switches),
+        "preemptions_per_event_per_process": per(activity.involuntary_switches),
     }
 
 
@@ -343,7 +372,11 @@ def _table(results: list[dict[str, Any]]) -> str:
         ("chat POST p50 (ms)", "post_p50_ms"),
         ("server CPU ms per delivery", "server_cpu_ms_per_delivery"),
         ("server CPU ms per event per process", "server_cpu_ms_per_event_per_process"),
+        ("  of it in user space", "user_cpu_ms_per_event_per_process"),
+        ("  of it in the kernel", "system_cpu_ms_per_event_per_process"),
         ("  the same, less what idle processes spend", "server_event_cpu_ms_per_event_per_process"),
+        ("wake-ups per event per process", "wakeups_per_event_per_process"),
+        ("preemptions per event per process", "preemptions_per_event_per_process"),
         ("uninterested process CPU ms per event", "relay_cpu_ms_per_event_per_process"),
         ("Redis CPU ms per event", "redis_cpu_ms_per_event"),
         ("machine busy CPU s (all processes)", "machine_busy_cpu_seconds"),

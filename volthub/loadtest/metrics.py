@@ -215,6 +215,70 @@ def read_proc(pid: int, now: float) -> ProcSample | None:
     return ProcSample(now, cpu, rss, count)
 
 
+@dataclass(frozen=True)
+class Activity:
+    """What one process did so far, beyond CPU time: where the CPU went (user or kernel), how
+    often it slept and woke, how often it was preempted. Counts do not inflate when the
+    machine is busy the way CPU seconds do (a core shared with other processes runs each of
+    them slower), so comparing them helps tell extra work from contention."""
+
+    user_seconds: float
+    system_seconds: float
+    voluntary_switches: int  # the process went to sleep: a wake-up each, all threads
+    involuntary_switches: int  # the process was preempted, all threads
+
+    def minus(self, before: Activity) -> Activity:
+        return Activity(
+            self.user_seconds - before.user_seconds,
+            self.system_seconds - before.system_seconds,
+            self.voluntary_switches - before.voluntary_switches,
+            self.involuntary_switches - before.involuntary_switches,
+        )
+
+    def plus(self, other: Activity) -> Activity:
+        return Activity(
+            self.user_seconds + other.user_seconds,
+            self.system_seconds + other.system_seconds,
+            self.voluntary_switches + other.voluntary_switches,
+            self.involuntary_switches + other.involuntary_switches,
+        )
+
+
+def parse_proc_times(text: str) -> tuple[float, float]:
+    """(utime, stime) in seconds from /proc/<pid>/stat."""
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def parse_keyed_counts(text: str, keys: Sequence[str]) -> dict[str, int]:
+    """`key: number` lines (the switch counts of /proc/<pid>/status)."""
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name in keys:
+            found[name] = int(value.split()[0])
+    return found
+
+
+def read_activity(pid: int) -> Activity | None:
+    """One process's :class:`Activity` (its threads included), or None when it has gone away
+    or /proc does not show it to us."""
+    switches = ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+    try:
+        user, system = parse_proc_times(Path(f"/proc/{pid}/stat").read_text())
+        voluntary = involuntary = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                counts = parse_keyed_counts((task / "status").read_text(), switches)
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a thread that ended while we looked
+            voluntary += counts.get(switches[0], 0)
+            involuntary += counts.get(switches[1], 0)
+    except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+        return None
+    return Activity(user, system, voluntary, involuntary)
+
+
 def parse_proc_stat_busy(text: str) -> float:
     """CPU seconds processes took on the whole machine (all cores) from /proc/stat's
     `cpu` line: user, nice, system and steal. Interrupt and softirq time is left out: the
