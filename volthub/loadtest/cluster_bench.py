@@ -111,7 +111,10 @@ def _start(url: str, workdir: Path, index: int, plan: Plan) -> Server:
     log = workdir / f"server-{index}-{port}.log"
     argv = [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port)]
     if plan.server_cpus:
-        argv = ["taskset", "-c", plan.server_cpus, *argv]  # taskset execs: the pid stays the server's
+        # "0": every process on CPU 0; "0/1": process i on the i-th list (mod their number), so
+        # that each serving process has a core of its own as it would on its own machine.
+        choices = plan.server_cpus.split("/")
+        argv = ["taskset", "-c", choices[index % len(choices)], *argv]  # taskset execs: the pid stays the server's
     with open(log, "wb") as handle:
         process = subprocess.Popen(
             [*argv, "--gateway-port", str(gateway_port), "--database", url],
@@ -406,7 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         "--server-cpus",
         metavar="LIST",
         help="pin every volthub process to these CPUs with taskset -c (e.g. 0; run the bench itself "
-        "under taskset -c 1), so that the generator's work never runs beside a server's",
+        "under taskset -c 1), so that the generator's work never runs beside a server's; lists "
+        "separated by / are dealt out in turn (0/1: serving process i on CPU i mod 2, the "
+        "uninterested process on the next), so that each serving process has a core of its own",
     )
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     args = parser.parse_args(argv)
