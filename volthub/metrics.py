@@ -110,6 +110,11 @@ BUS_RECONNECTS = Counter(
     PREFIX + "bus_reconnects",
     "Times this process's broker connection was lost and connected again.",
 )
+BUS_SWEPT = Counter(
+    PREFIX + "bus_swept_events",
+    "Events that reached this process from the event log's sweep, not from the broker: their "
+    "publisher died between its commit and handing them over (Redis broker).",
+)
 DB_POOL_CONNECTIONS = Gauge(
     PREFIX + "db_pool_connections",
     "Database connections by state: in_use (running a transaction), idle (free in the pool), "

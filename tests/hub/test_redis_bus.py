@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from prometheus_client import REGISTRY
 
 from tests.redis_support import RedisServer, make_tls_files, redis_cluster, redis_server, redis_tls_server
 from volthub.hub.clock import SystemClock, to_ms
@@ -248,6 +249,10 @@ def _owns(node: RedisServer, slot: int) -> bool:
     return False
 
 
+def swept_total() -> float:
+    return REGISTRY.get_sample_value("volthub_bus_swept_events_total") or 0.0
+
+
 async def test_a_dead_publishers_logged_events_are_swept_to_followers_once(
     processes: Any, redis_server: RedisServer, mock_clock: trio.testing.MockClock
 ) -> None:
@@ -264,9 +269,11 @@ async def test_a_dead_publishers_logged_events_are_swept_to_followers_once(
     two.relay.sweeper.grace = 3600.0
     assert await two.relay.sweeper.sweep_once() == 0  # within its grace: maybe still on its way
     two.relay.sweeper.grace = 0.0
+    swept_before = swept_total()
     mock_clock.jump(1.0)  # the sweeper's interval
     await two.wait_for(lambda heard: "lost" in texts(heard))
     assert two.relay.sweeper.swept == 1
+    assert swept_total() == swept_before + 1, "operators see it as volthub_bus_swept_events_total"
     await one.emit("c1", "b")
     await two.wait_for(lambda heard: "b" in texts(heard))
     assert texts(two.heard) == ["a", "lost", "b"]  # in order, once

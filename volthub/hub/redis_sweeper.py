@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from volthub import metrics
 from volthub.hub.bus import event_of_row
 from volthub.hub.clock import Clock, to_ms
 from volthub.persistence import Database, event_log
@@ -78,4 +79,5 @@ class Sweeper:
                     due.append(event_of_row(row))
                 delivered += self._relay.deliver_swept(due)
         self.swept += delivered
+        metrics.BUS_SWEPT.inc(delivered)
         return delivered
