@@ -288,16 +288,11 @@ class RedisRecoveryStore(SharedRecoveryStore):
         await self._each(keys, lambda target, i: target.pexpire(keys[i], ttl_ms))
 
     async def _each(self, keys: list[str], command: Callable[[Any, int], Any]) -> None:
-        """`command(target, i)` for each key: in one pipeline on a single server; one by one
-        on a Redis Cluster (the keys live on many nodes)."""
+        """`command(pipe, i)` for each key, in one pipeline: on a Redis Cluster the client
+        splits it by node (the keys live on many) and sends each node its share at once."""
         if not keys:
             return
-        client = self._relay.client()
-        if self._relay.cluster:
-            for i in range(len(keys)):
-                await command(client, i)
-            return
-        async with client.pipeline(transaction=False) as pipe:
+        async with self._relay.client().pipeline(transaction=False) as pipe:
             for i in range(len(keys)):
                 command(pipe, i)
 
