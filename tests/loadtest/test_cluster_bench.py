@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from trio_websocket import CloseReason, ConnectionClosed
 
 from tests.redis_support import Broker, broker
-from volthub.loadtest.cluster_bench import Plan, _table, run_once
+from volthub.loadtest.cluster_bench import Plan, _lost_connection, _table, run_once
 
 __all__ = ["broker"]  # fixture
 
@@ -19,9 +20,18 @@ async def test_a_small_two_process_run_delivers_everything(postgres_url: str, tm
     plan = Plan(sockets=6, channels=2, rate=4, duration=1, broker_env=broker.env, redis_url=redis_url)
     result = await run_once(postgres_url, 2, plan, workdir=tmp_path)
     assert result["processes"] == 2 and result["sockets_connected"] == 6
+    assert result["disconnects"] == 0 and result["disconnect_reasons"] == {}
     assert result["messages_accepted"] == 4
     assert result["deliveries"] == result["deliveries_expected"] == 12
     assert result["relay_cpu_ms_per_event_per_process"] is not None
     assert result["wakeups_per_event_per_process"] > 0, "a delivered event wakes its process"
     assert (result["redis_cpu_ms_per_event"] is not None) == (broker.name == "redis")
     assert "deliveries per second" in _table([result])
+
+
+def test_a_client_whose_connection_ends_is_counted_with_the_reason_not_raised() -> None:
+    closed = ConnectionClosed(CloseReason(1000, "ping timeout"))
+    assert _lost_connection(ExceptionGroup("client", [closed])) == "closed 1000 ping timeout"
+    assert _lost_connection(ConnectionResetError()) == "ConnectionResetError"
+    assert _lost_connection(ExceptionGroup("client", [closed, KeyError("x")])) is None, "a bug is raised"
+    assert _lost_connection(KeyError("x")) is None

@@ -45,6 +45,7 @@ import secrets
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ class Tally:
     latencies: list[float] = field(default_factory=list)
     connected: int = 0
     failed: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)  # connected, then lost: why
 
 
 def _schema_url(database: str, schema: str) -> str:
@@ -142,12 +144,15 @@ async def _healthy(server: Server, timeout: float = 60.0) -> None:
 
 async def _client(server: Server, token: str, tally: Tally, ready: trio.Semaphore, stop: trio.Event) -> None:
     url = server.events_url + "/ws/events/?EIO=4&transport=websocket"
+    said = ""  # the server's last word other than pings and events (a disconnect, an error)
+    connected = False
     try:
         async with trio.open_nursery() as nursery:
             ws = await connect_websocket_url(nursery, url)
             await ws.get_message()  # the Engine.IO open packet
             await ws.send_message("40" + orjson.dumps({"token": token}).decode())
             tally.connected += 1
+            connected = True
             ready.release()
             while not stop.is_set():
                 with trio.move_on_after(0.5):
@@ -159,10 +164,32 @@ async def _client(server: Server, token: str, tally: Tally, ready: trio.Semaphor
                         if envelope["event"] == "chat.message":
                             sent = float(envelope["data"]["message"].split("@", 1)[1])
                             tally.latencies.append(time.time() - sent)
+                    elif isinstance(frame, str) and not frame.startswith("40"):
+                        said = frame[:120]
             await ws.aclose()
-    except (OSError, ConnectionClosed, trio.TooSlowError):
-        tally.failed += 1
-        ready.release()
+    except BaseException as exc:
+        lost = _lost_connection(exc)
+        if lost is None:
+            raise
+        if connected:  # dropped by the server or the network after it was counted
+            tally.dropped[f"{lost} after {said!r}" if said else lost] += 1
+        else:
+            tally.failed += 1
+            ready.release()
+
+
+def _lost_connection(exc: BaseException) -> str | None:
+    """Why a client's connection ended, when that is what `exc` (maybe grouped by the
+    client's nursery) says; None for anything else, which the bench must not hide."""
+    if isinstance(exc, BaseExceptionGroup):
+        reasons = [_lost_connection(inner) for inner in exc.exceptions]
+        return reasons[0] if reasons and all(reasons) else None
+    if isinstance(exc, ConnectionClosed):
+        why = exc.reason
+        return f"closed {why.code} {why.reason or ''}".strip() if why is not None else "closed"
+    if isinstance(exc, OSError | trio.TooSlowError):
+        return type(exc).__name__
+    return None
 
 
 async def _register(http: httpx.AsyncClient, base: str) -> tuple[str, str]:
@@ -326,6 +353,8 @@ async def _measure(serving: list[Server], observer: Server, plan: Plan) -> dict[
         "processes": len(serving),
         "sockets_connected": tally.connected,
         "connect_failures": tally.failed,
+        "disconnects": sum(tally.dropped.values()),
+        "disconnect_reasons": dict(tally.dropped),
         "messages_accepted": accepted,
         "deliveries": delivered,
         "deliveries_expected": expected,
@@ -367,6 +396,7 @@ def _table(results: list[dict[str, Any]]) -> str:
     rows = [
         ("processes", "processes"),
         ("sockets connected", "sockets_connected"),
+        ("disconnects", "disconnects"),
         ("messages accepted", "messages_accepted"),
         ("deliveries / expected", None),
         ("deliveries per second", "deliveries_per_second"),
