@@ -1,7 +1,8 @@
 """The gateway's connections on raw sockets: one accepted TCP connection (:class:`Link`:
 HTTP through h11, then maybe a WebSocket), the Engine.IO session it carries
-(:class:`WireConnection`, written to with ``socket.send`` from the producing task), and the
-one :class:`Ticker` that runs every connection's timers. :mod:`.gateway` accepts the
+(:class:`WireConnection`, written to with ``socket.send`` from the producing task), the
+one :class:`Ticker` that runs every connection's timers and the one :class:`Carrier` that
+reads every carried WebSocket while its task waits. :mod:`.gateway` accepts the
 connections and routes them to its endpoints.
 """
 
@@ -13,6 +14,7 @@ import heapq
 import itertools
 import logging
 import math
+import select
 import socket
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -30,12 +32,16 @@ from volthub.http.events.asgi import (
 )
 from volthub.http.events.connection import Connection
 from volthub.metrics import observe_lag
+from volthub.protocol.engineio.packets import PacketType
 from volthub.protocol.engineio.session import EngineIOSession
 from volthub.protocol.websocket import (
+    OP_PONG,
     FrameReader,
+    Ping,
     Received,
     accept_key,
     close_frame,
+    server_frame,
 )
 
 log = logging.getLogger(__name__)
@@ -316,6 +322,123 @@ class Ticker:
                 conn.scheduled = None
                 on_due(conn, now)
                 self.reschedule(conn)
+
+
+# ---------------------------------------------------------------------- carrier
+
+# A client's answer to our ping: an Engine.IO PONG packet as a text frame.
+PONG_TEXT: Final = str(int(PacketType.PONG))
+# Readiness events taken per look at the carrier's epoll set.
+CARRIER_BATCH: Final = 1024
+
+
+class _Carried:
+    """A socket the carrier reads for its waiting task, and what it found for it."""
+
+    __slots__ = ("conn", "sock", "reader", "task", "frames", "error")
+
+    def __init__(
+        self, conn: WireConnection, sock: socket.socket, reader: FrameReader, task: trio.lowlevel.Task
+    ) -> None:
+        self.conn, self.sock, self.reader, self.task = conn, sock, reader, task
+        self.frames: list[Received] | None = None
+        self.error: Exception | None = None
+
+
+class Carrier:
+    """Reads every carried WebSocket whose task waits for input, from one level-triggered
+    epoll set, in one task.
+
+    Held sockets mostly send pongs (one per ping interval each): read by the connection's
+    own task, every pong costs a wake-up of that task, two epoll changes and a scheduler
+    turn, which at tens of thousands of sockets is most of what holding them costs. Here a
+    pong (and a WebSocket ping) is applied where it is read, with no task woken and no
+    epoll change; anything else (a Socket.IO packet, a close, the end) wakes the waiting
+    task with the frames, in order, and its socket leaves the set until it waits again.
+    """
+
+    def __init__(self) -> None:
+        self._epoll: select.epoll | None = select.epoll()
+        self._waiting: dict[int, _Carried] = {}
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    async def next_frames(
+        self, conn: WireConnection, sock: socket.socket, reader: FrameReader
+    ) -> list[Received] | None:
+        """The client's next frames that need ``conn``'s task; None at its end (WebSocketError
+        when it breaks the protocol)."""
+        epoll = self._epoll
+        if epoll is None:
+            raise trio.ClosedResourceError("the gateway is not running")
+        fd = sock.fileno()
+        epoll.register(fd, select.EPOLLIN)
+        carried = self._waiting[fd] = _Carried(conn, sock, reader, trio.lowlevel.current_task())
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            self._leave(fd)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        if carried.error is not None:
+            raise carried.error
+        return carried.frames
+
+    def _leave(self, fd: int) -> None:
+        self._waiting.pop(fd, None)
+        if self._epoll is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._epoll.unregister(fd)
+
+    def _wake(self, fd: int, carried: _Carried) -> None:
+        self._leave(fd)
+        trio.lowlevel.reschedule(carried.task)
+
+    async def run(self) -> None:
+        epoll = self._epoll
+        assert epoll is not None, "a carrier runs once"
+        waiting = self._waiting
+        try:
+            while True:
+                await trio.lowlevel.wait_readable(epoll.fileno())
+                for fd, _ in epoll.poll(0, CARRIER_BATCH):
+                    carried = waiting.get(fd)
+                    if carried is not None:
+                        self._read(fd, carried)
+        finally:
+            self._epoll = None
+            epoll.close()
+
+    def _read(self, fd: int, carried: _Carried) -> None:
+        try:
+            data = carried.sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._wake(fd, carried)  # no frames: the end
+            return
+        conn = carried.conn
+        try:
+            received = carried.reader.feed(data)
+            for index, item in enumerate(received):
+                if item == PONG_TEXT:
+                    session = conn.session
+                    if not session.closed:
+                        session.receive_frame(item, trio.current_time())
+                        conn.changed()
+                elif isinstance(item, Ping):
+                    if not conn.closing:  # after our close frame nothing more may be sent
+                        conn.write(server_frame(OP_PONG, item.payload))
+                else:
+                    carried.frames = received[index:]
+                    self._wake(fd, carried)
+                    return
+        except Exception as exc:  # WebSocketError, or a bug: the task deals with it as with its own read
+            carried.error = exc
+            self._wake(fd, carried)
 
 
 # ---------------------------------------------------------------------- one TCP connection
