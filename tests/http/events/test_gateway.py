@@ -9,6 +9,7 @@ both); these are what only the gateway has.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -438,3 +439,24 @@ async def test_the_carrier_applies_pongs_itself_and_wakes_the_task_for_anything_
     assert await carrier.next_frames(conn, ours, FrameReader(1024)) is None  # type: ignore[arg-type]  # the end
     assert len(carrier) == 0
     ours.close()
+
+
+async def test_sessions_a_stopping_server_ends_get_no_access_line_each(
+    gateway: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The shutdown logs how many it ended instead: a line per session was most of what a
+    mass shutdown cost."""
+    from volthub.http.events.engineio import SHUTTING_DOWN
+
+    endpoint = endpoint_of(gateway)
+    endpoint.describe("/engine.io/", "gateway", access_log=True)
+    for _ in range(2):
+        conn = await raw(gateway)
+        await conn.send(f"GET {EIO}?EIO=4&transport=polling HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert (await conn.response()).status == 200
+    first, second = list(endpoint.sessions.values())
+    with caplog.at_level(logging.INFO, logger="volthub.access"):
+        endpoint.dispatch_leave(first, first.close("forced close"))
+        endpoint.dispatch_leave(second, second.close(SHUTTING_DOWN))
+    lines = [record.getMessage() for record in caplog.records if record.name == "volthub.access"]
+    assert len(lines) == 1 and "forced close" in lines[0]

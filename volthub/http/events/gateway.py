@@ -52,7 +52,7 @@ from volthub.http.events.asgi import (
     websocket_frame,
 )
 from volthub.http.events.connection import Connection, Handler
-from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.http.events.engineio import SHUTTING_DOWN, EngineIOEndpoint
 from volthub.http.events.gateway_connections import (
     Carrier,
     Link,
@@ -379,7 +379,7 @@ class Gateway:
                 try:
                     await self._accept_loop(nursery)
                 finally:
-                    self.close_sessions("server shutting down")
+                    self.close_sessions(SHUTTING_DOWN)
         finally:
             self._nursery = None
 
