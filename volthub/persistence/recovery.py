@@ -40,9 +40,13 @@ def refresh(tx: Tx, owner: str, expires_ms: int, now_ms: int) -> None:
     tx.execute("DELETE FROM recovery_states WHERE expires_at < ?", (now_ms,))
 
 
-def take(tx: Tx, key: str, now_ms: int) -> str | None:
-    """The state under `key`, once: the row goes whoever reads it; None when absent or expired."""
-    rows = tx.execute("DELETE FROM recovery_states WHERE state_key = ? RETURNING state, expires_at", (key,))
-    if not rows or int(rows[0]["expires_at"]) < now_ms:
-        return None
-    return str(rows[0]["state"])
+def take_many(tx: Tx, keys: Sequence[str], now_ms: int) -> dict[str, str]:
+    """The states under `keys` that are there and not expired, once each (their rows go,
+    expired or not): one statement for a burst of reconnects."""
+    if not keys:
+        return {}
+    marks = ", ".join("?" * len(keys))
+    rows = tx.execute(
+        f"DELETE FROM recovery_states WHERE state_key IN ({marks}) RETURNING state_key, state, expires_at", tuple(keys)
+    )
+    return {str(row["state_key"]): str(row["state"]) for row in rows if int(row["expires_at"]) >= now_ms}
