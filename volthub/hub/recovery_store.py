@@ -29,7 +29,7 @@ import math
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -71,7 +71,7 @@ class Lost:
     expires_at: float = 0.0
 
     def dumps(self) -> str:
-        return orjson.dumps(asdict(self)).decode()
+        return orjson.dumps(self).decode()  # orjson writes a dataclass's fields as an object
 
     @classmethod
     def loads(cls, raw: str | bytes) -> Lost:
