@@ -309,7 +309,7 @@ class _Timed:
     def __init__(self, name: str, *deadlines: float) -> None:
         self.name = name
         self.deadlines = list(deadlines)
-        self.scheduled: float | None = None
+        self.scheduled: int | None = None
 
     def due(self) -> float | None:
         return self.deadlines[0] if self.deadlines else None

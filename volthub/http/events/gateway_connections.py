@@ -131,7 +131,7 @@ class WireConnection(Connection):
         self.pending_frames = 0
         self.closing = False  # the WebSocket close frame is written or queued
         self.close_by: float | None = None  # a closing socket is cut at this time
-        self.scheduled: float | None = None  # the ticker's entry for this connection
+        self.scheduled: int | None = None  # the ticker's entry for this connection (its millisecond)
         self.gone = False  # forgotten by its endpoint
 
     # ------------------------------------------------------------------ output
@@ -285,43 +285,59 @@ class WireConnection(Connection):
 
 
 class Ticker:
-    """Every gateway connection's timers in one heap, run by one task."""
+    """Every gateway connection's timers, run by one task: a heap of the milliseconds that
+    have timers due, each with its connections (a deadline is rounded up to its
+    millisecond, never early). Plain integers keep the heap's comparisons cheap, and
+    connections due in the same millisecond share one entry."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, WireConnection]] = []
-        self._order = itertools.count()
+        self._slots: list[int] = []  # heap of milliseconds with connections due
+        self._due: dict[int, list[WireConnection]] = {}
+        self._count = 0  # entries, stale ones included
         self._wake: trio.CancelScope | None = None
         self._not_before = -math.inf
 
     def reschedule(self, conn: WireConnection) -> None:
         due = conn.due()
-        if due is None or (conn.scheduled is not None and conn.scheduled <= due):
+        if due is None:
+            return
+        slot = math.ceil(due * 1000)
+        if conn.scheduled is not None and conn.scheduled <= slot:
             return  # an entry at or before it exists: it re-checks then
-        conn.scheduled = due
-        heapq.heappush(self._heap, (due, next(self._order), conn))
+        conn.scheduled = slot
+        found = self._due.get(slot)
+        if found is None:
+            self._due[slot] = [conn]
+            heapq.heappush(self._slots, slot)
+        else:
+            found.append(conn)
+        self._count += 1
         wake = self._wake
-        if wake is not None and due < wake.deadline:
-            wake.deadline = max(due, self._not_before)
+        if wake is not None and slot / 1000 < wake.deadline:
+            wake.deadline = max(slot / 1000, self._not_before)
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return self._count
 
     async def run(self, on_due: Callable[[WireConnection, float], None]) -> None:
-        heap = self._heap
+        slots, by_slot = self._slots, self._due
         while True:
-            with trio.CancelScope(deadline=max(heap[0][0], self._not_before) if heap else math.inf) as wake:
+            with trio.CancelScope(deadline=max(slots[0] / 1000, self._not_before) if slots else math.inf) as wake:
                 self._wake = wake
                 await trio.sleep_forever()
             self._wake = None
             now = trio.current_time()
-            self._not_before = now + min(TICK_MAX_SECONDS, max(TICK_SECONDS, len(heap) * TICK_PER_TIMER))
-            while heap and heap[0][0] <= now:
-                due, _, conn = heapq.heappop(heap)
-                if conn.scheduled != due:
-                    continue  # superseded by an earlier entry
-                conn.scheduled = None
-                on_due(conn, now)
-                self.reschedule(conn)
+            self._not_before = now + min(TICK_MAX_SECONDS, max(TICK_SECONDS, self._count * TICK_PER_TIMER))
+            reached = now * 1000 + 1e-6  # a wake at a slot's own time runs it
+            while slots and slots[0] <= reached:
+                slot = heapq.heappop(slots)
+                for conn in by_slot.pop(slot):
+                    self._count -= 1
+                    if conn.scheduled != slot:
+                        continue  # superseded by an earlier entry
+                    conn.scheduled = None
+                    on_due(conn, now)
+                    self.reschedule(conn)
 
 
 # ---------------------------------------------------------------------- carrier
