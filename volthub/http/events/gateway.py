@@ -175,9 +175,13 @@ class GatewayEndpoint(EngineIOEndpoint):
         if refusal is not None:
             await link.respond(refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), [])
             return None
-        await link.accept()
         conn = self._open(scope, WEBSOCKET, query)
         assert isinstance(conn, WireConnection)
+        try:  # the Engine.IO OPEN packet in the same write as the 101: one send less per connect
+            await link.accept(b"".join([websocket_frame(frame) for frame in conn.session.take_outgoing()]))
+        except BaseException:
+            self.dispatch_leave(conn, conn.session.transport_closed(self.now()))
+            raise
         return conn, link.reader.feed(link.take_leftover())
 
     async def _upgrade_wire(self, conn: WireConnection, link: Link) -> tuple[WireConnection, list[Received]] | None:

@@ -551,12 +551,13 @@ class Link:
 
     # ------------------------------------------------------------------ WebSocket
 
-    async def accept(self) -> None:
+    async def accept(self, first: bytes = b"") -> None:
+        """Switch to WebSocket; ``first``, the first frames, go in the same write."""
         self._http = None  # frees the HTTP state for the connection's lifetime
         await send_all(
             self.sock,
             b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-            b"sec-websocket-accept: " + accept_key(self._key).encode("ascii") + b"\r\n\r\n",
+            b"sec-websocket-accept: " + accept_key(self._key).encode("ascii") + b"\r\n\r\n" + first,
         )
 
     async def send(self, data: bytes) -> None:
