@@ -1,8 +1,9 @@
 """`volthub serve --workers N`: N server processes on one port.
 
-The parent process serves nothing itself. It applies pending migrations once, binds the
-listening socket, and starts N workers (`volthub serve --listen-fd FD`, migrations off)
-that inherit the socket: the kernel hands each new connection to one of them. Events,
+The parent process serves nothing itself. It applies pending migrations once (itself at
+start; a fresh `volthub migrate` on SIGHUP), binds the listening socket, and starts N
+workers (`volthub serve --listen-fd FD`, migrations off) that inherit the socket: the
+kernel hands each new connection to one of them. Events,
 webhook deliveries, rate limits and presence are shared through PostgreSQL
 (docs/operating/processes.md); with SQLite only one process may write, so more than one worker is
 refused.
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if settings.database.url.startswith("sqlite"):
         print("error: --workers needs PostgreSQL ([database] url); SQLite serves one process", file=sys.stderr)
         return 2
-    if _migrate(args) != 0:
+    if _migrate_here(settings) != 0:
         return 1
     listener = _bind(settings)
     metrics_dir, own_dir = _metrics_dir()
@@ -103,6 +104,31 @@ def _migrate(args: argparse.Namespace) -> int:
     for line in result.stdout.splitlines():
         log.info("migrations: %s", line)
     return result.returncode
+
+
+def _migrate_here(settings: Settings) -> int:
+    """At start, in this process: the code that runs is the code the workers will run, and
+    a child's interpreter start would add to every start (a restart's clients wait on it)."""
+    import trio
+
+    from volthub.persistence import migrate, open_database
+
+    async def run() -> list[str]:
+        database = open_database(settings.database.url, 1)
+        await database.open()
+        try:
+            return await migrate(database)
+        finally:
+            await database.close()
+
+    try:
+        applied = trio.run(run)
+    except Exception:
+        log.exception("migrations failed")
+        return 1
+    for line in [f"applied {name}" for name in applied] or ["database is up to date"]:
+        log.info("migrations: %s", line)
+    return 0
 
 
 def _bind(settings: Settings) -> socket.socket:

@@ -82,6 +82,42 @@ async def test_a_state_is_taken_once_by_any_process_and_only_by_its_user(stores:
     assert await a.take("pid-1", "u1", "/", now=0.0) is None  # once, whoever asks
 
 
+async def test_a_burst_of_takes_is_looked_up_together_each_once(stores: Any) -> None:
+    """A restart's reconnects arrive at once: their takes share look-ups (one at a time),
+    and each gets its own state, once; a cancelled take does not hold up the others."""
+    make, _, _ = stores
+    a, b = make(), make()
+    for n in range(40):
+        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+    await a.flush()
+    looked_up: list[int] = []
+    bulk = b._take_many
+
+    async def counted(keys: list[str], now: float) -> dict[str, str]:
+        looked_up.append(len(keys))
+        return await bulk(keys, now)
+
+    b._take_many = counted
+    found: dict[int, Any] = {}
+
+    async def take(n: int) -> None:
+        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+
+    async def leaver() -> None:
+        with trio.move_on_after(0.001):  # cancelled while it waits, or as it leads
+            await b.take("pid-99", "u99", "/", now=0.0)
+
+    async with trio.open_nursery() as nursery:
+        for n in range(45):  # the last five were never kept
+            nursery.start_soon(take, n)
+            if n == 20:
+                nursery.start_soon(leaver)
+    assert [n for n in range(45) if found[n] is not None] == list(range(40))
+    assert all(found[n].user_id == f"u{n}" for n in range(40))
+    assert 45 <= sum(looked_up) <= 46 and len(looked_up) < 10
+    assert not any([await a.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(40)])
+
+
 async def test_a_live_state_outlives_a_killed_process_for_the_window_only(stores: Any) -> None:
     make, clock, redis = stores
     killed, survivor = make(), make()

@@ -29,7 +29,7 @@ import math
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -48,6 +48,10 @@ MAX_KEPT: Final = 100_000
 WRITE_BATCH: Final = 500
 # How long a stopping process may spend writing the states of the connections it closed.
 FINAL_FLUSH_SECONDS: Final = 2.0
+# Keys per look-up of gathered takes (a restart's reconnect storm comes in bursts).
+TAKE_BATCH: Final = 500
+# A gathered look-up that takes longer fails its takes (their clients start afresh).
+TAKE_TIMEOUT_SECONDS: Final = 5.0
 
 
 @dataclass(slots=True)
@@ -67,7 +71,7 @@ class Lost:
     expires_at: float = 0.0
 
     def dumps(self) -> str:
-        return orjson.dumps(asdict(self)).decode()
+        return orjson.dumps(self).decode()  # orjson writes a dataclass's fields as an object
 
     @classmethod
     def loads(cls, raw: str | bytes) -> Lost:
@@ -126,6 +130,19 @@ class RecoveryStore:
             del self._lost[key]
 
 
+class _Take:
+    """One take waiting for a gathered look-up."""
+
+    __slots__ = ("key", "done", "state", "error", "lead")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.done = trio.Event()  # its answer is in, or it is to lead the next look-up
+        self.state: str | None = None
+        self.error: Exception | None = None
+        self.lead = False
+
+
 class SharedRecoveryStore(RecoveryStore):
     """States every process reads; writes queued and sent by :meth:`run`. Live states are
     refreshed every quarter window, so a killed process's stay for the window at least."""
@@ -138,6 +155,8 @@ class SharedRecoveryStore(RecoveryStore):
         self._live: set[str] = set()  # keys of live states written by this process
         self._wake = trio.Event()
         self.refresh_seconds = window_seconds / 4
+        self._gathering: list[_Take] = []  # takes waiting for the next look-up
+        self._looking = False  # a look-up runs (or its successor's leader is being woken)
 
     @property
     def ttl_seconds(self) -> float:
@@ -168,10 +187,81 @@ class SharedRecoveryStore(RecoveryStore):
         key = state_key(pid, user_id, namespace)
         pending = self._pending.pop(key, None)  # dropped here moments ago: still queued
         self._live.discard(key)
-        raw = await self._take(key, now)
+        raw = await self._gathered_take(key, now)
         if pending is not None and pending[0] is not None:
             raw = pending[0]
         return None if raw is None else Lost.loads(raw)
+
+    async def _gathered_take(self, key: str, now: float) -> str | None:
+        """Takes are looked up together, one look-up at a time: after a restart every client
+        reconnects at once, and a round trip (a transaction) each would cost the store far
+        more than one per burst. A take that finds no look-up running leads one for every
+        take waiting by then, shielded (the others wait on it); the takes that arrive
+        meanwhile wait, and the first of them leads the next look-up."""
+        found = _Take(key)
+        self._gathering.append(found)
+        try:
+            if not self._looking:
+                self._looking = True
+                await self._lead(now)
+            await found.done.wait()
+            while found.lead:  # woken to lead the next look-up (its own take is in it)
+                found.lead, found.done = False, trio.Event()
+                await self._lead(now)
+                await found.done.wait()
+        except BaseException:
+            if found in self._gathering:  # gone before its look-up
+                self._gathering.remove(found)
+            if found.lead:  # handed the lead as it left: pass it on
+                found.lead = False
+                self._hand_off()
+            raise
+        if found.error is not None:
+            raise found.error
+        return found.state
+
+    async def _lead(self, now: float) -> None:
+        try:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(0)  # the takes of this same wake-up join
+                batch, self._gathering = self._gathering[:TAKE_BATCH], self._gathering[TAKE_BATCH:]
+                await self._look_up(batch, now)
+        finally:
+            self._hand_off()
+
+    def _hand_off(self) -> None:
+        """The look-up is over: the first waiting take leads the next (no other can start
+        one meanwhile), else none runs."""
+        if self._gathering:
+            self._gathering[0].lead = True
+            self._gathering[0].done.set()
+        else:
+            self._looking = False
+
+    async def _look_up(self, batch: list[_Take], now: float) -> None:
+        for start in range(0, len(batch), TAKE_BATCH):
+            part = batch[start : start + TAKE_BATCH]
+            try:
+                with trio.fail_after(TAKE_TIMEOUT_SECONDS):
+                    states = await self._take_many([take.key for take in part], now)
+            except Exception as exc:
+                for take in part:
+                    take.error = exc
+            else:
+                for take in part:
+                    take.state = states.get(take.key)
+            for take in part:
+                take.done.set()
+
+    async def _take_many(self, keys: list[str], now: float) -> dict[str, str]:
+        """The states under ``keys`` (each taken once); one look-up per key unless the store
+        has a bulk one."""
+        found: dict[str, str] = {}
+        for key in keys:
+            raw = await self._take(key, now)
+            if raw is not None:
+                found[key] = raw
+        return found
 
     async def run(self) -> None:
         """Background service: send queued writes, keep live states fresh and let expired
@@ -246,8 +336,11 @@ class DatabaseRecoveryStore(SharedRecoveryStore):
         await self._database.write(lambda tx: repo.refresh(tx, self.owner, expires, now_ms))
 
     async def _take(self, key: str, now: float) -> str | None:
+        return (await self._take_many([key], now)).get(key)
+
+    async def _take_many(self, keys: list[str], now: float) -> dict[str, str]:
         now_ms = to_ms(self._clock.now())
-        return await self._database.write(lambda tx: repo.take(tx, key, now_ms))
+        return await self._database.write(lambda tx: repo.take_many(tx, keys, now_ms))
 
 
 # KEYS[1]: the state's key. ARGV: owner, state ("" ends it), live ("1"/"0"), ttl ms. The

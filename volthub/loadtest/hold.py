@@ -20,9 +20,10 @@ What caps a hold on one machine, planned from N before anything starts:
   the sockets are spread over generator processes, each with `FD_RESERVE` to spare; the
   server's processes have the same bound (with `serve --workers N`, each worker its own);
 - ephemeral ports: connections from one local address to one server port can use at most
-  the range in net.ipv4.ip_local_port_range (28,232 by default), so against a loopback
-  server each socket is bound to one of the source addresses 127.0.0.2, 127.0.0.3, ... in
-  turn, as many as N needs (Linux routes all of 127.0.0.0/8 to the loopback device).
+  the range in net.ipv4.ip_local_port_range (28,232 by default), and connect() slows down
+  as the range fills, so against a loopback server each socket is bound to one of the
+  source addresses 127.0.0.2, 127.0.0.3, ... in turn, enough that each uses at most a
+  quarter of its range (Linux routes all of 127.0.0.0/8 to the loopback device).
 
 The generator processes are volthub.loadtest.hold_worker.
 """
@@ -58,6 +59,13 @@ FD_RESERVE = 100
 SERVER_RESERVE = 256 + 16
 # Ports of the ephemeral range left unused per source address (other traffic of the machine).
 PORT_MARGIN = 500
+# A source address is planned for at most this share of its ephemeral range: connect()
+# searches the range for a free port, and past about half full each search cost the
+# generator more than the rest of its connect (measured: at 60,000 sockets over 3
+# addresses the ramp fell from 3,000 to 550 connects/s, the generator's CPU per connect
+# quadrupled and the server's upkeep while it waited was charged to every connect; over 12
+# addresses it stayed at 3,000/s to the end).
+PORT_SHARE = 0.25
 # A broadcast's deliveries still arriving this long after it was sent make the server busy:
 # CPU samples that close to one are left out of the upkeep figure.
 BROADCAST_BUSY_SECONDS = 5.0
@@ -161,6 +169,11 @@ def ephemeral_ports(text: str | None = None) -> int:
         return 28_232  # Linux's default range, 32768-60999
 
 
+def ports_per_address(ephemeral: int) -> int:
+    """How many sockets one source address is planned for (see PORT_SHARE)."""
+    return max(1, int((ephemeral - PORT_MARGIN) * PORT_SHARE))
+
+
 def source_addresses(count: int) -> list[str]:
     return [f"127.0.0.{2 + index}" for index in range(count)]
 
@@ -224,7 +237,7 @@ async def hold(
         fds_open,
         own_limit,
         server_processes=serving,
-        per_address=ephemeral_ports() - PORT_MARGIN if loopback_v4 else None,
+        per_address=ports_per_address(ephemeral_ports()) if loopback_v4 else None,
         addresses=config.addresses,
     )
     run_tag = new_run_tag()

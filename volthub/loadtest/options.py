@@ -333,8 +333,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=_non_negative(int),
         default=0,
         metavar="K",
-        help="source addresses the sockets connect from, 127.0.0.2 on (0: as few as "
-        "net.ipv4.ip_local_port_range allows)",
+        help="source addresses the sockets connect from, 127.0.0.2 on (0: enough that each uses at "
+        "most a quarter of net.ipv4.ip_local_port_range, where connect() stays cheap)",
     )
     held.add_argument(
         "--hold-broadcast-every",

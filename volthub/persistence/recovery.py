@@ -11,26 +11,30 @@ Write = tuple[str, str | None, bool]
 
 
 def write(tx: Tx, owner: str, writes: Sequence[Write], expires_ms: int) -> None:
-    """Apply a process's writes in order. A live state is this process's from now on; a
-    dropped one replaces only a row this process owns (or none: another process that took
-    the state over keeps it); an ended one deletes only a row this process owns."""
-    for key, state, live in writes:
-        if state is None:
-            tx.execute("DELETE FROM recovery_states WHERE state_key = ? AND owner = ?", (key, owner))
-        elif live:
-            tx.execute(
-                "INSERT INTO recovery_states (state_key, owner, live, state, expires_at) VALUES (?, ?, 1, ?, ?) "
-                "ON CONFLICT (state_key) DO UPDATE SET owner = excluded.owner, live = 1, state = excluded.state, "
-                "expires_at = excluded.expires_at",
-                (key, owner, state, expires_ms),
-            )
-        else:
-            tx.execute(
-                "INSERT INTO recovery_states (state_key, owner, live, state, expires_at) VALUES (?, ?, 0, ?, ?) "
-                "ON CONFLICT (state_key) DO UPDATE SET live = 0, state = excluded.state, "
-                "expires_at = excluded.expires_at WHERE recovery_states.owner = excluded.owner",
-                (key, owner, state, expires_ms),
-            )
+    """Apply a process's writes (at most one per key: each key's newest). A live state is
+    this process's from now on; a dropped one replaces only a row this process owns (or
+    none: another process that took the state over keeps it); an ended one deletes only a
+    row this process owns. Each kind goes as one batch of statements (a stopping process
+    writes thousands at once)."""
+    ended = [(key, owner) for key, state, _ in writes if state is None]
+    live = [(key, owner, state, expires_ms) for key, state, is_live in writes if state is not None and is_live]
+    dropped = [(key, owner, state, expires_ms) for key, state, is_live in writes if state is not None and not is_live]
+    if ended:
+        tx.execute_many("DELETE FROM recovery_states WHERE state_key = ? AND owner = ?", ended)
+    if live:
+        tx.execute_many(
+            "INSERT INTO recovery_states (state_key, owner, live, state, expires_at) VALUES (?, ?, 1, ?, ?) "
+            "ON CONFLICT (state_key) DO UPDATE SET owner = excluded.owner, live = 1, state = excluded.state, "
+            "expires_at = excluded.expires_at",
+            live,
+        )
+    if dropped:
+        tx.execute_many(
+            "INSERT INTO recovery_states (state_key, owner, live, state, expires_at) VALUES (?, ?, 0, ?, ?) "
+            "ON CONFLICT (state_key) DO UPDATE SET live = 0, state = excluded.state, "
+            "expires_at = excluded.expires_at WHERE recovery_states.owner = excluded.owner",
+            dropped,
+        )
 
 
 def refresh(tx: Tx, owner: str, expires_ms: int, now_ms: int) -> None:
@@ -40,9 +44,13 @@ def refresh(tx: Tx, owner: str, expires_ms: int, now_ms: int) -> None:
     tx.execute("DELETE FROM recovery_states WHERE expires_at < ?", (now_ms,))
 
 
-def take(tx: Tx, key: str, now_ms: int) -> str | None:
-    """The state under `key`, once: the row goes whoever reads it; None when absent or expired."""
-    rows = tx.execute("DELETE FROM recovery_states WHERE state_key = ? RETURNING state, expires_at", (key,))
-    if not rows or int(rows[0]["expires_at"]) < now_ms:
-        return None
-    return str(rows[0]["state"])
+def take_many(tx: Tx, keys: Sequence[str], now_ms: int) -> dict[str, str]:
+    """The states under `keys` that are there and not expired, once each (their rows go,
+    expired or not): one statement for a burst of reconnects."""
+    if not keys:
+        return {}
+    marks = ", ".join("?" * len(keys))
+    rows = tx.execute(
+        f"DELETE FROM recovery_states WHERE state_key IN ({marks}) RETURNING state_key, state, expires_at", tuple(keys)
+    )
+    return {str(row["state_key"]): str(row["state"]) for row in rows if int(row["expires_at"]) >= now_ms}

@@ -9,6 +9,7 @@ both); these are what only the gateway has.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -308,7 +309,7 @@ class _Timed:
     def __init__(self, name: str, *deadlines: float) -> None:
         self.name = name
         self.deadlines = list(deadlines)
-        self.scheduled: float | None = None
+        self.scheduled: int | None = None
 
     def due(self) -> float | None:
         return self.deadlines[0] if self.deadlines else None
@@ -376,3 +377,86 @@ async def test_with_many_timers_the_ticker_runs_them_in_fewer_wakes(
     assert len(late) == count, "each first ping ran; the next ones are still scheduled"
     assert len(wakes) < count / 10
     assert max(late) <= gc.TICK_MAX_SECONDS + 0.002  # + the test's own 2 ms steps
+
+
+# ------------------------------------------------------------------ the carrier
+
+
+def _client_text(text: str) -> bytes:
+    """One masked client text frame (short payloads only)."""
+    payload, mask = text.encode(), os.urandom(4)
+    assert len(payload) < 126
+    return bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+class _Carried:
+    """Stands in for a WireConnection: what the carrier touches of one."""
+
+    def __init__(self) -> None:
+        self.session = EngineIOSession("sid", Settings(ping_interval_ms=1000, ping_timeout_ms=1000), "websocket", 0.0)
+        self.closing = False
+        self.changes = 0
+        self.written: list[bytes] = []
+
+    def changed(self) -> None:
+        self.changes += 1
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+
+async def test_the_carrier_applies_pongs_itself_and_wakes_the_task_for_anything_else(nursery: trio.Nursery) -> None:
+    from volthub.http.events.gateway_connections import Carrier
+    from volthub.protocol.websocket import FrameReader, WebSocketError
+
+    carrier = Carrier()
+    nursery.start_soon(carrier.run)
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    conn = _Carried()
+    conn.session.on_timer(1.0)  # the ping is out: a pong is due
+    found: list[Any] = []
+
+    async def task() -> None:
+        found.append(await carrier.next_frames(conn, ours, FrameReader(1024)))  # type: ignore[arg-type]
+
+    nursery.start_soon(task)
+    await wait_all_tasks_blocked()
+    theirs.sendall(_client_text("3") + bytes([0x89, 0x80]) + os.urandom(4))  # a pong, then a WebSocket ping
+    await wait_all_tasks_blocked()
+    assert found == [] and len(carrier) == 1  # the task still waits
+    assert conn.changes == 1 and conn.session.next_deadline() is not None  # the pong was applied
+    assert conn.written == [bytes([0x8A, 0x00])]  # the ping answered
+    theirs.sendall(_client_text('40{"token":"t"}') + _client_text("3"))
+    await wait_all_tasks_blocked()
+    assert found == [['40{"token":"t"}', "3"]]  # from the first frame that needs the task on, in order
+    assert len(carrier) == 0
+
+    theirs.sendall(b"\x81\x05hello")  # unmasked: not a client's frame
+    with pytest.raises(WebSocketError):
+        await carrier.next_frames(conn, ours, FrameReader(1024))  # type: ignore[arg-type]
+    theirs.close()
+    assert await carrier.next_frames(conn, ours, FrameReader(1024)) is None  # type: ignore[arg-type]  # the end
+    assert len(carrier) == 0
+    ours.close()
+
+
+async def test_sessions_a_stopping_server_ends_get_no_access_line_each(
+    gateway: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The shutdown logs how many it ended instead: a line per session was most of what a
+    mass shutdown cost."""
+    from volthub.http.events.engineio import SHUTTING_DOWN
+
+    endpoint = endpoint_of(gateway)
+    endpoint.describe("/engine.io/", "gateway", access_log=True)
+    for _ in range(2):
+        conn = await raw(gateway)
+        await conn.send(f"GET {EIO}?EIO=4&transport=polling HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert (await conn.response()).status == 200
+    first, second = list(endpoint.sessions.values())
+    with caplog.at_level(logging.INFO, logger="volthub.access"):
+        endpoint.dispatch_leave(first, first.close("forced close"))
+        endpoint.dispatch_leave(second, second.close(SHUTTING_DOWN))
+    lines = [record.getMessage() for record in caplog.records if record.name == "volthub.access"]
+    assert len(lines) == 1 and "forced close" in lines[0]

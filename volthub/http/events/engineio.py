@@ -81,6 +81,9 @@ log = logging.getLogger(__name__)
 # clients do not start a new GET while probing, so this costs them nothing; a GET already
 # pending when the probe starts is released with a NOOP as before.
 PROBE_SETTLE_SECONDS: Final = 0.1
+# Why a stopping server ends its sessions. They get no access line each: the shutdown logs
+# how many it ended, and a line per session was most of what a mass shutdown cost.
+SHUTTING_DOWN: Final = "server shutting down"
 
 SessionFactory = Callable[[str, Settings, str, float], EngineIOSession]
 # Refuses a new session (e.g. a per-IP rate limit): None to let it in.
@@ -138,7 +141,7 @@ class EngineIOEndpoint:
                 try:
                     await trio.sleep_forever()
                 finally:
-                    self.close_sessions("server shutting down")
+                    self.close_sessions(SHUTTING_DOWN)
         finally:
             self._nursery = None
             self.sessions.clear()
@@ -224,7 +227,7 @@ class EngineIOEndpoint:
 
     def dispatch_leave(self, conn: Connection, events: Iterable[Event]) -> None:
         for event in events:
-            if isinstance(event, SessionClosed) and conn.opened_at is not None:
+            if isinstance(event, SessionClosed) and conn.opened_at is not None and event.reason != SHUTTING_DOWN:
                 session_ended(
                     self.route,
                     self.listener,

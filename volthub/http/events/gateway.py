@@ -9,8 +9,11 @@ in :mod:`.gateway_connections`; this module accepts them and routes them to the 
 
 Tasks, and who owns them (all in the gateway's nursery, which the ``gateway`` service owns):
 - one task per TCP connection: it parses HTTP (h11); a polling request is answered by the
-  endpoint's polling code; a WebSocket becomes the connection's reader (frames, pings,
-  pongs, client packets) until it closes. Nothing else per connection;
+  endpoint's polling code; a WebSocket becomes the connection's reader (client packets,
+  the close) until it closes. Nothing else per connection;
+- one carrier for the whole listener (:class:`Carrier`): while a WebSocket's task waits
+  for input, the carrier reads its socket, answers pings and applies pongs itself, and
+  wakes the task only for anything else;
 - at most one writer task per connection, and only while the kernel's send buffer is full
   (:meth:`WireConnection._drain`);
 - one ticker for the whole listener (:class:`Ticker`): Engine.IO timers (pings, pong,
@@ -49,9 +52,9 @@ from volthub.http.events.asgi import (
     websocket_frame,
 )
 from volthub.http.events.connection import Connection, Handler
-from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.http.events.engineio import SHUTTING_DOWN, EngineIOEndpoint
 from volthub.http.events.gateway_connections import (
-    READ_SIZE,
+    Carrier,
     Link,
     Ticker,
     WireConnection,
@@ -172,9 +175,13 @@ class GatewayEndpoint(EngineIOEndpoint):
         if refusal is not None:
             await link.respond(refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), [])
             return None
-        await link.accept()
         conn = self._open(scope, WEBSOCKET, query)
         assert isinstance(conn, WireConnection)
+        try:  # the Engine.IO OPEN packet in the same write as the 101: one send less per connect
+            await link.accept(b"".join([websocket_frame(frame) for frame in conn.session.take_outgoing()]))
+        except BaseException:
+            self.dispatch_leave(conn, conn.session.transport_closed(self.now()))
+            raise
         return conn, link.reader.feed(link.take_leftover())
 
     async def _upgrade_wire(self, conn: WireConnection, link: Link) -> tuple[WireConnection, list[Received]] | None:
@@ -208,7 +215,7 @@ class GatewayEndpoint(EngineIOEndpoint):
         return None
 
     async def _probe_wire(self, conn: WireConnection, link: Link) -> list[Received] | None:
-        """Answer the probe; once the client sent UPGRADE, what followed it (for the carrier)."""
+        """Answer the probe; once the client sent UPGRADE, what followed it (for ``carry``)."""
         while True:
             try:
                 received = await link.receive()
@@ -247,15 +254,7 @@ class GatewayEndpoint(EngineIOEndpoint):
                     if ending or (session.closed and conn.closing):
                         break  # discard input until the client's end (or the linger's)
                     received = None  # not kept while idle
-                    await trio.lowlevel.wait_readable(sock)
-                    try:
-                        data = sock.recv(READ_SIZE)
-                    except BlockingIOError:
-                        received = []
-                        continue
-                    except OSError:
-                        data = b""
-                    received = reader.feed(data) if data else None
+                    received = await self.gateway.carrier.next_frames(conn, sock, reader)
             except WebSocketError as exc:
                 self.dispatch_leave(conn, conn.close(str(exc)[:120], exc.code))
             finally:
@@ -319,6 +318,7 @@ class Gateway:
         self._reuse_port = reuse_port
         self.endpoints: dict[str, GatewayEndpoint] = {}
         self.ticker = Ticker()
+        self.carrier = Carrier()
         self._keep_alive = keep_alive_timeout
         self._backlog = backlog
         self._admit, self._release, self._refusal = admit, release, refusal
@@ -378,11 +378,12 @@ class Gateway:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self.ticker.run, self._on_due)
+                nursery.start_soon(self.carrier.run)
                 task_status.started()
                 try:
                     await self._accept_loop(nursery)
                 finally:
-                    self.close_sessions("server shutting down")
+                    self.close_sessions(SHUTTING_DOWN)
         finally:
             self._nursery = None
 

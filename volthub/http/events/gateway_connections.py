@@ -1,7 +1,8 @@
 """The gateway's connections on raw sockets: one accepted TCP connection (:class:`Link`:
 HTTP through h11, then maybe a WebSocket), the Engine.IO session it carries
-(:class:`WireConnection`, written to with ``socket.send`` from the producing task), and the
-one :class:`Ticker` that runs every connection's timers. :mod:`.gateway` accepts the
+(:class:`WireConnection`, written to with ``socket.send`` from the producing task), the
+one :class:`Ticker` that runs every connection's timers and the one :class:`Carrier` that
+reads every carried WebSocket while its task waits. :mod:`.gateway` accepts the
 connections and routes them to its endpoints.
 """
 
@@ -13,6 +14,7 @@ import heapq
 import itertools
 import logging
 import math
+import select
 import socket
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -30,12 +32,16 @@ from volthub.http.events.asgi import (
 )
 from volthub.http.events.connection import Connection
 from volthub.metrics import observe_lag
+from volthub.protocol.engineio.packets import PacketType
 from volthub.protocol.engineio.session import EngineIOSession
 from volthub.protocol.websocket import (
+    OP_PONG,
     FrameReader,
+    Ping,
     Received,
     accept_key,
     close_frame,
+    server_frame,
 )
 
 log = logging.getLogger(__name__)
@@ -125,7 +131,7 @@ class WireConnection(Connection):
         self.pending_frames = 0
         self.closing = False  # the WebSocket close frame is written or queued
         self.close_by: float | None = None  # a closing socket is cut at this time
-        self.scheduled: float | None = None  # the ticker's entry for this connection
+        self.scheduled: int | None = None  # the ticker's entry for this connection (its millisecond)
         self.gone = False  # forgotten by its endpoint
 
     # ------------------------------------------------------------------ output
@@ -279,43 +285,176 @@ class WireConnection(Connection):
 
 
 class Ticker:
-    """Every gateway connection's timers in one heap, run by one task."""
+    """Every gateway connection's timers, run by one task: a heap of the milliseconds that
+    have timers due, each with its connections (a deadline is rounded up to its
+    millisecond, never early). Plain integers keep the heap's comparisons cheap, and
+    connections due in the same millisecond share one entry."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, WireConnection]] = []
-        self._order = itertools.count()
+        self._slots: list[int] = []  # heap of milliseconds with connections due
+        self._due: dict[int, list[WireConnection]] = {}
+        self._count = 0  # entries, stale ones included
         self._wake: trio.CancelScope | None = None
         self._not_before = -math.inf
 
     def reschedule(self, conn: WireConnection) -> None:
         due = conn.due()
-        if due is None or (conn.scheduled is not None and conn.scheduled <= due):
+        if due is None:
+            return
+        slot = math.ceil(due * 1000)
+        if conn.scheduled is not None and conn.scheduled <= slot:
             return  # an entry at or before it exists: it re-checks then
-        conn.scheduled = due
-        heapq.heappush(self._heap, (due, next(self._order), conn))
+        conn.scheduled = slot
+        found = self._due.get(slot)
+        if found is None:
+            self._due[slot] = [conn]
+            heapq.heappush(self._slots, slot)
+        else:
+            found.append(conn)
+        self._count += 1
         wake = self._wake
-        if wake is not None and due < wake.deadline:
-            wake.deadline = max(due, self._not_before)
+        if wake is not None and slot / 1000 < wake.deadline:
+            wake.deadline = max(slot / 1000, self._not_before)
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return self._count
 
     async def run(self, on_due: Callable[[WireConnection, float], None]) -> None:
-        heap = self._heap
+        slots, by_slot = self._slots, self._due
         while True:
-            with trio.CancelScope(deadline=max(heap[0][0], self._not_before) if heap else math.inf) as wake:
+            with trio.CancelScope(deadline=max(slots[0] / 1000, self._not_before) if slots else math.inf) as wake:
                 self._wake = wake
                 await trio.sleep_forever()
             self._wake = None
             now = trio.current_time()
-            self._not_before = now + min(TICK_MAX_SECONDS, max(TICK_SECONDS, len(heap) * TICK_PER_TIMER))
-            while heap and heap[0][0] <= now:
-                due, _, conn = heapq.heappop(heap)
-                if conn.scheduled != due:
-                    continue  # superseded by an earlier entry
-                conn.scheduled = None
-                on_due(conn, now)
-                self.reschedule(conn)
+            self._not_before = now + min(TICK_MAX_SECONDS, max(TICK_SECONDS, self._count * TICK_PER_TIMER))
+            reached = now * 1000 + 1e-6  # a wake at a slot's own time runs it
+            while slots and slots[0] <= reached:
+                slot = heapq.heappop(slots)
+                for conn in by_slot.pop(slot):
+                    self._count -= 1
+                    if conn.scheduled != slot:
+                        continue  # superseded by an earlier entry
+                    conn.scheduled = None
+                    on_due(conn, now)
+                    self.reschedule(conn)
+
+
+# ---------------------------------------------------------------------- carrier
+
+# A client's answer to our ping: an Engine.IO PONG packet as a text frame.
+PONG_TEXT: Final = str(int(PacketType.PONG))
+# Readiness events taken per look at the carrier's epoll set.
+CARRIER_BATCH: Final = 1024
+
+
+class _Carried:
+    """A socket the carrier reads for its waiting task, and what it found for it."""
+
+    __slots__ = ("conn", "sock", "reader", "task", "frames", "error")
+
+    def __init__(
+        self, conn: WireConnection, sock: socket.socket, reader: FrameReader, task: trio.lowlevel.Task
+    ) -> None:
+        self.conn, self.sock, self.reader, self.task = conn, sock, reader, task
+        self.frames: list[Received] | None = None
+        self.error: Exception | None = None
+
+
+class Carrier:
+    """Reads every carried WebSocket whose task waits for input, from one level-triggered
+    epoll set, in one task.
+
+    Held sockets mostly send pongs (one per ping interval each): read by the connection's
+    own task, every pong costs a wake-up of that task, two epoll changes and a scheduler
+    turn, which at tens of thousands of sockets is most of what holding them costs. Here a
+    pong (and a WebSocket ping) is applied where it is read, with no task woken and no
+    epoll change; anything else (a Socket.IO packet, a close, the end) wakes the waiting
+    task with the frames, in order, and its socket leaves the set until it waits again.
+    """
+
+    def __init__(self) -> None:
+        self._epoll: select.epoll | None = select.epoll()
+        self._waiting: dict[int, _Carried] = {}
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    async def next_frames(
+        self, conn: WireConnection, sock: socket.socket, reader: FrameReader
+    ) -> list[Received] | None:
+        """The client's next frames that need ``conn``'s task; None at its end (WebSocketError
+        when it breaks the protocol)."""
+        epoll = self._epoll
+        if epoll is None:
+            raise trio.ClosedResourceError("the gateway is not running")
+        fd = sock.fileno()
+        epoll.register(fd, select.EPOLLIN)
+        carried = self._waiting[fd] = _Carried(conn, sock, reader, trio.lowlevel.current_task())
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            self._leave(fd)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        if carried.error is not None:
+            raise carried.error
+        return carried.frames
+
+    def _leave(self, fd: int) -> None:
+        self._waiting.pop(fd, None)
+        if self._epoll is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._epoll.unregister(fd)
+
+    def _wake(self, fd: int, carried: _Carried) -> None:
+        self._leave(fd)
+        trio.lowlevel.reschedule(carried.task)
+
+    async def run(self) -> None:
+        epoll = self._epoll
+        assert epoll is not None, "a carrier runs once"
+        waiting = self._waiting
+        try:
+            while True:
+                await trio.lowlevel.wait_readable(epoll.fileno())
+                for fd, _ in epoll.poll(0, CARRIER_BATCH):
+                    carried = waiting.get(fd)
+                    if carried is not None:
+                        self._read(fd, carried)
+        finally:
+            self._epoll = None
+            epoll.close()
+
+    def _read(self, fd: int, carried: _Carried) -> None:
+        try:
+            data = carried.sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._wake(fd, carried)  # no frames: the end
+            return
+        conn = carried.conn
+        try:
+            received = carried.reader.feed(data)
+            for index, item in enumerate(received):
+                if item == PONG_TEXT:
+                    session = conn.session
+                    if not session.closed:
+                        session.receive_frame(item, trio.current_time())
+                        conn.changed()
+                elif isinstance(item, Ping):
+                    if not conn.closing:  # after our close frame nothing more may be sent
+                        conn.write(server_frame(OP_PONG, item.payload))
+                else:
+                    carried.frames = received[index:]
+                    self._wake(fd, carried)
+                    return
+        except Exception as exc:  # WebSocketError, or a bug: the task deals with it as with its own read
+            carried.error = exc
+            self._wake(fd, carried)
 
 
 # ---------------------------------------------------------------------- one TCP connection
@@ -412,12 +551,13 @@ class Link:
 
     # ------------------------------------------------------------------ WebSocket
 
-    async def accept(self) -> None:
+    async def accept(self, first: bytes = b"") -> None:
+        """Switch to WebSocket; ``first``, the first frames, go in the same write."""
         self._http = None  # frees the HTTP state for the connection's lifetime
         await send_all(
             self.sock,
             b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-            b"sec-websocket-accept: " + accept_key(self._key).encode("ascii") + b"\r\n\r\n",
+            b"sec-websocket-accept: " + accept_key(self._key).encode("ascii") + b"\r\n\r\n" + first,
         )
 
     async def send(self, data: bytes) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from volthub.http.events.engineio import SHUTTING_DOWN
 from volthub.hub.bus import PostgresRelay
 from volthub.hub.clock import Clock
 from volthub.hub.fanout import Fanout, Resume
@@ -36,7 +37,7 @@ from volthub.protocol.engineio.session import (
 
 # Why a connection ended, when it may come back and recover (as the reference server has it).
 RECOVERABLE: Final = frozenset(
-    {CLOSE_TRANSPORT, CLOSE_TRANSPORT_ERROR, CLOSE_PING_TIMEOUT, CLOSE_FORCED, "server shutting down"}
+    {CLOSE_TRANSPORT, CLOSE_TRANSPORT_ERROR, CLOSE_PING_TIMEOUT, CLOSE_FORCED, SHUTTING_DOWN}
 )
 
 
