@@ -56,6 +56,13 @@ PASSWORD = "bench password 123"
 # database work an actor awaits is the database's).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("database", ("volthub/persistence/", "psycopg", "sqlite3")),
+    # The gateway's HTTP side (accepting, reading requests, writing answers); its WebSocket
+    # deliveries are the fan-out's, below.
+    (
+        "gateway listener",
+        ("Link.", "Gateway._", "send_all (volthub/http/events/gateway_connections.py")
+        + ("recv (volthub/http/events/gateway_connections.py",),
+    ),
     (
         "publish and fan-out",
         ("volthub/hub/publisher.py", "volthub/hub/fanout.py", "volthub/hub/bus.py", "volthub/hub/redis_bus.py")
@@ -72,6 +79,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Quart", ("quart/", "quart_trio/", "werkzeug/", "blinker/")),
     ("Hypercorn and h11", ("hypercorn/", "h11/")),
 )
+# Where the senders post: the main port (Hypercorn and Quart) or the Events API gateway,
+# which serves the same route on its own h11 listener (volthub/http/chat_send.py).
+LISTENERS = ("main", "gateway")
 OTHER_LAYER = "Trio scheduler, I/O and the rest"
 # Leaf frames where a thread waits rather than runs (py-spy counts some of those waits).
 _WAITING = ("_thread_cache.py", "Condition.wait", "Event.wait", "Connection.wait", "get_events", "Queue.get")
@@ -172,6 +182,7 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
         gateway_port = free_port()  # never the default 8081: benches may run beside other servers
         self.events_url = f"ws://127.0.0.1:{gateway_port}"
+        self.gateway_url = f"http://127.0.0.1:{gateway_port}"
         env = {
             **os.environ,
             "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
@@ -300,13 +311,18 @@ async def run_bench(
     server_pid: int = 0,
     profile: Path | None = None,
     floor: bool = False,
+    post_url: str | None = None,
 ) -> Results:
     """`events_url`: the gateway, where each channel's owner follows it (None: no followers);
     `server_pid`: whose CPU time to measure (0: not measured); `profile`: where py-spy writes
     the server's stacks over the measured window (None: not profiled); `floor`: the senders
-    ask for FLOOR_PATH instead of posting (nothing is delivered then)."""
+    ask for FLOOR_PATH instead of posting (nothing is delivered then); `post_url`: where the
+    senders post (the gateway's URL; None: `url`, the main port)."""
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client,
+        httpx.AsyncClient(base_url=post_url or url, timeout=30, limits=limits) as poster,
+    ):
         senders = [await _register(client, "sender") for _ in range(concurrency)]
         if channels <= 0:
             owners = senders
@@ -321,7 +337,7 @@ async def run_bench(
             # Warm up: start every channel's actor and open every connection before timing.
             async with trio.open_nursery() as nursery:
                 for (_, token), channel_id in zip(senders, targets, strict=True):
-                    nursery.start_soon(_sender, client, token, channel_id, time.perf_counter(), Results(), -1)
+                    nursery.start_soon(_sender, poster, token, channel_id, time.perf_counter(), Results(), -1, floor)
             results = Results()
             async with contextlib.AsyncExitStack() as profiler:
                 if profile is not None and server_pid:
@@ -334,7 +350,7 @@ async def run_bench(
                 stop_at = started + seconds
                 async with trio.open_nursery() as nursery:
                     for number, ((_, token), channel_id) in enumerate(zip(senders, targets, strict=True)):
-                        nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number, floor)
+                        nursery.start_soon(_sender, poster, token, channel_id, stop_at, results, number, floor)
                 results.elapsed = time.perf_counter() - started
                 after = read_proc(server_pid, 0.0) if server_pid else None
             if profile is not None and profile.exists():
@@ -350,34 +366,46 @@ async def run_bench(
         return results
 
 
-async def _main(args: argparse.Namespace) -> dict[str, object]:
+async def _main(args: argparse.Namespace) -> list[dict[str, object]]:
+    """One measured run per listener, on one server (each run with senders of its own)."""
+    listeners = ["main"] if args.floor else (list(LISTENERS) if args.listener == "both" else [args.listener])
+    reports: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="volthub-bench-") as tmp:
         workdir = Path(tmp)
         database = args.database or f"sqlite:///{workdir / 'bench.db'}"
+        backend = "postgresql" if database.startswith("postgres") else "sqlite"
         server = Server(database, args.port or free_port(), workdir, rate_limits=args.rate_limits)
         try:
             await server.wait_ready()
-            results = await run_bench(
-                server.url,
-                args.seconds,
-                args.concurrency,
-                args.channels,
-                server.events_url,
-                server.process.pid,
-                Path(args.profile).resolve() if args.profile else None,
-                args.floor,
-            )
+            for listener in listeners:
+                profile = Path(args.profile).resolve() if args.profile else None
+                if profile is not None and len(listeners) > 1:
+                    profile = profile.with_name(f"{profile.stem}-{listener}{profile.suffix}")
+                results = await run_bench(
+                    server.url,
+                    args.seconds,
+                    args.concurrency,
+                    args.channels,
+                    server.events_url,
+                    server.process.pid,
+                    profile,
+                    args.floor,
+                    server.gateway_url if listener == "gateway" else None,
+                )
+                reports.append(
+                    {
+                        **({"floor": FLOOR_PATH} if args.floor else {}),
+                        "backend": backend,
+                        "listener": listener,
+                        "concurrency": args.concurrency,
+                        "channels": args.channels or args.concurrency,
+                        "ratelimit_disabled": not args.rate_limits and _ratelimit_switch_exists(),
+                        **results.summary(),
+                    }
+                )
         finally:
             server.stop()
-    backend = "postgresql" if database.startswith("postgres") else "sqlite"
-    return {
-        **({"floor": FLOOR_PATH} if args.floor else {}),
-        "backend": backend,
-        "concurrency": args.concurrency,
-        "channels": args.channels or args.concurrency,
-        "ratelimit_disabled": not args.rate_limits and _ratelimit_switch_exists(),
-        **results.summary(),
-    }
+    return reports
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -407,27 +435,38 @@ def main(argv: list[str] | None = None) -> int:
         help="attach py-spy to the server over the measured window: its collapsed stacks go to FILE, "
         "the share of samples per layer of the send path into the report",
     )
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument(
+        "--listener",
+        choices=[*LISTENERS, "both"],
+        default="both",
+        help="where the senders post: the main port, the Events API gateway (the same route on its own "
+        "h11 listener), or both, one measured run after the other on the same server (default both)",
+    )
+    parser.add_argument("--json", action="store_true", help="print each run's result as one JSON object per line")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.seconds <= 0:
         parser.error("--concurrency must be >= 1 and --seconds > 0")
-    report = trio.run(_main, args)
-    if args.json:
-        print(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS).decode())  # statuses are keyed by int
-    else:
-        latency: dict[str, float] = report["latency_ms"]  # type: ignore[assignment]
-        print(
-            f"{'floor ' + FLOOR_PATH + ' on ' if args.floor else ''}"
-            f"{report['backend']}: {report['sends_per_second']} sends/s accepted "
-            f"({report['accepted']} in {report['seconds']} s, {report['concurrency']} senders, "
-            f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "
-            f"p99 {latency['p99']}; statuses {report['statuses']}; delivered {report['delivered']}; "
-            f"server CPU {report['server_cpu_ms_per_send']} ms per send"
-        )
-        if "profile_percent" in report:
-            split: dict[str, float] = report["profile_percent"]  # type: ignore[assignment]
-            print("server samples by layer: " + "; ".join(f"{layer} {share}%" for layer, share in split.items()))
+    for report in trio.run(_main, args):
+        _print(report, args.json)
     return 0
+
+
+def _print(report: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        print(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS).decode())  # statuses are keyed by int
+        return
+    latency: dict[str, float] = report["latency_ms"]  # type: ignore[assignment]
+    print(
+        f"{'floor ' + FLOOR_PATH + ' on ' if 'floor' in report else ''}"
+        f"{report['backend']} via {report['listener']}: {report['sends_per_second']} sends/s accepted "
+        f"({report['accepted']} in {report['seconds']} s, {report['concurrency']} senders, "
+        f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "
+        f"p99 {latency['p99']}; statuses {report['statuses']}; delivered {report['delivered']}; "
+        f"server CPU {report['server_cpu_ms_per_send']} ms per send"
+    )
+    if "profile_percent" in report:
+        split: dict[str, float] = report["profile_percent"]  # type: ignore[assignment]
+        print("server samples by layer: " + "; ".join(f"{layer} {share}%" for layer, share in split.items()))
 
 
 if __name__ == "__main__":
