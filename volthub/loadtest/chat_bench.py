@@ -40,6 +40,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -247,30 +248,87 @@ async def _register(client: httpx.AsyncClient, prefix: str) -> tuple[str, str]:
     return body["user"]["id"], body["token"]
 
 
+class _Connection:
+    """One sender's keep-alive HTTP/1.1 connection, written and read by hand: httpx costs
+    the client about a millisecond of CPU per request, more than the server's share, on
+    the machine the server runs on. Answers carry a Content-Length (every volthub JSON
+    answer does); a `Connection: close` answer or a failure opens a new connection."""
+
+    def __init__(self, url: str) -> None:
+        address = urlsplit(url)
+        self.host, self.port = address.hostname or "127.0.0.1", address.port or 80
+        self.authority = address.netloc.encode()
+        self._stream: trio.SocketStream | None = None
+        self._buffer = bytearray()
+
+    async def request(self, head: bytes, body: bytes = b"") -> int:
+        """Send one request (`head` without Host and the blank line); its answer's status."""
+        try:
+            return await self._exchange(head, body)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError, ValueError):
+            await self.close()
+            return 0
+
+    async def _exchange(self, head: bytes, body: bytes) -> int:
+        if self._stream is None:
+            self._stream = await trio.open_tcp_stream(self.host, self.port)
+            self._buffer.clear()
+        await self._stream.send_all(head + b"Host: " + self.authority + b"\r\n\r\n" + body)
+        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
+            await self._fill()
+        lines = bytes(self._buffer[:end]).split(b"\r\n")
+        status, length, close = int(lines[0][9:12]), 0, False
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"connection":
+                close = value.strip().lower() == b"close"
+        while len(self._buffer) < end + 4 + length:
+            await self._fill()
+        del self._buffer[: end + 4 + length]
+        if close:
+            await self.close()
+        return status
+
+    async def _fill(self) -> None:
+        assert self._stream is not None
+        chunk = await self._stream.receive_some(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self._buffer += chunk
+
+    async def close(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            with contextlib.suppress(OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.aclose()
+
+
 async def _sender(
-    client: httpx.AsyncClient,
+    connection: _Connection,
     token: str,
     channel_id: str,
     stop_at: float,
     results: Results,
     number: int,
     floor: bool = False,
+    count: int | None = None,
 ) -> None:
+    """Post until `stop_at` (or `count` times)."""
     path = f"/api/integrations/oauth/chat/channels/{channel_id}/messages"
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    head = (f"POST {path} HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n").encode()
+    floor_head = f"GET {FLOOR_PATH} HTTP/1.1\r\n".encode()
     sequence = 0
-    while time.perf_counter() < stop_at:
+    while (time.perf_counter() < stop_at) if count is None else sequence < count:
         sequence += 1
         body = orjson.dumps({"message": f"load {number}.{sequence} hello @nobody"})
         started = time.perf_counter()
-        try:
-            if floor:  # the HTTP stack alone: a route with no body, token or database
-                response = await client.get(FLOOR_PATH)
-            else:
-                response = await client.post(path, content=body, headers=headers)
-            status = response.status_code
-        except httpx.HTTPError:
-            status = 0
+        if floor:  # the HTTP stack alone: a route with no body, token or database
+            status = await connection.request(floor_head)
+        else:
+            status = await connection.request(head + b"Content-Length: %d\r\n" % len(body), body)
         results.latencies.append(time.perf_counter() - started)
         results.statuses[status] += 1
 
@@ -318,11 +376,8 @@ async def run_bench(
     the server's stacks over the measured window (None: not profiled); `floor`: the senders
     ask for FLOOR_PATH instead of posting (nothing is delivered then); `post_url`: where the
     senders post (the gateway's URL; None: `url`, the main port)."""
-    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-    async with (
-        httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client,
-        httpx.AsyncClient(base_url=post_url or url, timeout=30, limits=limits) as poster,
-    ):
+    connections = [_Connection(post_url or url) for _ in range(concurrency)]
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
         senders = [await _register(client, "sender") for _ in range(concurrency)]
         if channels <= 0:
             owners = senders
@@ -336,8 +391,8 @@ async def run_bench(
                 await listening.start(follower.run, events_url, token)
             # Warm up: start every channel's actor and open every connection before timing.
             async with trio.open_nursery() as nursery:
-                for (_, token), channel_id in zip(senders, targets, strict=True):
-                    nursery.start_soon(_sender, poster, token, channel_id, time.perf_counter(), Results(), -1, floor)
+                for connection, (_, token), channel_id in zip(connections, senders, targets, strict=True):
+                    nursery.start_soon(_sender, connection, token, channel_id, 0.0, Results(), -1, floor, 1)
             results = Results()
             async with contextlib.AsyncExitStack() as profiler:
                 if profile is not None and server_pid:
@@ -349,8 +404,10 @@ async def run_bench(
                 started = time.perf_counter()
                 stop_at = started + seconds
                 async with trio.open_nursery() as nursery:
-                    for number, ((_, token), channel_id) in enumerate(zip(senders, targets, strict=True)):
-                        nursery.start_soon(_sender, poster, token, channel_id, stop_at, results, number, floor)
+                    for number, (connection, (_, token), channel_id) in enumerate(
+                        zip(connections, senders, targets, strict=True)
+                    ):
+                        nursery.start_soon(_sender, connection, token, channel_id, stop_at, results, number, floor)
                 results.elapsed = time.perf_counter() - started
                 after = read_proc(server_pid, 0.0) if server_pid else None
             if profile is not None and profile.exists():
@@ -363,6 +420,8 @@ async def run_bench(
                     await trio.sleep(0.05)
             results.delivered = sum(f.seen for f in followers)
             listening.cancel_scope.cancel()
+        for connection in connections:
+            await connection.close()
         return results
 
 
