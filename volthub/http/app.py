@@ -112,7 +112,7 @@ class ApiRequest(TrioRequest):
             return None
         raw = await self.get_data(cache=cache, as_text=False)
         try:
-            return request_rules.parse_json(raw)
+            return request_rules.parse_json(raw if isinstance(raw, bytes) else raw.encode())
         except ApiError as error:
             if silent and error.code == "invalid_json":
                 return None

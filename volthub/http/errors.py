@@ -106,7 +106,8 @@ def not_found(what: str, **details: Any) -> ApiError:
 def error_response(error: ApiError) -> Response:
     """The one error response: the body, its headers, and the request's id in `details`
     (`requestId`, the same as the `X-Request-Id` header) for the operator's logs."""
-    response = jsonify(error_body(error, request_id(request.scope) if has_request_context() else None))
+    rid = request_id(request.scope) if has_request_context() else None  # type: ignore[arg-type]
+    response = jsonify(error_body(error, rid))
     response.status_code = error.status
     response.headers.update(error.headers)
     return response

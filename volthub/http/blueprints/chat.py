@@ -258,6 +258,11 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
     app, else the bot chosen at `/oauth/bot/select`), with the `bot` badge and the bot's
     name in this channel; only the channel's owner may, and without a bot it is 403
     `bot_not_connected`. The message carries `emotes: [{code, url}]` for resolved codes.
+
+    Fast path: the Events API gateway's port (`[events] gateway_port`, 8081 by default)
+    serves this same route at the same path, with the same access, rate limits, checks and
+    answers, for a fraction of the main port's cost per request: bots that post a lot
+    should post there (keep-alive connections).
     """
     return await post_message(runtime(), access.principal(), channel_id, data)
 

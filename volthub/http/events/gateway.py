@@ -498,7 +498,9 @@ class Gateway:
                 await route(scope, link)
             elif endpoint is None:
                 await link.skip_body()
-                await link.respond_error(404, "not_found", "the gateway serves only the Events API's Engine.IO paths")
+                await link.respond_error(
+                    404, "not_found", "the gateway serves only the Events API's Engine.IO paths and its added routes"
+                )
             elif "websocket" in upgrade:
                 key = header(scope, b"sec-websocket-key")
                 if (
