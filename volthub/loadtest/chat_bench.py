@@ -16,11 +16,19 @@ so a send counts end to end: acknowledged (200) and fanned out (`delivered` coun
 reached its channel's socket). Reports accepted sends per second, latency percentiles and
 the server's CPU time per accepted send over the measured window.
 
+`--listener` picks where the senders post: `main` (the main port: Hypercorn and Quart),
+`gateway` (the same route on the Events API gateway's own h11 listener, the bots' fast
+path) or `both` (default: one measured run each, main port first, on the same server, with
+senders of their own). The senders speak HTTP/1.1 on keep-alive connections written and
+read by hand, so the client takes as little of the machine's CPU as it can.
+
 `--profile FILE` attaches py-spy to the server for the measured window, writes its
 collapsed stacks to FILE and reports where the server's on-CPU samples went, by layer of
 the send path (`layer_split`): Hypercorn and h11, Quart, volthub's HTTP middleware and
 hooks, validation, authentication and rate limits, the channel actor, the database, the
-publish and fan-out, and the rest (Trio's scheduler, socket calls outside those).
+publish and fan-out, the gateway's HTTP listener, and the rest (Trio's scheduler, socket
+calls outside those). With `--listener both` each run writes its own file, FILE's name
+with `-main` or `-gateway` added.
 
 The client runs on the same machine as the server and takes CPU from it; the figures are
 a floor for what the server does with its own cores.
