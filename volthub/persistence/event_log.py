@@ -71,6 +71,8 @@ def notify_transient(tx: Tx, entry: NewEntry) -> bool:
 def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int, *, notify: bool = True) -> list[LoggedEvent]:
     """Log `entries` in this transaction and NOTIFY them at commit (unless `notify` is
     False: another broker carries them after commit); returns them stamped."""
+    if notify and len(entries) == 1:
+        return [_append_one(tx, entries[0], now_ms)]
     if notify and entries and all(entry.channel_id == entries[0].channel_id for entry in entries):
         return _append_to_one_channel(tx, entries, now_ms)
     counts: dict[str, int] = {}
@@ -119,10 +121,37 @@ def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int, *, notify: bool = T
     return logged
 
 
+def _append_one(tx: Tx, entry: NewEntry, now_ms: int) -> LoggedEvent:
+    """The usual transaction, one event: its channel position, its row and its NOTIFY in
+    one round trip (PostgreSQL splices the position and the seq into the payload)."""
+    body = orjson.dumps(entry.body).decode()
+    row = tx.one(
+        "WITH position AS (INSERT INTO event_channel_positions (channel_id, seq) VALUES (?, 1)"
+        " ON CONFLICT (channel_id) DO UPDATE SET seq = event_channel_positions.seq + 1 RETURNING seq),"
+        " logged AS (INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
+        " SELECT ?, seq, ?, ?, ?, ? FROM position RETURNING pos, seq)"
+        f" SELECT pos, seq, pg_notify({_CHANNEL_SQL}, '{{\"p\":' || pos || ',\"s\":' || seq || ?) FROM logged",
+        (
+            entry.channel_id,
+            entry.channel_id,
+            entry.event_id,
+            entry.name,
+            body,
+            now_ms,
+            payload_tail(entry.channel_id, None, entry.event_id, entry.name, now_ms, body),
+        ),
+    )
+    assert row is not None
+    return LoggedEvent(
+        int(row["pos"]), entry.channel_id, int(row["seq"]), entry.event_id, entry.name, entry.body, now_ms
+    )
+
+
 def _append_to_one_channel(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent]:
-    """The usual transaction, events of one channel (a chat message, or an actor's batch):
-    the channel's positions, the rows and their NOTIFYs, in seq order, in one round trip.
-    PostgreSQL splices each row's position and seq in front of its payload's tail."""
+    """Events of one channel (an actor's batch): the channel's positions, the rows and their
+    NOTIFYs, in seq order, in one round trip instead of one per event (the same client CPU,
+    measured, and a shorter transaction). PostgreSQL splices each row's position and seq in
+    front of its payload's tail."""
     channel_id = entries[0].channel_id
     bodies = [orjson.dumps(entry.body).decode() for entry in entries]
     tails = [
