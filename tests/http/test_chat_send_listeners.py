@@ -138,3 +138,29 @@ async def test_the_gateway_answers_other_methods_on_the_route_with_405(sqlite_ur
         assert (await response.get_json())["error"] == "method_not_allowed"
         missing = await gateway_request(rt.gateway.url, "POST", "/api/integrations/oauth/chat/settings", json={})
         assert missing.status_code == 404
+
+
+async def test_the_gateway_answers_expect_100_continue_before_reading_the_body(sqlite_url):
+    import trio
+
+    app = chat_app(sqlite_url)
+    async with app.test_app():
+        env = ChatEnv(app, "gateway")
+        streamer = await env.user()
+        body = b'{"message": "' + b"x" * 400 + b'"}'
+        head = (
+            f"POST {PATH.format(streamer.id)} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {streamer.token}\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+        ).encode()
+        stream = await trio.open_tcp_stream("127.0.0.1", env.rt.gateway.address[1])
+        async with stream:
+            await stream.send_all(head)
+            with trio.fail_after(5):
+                interim = await stream.receive_some(4096)
+            assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+            await stream.send_all(body)
+            answer = b""
+            with trio.fail_after(5):
+                while b'"success":true' not in answer:
+                    answer += await stream.receive_some(4096)
+            assert answer.startswith(b"HTTP/1.1 200 ")
