@@ -23,6 +23,8 @@ A refused request is not counted, so retrying early does not push the wait back.
 Other users of the budgets (the Events API counts new Engine.IO sessions, which bypass
 Quart): `runtime().rate_limits` is a `RateLimits` (None when disabled);
 `.per_ip.hit(("ip", client_ip(...)), now_ns)` and `too_many_requests(decision, "global")`.
+Chat send on the gateway (`volthub/http/chat_send.py`) spends the same budgets, in the
+same order, through `spend`, so a client has one budget whichever port it posts on.
 
 The arithmetic is `protocol.ratelimit` (sans-IO). On SQLite (one process) the counts live
 in this process's memory. On PostgreSQL with `[cluster] shared_rate_limits` (the default)
