@@ -95,8 +95,9 @@ BENCH_HOLD ?= --hold 19000 --hold-seconds 60
 BENCH_CHECKS ?= --check 'delivery.ratio>=0.999' --check 'send.errors==0' --check 'delivery.latency_ms.p99<200' \
 	--check 'server.rss_growth_kib_per_connection<=25' --check 'connect.per_second>=1500' \
 	--check 'clients.disconnects==0' --check 'hold.connected>=19000' --check 'hold.disconnects==0'
-# Chat send end to end after the side-by-side runs: SQLite, and PostgreSQL when
-# BENCH_DATABASE names a database (e.g. postgresql://postgres@127.0.0.1:5432/bench).
+# Chat send end to end after the side-by-side runs, on the main port and on the gateway:
+# SQLite, and PostgreSQL when BENCH_DATABASE names a database (e.g.
+# postgresql://postgres@127.0.0.1:5432/bench).
 BENCH_DATABASE ?=
 CHAT_BENCH_ARGS ?= --seconds 10 --concurrency 16
 BENCH_TARGETS ?= volthub,volthub-gateway,python-socketio,node

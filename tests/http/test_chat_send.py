@@ -1,15 +1,33 @@
-"""POST /api/integrations/oauth/chat/channels/:channelId/messages."""
+"""POST /api/integrations/oauth/chat/channels/:channelId/messages, on every listener that
+serves it: the main port and the Events API gateway (the chat environments below are
+parametrised over both, so the two can never answer differently)."""
 
 from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
 import trio.testing
 
+from tests.http.chat_env import LISTENERS, ChatEnv, chat_app
 from volthub.http.ratelimit import category_of
+
+
+@pytest.fixture(params=LISTENERS)
+async def chat_env(request: pytest.FixtureRequest, sqlite_url: str) -> AsyncIterator[ChatEnv]:
+    application = chat_app(sqlite_url)
+    async with application.test_app():
+        yield ChatEnv(application, request.param)
+
+
+@pytest.fixture(params=LISTENERS)
+async def backend_chat_env(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[ChatEnv]:
+    application = chat_app(database_url)
+    async with application.test_app():
+        yield ChatEnv(application, request.param)
 
 
 async def json_of(response):
@@ -381,12 +399,11 @@ async def test_concurrent_sends_never_break_slow_mode(chat_env):
     assert len(chat_env.named("chat.message")) == 2
 
 
-async def test_a_full_channel_queue_is_503_channel_busy(sqlite_url):
-    from tests.http.chat_env import ChatEnv, chat_app
-
+@pytest.mark.parametrize("listener", LISTENERS)
+async def test_a_full_channel_queue_is_503_channel_busy(sqlite_url, listener):
     app = chat_app(sqlite_url, chat={"inbox_size": 1})
     async with app.test_app():
-        env = ChatEnv(app)
+        env = ChatEnv(app, listener)
         streamer = await env.user()
         assert (await env.send(streamer, streamer.id, "load the actor")).status_code == 200
         # Hold the store's one writer, so the actor waits in its transaction.

@@ -97,6 +97,19 @@ async def test_a_payload_too_large_for_notify_travels_by_reference(processes: An
     assert two.heard[0].data["body"] == big
 
 
+async def test_a_transaction_of_many_events_in_one_channel_is_heard_in_order_large_ones_by_reference(
+    processes: Any,
+) -> None:
+    one, two = await processes(), await processes()
+    big = "y" * 9000
+    await one.emit("c1", *({"text": str(i), "body": big if i == 3 else ""} for i in range(8)))
+    for process in (one, two):
+        await process.wait_for(lambda heard: len(heard) == 8)
+        assert texts(process.heard) == [str(i) for i in range(8)]
+        assert [e.seq for e in process.heard] == list(range(1, 9))
+        assert process.heard[3].data["body"] == big
+
+
 async def test_a_lost_connection_reconnects_and_replays_the_gap(processes: Any, postgres_url: str) -> None:
     one, two = await processes(), await processes()
     await one.emit("c1", {"text": "before"})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from volthub.loadtest.chat_bench import OTHER_LAYER, layer_split
+from volthub.loadtest.chat_bench import OTHER_LAYER, layer_split, run_bench
 
 TRUNK = "run (trio/_core/_run.py:2532);unrolled_run (trio/_core/_run.py:2866)"
 HYPERCORN = f"{TRUNK};TCPServer.run (hypercorn/trio/tcp_server.py:76)"
@@ -52,3 +52,28 @@ def test_samples_of_a_waiting_thread_are_left_out():
 def test_nothing_sampled_gives_an_empty_split():
     assert layer_split("") == {}
     assert layer_split(f"{WORKER} 12\nnot a stack line") == {}
+
+
+def test_the_gateway_listener_is_a_layer_of_its_own_and_its_deliveries_are_the_fan_out():
+    gateway = f"{TRUNK};Gateway._serve (volthub/http/events/gateway.py:1);Gateway._requests (volthub/http/events/gateway.py:2)"
+    collapsed = "\n".join(
+        [
+            f"{gateway};Link.respond (volthub/http/events/gateway_connections.py:3);send_all (volthub/http/events/gateway_connections.py:4) 30",
+            f"{gateway};GatewayRoute.__call__ (volthub/http/chat_send.py:5) 20",
+            f"{TRUNK};Fanout.publish (volthub/hub/fanout.py:1);WireConnection.write (volthub/http/events/gateway_connections.py:9) 50",
+        ]
+    )
+    assert layer_split(collapsed) == {
+        "publish and fan-out": 50.0,
+        "gateway listener": 30.0,
+        "HTTP middleware and hooks": 20.0,
+    }
+
+
+async def test_a_short_run_on_each_listener_counts_acknowledged_and_delivered_sends(live_server):
+    for post_url in (None, live_server.events_url):
+        results = await run_bench(
+            live_server.url, 0.3, 2, 1, live_server.events_url.replace("http", "ws", 1), post_url=post_url
+        )
+        assert results.accepted > 0 and set(results.statuses) == {200}
+        assert results.delivered == results.accepted

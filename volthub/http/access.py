@@ -68,13 +68,42 @@ def token(scope: str | None = None) -> Callable[[F], F]:
     return lambda fn: _declare(fn, Access("token", scope))
 
 
+@dataclass(frozen=True)
+class OwnChannel:
+    """What :func:`own_channel` declared for a route (kept on the view, so every listener
+    that serves the route checks the same)."""
+
+    param: str = "channel_id"
+    name: str = "channelId"
+    first_party_anywhere: bool = False
+    must_exist: bool = False
+    known_to_exist: Callable[[Runtime, str], bool] | None = None
+
+    async def resolve(self, channel_id: str, caller: Principal, rt: Runtime) -> str:
+        """The canonical channel id, or the route's 400/404/403."""
+        if self.must_exist and not self._vouched(channel_id, caller, rt):
+            # a channel that does not exist is 404, whoever asks
+            await check_channel_exists(channel_id, name=self.name, caller=caller, rt=rt)
+        return check_own_channel(
+            channel_id, name=self.name, first_party_anywhere=self.first_party_anywhere, caller=caller
+        )
+
+    def _vouched(self, channel_id: str, caller: Principal, rt: Runtime) -> bool:
+        if self.known_to_exist is None or not self.first_party_anywhere:
+            return False
+        return caller.is_first_party and self.known_to_exist(rt, channel_id)
+
+
+OWN_CHANNEL = "__volthub_own_channel__"
+
+
 def own_channel(
     param: str = "channel_id",
     *,
     name: str = "channelId",
     first_party_anywhere: bool = False,
     must_exist: bool = False,
-    known_to_exist: Callable[[str], bool] | None = None,
+    known_to_exist: Callable[[Runtime, str], bool] | None = None,
 ) -> Callable[[F], F]:
     """A channel named in the path: it must be the token owner's own.
 
@@ -84,45 +113,41 @@ def own_channel(
     `first_party_anywhere`, a first-party token may name any channel (a viewer's own client
     posting in chat); an OAuth token never may.
 
-    `known_to_exist(channel_id)`: the route's own store can vouch for the channel without a
+    `known_to_exist(runtime, channel_id)`: the route's own store can vouch for the channel without a
     database read (a chat channel whose actor is running); asked only for a first-party
     caller with `first_party_anywhere`, whose request passes no ownership check, so a
     channel removed meanwhile is still refused with the same 404 by the route's store.
     """
+    rule = OwnChannel(param, name, first_party_anywhere, must_exist, known_to_exist)
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         async def view(*args: Any, **kwargs: Any) -> Any:
-            if must_exist and not _vouched(kwargs[param], first_party_anywhere, known_to_exist):
-                # a channel that does not exist is 404, whoever asks
-                await check_channel_exists(kwargs[param], name=name)
-            kwargs[param] = check_own_channel(kwargs[param], name=name, first_party_anywhere=first_party_anywhere)
+            kwargs[param] = await rule.resolve(kwargs[param], principal(), runtime())
             return await fn(*args, **kwargs)
 
+        setattr(view, OWN_CHANNEL, rule)
         return view  # type: ignore[return-value]
 
     return decorate
 
 
-def _vouched(channel_id: str, first_party_anywhere: bool, known_to_exist: Callable[[str], bool] | None) -> bool:
-    if known_to_exist is None or not first_party_anywhere:
-        return False
-    caller = g.get("principal")
-    return caller is not None and caller.is_first_party and known_to_exist(channel_id)
-
-
-async def check_channel_exists(channel_id: str, *, name: str = "channelId") -> None:
+async def check_channel_exists(
+    channel_id: str, *, name: str = "channelId", caller: Principal | None = None, rt: Runtime | None = None
+) -> None:
     channel_id = uuid_param(channel_id, name)
-    if channel_id == principal().user_id:
+    if channel_id == (caller or principal()).user_id:
         return  # the caller's own channel: its token's user exists (no database read)
-    if await runtime().services.accounts.get_user(channel_id) is None:
+    if await (rt or runtime()).services.accounts.get_user(channel_id) is None:
         raise ApiError(404, "not_found", "no channel has this id", {name: channel_id})
 
 
-def check_own_channel(channel_id: str, *, name: str = "channelId", first_party_anywhere: bool = False) -> str:
+def check_own_channel(
+    channel_id: str, *, name: str = "channelId", first_party_anywhere: bool = False, caller: Principal | None = None
+) -> str:
     """The check behind :func:`own_channel`, for a channel id that arrives in a body."""
     channel_id = uuid_param(channel_id, name)
-    caller = principal()
+    caller = caller or principal()
     if first_party_anywhere and caller.is_first_party:
         return channel_id
     if channel_id != caller.user_id:
@@ -238,11 +263,20 @@ async def enforce(view: Callable[..., Any] | None) -> None:
     if declaration.kind == "public":
         await _optional_authentication(header)
         return
-    raw = bearer_token(header)
+    caller = g.principal = await bearer_caller(header)
+    check_allowed(declaration, caller)
+
+
+async def bearer_caller(authorization: str | None, rt: Runtime | None = None) -> Principal:
+    """The caller named by an Authorization header (401 without a valid token)."""
+    raw = bearer_token(authorization)
     if raw is None:
         raise unauthorized("missing_token", "this route needs an Authorization: Bearer token")
-    caller = await authenticate(raw)
-    g.principal = caller
+    return await authenticate(raw, rt)
+
+
+def check_allowed(declaration: Access, caller: Principal) -> None:
+    """403 when a route declared `token(scope)` or `first_party` is not for this caller."""
     if declaration.kind == "first_party" and not caller.is_first_party:
         raise ApiError(403, "first_party_only", "this route does not accept third-party OAuth tokens")
     if declaration.scope and not caller.allows(declaration.scope):

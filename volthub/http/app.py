@@ -27,7 +27,7 @@ from quart_trio.wrappers.request import TrioRequest
 
 from volthub import logs, metrics, version
 from volthub.config import Settings, load_settings
-from volthub.http import access, cluster, observe, ratelimit, serving
+from volthub.http import access, chat_send, cluster, observe, ratelimit, request_rules, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import channel_points as channel_points_blueprint
 from volthub.http.blueprints import channel_roles as channel_roles_blueprint
@@ -112,30 +112,11 @@ class ApiRequest(TrioRequest):
             return None
         raw = await self.get_data(cache=cache, as_text=False)
         try:
-            document = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            if silent:
+            return request_rules.parse_json(raw if isinstance(raw, bytes) else raw.encode())
+        except ApiError as error:
+            if silent and error.code == "invalid_json":
                 return None
-            raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
-        # Only an escaped \u0000 can put NUL in a JSON string; walk the document only then.
-        if b"\\u0000" in raw and _holds_nul(document):
-            raise _nul_refused()
-        return document
-
-
-def _holds_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(item) for item in value)
-    return False
-
-
-def _nul_refused() -> ApiError:
-    """PostgreSQL text cannot hold NUL; refuse it everywhere so both backends agree."""
-    return ApiError(400, "invalid_request", "text must not contain NUL (U+0000) characters")
+            raise
 
 
 def create_app(
@@ -172,6 +153,7 @@ def create_app(
         app.register_blueprint(blueprint)
     _declare_openapi_route(app)
     events_api.mount(app)  # Engine.IO paths (/ws/events, /socket.io) served ahead of Quart
+    chat_send.install(app.extensions["volthub"])  # chat send on the gateway too: the bots' fast path
     serving.adapt(app, settings)  # Hypercorn's close fix, connection caps, early body reads
     # Outermost: request ids, access lines and HTTP metrics for everything, Engine.IO included.
     app.asgi_app = observe.middleware(app.asgi_app, settings.logging.access_log)  # type: ignore[method-assign, assignment, arg-type]
@@ -204,8 +186,7 @@ def _note_route(endpoint: str | None, values: dict[str, Any] | None) -> None:
 
 
 async def _refuse_nul_in_url() -> None:
-    if "\x00" in request.path or b"%00" in request.query_string.lower():
-        raise _nul_refused()
+    request_rules.refuse_nul_in_url(request.path, request.query_string)
 
 
 async def _limit_body() -> None:
@@ -217,27 +198,14 @@ async def _limit_body() -> None:
     length = request.content_length
     if length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
         length = len(await request.get_data(cache=True))  # at most max_body_bytes, read ahead
-    if length is not None and length > limit:
-        raise ApiError(
-            413, "payload_too_large", f"this route takes a request body of at most {limit} bytes", {"maxBytes": limit}
-        )
+    request_rules.check_body_size(length, limit)
 
 
 async def _require_json_body() -> None:
     """Bodies are JSON unless a route opts into forms (the token endpoint, consent page)."""
-    declared = request.headers.get("Content-Type")
-    if request.method not in ("POST", "PUT", "PATCH") or not (declared or _has_body()):
-        return
     view = _view(request.endpoint) if request.endpoint else None
-    accepted = access.accepted_body_types(view)
-    mimetype = request.mimetype
-    if mimetype in accepted or (mimetype.endswith("+json") and "application/json" in accepted):
-        return
-    raise ApiError(
-        415,
-        "unsupported_media_type",
-        f"request body must be {' or '.join(accepted)}",
-        {"contentType": request.headers.get("Content-Type")},
+    request_rules.check_body_type(
+        request.method, request.headers.get("Content-Type"), _has_body(), access.accepted_body_types(view)
     )
 
 

@@ -106,27 +106,44 @@ def not_found(what: str, **details: Any) -> ApiError:
 def error_response(error: ApiError) -> Response:
     """The one error response: the body, its headers, and the request's id in `details`
     (`requestId`, the same as the `X-Request-Id` header) for the operator's logs."""
-    body = error.body()
-    if has_request_context():
-        body["details"] = {**(error.details or {}), "requestId": request_id(request.scope)}  # type: ignore[arg-type]
-    response = jsonify(body)
+    rid = request_id(request.scope) if has_request_context() else None  # type: ignore[arg-type]
+    response = jsonify(error_body(error, rid))
     response.status_code = error.status
     response.headers.update(error.headers)
     return response
 
 
-def _validation_details(exc: RequestSchemaValidationError) -> tuple[str, dict[str, Any]]:
-    inner = exc.validation_error
-    errors = getattr(inner, "errors", None)
+def error_body(error: ApiError, rid: str | None) -> dict[str, Any]:
+    """What :func:`error_response` sends (any listener): `requestId` joins the details."""
+    body = error.body()
+    if rid is not None:
+        body["details"] = {**(error.details or {}), "requestId": rid}
+    return body
+
+
+def validation_error(error: Exception) -> ApiError:
+    """A request body its model refused: 400 `validation_error` naming every field."""
+    errors = getattr(error, "errors", None)
     if not callable(errors):
-        return "request is not valid", {}
+        return ApiError(400, "validation_error", "request is not valid", {})
     fields = []
     for item in errors(include_url=False, include_input=False, include_context=False):
         location = ".".join(str(part) for part in item["loc"]) or "body"
         fields.append({"field": location, "message": item["msg"], "type": item["type"]})
     first = fields[0] if fields else None
     message = f"{first['field']}: {first['message']}" if first else "request is not valid"
-    return message, {"fields": fields}
+    return ApiError(400, "validation_error", message, {"fields": fields})
+
+
+def api_error_of(error: Exception) -> ApiError | None:
+    """What a client sees of an exception a route raised (None: unexpected, a 500)."""
+    if isinstance(error, ApiError):
+        return error
+    for kind in type(error).__mro__:
+        translate = DOMAIN_ERRORS.get(kind)
+        if translate is not None:
+            return translate(error)
+    return None
 
 
 # --- domain errors → HTTP errors ------------------------------------------------------------
@@ -332,8 +349,7 @@ def install_error_handlers(app: Quart) -> None:
 
     @app.errorhandler(RequestSchemaValidationError)
     async def _schema_error(error: RequestSchemaValidationError) -> Response:
-        message, details = _validation_details(error)
-        return error_response(ApiError(400, "validation_error", message, details))
+        return error_response(validation_error(error.validation_error))
 
     @app.errorhandler(HTTPException)
     async def _http_error(error: HTTPException) -> Response:

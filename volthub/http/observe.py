@@ -113,12 +113,13 @@ def middleware(app: ASGIApp, access_log: bool) -> ASGIApp:
             await app(scope, receive, send_with_id)
         finally:
             if kind == "http":
-                _finished(scope, status or 500, time.perf_counter() - started, streaming, rid, access_log)
+                finished(scope, status or 500, time.perf_counter() - started, streaming, rid, access_log)
 
     return asgi
 
 
-def _finished(scope: Scope, status: int, seconds: float, streaming: bool, rid: str, access_log: bool) -> None:
+def finished(scope: Scope, status: int, seconds: float, streaming: bool, rid: str, access_log: bool) -> None:
+    """A request was answered: its metrics and access line (any listener)."""
     method = scope.get("method", "GET")
     route = route_label(scope)
     if metrics.enabled():

@@ -23,6 +23,8 @@ A refused request is not counted, so retrying early does not push the wait back.
 Other users of the budgets (the Events API counts new Engine.IO sessions, which bypass
 Quart): `runtime().rate_limits` is a `RateLimits` (None when disabled);
 `.per_ip.hit(("ip", client_ip(...)), now_ns)` and `too_many_requests(decision, "global")`.
+Chat send on the gateway (`volthub/http/chat_send.py`) spends the same budgets, in the
+same order, through `spend`, so a client has one budget whichever port it posts on.
 
 The arithmetic is `protocol.ratelimit` (sans-IO). On SQLite (one process) the counts live
 in this process's memory. On PostgreSQL with `[cluster] shared_rate_limits` (the default)
@@ -45,7 +47,7 @@ from quart import Quart, Response, current_app, g, request
 from volthub.config import RateLimitSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
-from volthub.http.runtime import runtime
+from volthub.http.runtime import Runtime, runtime
 from volthub.hub.redis_bus import RedisRelay
 from volthub.persistence import rate_limits as rate_limits_repo
 from volthub.protocol.oauth.client_auth import MalformedBasic, parse_basic
@@ -199,28 +201,34 @@ async def _check_category() -> None:
 
 
 async def _spend(limiter: Gcra, key: Hashable, name: str) -> None:
-    rt = runtime()
-    now_ns = to_ns(rt.clock.now())
-    limits = _limits()
-    if limits.shared is None:
-        limits.shared = rt.db.dialect == "postgresql" and rt.settings.cluster.shared_rate_limits
-    if limits.shared and not _counted_in_process():
-        stored_key = f"{name}:{key!r}:{limiter.rate.limit}/{limiter.rate.period_ns}"
-        # With the Redis broker the budgets live in Redis (a hot path kept off PostgreSQL);
-        # while Redis does not answer, in the database.
-        in_broker = await rt.bus.spend(stored_key, limiter.rate, now_ns) if isinstance(rt.bus, RedisRelay) else None
-        if in_broker is not None:
-            decision = in_broker
-        else:
-            decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
-            limits._hits += 1
-            if limits._hits % _FORGET_EVERY == 0:  # full budgets mean the same as no row
-                await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns))
-    else:
-        decision = limiter.hit(key, now_ns)
+    decision = await spend(runtime(), limiter, key, name, in_process=_counted_in_process())
     g.ratelimit_decisions.append(decision)
     if not decision.allowed:
         raise too_many_requests(decision, name)
+
+
+async def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_process: bool = False) -> Decision:
+    """Count one request against `limiter`'s budget for `key` (`name`: its category, or
+    "global"): in this process's memory, or shared by every process (PostgreSQL rows, or
+    Redis with that broker). `in_process`: this route is always counted in memory."""
+    now_ns = to_ns(rt.clock.now())
+    limits = rt.rate_limits
+    assert limits is not None, "spent only when rate limiting is enabled"
+    if limits.shared is None:
+        limits.shared = rt.db.dialect == "postgresql" and rt.settings.cluster.shared_rate_limits
+    if not limits.shared or in_process:
+        return limiter.hit(key, now_ns)
+    stored_key = f"{name}:{key!r}:{limiter.rate.limit}/{limiter.rate.period_ns}"
+    # With the Redis broker the budgets live in Redis (a hot path kept off PostgreSQL);
+    # while Redis does not answer, in the database.
+    in_broker = await rt.bus.spend(stored_key, limiter.rate, now_ns) if isinstance(rt.bus, RedisRelay) else None
+    if in_broker is not None:
+        return in_broker
+    decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
+    limits._hits += 1
+    if limits._hits % _FORGET_EVERY == 0:  # full budgets mean the same as no row
+        await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns))
+    return decision
 
 
 def _counted_in_process() -> bool:

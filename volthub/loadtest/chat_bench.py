@@ -16,11 +16,19 @@ so a send counts end to end: acknowledged (200) and fanned out (`delivered` coun
 reached its channel's socket). Reports accepted sends per second, latency percentiles and
 the server's CPU time per accepted send over the measured window.
 
+`--listener` picks where the senders post: `main` (the main port: Hypercorn and Quart),
+`gateway` (the same route on the Events API gateway's own h11 listener, the bots' fast
+path) or `both` (default: one measured run each, main port first, on the same server, with
+senders of their own). The senders speak HTTP/1.1 on keep-alive connections written and
+read by hand, so the client takes as little of the machine's CPU as it can.
+
 `--profile FILE` attaches py-spy to the server for the measured window, writes its
 collapsed stacks to FILE and reports where the server's on-CPU samples went, by layer of
 the send path (`layer_split`): Hypercorn and h11, Quart, volthub's HTTP middleware and
 hooks, validation, authentication and rate limits, the channel actor, the database, the
-publish and fan-out, and the rest (Trio's scheduler, socket calls outside those).
+publish and fan-out, the gateway's HTTP listener, and the rest (Trio's scheduler, socket
+calls outside those). With `--listener both` each run writes its own file, FILE's name
+with `-main` or `-gateway` added.
 
 The client runs on the same machine as the server and takes CPU from it; the figures are
 a floor for what the server does with its own cores.
@@ -40,6 +48,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -56,6 +65,13 @@ PASSWORD = "bench password 123"
 # database work an actor awaits is the database's).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("database", ("volthub/persistence/", "psycopg", "sqlite3")),
+    # The gateway's HTTP side (accepting, reading requests, writing answers); its WebSocket
+    # deliveries are the fan-out's, below.
+    (
+        "gateway listener",
+        ("Link.", "Gateway._", "send_all (volthub/http/events/gateway_connections.py")
+        + ("recv (volthub/http/events/gateway_connections.py",),
+    ),
     (
         "publish and fan-out",
         ("volthub/hub/publisher.py", "volthub/hub/fanout.py", "volthub/hub/bus.py", "volthub/hub/redis_bus.py")
@@ -72,6 +88,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Quart", ("quart/", "quart_trio/", "werkzeug/", "blinker/")),
     ("Hypercorn and h11", ("hypercorn/", "h11/")),
 )
+# Where the senders post: the main port (Hypercorn and Quart) or the Events API gateway,
+# which serves the same route on its own h11 listener (volthub/http/chat_send.py).
+LISTENERS = ("main", "gateway")
 OTHER_LAYER = "Trio scheduler, I/O and the rest"
 # Leaf frames where a thread waits rather than runs (py-spy counts some of those waits).
 _WAITING = ("_thread_cache.py", "Condition.wait", "Event.wait", "Connection.wait", "get_events", "Queue.get")
@@ -172,6 +191,7 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
         gateway_port = free_port()  # never the default 8081: benches may run beside other servers
         self.events_url = f"ws://127.0.0.1:{gateway_port}"
+        self.gateway_url = f"http://127.0.0.1:{gateway_port}"
         env = {
             **os.environ,
             "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
@@ -236,30 +256,87 @@ async def _register(client: httpx.AsyncClient, prefix: str) -> tuple[str, str]:
     return body["user"]["id"], body["token"]
 
 
+class _Connection:
+    """One sender's keep-alive HTTP/1.1 connection, written and read by hand: httpx costs
+    the client about a millisecond of CPU per request, more than the server's share, on
+    the machine the server runs on. Answers carry a Content-Length (every volthub JSON
+    answer does); a `Connection: close` answer or a failure opens a new connection."""
+
+    def __init__(self, url: str) -> None:
+        address = urlsplit(url)
+        self.host, self.port = address.hostname or "127.0.0.1", address.port or 80
+        self.authority = address.netloc.encode()
+        self._stream: trio.SocketStream | None = None
+        self._buffer = bytearray()
+
+    async def request(self, head: bytes, body: bytes = b"") -> int:
+        """Send one request (`head` without Host and the blank line); its answer's status."""
+        try:
+            return await self._exchange(head, body)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError, ValueError):
+            await self.close()
+            return 0
+
+    async def _exchange(self, head: bytes, body: bytes) -> int:
+        if self._stream is None:
+            self._stream = await trio.open_tcp_stream(self.host, self.port)
+            self._buffer.clear()
+        await self._stream.send_all(head + b"Host: " + self.authority + b"\r\n\r\n" + body)
+        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
+            await self._fill()
+        lines = bytes(self._buffer[:end]).split(b"\r\n")
+        status, length, close = int(lines[0][9:12]), 0, False
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"connection":
+                close = value.strip().lower() == b"close"
+        while len(self._buffer) < end + 4 + length:
+            await self._fill()
+        del self._buffer[: end + 4 + length]
+        if close:
+            await self.close()
+        return status
+
+    async def _fill(self) -> None:
+        assert self._stream is not None
+        chunk = await self._stream.receive_some(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self._buffer += chunk
+
+    async def close(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            with contextlib.suppress(OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.aclose()
+
+
 async def _sender(
-    client: httpx.AsyncClient,
+    connection: _Connection,
     token: str,
     channel_id: str,
     stop_at: float,
     results: Results,
     number: int,
     floor: bool = False,
+    count: int | None = None,
 ) -> None:
+    """Post until `stop_at` (or `count` times)."""
     path = f"/api/integrations/oauth/chat/channels/{channel_id}/messages"
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    head = (f"POST {path} HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n").encode()
+    floor_head = f"GET {FLOOR_PATH} HTTP/1.1\r\n".encode()
     sequence = 0
-    while time.perf_counter() < stop_at:
+    while (time.perf_counter() < stop_at) if count is None else sequence < count:
         sequence += 1
         body = orjson.dumps({"message": f"load {number}.{sequence} hello @nobody"})
         started = time.perf_counter()
-        try:
-            if floor:  # the HTTP stack alone: a route with no body, token or database
-                response = await client.get(FLOOR_PATH)
-            else:
-                response = await client.post(path, content=body, headers=headers)
-            status = response.status_code
-        except httpx.HTTPError:
-            status = 0
+        if floor:  # the HTTP stack alone: a route with no body, token or database
+            status = await connection.request(floor_head)
+        else:
+            status = await connection.request(head + b"Content-Length: %d\r\n" % len(body), body)
         results.latencies.append(time.perf_counter() - started)
         results.statuses[status] += 1
 
@@ -300,13 +377,15 @@ async def run_bench(
     server_pid: int = 0,
     profile: Path | None = None,
     floor: bool = False,
+    post_url: str | None = None,
 ) -> Results:
     """`events_url`: the gateway, where each channel's owner follows it (None: no followers);
     `server_pid`: whose CPU time to measure (0: not measured); `profile`: where py-spy writes
     the server's stacks over the measured window (None: not profiled); `floor`: the senders
-    ask for FLOOR_PATH instead of posting (nothing is delivered then)."""
-    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+    ask for FLOOR_PATH instead of posting (nothing is delivered then); `post_url`: where the
+    senders post (the gateway's URL; None: `url`, the main port)."""
+    connections = [_Connection(post_url or url) for _ in range(concurrency)]
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
         senders = [await _register(client, "sender") for _ in range(concurrency)]
         if channels <= 0:
             owners = senders
@@ -320,8 +399,8 @@ async def run_bench(
                 await listening.start(follower.run, events_url, token)
             # Warm up: start every channel's actor and open every connection before timing.
             async with trio.open_nursery() as nursery:
-                for (_, token), channel_id in zip(senders, targets, strict=True):
-                    nursery.start_soon(_sender, client, token, channel_id, time.perf_counter(), Results(), -1)
+                for connection, (_, token), channel_id in zip(connections, senders, targets, strict=True):
+                    nursery.start_soon(_sender, connection, token, channel_id, 0.0, Results(), -1, floor, 1)
             results = Results()
             async with contextlib.AsyncExitStack() as profiler:
                 if profile is not None and server_pid:
@@ -333,8 +412,10 @@ async def run_bench(
                 started = time.perf_counter()
                 stop_at = started + seconds
                 async with trio.open_nursery() as nursery:
-                    for number, ((_, token), channel_id) in enumerate(zip(senders, targets, strict=True)):
-                        nursery.start_soon(_sender, client, token, channel_id, stop_at, results, number, floor)
+                    for number, (connection, (_, token), channel_id) in enumerate(
+                        zip(connections, senders, targets, strict=True)
+                    ):
+                        nursery.start_soon(_sender, connection, token, channel_id, stop_at, results, number, floor)
                 results.elapsed = time.perf_counter() - started
                 after = read_proc(server_pid, 0.0) if server_pid else None
             if profile is not None and profile.exists():
@@ -347,37 +428,51 @@ async def run_bench(
                     await trio.sleep(0.05)
             results.delivered = sum(f.seen for f in followers)
             listening.cancel_scope.cancel()
+        for connection in connections:
+            await connection.close()
         return results
 
 
-async def _main(args: argparse.Namespace) -> dict[str, object]:
+async def _main(args: argparse.Namespace) -> list[dict[str, object]]:
+    """One measured run per listener, on one server (each run with senders of its own)."""
+    listeners = ["main"] if args.floor else (list(LISTENERS) if args.listener == "both" else [args.listener])
+    reports: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="volthub-bench-") as tmp:
         workdir = Path(tmp)
         database = args.database or f"sqlite:///{workdir / 'bench.db'}"
+        backend = "postgresql" if database.startswith("postgres") else "sqlite"
         server = Server(database, args.port or free_port(), workdir, rate_limits=args.rate_limits)
         try:
             await server.wait_ready()
-            results = await run_bench(
-                server.url,
-                args.seconds,
-                args.concurrency,
-                args.channels,
-                server.events_url,
-                server.process.pid,
-                Path(args.profile).resolve() if args.profile else None,
-                args.floor,
-            )
+            for listener in listeners:
+                profile = Path(args.profile).resolve() if args.profile else None
+                if profile is not None and len(listeners) > 1:
+                    profile = profile.with_name(f"{profile.stem}-{listener}{profile.suffix}")
+                results = await run_bench(
+                    server.url,
+                    args.seconds,
+                    args.concurrency,
+                    args.channels,
+                    server.events_url,
+                    server.process.pid,
+                    profile,
+                    args.floor,
+                    server.gateway_url if listener == "gateway" else None,
+                )
+                reports.append(
+                    {
+                        **({"floor": FLOOR_PATH} if args.floor else {}),
+                        "backend": backend,
+                        "listener": listener,
+                        "concurrency": args.concurrency,
+                        "channels": args.channels or args.concurrency,
+                        "ratelimit_disabled": not args.rate_limits and _ratelimit_switch_exists(),
+                        **results.summary(),
+                    }
+                )
         finally:
             server.stop()
-    backend = "postgresql" if database.startswith("postgres") else "sqlite"
-    return {
-        **({"floor": FLOOR_PATH} if args.floor else {}),
-        "backend": backend,
-        "concurrency": args.concurrency,
-        "channels": args.channels or args.concurrency,
-        "ratelimit_disabled": not args.rate_limits and _ratelimit_switch_exists(),
-        **results.summary(),
-    }
+    return reports
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -407,27 +502,38 @@ def main(argv: list[str] | None = None) -> int:
         help="attach py-spy to the server over the measured window: its collapsed stacks go to FILE, "
         "the share of samples per layer of the send path into the report",
     )
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument(
+        "--listener",
+        choices=[*LISTENERS, "both"],
+        default="both",
+        help="where the senders post: the main port, the Events API gateway (the same route on its own "
+        "h11 listener), or both, one measured run after the other on the same server (default both)",
+    )
+    parser.add_argument("--json", action="store_true", help="print each run's result as one JSON object per line")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.seconds <= 0:
         parser.error("--concurrency must be >= 1 and --seconds > 0")
-    report = trio.run(_main, args)
-    if args.json:
-        print(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS).decode())  # statuses are keyed by int
-    else:
-        latency: dict[str, float] = report["latency_ms"]  # type: ignore[assignment]
-        print(
-            f"{'floor ' + FLOOR_PATH + ' on ' if args.floor else ''}"
-            f"{report['backend']}: {report['sends_per_second']} sends/s accepted "
-            f"({report['accepted']} in {report['seconds']} s, {report['concurrency']} senders, "
-            f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "
-            f"p99 {latency['p99']}; statuses {report['statuses']}; delivered {report['delivered']}; "
-            f"server CPU {report['server_cpu_ms_per_send']} ms per send"
-        )
-        if "profile_percent" in report:
-            split: dict[str, float] = report["profile_percent"]  # type: ignore[assignment]
-            print("server samples by layer: " + "; ".join(f"{layer} {share}%" for layer, share in split.items()))
+    for report in trio.run(_main, args):
+        _print(report, args.json)
     return 0
+
+
+def _print(report: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        print(orjson.dumps(report, option=orjson.OPT_NON_STR_KEYS).decode())  # statuses are keyed by int
+        return
+    latency: dict[str, float] = report["latency_ms"]  # type: ignore[assignment]
+    print(
+        f"{'floor ' + FLOOR_PATH + ' on ' if 'floor' in report else ''}"
+        f"{report['backend']} via {report['listener']}: {report['sends_per_second']} sends/s accepted "
+        f"({report['accepted']} in {report['seconds']} s, {report['concurrency']} senders, "
+        f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "
+        f"p99 {latency['p99']}; statuses {report['statuses']}; delivered {report['delivered']}; "
+        f"server CPU {report['server_cpu_ms_per_send']} ms per send"
+    )
+    if "profile_percent" in report:
+        split: dict[str, float] = report["profile_percent"]  # type: ignore[assignment]
+        print("server samples by layer: " + "; ".join(f"{layer} {share}%" for layer, share in split.items()))
 
 
 if __name__ == "__main__":

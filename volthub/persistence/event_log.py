@@ -71,6 +71,10 @@ def notify_transient(tx: Tx, entry: NewEntry) -> bool:
 def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int, *, notify: bool = True) -> list[LoggedEvent]:
     """Log `entries` in this transaction and NOTIFY them at commit (unless `notify` is
     False: another broker carries them after commit); returns them stamped."""
+    if notify and len(entries) == 1:
+        return [_append_one(tx, entries[0], now_ms)]
+    if notify and entries and all(entry.channel_id == entries[0].channel_id for entry in entries):
+        return _append_to_one_channel(tx, entries, now_ms)
     counts: dict[str, int] = {}
     for entry in entries:
         counts[entry.channel_id] = counts.get(entry.channel_id, 0) + 1
@@ -117,12 +121,82 @@ def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int, *, notify: bool = T
     return logged
 
 
-def payload_tail(channel_id: str, seq: int, event_id: str, name: str, created_at: int, body_json: str) -> str:
-    """The NOTIFY payload after `{"p":<pos>`: the whole event, or `,"r":1}` (a reference to
-    the row) when the event would not fit in NOTIFY's limit."""
-    head = orjson.dumps({"c": channel_id, "s": seq, "i": event_id, "n": name, "t": created_at}).decode()
+def _append_one(tx: Tx, entry: NewEntry, now_ms: int) -> LoggedEvent:
+    """The usual transaction, one event: its channel position, its row and its NOTIFY in
+    one round trip (PostgreSQL splices the position and the seq into the payload)."""
+    body = orjson.dumps(entry.body).decode()
+    row = tx.one(
+        "WITH position AS (INSERT INTO event_channel_positions (channel_id, seq) VALUES (?, 1)"
+        " ON CONFLICT (channel_id) DO UPDATE SET seq = event_channel_positions.seq + 1 RETURNING seq),"
+        " logged AS (INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
+        " SELECT ?, seq, ?, ?, ?, ? FROM position RETURNING pos, seq)"
+        f" SELECT pos, seq, pg_notify({_CHANNEL_SQL}, '{{\"p\":' || pos || ',\"s\":' || seq || ?) FROM logged",
+        (
+            entry.channel_id,
+            entry.channel_id,
+            entry.event_id,
+            entry.name,
+            body,
+            now_ms,
+            payload_tail(entry.channel_id, None, entry.event_id, entry.name, now_ms, body),
+        ),
+    )
+    assert row is not None
+    return LoggedEvent(
+        int(row["pos"]), entry.channel_id, int(row["seq"]), entry.event_id, entry.name, entry.body, now_ms
+    )
+
+
+def _append_to_one_channel(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent]:
+    """Events of one channel (an actor's batch): the channel's positions, the rows and their
+    NOTIFYs, in seq order, in one round trip instead of one per event (the same client CPU,
+    measured, and a shorter transaction). PostgreSQL splices each row's position and seq in
+    front of its payload's tail."""
+    channel_id = entries[0].channel_id
+    bodies = [orjson.dumps(entry.body).decode() for entry in entries]
+    tails = [
+        payload_tail(channel_id, None, entry.event_id, entry.name, now_ms, body)
+        for entry, body in zip(entries, bodies, strict=True)
+    ]
+    count = len(entries)
+    rows = tx.execute(
+        "WITH position AS (INSERT INTO event_channel_positions (channel_id, seq) VALUES (?, ?)"
+        " ON CONFLICT (channel_id) DO UPDATE SET seq = event_channel_positions.seq + EXCLUDED.seq RETURNING seq),"
+        " entries AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS e(event_id, name, body, n)),"
+        " logged AS (INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
+        " SELECT ?, position.seq - ? + e.n, e.event_id, e.name, e.body, ? FROM position, entries e RETURNING pos, seq)"
+        # A sorted subquery is not flattened: the NOTIFYs are sent in seq order.
+        f" SELECT pos, seq, pg_notify({_CHANNEL_SQL}, '{{\"p\":' || pos || ',\"s\":' || seq || (?::text[])[i])"
+        " FROM (SELECT logged.pos, logged.seq, logged.seq - position.seq + ? AS i"
+        " FROM logged, position ORDER BY logged.seq) AS ordered",
+        (
+            channel_id,
+            count,
+            [entry.event_id for entry in entries],
+            [entry.name for entry in entries],
+            bodies,
+            channel_id,
+            count,
+            now_ms,
+            tails,
+            count,
+        ),
+    )
+    by_seq = sorted((int(row["seq"]), int(row["pos"])) for row in rows)
+    return [
+        LoggedEvent(pos, channel_id, seq, entry.event_id, entry.name, entry.body, now_ms)
+        for (seq, pos), entry in zip(by_seq, entries, strict=True)
+    ]
+
+
+def payload_tail(channel_id: str, seq: int | None, event_id: str, name: str, created_at: int, body_json: str) -> str:
+    """The NOTIFY payload after `{"p":<pos>` (and `,"s":<seq>` when `seq` is None: spliced
+    in by PostgreSQL too): the whole event, or `,"r":1}` (a reference to the row) when the
+    event would not fit in NOTIFY's limit."""
+    fields: dict[str, Any] = {"c": channel_id} if seq is None else {"c": channel_id, "s": seq}
+    head = orjson.dumps({**fields, "i": event_id, "n": name, "t": created_at}).decode()
     tail = f',{head[1:-1]},"b":{body_json}}}'
-    if len(tail.encode()) + 32 <= MAX_INLINE_PAYLOAD:  # 32: room for the position
+    if len(tail.encode()) + 64 <= MAX_INLINE_PAYLOAD:  # 64: room for the position and the seq
         return tail
     return ',"r":1}'
 

@@ -58,10 +58,10 @@ def chat_hub() -> ActorRegistry:
     return hub_for(runtime())
 
 
-def _has_actor(channel_id: str) -> bool:
+def _has_actor(rt: Runtime, channel_id: str) -> bool:
     """A channel with a running actor exists (or its actor answers 404 itself): sends in
     it skip the existence read."""
-    return chat_hub().actor(channel_id) is not None
+    return hub_for(rt).actor(channel_id) is not None
 
 
 async def run_chat_hub(rt: Runtime) -> None:
@@ -258,7 +258,19 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
     app, else the bot chosen at `/oauth/bot/select`), with the `bot` badge and the bot's
     name in this channel; only the channel's owner may, and without a bot it is 403
     `bot_not_connected`. The message carries `emotes: [{code, url}]` for resolved codes.
+
+    Fast path: the Events API gateway's port (`[events] gateway_port`, 8081 by default)
+    serves this same route at the same path, with the same access, rate limits, checks and
+    answers, for a fraction of the main port's cost per request: bots that post a lot
+    should post there (keep-alive connections).
     """
+    return await post_message(runtime(), access.principal(), channel_id, data)
+
+
+async def post_message(rt: Runtime, caller: access.Principal, channel_id: str, data: SendBody) -> SendOut:
+    """The send itself, once the request passed the route's access, rate-limit, body and
+    channel checks: every listener that serves the route calls this (the view above, and
+    the gateway's fast path, `volthub.http.chat_send`)."""
     outgoing = OutgoingMessage(
         text=data.message,
         effect=data.effect,
@@ -266,24 +278,23 @@ async def send_message(channel_id: str, data: SendBody) -> SendOut:
         reply_to=data.replyTo.ref() if data.replyTo else None,
         as_bot=data.sendAsBot,
     )
-    caller = access.principal()
     bot = None
     if data.sendAsBot:
         if channel_id != caller.user_id:  # a channel that does not exist is 404 before this 403
-            await access.check_channel_exists(channel_id)
-        bot = await channel_bot(channel_id, caller)
-    message_id = await chat_hub().send_message(channel_id, caller.user_id, outgoing, bot)
+            await access.check_channel_exists(channel_id, caller=caller, rt=rt)
+        bot = await channel_bot(channel_id, caller, rt)
+    message_id = await hub_for(rt).send_message(channel_id, caller.user_id, outgoing, bot)
     return SendOut(success=True, messageId=message_id)
 
 
-async def channel_bot(channel_id: str, caller: access.Principal) -> BotSender | None:
+async def channel_bot(channel_id: str, caller: access.Principal, rt: Runtime | None = None) -> BotSender | None:
     """The bot that posts in `channel_id` for this caller (None: none connected). Only the
     channel's owner speaks through its bot, even with a first-party token."""
     if channel_id != caller.user_id:
         raise ApiError(
             403, "channel_not_owned", "only the channel's owner may act as its bot", {"channelId": channel_id}
         )
-    identity = await runtime().services.bots.current(channel_id, caller.client_id)
+    identity = await (rt or runtime()).services.bots.current(channel_id, caller.client_id)
     return None if identity is None else BotSender(identity.bot.user_id, identity.name)
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import h11
@@ -88,6 +88,10 @@ from volthub.protocol.websocket import (
 )
 
 log = logging.getLogger(__name__)
+
+# A plain HTTP route the gateway serves besides the Engine.IO paths (the chat-send fast
+# path, volthub.http.chat_send): it reads the request's body from the link and answers on it.
+HttpRoute = Callable[[Scope, Link], Awaitable[None]]
 
 
 # ---------------------------------------------------------------------- endpoint
@@ -317,6 +321,7 @@ class Gateway:
         self.host, self.port = host, port
         self._reuse_port = reuse_port
         self.endpoints: dict[str, GatewayEndpoint] = {}
+        self.routes: list[tuple[Callable[[str], bool], HttpRoute]] = []
         self.ticker = Ticker()
         self.carrier = Carrier()
         self._keep_alive = keep_alive_timeout
@@ -329,6 +334,13 @@ class Gateway:
     def add_endpoint(self, path: str, settings: Settings, handler: Handler, **options: Any) -> GatewayEndpoint:
         endpoint = self.endpoints[path] = GatewayEndpoint(self, settings, handler, **options)
         return endpoint
+
+    def add_route(self, matches: Callable[[str], bool], serve: HttpRoute) -> None:
+        """Serve the HTTP requests whose path `matches` with `serve` (not Engine.IO)."""
+        self.routes.append((matches, serve))
+
+    def _route(self, path: str) -> HttpRoute | None:
+        return next((serve for matches, serve in self.routes if matches(path)), None)
 
     # ------------------------------------------------------------------ lifetime
 
@@ -482,9 +494,14 @@ class Gateway:
             upgrade = (header(scope, b"upgrade") or "").lower()
             if not has_body(scope):
                 await link.skip_body()  # its end, so the connection can be kept alive
-            if endpoint is None:
+            route = self._route(path) if endpoint is None else None
+            if route is not None:
+                await route(scope, link)
+            elif endpoint is None:
                 await link.skip_body()
-                await link.respond_error(404, "not_found", "the gateway serves only the Events API's Engine.IO paths")
+                await link.respond_error(
+                    404, "not_found", "the gateway serves only the Events API's Engine.IO paths and its added routes"
+                )
             elif "websocket" in upgrade:
                 key = header(scope, b"sec-websocket-key")
                 if (
