@@ -246,7 +246,52 @@ def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return process, url
 
 
-async def run_once(database: str, processes: int, plan: Plan, workdir: Path) -> dict[str, Any]:
+class Lockstep:
+    """Deployments measured side by side pass each phase together (all connected, then the
+    idle window, then sending), so that whatever else the machine does in that window, a
+    neighbour's noise or a slower core, weighs on all of them alike."""
+
+    def __init__(self, parties: int) -> None:
+        self._parties = parties
+        self._arrived: dict[str, int] = {}
+        self._all_in: dict[str, trio.Event] = {}
+
+    async def reach(self, phase: str) -> None:
+        everyone = self._all_in.setdefault(phase, trio.Event())
+        self._arrived[phase] = self._arrived.get(phase, 0) + 1
+        if self._arrived[phase] == self._parties:
+            everyone.set()
+        await everyone.wait()
+
+
+SOLO = Lockstep(1)  # one deployment alone never waits
+
+
+async def run_side_by_side(database: str, counts: list[int], plan: Plan, workdir: Path) -> list[dict[str, Any]]:
+    """A deployment per process count (each its own schema, servers and uninterested
+    process, one generator for all), measured at the same time under the same load. The
+    broker's CPU per event is then shared out over every deployment's events."""
+    lockstep = Lockstep(len(counts))
+    results: list[dict[str, Any]] = [{} for _ in counts]
+
+    async def one(index: int, count: int) -> None:
+        results[index] = await run_once(database, count, plan, workdir, lockstep)
+
+    async with trio.open_nursery() as nursery:
+        for index, count in enumerate(counts):
+            nursery.start_soon(one, index, count)
+    events = sum(result["messages_accepted"] for result in results)
+    for result in results:
+        share = result["redis_cpu_ms_per_event"]
+        if share is not None and events:
+            result["redis_cpu_ms_per_event"] = round(share * result["messages_accepted"] / events, 4)
+        result["side_by_side"] = True
+    return results
+
+
+async def run_once(
+    database: str, processes: int, plan: Plan, workdir: Path, lockstep: Lockstep = SOLO
+) -> dict[str, Any]:
     schema = f"bench_{secrets.token_hex(4)}"
     _admin(database, f"CREATE SCHEMA {schema}")
     url = _schema_url(database, schema)
@@ -259,7 +304,7 @@ async def run_once(database: str, processes: int, plan: Plan, workdir: Path) -> 
         for server in servers:
             await _healthy(server)
         serving, observer = servers[:processes], servers[processes]
-        return await _measure(serving, observer, plan)
+        return await _measure(serving, observer, plan, lockstep)
     finally:
         for server in servers:
             server.process.terminate()
@@ -276,7 +321,7 @@ def _server_for(plan: Plan, serving: list[Server], index: int, channel: int) -> 
     return serving[(channel if plan.placement == "partition" else index) % len(serving)]
 
 
-async def _measure(serving: list[Server], observer: Server, plan: Plan) -> dict[str, Any]:
+async def _measure(serving: list[Server], observer: Server, plan: Plan, lockstep: Lockstep = SOLO) -> dict[str, Any]:
     sockets, channels, rate, duration = plan.sockets, plan.channels, plan.rate, plan.duration
     tally = Tally()
     stop = trio.Event()
@@ -292,6 +337,7 @@ async def _measure(serving: list[Server], observer: Server, plan: Plan) -> dict[
             with trio.fail_after(120):
                 for _ in range(sockets):
                     await ready.acquire()
+            await lockstep.reach("connected")
             # Settle, and measure what the observer burns idle (its heartbeat loops), so
             # the relay's per-event figure counts only the work events cause. As long as the
             # send phase: background services that wake every few seconds fall in both alike.
@@ -302,6 +348,7 @@ async def _measure(serving: list[Server], observer: Server, plan: Plan) -> dict[
             idle_rate = (observer.cpu() - idle_cpu) / idle_seconds
             serving_idle_rate = (sum(s.cpu() for s in serving) - serving_idle_cpu) / idle_seconds
 
+            await lockstep.reach("idle measured")
             cpu_before = [s.cpu() for s in serving]
             activity_before = _activity(serving)
             observer_before = observer.cpu()
@@ -443,6 +490,13 @@ def main(argv: list[str] | None = None) -> int:
         "separated by / are dealt out in turn (0/1: serving process i on CPU i mod 2, the "
         "uninterested process on the next), so that each serving process has a core of its own",
     )
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="run every process count at the same time, each a deployment of its own under the "
+        "same load (the machine carries their sum), so that comparing them is not comparing "
+        "two moments of a machine whose speed drifts",
+    )
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     args = parser.parse_args(argv)
     if not args.database.startswith(("postgresql://", "postgres://")):
@@ -461,11 +515,18 @@ def main(argv: list[str] | None = None) -> int:
                     redis, redis_url = start_redis(Path(tmp))
                 broker_env = {"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": redis_url}
                 plan = replace(plan, broker_env=broker_env, redis_url=redis_url)
-            for count in counts:
-                print(f"-- {count} process(es), broker {args.broker}, placement {args.placement} ...", flush=True)
-                result = {"broker": args.broker, **trio.run(run_once, args.database, count, plan, Path(tmp))}
-                print(orjson.dumps(result).decode(), flush=True)
-                results.append(result)
+            if args.side_by_side:
+                print(f"-- {args.processes} processes side by side, broker {args.broker} ...", flush=True)
+                together = trio.run(run_side_by_side, args.database, counts, plan, Path(tmp))
+                results = [{"broker": args.broker, **result} for result in together]
+                for result in results:
+                    print(orjson.dumps(result).decode(), flush=True)
+            else:
+                for count in counts:
+                    print(f"-- {count} process(es), broker {args.broker}, placement {args.placement} ...", flush=True)
+                    result = {"broker": args.broker, **trio.run(run_once, args.database, count, plan, Path(tmp))}
+                    print(orjson.dumps(result).decode(), flush=True)
+                    results.append(result)
         finally:
             if redis is not None:
                 redis.kill()
