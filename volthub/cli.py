@@ -170,9 +170,14 @@ async def _wait_for_signal(stop: trio.Event) -> None:
 @command("migrate", _common)
 def migrate_command(args: argparse.Namespace) -> int:
     """Apply pending database migrations (serve does it too) and list what was applied."""
-    from volthub.persistence import migrate
+    applied = apply_migrations(settings_from(args))
+    print("\n".join(f"applied {name}" for name in applied) or "database is up to date")
+    return 0
 
-    settings = settings_from(args)
+
+def apply_migrations(settings: Settings) -> list[str]:
+    """Apply the pending migrations of `settings`' database; the names applied."""
+    from volthub.persistence import migrate
 
     async def run() -> list[str]:
         database = await _open(settings)
@@ -181,9 +186,7 @@ def migrate_command(args: argparse.Namespace) -> int:
         finally:
             await database.close()
 
-    applied = trio.run(run)
-    print("\n".join(f"applied {name}" for name in applied) or "database is up to date")
-    return 0
+    return trio.run(run)
 
 
 async def _open(settings: Settings) -> Any:

@@ -109,20 +109,10 @@ def _migrate(args: argparse.Namespace) -> int:
 def _migrate_here(settings: Settings) -> int:
     """At start, in this process: the code that runs is the code the workers will run, and
     a child's interpreter start would add to every start (a restart's clients wait on it)."""
-    import trio
-
-    from volthub.persistence import migrate, open_database
-
-    async def run() -> list[str]:
-        database = open_database(settings.database.url, 1)
-        await database.open()
-        try:
-            return await migrate(database)
-        finally:
-            await database.close()
+    from volthub.cli import apply_migrations
 
     try:
-        applied = trio.run(run)
+        applied = apply_migrations(settings)
     except Exception:
         log.exception("migrations failed")
         return 1

@@ -130,7 +130,9 @@ class _SettlingClient:
 
     async def _send(self, method: str, *args: Any, **kwargs: Any) -> Any:
         # An event published before the relay's LISTEN is in effect reaches this process only
-        # as history, not as a delivery to the test's listener: wait until it listens.
+        # as history, not as a delivery to the test's listener. The app waits for the relay at
+        # start, but for at most 10 s of Trio's clock, which an autojumping MockClock passes
+        # at once while the LISTEN connection opens in its thread: wait here without a bound.
         wait_connected = getattr(self._app.extensions["volthub"].bus, "wait_connected", None)
         if wait_connected is not None:
             await wait_connected()

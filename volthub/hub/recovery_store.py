@@ -239,19 +239,17 @@ class SharedRecoveryStore(RecoveryStore):
             self._looking = False
 
     async def _look_up(self, batch: list[_Take], now: float) -> None:
-        for start in range(0, len(batch), TAKE_BATCH):
-            part = batch[start : start + TAKE_BATCH]
-            try:
-                with trio.fail_after(TAKE_TIMEOUT_SECONDS):
-                    states = await self._take_many([take.key for take in part], now)
-            except Exception as exc:
-                for take in part:
-                    take.error = exc
-            else:
-                for take in part:
-                    take.state = states.get(take.key)
-            for take in part:
-                take.done.set()
+        try:
+            with trio.fail_after(TAKE_TIMEOUT_SECONDS):
+                states = await self._take_many([take.key for take in batch], now)
+        except Exception as exc:
+            for take in batch:
+                take.error = exc
+        else:
+            for take in batch:
+                take.state = states.get(take.key)
+        for take in batch:
+            take.done.set()
 
     async def _take_many(self, keys: list[str], now: float) -> dict[str, str]:
         """The states under ``keys`` (each taken once); one look-up per key unless the store
