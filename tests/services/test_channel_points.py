@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 import trio
+import trio.testing
 
 from tests.conftest import stored_user as make_channel
 from volthub.hub.clock import TrioClock
@@ -30,10 +31,13 @@ def fields(number: int) -> dict[str, object]:
     return {"name": f"reward {number}", "cost": 10 + number}
 
 
-async def test_built_in_rewards_first_then_custom_oldest_first(db: Database) -> None:
+async def test_built_in_rewards_first_then_custom_oldest_first(
+    db: Database, autojump_clock: trio.testing.MockClock
+) -> None:
     points = ChannelPoints(db, TrioClock(1_800_000_000.0))
     channel = await make_channel(db)
     first = await points.create(channel, fields(1))
+    await trio.sleep(0.01)  # created in one millisecond, two rewards would list in id order
     second = await points.create(channel, fields(2))
     assert [r.id for r in await points.rewards(channel, built_in=False)] == [first.id, second.id]
     listed = await points.rewards(channel)
