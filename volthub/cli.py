@@ -342,7 +342,7 @@ def _load_plugins() -> None:
 
     for module in (
         "volthub.loadtest.cli",
-        "volthub.tools.conformance",
+        "volthub.tools.conformance_cli",
         "volthub.cli_apps",
         "volthub.cli_catalogue",
         "volthub.cli_devtools",

@@ -13,16 +13,21 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
 from volthub.cli import _common, _open, command, settings_from
 from volthub.config import Settings
-from volthub.persistence import Tx, migrate
-from volthub.persistence import apps as apps_repo
-from volthub.persistence import oauth as oauth_repo
-from volthub.persistence import users as users_repo
 from volthub.protocol.oauth.scopes import ALIASES, SCOPE_NAMES, SENSITIVE_SCOPES
+
+if TYPE_CHECKING:
+    from volthub.persistence import Tx
+    from volthub.persistence.apps import App
+
+# The database code is imported when a command runs, not when the command is registered:
+# every `volthub` command registers this one, and `volthub serve --workers` must choose
+# where its workers keep their metrics before the first metric is created.
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +74,8 @@ def _scope_problem(scopes: list[str]) -> str | None:
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
+    from volthub.persistence import migrate
+
     database = await _open(settings)
     try:
         await migrate(database)
@@ -81,7 +88,9 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _app_or_error(tx: Tx, client_id: str) -> apps_repo.App | None:
+def _app_or_error(tx: Tx, client_id: str) -> App | None:
+    from volthub.persistence import apps as apps_repo
+
     app = apps_repo.get_app(tx, client_id)
     if app is None:
         print(f"error: no app with client id {client_id!r}", file=sys.stderr)
@@ -89,6 +98,10 @@ def _app_or_error(tx: Tx, client_id: str) -> apps_repo.App | None:
 
 
 def _list(tx: Tx, args: argparse.Namespace) -> int:
+    from volthub.persistence import apps as apps_repo
+    from volthub.persistence import oauth as oauth_repo
+    from volthub.persistence import users as users_repo
+
     for app in apps_repo.list_apps(tx):
         owner = users_repo.get_by_id(tx, app.owner_id)
         grants = ",".join(sorted(oauth_repo.app_scope_grants(tx, app.client_id))) or "-"
@@ -101,6 +114,8 @@ def _list(tx: Tx, args: argparse.Namespace) -> int:
 
 
 def _review(tx: Tx, args: argparse.Namespace) -> int:
+    from volthub.persistence import apps as apps_repo
+
     if _app_or_error(tx, args.client_id) is None:
         return 1
     apps_repo.set_reviewed(tx, args.client_id, not args.unset, _now_ms())
@@ -109,6 +124,8 @@ def _review(tx: Tx, args: argparse.Namespace) -> int:
 
 
 def _grant(tx: Tx, args: argparse.Namespace) -> int:
+    from volthub.persistence import oauth as oauth_repo
+
     if _app_or_error(tx, args.client_id) is None:
         return 1
     for scope in args.scopes:
@@ -118,6 +135,8 @@ def _grant(tx: Tx, args: argparse.Namespace) -> int:
 
 
 def _revoke(tx: Tx, args: argparse.Namespace) -> int:
+    from volthub.persistence import oauth as oauth_repo
+
     if _app_or_error(tx, args.client_id) is None:
         return 1
     for scope in args.scopes:

@@ -20,12 +20,10 @@ import trio
 
 from volthub.cli import _common, _open, command, settings_from
 from volthub.config import Settings
-from volthub.hub.clock import SystemClock
-from volthub.persistence import migrate
-from volthub.services.catalogue import BadgeCatalogue, TeamExists, TeamNotFound, Teams
-from volthub.services.channels import ChannelNotFound
-from volthub.services.emotes import EmoteExists, EmoteNotFound, Emotes
-from volthub.services.media import MediaStore, UploadRefused, check_image
+
+# The services are imported when a command runs, not when the command is registered:
+# every `volthub` command registers these, and `volthub serve --workers` must choose
+# where its workers keep their metrics before the first metric is created.
 
 
 def _parsers(parser: argparse.ArgumentParser, actions: dict[str, tuple[str, tuple[str, ...], bool]]) -> None:
@@ -67,6 +65,12 @@ Handler = Callable[[Settings, Any, argparse.Namespace], Awaitable[int]]
 def _run(args: argparse.Namespace, handler: Handler) -> int:
     settings = settings_from(args)
 
+    from volthub.persistence import migrate
+    from volthub.services.catalogue import TeamExists, TeamNotFound
+    from volthub.services.channels import ChannelNotFound
+    from volthub.services.emotes import EmoteExists, EmoteNotFound
+    from volthub.services.media import UploadRefused
+
     async def main() -> int:
         database = await _open(settings)
         try:
@@ -91,6 +95,10 @@ def _run(args: argparse.Namespace, handler: Handler) -> int:
 
 
 async def _emotes(settings: Settings, database: Any, args: argparse.Namespace) -> int:
+    from volthub.hub.clock import SystemClock
+    from volthub.services.emotes import Emotes
+    from volthub.services.media import MediaStore, check_image
+
     clock = SystemClock()
     media = MediaStore(database, clock, storage=settings.media.storage, directory=settings.media.directory)
     emotes = Emotes(
@@ -114,6 +122,9 @@ async def _emotes(settings: Settings, database: Any, args: argparse.Namespace) -
 
 
 async def _badges(settings: Settings, database: Any, args: argparse.Namespace) -> int:
+    from volthub.hub.clock import SystemClock
+    from volthub.services.catalogue import BadgeCatalogue
+
     badges = BadgeCatalogue(database, SystemClock())
     if args.action == "award":
         created = await badges.award(args.username, args.slug, args.channel)
@@ -128,6 +139,9 @@ async def _badges(settings: Settings, database: Any, args: argparse.Namespace) -
 
 
 async def _teams(settings: Settings, database: Any, args: argparse.Namespace) -> int:
+    from volthub.hub.clock import SystemClock
+    from volthub.services.catalogue import Teams
+
     teams = Teams(database, SystemClock())
     if args.action == "create":
         team = await teams.create(args.slug, args.name, args.description)

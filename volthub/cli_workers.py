@@ -3,7 +3,11 @@
 The parent process serves nothing itself. It applies pending migrations once (itself at
 start; a fresh `volthub migrate` on SIGHUP), binds the listening socket, and starts N
 workers (`volthub serve --listen-fd FD`, migrations off) that inherit the socket: the
-kernel hands each new connection to one of them. Events,
+kernel hands each new connection to one of them. At start the parent imports the server's
+code once and forks the N workers from itself, so they do not each import it on the same
+cores at once (a restart's reconnecting clients wait on that); a worker started later (a
+rolling restart's, or one replacing a worker that died) is a fresh interpreter, so it runs
+the code on disk. Events,
 webhook deliveries, rate limits and presence are shared through PostgreSQL
 (docs/operating/processes.md); with SQLite only one process may write, so more than one worker is
 refused.
@@ -25,6 +29,8 @@ any of them answers shows the whole server; a worker that exits has its live gau
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
 import logging
 import os
 import select
@@ -35,15 +41,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import NoReturn, Protocol
 
-from volthub import logs, metrics, version
+from volthub import logs, version
 from volthub.config import Settings, events_ws_url
 
 log = logging.getLogger("volthub.workers")
 READY_FD_ENV = "VOLTHUB_READY_FD"  # volthub.http.cluster.report_ready writes to it
 READY_TIMEOUT = 120.0
+# prometheus_client picks its multiprocess mode when it is first imported, from this variable.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -61,29 +71,41 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if settings.database.url.startswith("sqlite"):
         print("error: --workers needs PostgreSQL ([database] url); SQLite serves one process", file=sys.stderr)
         return 2
-    if _migrate_here(settings) != 0:
-        return 1
-    listener = _bind(settings)
-    metrics_dir, own_dir = _metrics_dir()
-    parent = Parent(args, listener, args.workers, settings.server.shutdown_timeout)
+    metrics_dir, own_dir = _metrics_dir()  # before anything imports prometheus_client
     try:
+        if _migrate_here(settings) != 0:
+            return 1
+        listener = _bind(settings)
+        _preload()
+        parent = Parent(args, listener, args.workers, settings.server.shutdown_timeout)
         log.info("%s", logs.startup_summary(settings, version(), workers=args.workers))
-        return parent.run()
+        code = parent.run()
+        log.info("volthub stopped (all workers have exited)")
+        return code
     finally:
         if own_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
-        log.info("volthub stopped (all workers have exited)")
 
 
 def _metrics_dir() -> tuple[str, bool]:
     """The directory where the workers keep their metrics, so one scrape of any worker
     shows the whole server: the operator's PROMETHEUS_MULTIPROC_DIR (emptied of an earlier
     run's files), else a fresh one removed on exit. The workers inherit it."""
-    given = os.environ.get(metrics.MULTIPROC_ENV)
+    given = os.environ.get(MULTIPROC_ENV)
     directory = given or tempfile.mkdtemp(prefix="volthub-metrics-")
+    os.environ[MULTIPROC_ENV] = directory
+    from volthub import metrics
+
     metrics.prepare_multiprocess_dir(directory)
-    os.environ[metrics.MULTIPROC_ENV] = directory
     return directory, not given
+
+
+def _preload() -> None:
+    """Import what a worker runs, once, in the parent: the forked workers share it. Frozen
+    out of the collector, so a child's collections neither walk it nor copy its pages."""
+    for module in ("hypercorn.trio", "volthub.http.app", "volthub.http.serving"):
+        importlib.import_module(module)
+    gc.freeze()
 
 
 def _child_args(args: argparse.Namespace, command: str) -> list[str]:
@@ -138,9 +160,75 @@ def _bind(settings: Settings) -> socket.socket:
     return listener
 
 
+class WorkerProcess(Protocol):
+    """What the parent needs of a worker's process: a `subprocess.Popen` or a `Forked`."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+
+@dataclass
+class Forked:
+    """A worker forked from the parent, watched like a `subprocess.Popen`."""
+
+    pid: int
+    returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+            time.sleep(0.05)
+        return code
+
+    def terminate(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _run_forked(argv: list[str], env: dict[str, str]) -> NoReturn:
+    """The forked worker: `volthub serve` with its own arguments and environment, as a
+    fresh interpreter would run it. It never returns into the parent's code (whose
+    `finally` blocks would remove the shared metrics directory)."""
+    code = 1
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        os.environ.update(env)
+        from volthub.cli import main
+
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 @dataclass
 class Worker:
-    process: subprocess.Popen[bytes]
+    process: WorkerProcess
     ready_fd: int  # read end of the readiness pipe
     index: int = 0  # 1 to N: names the worker in its log lines
     ready: bool = False
@@ -162,7 +250,7 @@ class Parent:
         signal.signal(signal.SIGHUP, self._on_hup)
         try:
             for index in range(1, self.count + 1):
-                self.workers.append(self._start(index))
+                self.workers.append(self._start(index, fork=True))
             if not all(self._wait_ready(w) for w in self.workers):
                 log.error("a worker did not start; stopping")
                 return 1
@@ -175,7 +263,7 @@ class Parent:
                 for index, worker in enumerate(self.workers):
                     if worker.process.poll() is not None and not self._stopping:
                         failures += 1
-                        metrics.worker_exited(worker.process.pid)
+                        _worker_exited(worker.process.pid)
                         log.warning(
                             "worker %d (pid %d) exited with status %s; starting a new one",
                             worker.index,
@@ -200,18 +288,27 @@ class Parent:
         log.info("received SIGHUP: rolling restart")
         self._roll = True
 
-    def _start(self, index: int) -> Worker:
+    def _start(self, index: int, fork: bool = False) -> Worker:
+        """A worker serving the listening socket: forked from this process (which imported
+        the server's code) or a fresh interpreter (which imports the code on disk)."""
         read_fd, write_fd = os.pipe()
         fd = self.listener.fileno()
         env = {
-            **os.environ,
             "VOLTHUB_DATABASE__MIGRATE_ON_START": "false",
             "VOLTHUB_EVENTS__GATEWAY_REUSE_PORT": "true",  # every worker binds the gateway port
             READY_FD_ENV: str(write_fd),
             logs.WORKER_ENV: str(index),
         }
         argv = _child_args(self.args, "serve") + ["--listen-fd", str(fd)]
-        process = subprocess.Popen(argv, env=env, pass_fds=(fd, write_fd))
+        process: WorkerProcess
+        if fork:
+            pid = os.fork()
+            if pid == 0:
+                os.close(read_fd)
+                _run_forked(argv[3:], env)  # without the interpreter and `-m volthub`
+            process = Forked(pid)
+        else:
+            process = subprocess.Popen(argv, env={**os.environ, **env}, pass_fds=(fd, write_fd))
         os.close(write_fd)
         return Worker(process, read_fd, index)
 
@@ -253,7 +350,7 @@ class Parent:
         except subprocess.TimeoutExpired:
             worker.process.kill()
             worker.process.wait()
-        metrics.worker_exited(worker.process.pid)
+        _worker_exited(worker.process.pid)
 
     def _stop_all(self) -> None:
         for worker in self.workers:
@@ -263,3 +360,9 @@ class Parent:
             self._terminate(worker)
             if worker.ready_fd >= 0:
                 os.close(worker.ready_fd)
+
+
+def _worker_exited(pid: int) -> None:
+    from volthub import metrics
+
+    metrics.worker_exited(pid)
