@@ -52,3 +52,43 @@ async def test_a_hit_on_a_known_key_continues_from_its_stored_value(postgres_url
         assert allowed == [True, True, False]
     finally:
         await database.close()
+
+
+class CountingTx:
+    """A transaction that records the statements run through it."""
+
+    def __init__(self, tx) -> None:
+        self._tx = tx
+        self.statements: list[str] = []
+
+    def execute(self, sql, params=()):
+        self.statements.append(sql.split()[0])
+        return self._tx.execute(sql, params)
+
+    def one(self, sql, params=()):
+        rows = self.execute(sql, params)
+        return rows[0] if rows else None
+
+    def scalar(self, sql, params=()):
+        row = self.one(sql, params)
+        return None if row is None else next(iter(row.values()))
+
+
+async def test_a_key_in_use_is_locked_and_spent_in_two_statements(postgres_url: str) -> None:
+    database = open_database(postgres_url, 2, 5.0)
+    await database.open()
+    try:
+        rate = Rate.per(2, 60)
+
+        async def spend() -> tuple[bool, list[str]]:
+            def counted(tx):
+                counting = CountingTx(tx)
+                return repo.hit(counting, "ip:counted", rate, NOW_NS).allowed, counting.statements
+
+            return await database.write(counted)
+
+        assert await spend() == (True, ["SELECT", "INSERT", "SELECT", "UPDATE"])  # a new key: its row first
+        assert await spend() == (True, ["SELECT", "UPDATE"])
+        assert await spend() == (False, ["SELECT"])  # refused: nothing spent, nothing written
+    finally:
+        await database.close()

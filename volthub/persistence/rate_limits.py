@@ -13,19 +13,30 @@ from volthub.protocol.ratelimit import Decision, Rate, decide
 
 
 def hit(tx: Tx, key: str, rate: Rate, now_ns: int) -> Decision:
-    # The row first (a no-op when it exists), so FOR UPDATE always has a row to lock:
-    # two first requests of a new key cannot both start from an empty budget.
-    tx.execute(
-        "INSERT INTO rate_limit_budgets (key, tat, expires_ns) VALUES (?, 0, 0) ON CONFLICT (key) DO NOTHING", (key,)
-    )
-    stored = tx.scalar("SELECT tat FROM rate_limit_budgets WHERE key = ? FOR UPDATE", (key,))
-    tat = int(stored) if stored else None
-    decision, new_tat = decide(rate, tat, now_ns)
+    decision, new_tat = decide(rate, _locked_tat(tx, key), now_ns)
     if decision.allowed:
         tx.execute(
             "UPDATE rate_limit_budgets SET tat = ?, expires_ns = ? WHERE key = ?", (new_tat, decision.reset_ns, key)
         )
     return decision
+
+
+def _locked_tat(tx: Tx, key: str) -> int | None:
+    """The key's stored value, its row locked for the transaction (None: a new budget).
+
+    A key in use has its row: one statement. A new key's row is inserted first (a no-op
+    when a concurrent request inserted it), so FOR UPDATE always has a row to lock: two
+    first requests of a new key cannot both start from an empty budget."""
+    locked = "SELECT tat FROM rate_limit_budgets WHERE key = ? FOR UPDATE"
+    row = tx.one(locked, (key,))
+    if row is None:
+        tx.execute(
+            "INSERT INTO rate_limit_budgets (key, tat, expires_ns) VALUES (?, 0, 0) ON CONFLICT (key) DO NOTHING",
+            (key,),
+        )
+        row = tx.one(locked, (key,))
+    stored = row["tat"] if row is not None else None
+    return int(stored) if stored else None
 
 
 def forget_full(tx: Tx, now_ns: int, batch: int = 5_000) -> int:
