@@ -74,25 +74,24 @@ class TxChatStore:
         ban = repo.active_ban(self._tx, self._channel_id, user_id, self._now_ms)
         return None if ban is None else ban.is_permanent
 
-    def next_message_seq(self) -> int:
-        return repo.next_message_seq(self._tx, self._channel_id, self._now_ms)
-
     # -- writes --
 
     def apply(self, write: Any) -> None:
         tx, channel_id, now_ms = self._tx, self._channel_id, self._now_ms
         match write:
             case chat.InsertMessage():
-                repo.insert_message(
+                seq = repo.insert_message(
                     tx,
                     message_id=write.message_id,
                     channel_id=channel_id,
-                    seq=write.seq,
                     user_id=write.user_id,
                     is_system=write.is_system,
                     payload=write.payload,
                     now_ms=now_ms,
                 )
+                prune = write.history.prune_after(seq, now_ms) if write.history is not None else None
+                if prune is not None:
+                    self.apply(prune)
             case chat.PruneHistory():
                 repo.prune_messages(tx, channel_id, write.up_to_seq, write.before_ms)
             case chat.SaveSettings():

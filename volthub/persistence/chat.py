@@ -49,17 +49,19 @@ def _ensure_settings(tx: Tx, channel_id: str, now_ms: int) -> None:
     )
 
 
+_NEXT_SEQ = "UPDATE chat_settings SET message_seq = message_seq + 1 WHERE channel_id = ? RETURNING message_seq"
+
+
 def next_message_seq(tx: Tx, channel_id: str, now_ms: int) -> int:
     """Move the channel's message sequence on; the new value numbers the next message.
 
     Called with the channel's lock held (persistence.channels.lock), so numbers never
     repeat; timestamps can tie, the sequence orders messages within the channel.
     """
-    sql = "UPDATE chat_settings SET message_seq = message_seq + 1 WHERE channel_id = ? RETURNING message_seq"
-    row = tx.one(sql, (channel_id,))
+    row = tx.one(_NEXT_SEQ, (channel_id,))
     if row is None:
         _ensure_settings(tx, channel_id, now_ms)
-        row = tx.one(sql, (channel_id,))
+        row = tx.one(_NEXT_SEQ, (channel_id,))
     assert row is not None
     return int(row["message_seq"])
 
@@ -142,22 +144,38 @@ class StoredMessage:
     deleted_at: int | None
 
 
+_INSERT_MESSAGE = "INSERT INTO chat_messages (id, channel_id, seq, user_id, is_system, payload, created_at)"
+
+
 def insert_message(
     tx: Tx,
     *,
     message_id: str,
     channel_id: str,
-    seq: int,
     user_id: str,
     is_system: bool,
     payload: dict[str, Any],
     now_ms: int,
-) -> None:
-    tx.execute(
-        "INSERT INTO chat_messages (id, channel_id, seq, user_id, is_system, payload, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (message_id, channel_id, seq, user_id, is_system, orjson.dumps(payload).decode(), now_ms),
-    )
+) -> int:
+    """Store a message under the channel's next number (`next_message_seq`, so with the
+    channel's lock held); returns the number.
+
+    On PostgreSQL the number and the row are one statement, one round trip; SQLite (in
+    the process, no round trips) has no data-modifying WITH, so it takes two.
+    """
+    row = (message_id, channel_id, user_id, is_system, orjson.dumps(payload).decode(), now_ms)
+    if tx.dialect == "postgresql":
+        numbered = tx.scalar(
+            f"WITH numbered AS ({_NEXT_SEQ}) {_INSERT_MESSAGE}"
+            " SELECT ?, ?, message_seq, ?, ?, ?, ? FROM numbered RETURNING seq",
+            (channel_id, *row),
+        )
+        if numbered is not None:
+            return int(numbered)
+        _ensure_settings(tx, channel_id, now_ms)  # the channel's first message: no settings row yet
+    seq = next_message_seq(tx, channel_id, now_ms)
+    tx.execute(f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?)", (*row[:2], seq, *row[2:]))
+    return seq
 
 
 def get_message(tx: Tx, channel_id: str, message_id: str) -> StoredMessage | None:

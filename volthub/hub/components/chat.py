@@ -153,19 +153,7 @@ class ChatStore(Protocol):
     def ban_is_permanent(self, user_id: str) -> bool | None:
         """The active ban's kind (True: ban, False: timeout); None when none is in force."""
 
-    def next_message_seq(self) -> int:
-        """Moves the channel's message sequence on and returns the new number."""
-
     def apply(self, write: Any) -> None: ...
-
-
-@dataclass(frozen=True)
-class InsertMessage:
-    message_id: str
-    seq: int
-    user_id: str
-    is_system: bool
-    payload: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -174,6 +162,35 @@ class PruneHistory:
 
     up_to_seq: int
     before_ms: int
+
+
+@dataclass(frozen=True)
+class HistoryBound:
+    """How much history a channel keeps: once the sequence passes `limit`, every
+    `every`-th message drops the older ones, except those younger than the longest slow
+    mode (the slow-mode clock reads the sender's last message, so that one must stay)."""
+
+    limit: int
+    every: int
+
+    def prune_after(self, seq: int, now_ms: int) -> PruneHistory | None:
+        """The prune due once the message numbered `seq` is stored (None: none due)."""
+        if seq > self.limit and seq % self.every == 0:
+            return PruneHistory(seq - self.limit, now_ms - SLOW_MODE_MAX_SECONDS * 1000)
+        return None
+
+
+@dataclass(frozen=True)
+class InsertMessage:
+    """Store a message under the channel's next number (the store numbers it as it
+    stores it: one write, not a read of the number and then the row), then apply the
+    prune `history` makes due at that number (None: the message never prunes)."""
+
+    message_id: str
+    user_id: str
+    is_system: bool
+    payload: dict[str, Any]
+    history: HistoryBound | None = None
 
 
 @dataclass(frozen=True)
@@ -208,9 +225,8 @@ HISTORY_LIMIT_DEFAULT = 1000
 class ChatComponent:
     """A channel's chat: keeps the settings; every other fact is read through the store.
 
-    History is bounded: once the sequence passes `history_limit`, every `prune_every`-th
-    message drops the older ones, except those younger than the longest slow mode (the
-    slow-mode clock reads the sender's last message, so that one must stay).
+    History is bounded (`HistoryBound`): past `history_limit` messages, every
+    `prune_every`-th one drops the older ones.
     """
 
     def __init__(self, channel_id: str, *, history_limit: int = HISTORY_LIMIT_DEFAULT) -> None:
@@ -221,6 +237,7 @@ class ChatComponent:
         # Pruning every message would cost a DELETE each time; every tenth of the limit
         # keeps the table within 10% of it.
         self.prune_every = max(1, min(100, history_limit // 10))
+        self.history = HistoryBound(history_limit, self.prune_every)
         self.settings = ChatSettings()
 
     # -- the component protocol --
@@ -317,11 +334,8 @@ class ChatComponent:
             is_system=system,
             **content,
         )
-        seq = store.next_message_seq()
-        writes: list[Any] = [InsertMessage(message_id, seq, sender.user_id, system, payload)]
-        if seq > self.history_limit and seq % self.prune_every == 0:
-            writes.append(PruneHistory(seq - self.history_limit, now_ms - SLOW_MODE_MAX_SECONDS * 1000))
-        return Outcome(message_id, writes, [Emitted("chat.message", payload)])
+        insert = InsertMessage(message_id, sender.user_id, system, payload, self.history)
+        return Outcome(message_id, [insert], [Emitted("chat.message", payload)])
 
     # -- settings --
 
@@ -465,7 +479,6 @@ def system_card(store: ChatStore, channel_id: str, now_ms: int, text: str, card:
         text=text,
         card=card,
     )
-    seq = store.next_message_seq()
     return Outcome(
-        message_id, [InsertMessage(message_id, seq, sender.user_id, True, payload)], [Emitted("chat.message", payload)]
+        message_id, [InsertMessage(message_id, sender.user_id, True, payload)], [Emitted("chat.message", payload)]
     )
