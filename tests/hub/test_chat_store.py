@@ -30,7 +30,7 @@ async def test_reads_and_writes_through_the_port(db):
             store.settings(),
             store.standing(fan),
             store.user_id_of("portfan"),
-            store.people_named(["PORTFAN", "nobody"]),
+            store.standing_and_people_named(channel, ["PORTFAN", "nobody"]),
             store.message("m1"),
             store.last_message_at(fan),
             store.ban_is_permanent(fan),
@@ -39,6 +39,8 @@ async def test_reads_and_writes_through_the_port(db):
     settings, standing, user_id, people, message, last_at, permanent = await db.read(read)
     assert settings == ChatSettings(emote_only=True)
     assert standing.timeout_ends_at == NOW + 1000 and not standing.is_broadcaster
+    sender, people = people
+    assert sender is not None and sender.is_broadcaster and sender.user_id == channel
     assert user_id == fan and people == {"portfan": {"userId": fan, "username": "PortFan", "displayName": "Portfan"}}
     assert message == MessageRef("m1", fan, "PortFan", deleted=False)
     assert last_at == NOW and permanent is False

@@ -183,3 +183,16 @@ async def test_pruning_drops_old_numbers_but_keeps_recent_messages(db):
     history = await db.read(lambda tx: repo.history(tx, channel, 100))
     assert [m["message"] for m in history] == [f"{NOW + 10}:0", f"{NOW + 10}:1"]
     assert len(await db.read(lambda tx: repo.history(tx, other, 100))) == 3
+
+
+async def test_a_sender_and_the_people_named_are_read_together(db):
+    sender, named = await user(db, "Sender1"), await user(db, "Named1")
+
+    def read(tx):
+        return repo.standings_and_named(tx, sender, [sender], ["NAMED1", "sender1", "nobody"], NOW)
+
+    by_id, by_name = await db.read(read)
+    assert set(by_id) == {sender} and by_id[sender]["is_broadcaster"]
+    assert {name: row["user_id"] for name, row in by_name.items()} == {"named1": named, "sender1": sender}
+    assert not by_name["named1"]["is_broadcaster"]
+    assert await db.read(lambda tx: repo.standings_and_named(tx, sender, [], [], NOW)) == ({}, {})

@@ -52,9 +52,13 @@ class TxChatStore:
         user = users_repo.get_by_username_insensitive(self._tx, username)
         return None if user is None else user.id
 
-    def people_named(self, usernames: list[str]) -> dict[str, dict[str, str]]:
-        found = users_repo.get_many_by_username_insensitive(self._tx, usernames)
-        return {name: person(user.id, user.username, user.display_name) for name, user in found.items()}
+    def standing_and_people_named(
+        self, user_id: str, usernames: list[str]
+    ) -> tuple[Standing | None, dict[str, dict[str, str]]]:
+        by_id, by_name = repo.standings_and_named(self._tx, self._channel_id, [user_id], usernames, self._now_ms)
+        row = by_id.get(user_id)
+        people = {name: person(r["user_id"], r["username"], r["display_name"]) for name, r in by_name.items()}
+        return (None if row is None else Standing.from_row(row)), people
 
     def message(self, message_id: str) -> MessageRef | None:
         stored = repo.get_message(self._tx, self._channel_id, message_id)

@@ -89,7 +89,7 @@ SELECT u.id, u.username, u.display_name, u.avatar_url,
           AND s.ended_at IS NULL AND s.started_at <= ? AND s.expires_at > ?) AS subscriber_months,
   (SELECT COALESCE(b.expires_at, -1) FROM chat_bans b WHERE b.channel_id = ? AND b.user_id = u.id
           AND (b.expires_at IS NULL OR b.expires_at > ?)) AS ban
-FROM users u WHERE u.id IN ({marks})
+FROM users u WHERE {where}
 """
 
 
@@ -100,13 +100,29 @@ def standings(tx: Tx, channel_id: str, user_ids: Iterable[str], now_ms: int) -> 
     is_moderator, is_vip, is_follower, subscriber_months (None: not subscribed), banned and
     timeout_ends_at (epoch ms, None: no timeout): the chat component's `Standing.from_row`.
     """
+    return standings_and_named(tx, channel_id, user_ids, [], now_ms)[0]
+
+
+def standings_and_named(
+    tx: Tx, channel_id: str, user_ids: Iterable[str], usernames: Iterable[str], now_ms: int
+) -> tuple[dict[str, Row], dict[str, Row]]:
+    """`standings` of `user_ids`, and those of the users named `usernames` (any case),
+    keyed by lower-cased username, in one query: a chat message's sender and the people it
+    mentions are one read."""
     ids = sorted(set(user_ids))
-    if not ids:
-        return {}
-    marks = ", ".join("?" for _ in ids)
+    names = sorted({name.lower() for name in usernames})
+    where = [f"u.id IN ({', '.join('?' for _ in ids)})"] if ids else []
+    where += [f"u.username_lower IN ({', '.join('?' for _ in names)})"] if names else []
+    if not where:
+        return {}, {}
     params = (channel_id, now_ms, channel_id, now_ms, channel_id, channel_id, now_ms, now_ms, channel_id, now_ms)
-    rows = tx.execute(_STANDING_SQL.format(marks=marks), (*params, *ids))
-    return {row["id"]: _standing(channel_id, row) for row in rows}
+    rows = tx.execute(_STANDING_SQL.format(where=" OR ".join(where)), (*params, *ids, *names))
+    found = [_standing(channel_id, row) for row in rows]
+    wanted_ids, wanted_names = set(ids), set(names)
+    return (
+        {row["user_id"]: row for row in found if row["user_id"] in wanted_ids},
+        {row["username"].lower(): row for row in found if row["username"].lower() in wanted_names},
+    )
 
 
 def standing(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Row | None:

@@ -39,6 +39,7 @@ class FakeStore:
     stored_settings: ChatSettings = field(default_factory=ChatSettings)
     seq: int = 0
     applied: list[Any] = field(default_factory=list)
+    reads: int = 0  # of the sender together with the people a message names
     known_emotes: dict[str, str] = field(default_factory=dict)  # code -> url
 
     def settings(self) -> ChatSettings:
@@ -50,9 +51,13 @@ class FakeStore:
     def user_id_of(self, username: str) -> str | None:
         return next((p.user_id for p in self.people.values() if p.username.lower() == username.lower()), None)
 
-    def people_named(self, usernames: list[str]) -> dict[str, dict[str, str]]:
+    def standing_and_people_named(
+        self, user_id: str, usernames: list[str]
+    ) -> tuple[Standing | None, dict[str, dict[str, str]]]:
+        self.reads += 1
         wanted = {name.lower() for name in usernames}
-        return {p.username.lower(): chat_rules.who(p) for p in self.people.values() if p.username.lower() in wanted}
+        named = {p.username.lower(): chat_rules.who(p) for p in self.people.values() if p.username.lower() in wanted}
+        return self.standing(user_id), named
 
     def message(self, message_id: str) -> MessageRef | None:
         return self.messages.get(message_id)
@@ -122,6 +127,7 @@ def test_a_message_is_stored_and_emitted_with_the_payload_of_spec_2_6(store):
         "effectColor": "#aabbcc",
     }
     assert not outcome.shared_state_changed
+    assert store.reads == 1  # the sender and the people the text names: one read
 
 
 def test_optional_members_are_left_out(store):

@@ -140,8 +140,11 @@ class ChatStore(Protocol):
     def user_id_of(self, username: str) -> str | None:
         """Any case."""
 
-    def people_named(self, usernames: list[str]) -> dict[str, dict[str, str]]:
-        """Lower-cased username -> person, for the names that are users (any case)."""
+    def standing_and_people_named(
+        self, user_id: str, usernames: list[str]
+    ) -> tuple[Standing | None, dict[str, dict[str, str]]]:
+        """`standing(user_id)`, and lower-cased username -> person for the names that are
+        users (any case): one read for a message's sender and the people it mentions."""
 
     def message(self, message_id: str) -> MessageRef | None: ...
     def emotes(self, codes: list[str]) -> dict[str, str]:
@@ -277,12 +280,11 @@ class ChatComponent:
                         403, "bot_not_connected", "no bot is connected to this channel, so sendAsBot is not available"
                     )
                 )
-            sender = replace(
-                _member(store, command.bot.user_id), username=command.bot.name, display_name=command.bot.name
-            )
+            member, mentions = _member_and_mentions(store, command.bot.user_id, message.text)
+            sender = replace(member, username=command.bot.name, display_name=command.bot.name)
             extra_badges = (BOT_BADGE,)
         else:
-            sender = _member(store, command.sender_id)
+            sender, mentions = _member_and_mentions(store, command.sender_id, message.text)
         refuse(check_standing(sender, now_ms))
         last = None
         if needs_last_message(self.settings, sender):  # the slow-mode clock is the store's
@@ -291,7 +293,6 @@ class ChatComponent:
         codes = emote_codes(message.text)
         emotes = store.emotes(codes) if codes else {}
         refuse(check_modes(self.settings, sender, message.text, now_ms, last, emotes))
-        mentions = _mentions(store, message.text)
         reply_to = _reply(store, message.reply_to)
         return self._message(
             store,
@@ -308,8 +309,7 @@ class ChatComponent:
         )
 
     def _post_system(self, command: PostSystem, now_ms: int, store: ChatStore) -> Outcome:
-        sender = _member(store, command.sender_id or self.channel_id)
-        mentions = _mentions(store, command.text)
+        sender, mentions = _member_and_mentions(store, command.sender_id or self.channel_id, command.text)
         return self._message(store, now_ms, sender, True, text=command.text, mentions=mentions, card=command.card)
 
     def _message(
@@ -365,19 +365,21 @@ class ChatComponent:
 
 
 def _member(store: ChatStore, user_id: str) -> Standing:
-    found = store.standing(user_id)
+    return _known(store.standing(user_id), user_id)
+
+
+def _known(found: Standing | None, user_id: str) -> Standing:
     if found is None:
         raise Refused(Refusal(404, "not_found", "user not found", {"userId": user_id}))
     return found
 
 
-def _mentions(store: ChatStore, text: str) -> list[dict[str, str]]:
-    """Valid `@username`s only: looked up case-insensitively, shown as stored."""
+def _member_and_mentions(store: ChatStore, user_id: str, text: str) -> tuple[Standing, list[dict[str, str]]]:
+    """The sender's standing and the text's valid `@username`s (looked up
+    case-insensitively, shown as stored), in one read."""
     names = extract_mentions(text)
-    if not names:
-        return []
-    found = store.people_named(names)
-    return [found[name.lower()] for name in names if name.lower() in found]
+    found, people = store.standing_and_people_named(user_id, names)
+    return _known(found, user_id), [people[name.lower()] for name in names if name.lower() in people]
 
 
 def _reply(store: ChatStore, reply: ReplyRef | None) -> dict[str, Any] | None:
