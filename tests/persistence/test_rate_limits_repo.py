@@ -92,3 +92,69 @@ async def test_a_key_in_use_is_locked_and_spent_in_two_statements(postgres_url: 
         assert await spend() == (False, ["SELECT"])  # refused: nothing spent, nothing written
     finally:
         await database.close()
+
+
+async def test_compare_and_set_spends_a_key_in_two_statements_outside_a_transaction(postgres_url: str) -> None:
+    database = open_database(postgres_url, 2, 5.0)
+    await database.open()
+    try:
+        rate = Rate.per(2, 60)
+
+        async def spend() -> tuple[bool, list[str]]:
+            def counted(tx):
+                counting = CountingTx(tx)
+                decision = repo.compare_and_set(counting, "ip:swapped", rate, NOW_NS)
+                assert decision is not None
+                return decision.allowed, counting.statements
+
+            return await database.statements(counted)
+
+        assert await spend() == (True, ["SELECT", "INSERT"])  # a new key
+        assert await spend() == (True, ["SELECT", "UPDATE"])
+        assert await spend() == (False, ["SELECT"])  # refused: nothing written
+        # The locking hit reads what the compare-and-sets wrote: the budget is spent.
+        assert not (await database.write(lambda tx: repo.hit(tx, "ip:swapped", rate, NOW_NS))).allowed
+    finally:
+        await database.close()
+
+
+async def test_compare_and_set_writes_only_over_the_number_it_read(postgres_url: str) -> None:
+    """Another process spends between the read and the write: the write misses, the
+    budget is read again, and a key that keeps changing is left to the row lock (None)."""
+    database = open_database(postgres_url, 2, 5.0)
+    await database.open()
+    try:
+        rate = Rate.per(10, 60)
+        await database.write(lambda tx: repo.hit(tx, "ip:contended", rate, NOW_NS))
+
+        class Interfering(CountingTx):
+            """Before each of this transaction's writes, another request spends a unit."""
+
+            def __init__(self, tx, interfere: int) -> None:
+                super().__init__(tx)
+                self.interfere = interfere
+
+            def execute(self, sql, params=()):
+                if sql.startswith("UPDATE") and self.interfere:
+                    self.interfere -= 1
+                    self._tx.execute(
+                        "UPDATE rate_limit_budgets SET tat = tat + ? WHERE key = ?", (rate.period_ns, "ip:contended")
+                    )
+                return super().execute(sql, params)
+
+        def spend(interfere: int):
+            def run(tx):
+                interfering = Interfering(tx, interfere)
+                return repo.compare_and_set(interfering, "ip:contended", rate, NOW_NS), interfering.statements
+
+            return run
+
+        decision, statements = await database.statements(spend(1))
+        assert decision is not None and decision.allowed
+        assert statements == ["SELECT", "UPDATE", "SELECT", "UPDATE"]  # lost once, then won
+        # One unit by the first hit, one by the interference, one by this spend: 7 left.
+        assert decision.remaining == 7
+        decision, statements = await database.statements(spend(100))
+        assert decision is None and statements == ["SELECT", "UPDATE"] * 4
+    finally:
+        await database.close()
