@@ -6,8 +6,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests.conftest import POSTGRES
-from volthub.persistence import DatabaseUnavailable, IntegrityError, open_database
+from tests.conftest import POSTGRES, opened_database
+from volthub.persistence import DatabaseUnavailable, IntegrityError
 
 
 def _terminate(pid: int) -> None:
@@ -20,9 +20,7 @@ def _backend_pid(tx) -> int:
 
 
 async def test_each_statement_commits_on_its_own(postgres_url: str) -> None:
-    database = open_database(postgres_url, 2, 5.0)
-    await database.open()
-    try:
+    async with opened_database(postgres_url, 2) as database:
         await database.write(lambda tx: tx.execute("CREATE TABLE kept (n INT PRIMARY KEY)"))
 
         def insert_then_fail(tx) -> None:
@@ -33,14 +31,10 @@ async def test_each_statement_commits_on_its_own(postgres_url: str) -> None:
         with pytest.raises(IntegrityError):
             await database.statements(insert_then_fail)
         assert await database.read(lambda tx: tx.scalar("SELECT count(*) AS n FROM kept")) == 1
-    finally:
-        await database.close()
 
 
 async def test_a_pooled_connection_found_dead_at_the_first_statement_is_replaced(postgres_url: str) -> None:
-    database = open_database(postgres_url, 1, 5.0)
-    await database.open()
-    try:
+    async with opened_database(postgres_url, 1) as database:
         _terminate(await database.statements(_backend_pid))  # the pool's one connection dies idle
         runs = []
 
@@ -50,14 +44,10 @@ async def test_a_pooled_connection_found_dead_at_the_first_statement_is_replaced
 
         assert await database.statements(count) > 0
         assert len(runs) == 2  # the first run met the dead connection before anything ran
-    finally:
-        await database.close()
 
 
 async def test_a_connection_lost_after_a_statement_ran_is_not_run_again(postgres_url: str) -> None:
-    database = open_database(postgres_url, 1, 5.0)
-    await database.open()
-    try:
+    async with opened_database(postgres_url, 1) as database:
         runs = []
 
         def lost_midway(tx) -> None:
@@ -68,5 +58,3 @@ async def test_a_connection_lost_after_a_statement_ran_is_not_run_again(postgres
         with pytest.raises(DatabaseUnavailable):
             await database.statements(lost_midway)
         assert len(runs) == 1
-    finally:
-        await database.close()
