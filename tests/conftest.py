@@ -17,6 +17,7 @@ and give the app `volthub.hub.clock.TrioClock`, which follows it; there is no ot
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import secrets
@@ -215,6 +216,20 @@ async def db(database_url: str) -> AsyncIterator[Any]:
     await migrate(database)
     yield database
     await database.close()
+
+
+@contextlib.asynccontextmanager
+async def opened_database(url: str, pool_size: int = 2) -> AsyncIterator[Any]:
+    """An open database of `pool_size` connections, closed after (no migration: a
+    PostgreSQL test database is migrated already)."""
+    from volthub.persistence import open_database
+
+    database = open_database(url, pool_size, 5.0)
+    await database.open()
+    try:
+        yield database
+    finally:
+        await database.close()
 
 
 async def stored_user(db: Any, username: str | None = None) -> str:

@@ -155,30 +155,44 @@ async def test_every_user_is_a_channel_with_a_lockable_versioned_row(db):
 
 async def add_messages(db, channel, count, at):
     def write(tx):
-        for _ in range(count):
-            seq = repo.next_message_seq(tx, channel, at)
-            payload = {"messageId": f"m{seq}", "message": str(seq)}
-            repo.insert_message(
-                tx,
-                message_id=str(uuid.uuid4()),
-                channel_id=channel,
-                seq=seq,
-                user_id=channel,
-                is_system=False,
-                payload=payload,
-                now_ms=at,
+        numbers = []
+        for index in range(count):
+            numbers.append(
+                repo.insert_message(
+                    tx,
+                    message_id=str(uuid.uuid4()),
+                    channel_id=channel,
+                    user_id=channel,
+                    is_system=False,
+                    payload={"message": f"{at}:{index}"},
+                    now_ms=at,
+                )
             )
+        return numbers
 
-    await db.write(write)
+    return await db.write(write)
 
 
 async def test_pruning_drops_old_numbers_but_keeps_recent_messages(db):
     channel, other = await user(db, "pruned"), await user(db, "unpruned")
-    await add_messages(db, channel, 6, NOW)
-    await add_messages(db, channel, 2, NOW + 10)
-    await add_messages(db, other, 3, NOW)
+    assert await add_messages(db, channel, 6, NOW) == [1, 2, 3, 4, 5, 6]
+    assert await add_messages(db, channel, 2, NOW + 10) == [7, 8]
+    assert await add_messages(db, other, 3, NOW) == [1, 2, 3]
     # Up to seq 7, older than NOW + 10: 1-6 go, 7 is too young, 8 is above the bound.
     assert await db.write(lambda tx: repo.prune_messages(tx, channel, 7, NOW + 10)) == 6
     history = await db.read(lambda tx: repo.history(tx, channel, 100))
-    assert [m["message"] for m in history] == ["7", "8"]
+    assert [m["message"] for m in history] == [f"{NOW + 10}:0", f"{NOW + 10}:1"]
     assert len(await db.read(lambda tx: repo.history(tx, other, 100))) == 3
+
+
+async def test_a_sender_and_the_people_named_are_read_together(db):
+    sender, named = await user(db, "Sender1"), await user(db, "Named1")
+
+    def read(tx):
+        return repo.standings_and_named(tx, sender, [sender], ["NAMED1", "sender1", "nobody"], NOW)
+
+    by_id, by_name = await db.read(read)
+    assert set(by_id) == {sender} and by_id[sender]["is_broadcaster"]
+    assert {name: row["user_id"] for name, row in by_name.items()} == {"named1": named, "sender1": sender}
+    assert not by_name["named1"]["is_broadcaster"]
+    assert await db.read(lambda tx: repo.standings_and_named(tx, sender, [], [], NOW)) == ({}, {})

@@ -106,7 +106,6 @@ async def add_message(db: Database, channel: str, seq: int, user_id: str, at_ms:
             tx,
             message_id=str(uuid.uuid4()),
             channel_id=channel,
-            seq=seq,
             user_id=user_id,
             is_system=system,
             payload={"message": f"m{seq}"},

@@ -224,7 +224,10 @@ async def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_proc
     in_broker = await rt.bus.spend(stored_key, limiter.rate, now_ns) if isinstance(rt.bus, RedisRelay) else None
     if in_broker is not None:
         return in_broker
-    decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
+    # Two statements without a transaction's BEGIN and COMMIT; the row lock when contended.
+    decision = await rt.db.statements(lambda tx: rate_limits_repo.compare_and_set(tx, stored_key, limiter.rate, now_ns))
+    if decision is None:
+        decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
     limits._hits += 1
     if limits._hits % _FORGET_EVERY == 0:  # full budgets mean the same as no row
         await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns))

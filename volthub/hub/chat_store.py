@@ -52,9 +52,13 @@ class TxChatStore:
         user = users_repo.get_by_username_insensitive(self._tx, username)
         return None if user is None else user.id
 
-    def people_named(self, usernames: list[str]) -> dict[str, dict[str, str]]:
-        found = users_repo.get_many_by_username_insensitive(self._tx, usernames)
-        return {name: person(user.id, user.username, user.display_name) for name, user in found.items()}
+    def standing_and_people_named(
+        self, user_id: str, usernames: list[str]
+    ) -> tuple[Standing | None, dict[str, dict[str, str]]]:
+        by_id, by_name = repo.standings_and_named(self._tx, self._channel_id, [user_id], usernames, self._now_ms)
+        row = by_id.get(user_id)
+        people = {name: person(r["user_id"], r["username"], r["display_name"]) for name, r in by_name.items()}
+        return (None if row is None else Standing.from_row(row)), people
 
     def message(self, message_id: str) -> MessageRef | None:
         stored = repo.get_message(self._tx, self._channel_id, message_id)
@@ -74,25 +78,24 @@ class TxChatStore:
         ban = repo.active_ban(self._tx, self._channel_id, user_id, self._now_ms)
         return None if ban is None else ban.is_permanent
 
-    def next_message_seq(self) -> int:
-        return repo.next_message_seq(self._tx, self._channel_id, self._now_ms)
-
     # -- writes --
 
     def apply(self, write: Any) -> None:
         tx, channel_id, now_ms = self._tx, self._channel_id, self._now_ms
         match write:
             case chat.InsertMessage():
-                repo.insert_message(
+                seq = repo.insert_message(
                     tx,
                     message_id=write.message_id,
                     channel_id=channel_id,
-                    seq=write.seq,
                     user_id=write.user_id,
                     is_system=write.is_system,
                     payload=write.payload,
                     now_ms=now_ms,
                 )
+                prune = write.history.prune_after(seq, now_ms) if write.history is not None else None
+                if prune is not None:
+                    self.apply(prune)
             case chat.PruneHistory():
                 repo.prune_messages(tx, channel_id, write.up_to_seq, write.before_ms)
             case chat.SaveSettings():

@@ -49,17 +49,19 @@ def _ensure_settings(tx: Tx, channel_id: str, now_ms: int) -> None:
     )
 
 
+_NEXT_SEQ = "UPDATE chat_settings SET message_seq = message_seq + 1 WHERE channel_id = ? RETURNING message_seq"
+
+
 def next_message_seq(tx: Tx, channel_id: str, now_ms: int) -> int:
     """Move the channel's message sequence on; the new value numbers the next message.
 
     Called with the channel's lock held (persistence.channels.lock), so numbers never
     repeat; timestamps can tie, the sequence orders messages within the channel.
     """
-    sql = "UPDATE chat_settings SET message_seq = message_seq + 1 WHERE channel_id = ? RETURNING message_seq"
-    row = tx.one(sql, (channel_id,))
+    row = tx.one(_NEXT_SEQ, (channel_id,))
     if row is None:
         _ensure_settings(tx, channel_id, now_ms)
-        row = tx.one(sql, (channel_id,))
+        row = tx.one(_NEXT_SEQ, (channel_id,))
     assert row is not None
     return int(row["message_seq"])
 
@@ -87,7 +89,7 @@ SELECT u.id, u.username, u.display_name, u.avatar_url,
           AND s.ended_at IS NULL AND s.started_at <= ? AND s.expires_at > ?) AS subscriber_months,
   (SELECT COALESCE(b.expires_at, -1) FROM chat_bans b WHERE b.channel_id = ? AND b.user_id = u.id
           AND (b.expires_at IS NULL OR b.expires_at > ?)) AS ban
-FROM users u WHERE u.id IN ({marks})
+FROM users u WHERE {where}
 """
 
 
@@ -98,13 +100,29 @@ def standings(tx: Tx, channel_id: str, user_ids: Iterable[str], now_ms: int) -> 
     is_moderator, is_vip, is_follower, subscriber_months (None: not subscribed), banned and
     timeout_ends_at (epoch ms, None: no timeout): the chat component's `Standing.from_row`.
     """
+    return standings_and_named(tx, channel_id, user_ids, [], now_ms)[0]
+
+
+def standings_and_named(
+    tx: Tx, channel_id: str, user_ids: Iterable[str], usernames: Iterable[str], now_ms: int
+) -> tuple[dict[str, Row], dict[str, Row]]:
+    """`standings` of `user_ids`, and those of the users named `usernames` (any case),
+    keyed by lower-cased username, in one query: a chat message's sender and the people it
+    mentions are one read."""
     ids = sorted(set(user_ids))
-    if not ids:
-        return {}
-    marks = ", ".join("?" for _ in ids)
+    names = sorted({name.lower() for name in usernames})
+    where = [f"u.id IN ({', '.join('?' for _ in ids)})"] if ids else []
+    where += [f"u.username_lower IN ({', '.join('?' for _ in names)})"] if names else []
+    if not where:
+        return {}, {}
     params = (channel_id, now_ms, channel_id, now_ms, channel_id, channel_id, now_ms, now_ms, channel_id, now_ms)
-    rows = tx.execute(_STANDING_SQL.format(marks=marks), (*params, *ids))
-    return {row["id"]: _standing(channel_id, row) for row in rows}
+    rows = tx.execute(_STANDING_SQL.format(where=" OR ".join(where)), (*params, *ids, *names))
+    found = [_standing(channel_id, row) for row in rows]
+    wanted_ids, wanted_names = set(ids), set(names)
+    return (
+        {row["user_id"]: row for row in found if row["user_id"] in wanted_ids},
+        {row["username"].lower(): row for row in found if row["username"].lower() in wanted_names},
+    )
 
 
 def standing(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Row | None:
@@ -142,22 +160,38 @@ class StoredMessage:
     deleted_at: int | None
 
 
+_INSERT_MESSAGE = "INSERT INTO chat_messages (id, channel_id, seq, user_id, is_system, payload, created_at)"
+
+
 def insert_message(
     tx: Tx,
     *,
     message_id: str,
     channel_id: str,
-    seq: int,
     user_id: str,
     is_system: bool,
     payload: dict[str, Any],
     now_ms: int,
-) -> None:
-    tx.execute(
-        "INSERT INTO chat_messages (id, channel_id, seq, user_id, is_system, payload, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (message_id, channel_id, seq, user_id, is_system, orjson.dumps(payload).decode(), now_ms),
-    )
+) -> int:
+    """Store a message under the channel's next number (`next_message_seq`, so with the
+    channel's lock held); returns the number.
+
+    On PostgreSQL the number and the row are one statement, one round trip; SQLite (in
+    the process, no round trips) has no data-modifying WITH, so it takes two.
+    """
+    row = (message_id, channel_id, user_id, is_system, orjson.dumps(payload).decode(), now_ms)
+    if tx.dialect == "postgresql":
+        numbered = tx.scalar(
+            f"WITH numbered AS ({_NEXT_SEQ}) {_INSERT_MESSAGE}"
+            " SELECT ?, ?, message_seq, ?, ?, ?, ? FROM numbered RETURNING seq",
+            (channel_id, *row),
+        )
+        if numbered is not None:
+            return int(numbered)
+        _ensure_settings(tx, channel_id, now_ms)  # the channel's first message: no settings row yet
+    seq = next_message_seq(tx, channel_id, now_ms)
+    tx.execute(f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?)", (*row[:2], seq, *row[2:]))
+    return seq
 
 
 def get_message(tx: Tx, channel_id: str, message_id: str) -> StoredMessage | None:

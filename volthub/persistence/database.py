@@ -127,6 +127,13 @@ class Database(ABC):
     async def write(self, fn: Callable[[Tx], T]) -> T:
         """Run `fn` in a write transaction; it is committed before this returns."""
 
+    async def statements(self, fn: Callable[[Tx], T]) -> T:
+        """Run `fn` on a worker thread with each statement committed on its own: for work
+        that is atomic statement by statement (a compare-and-set), without a transaction's
+        BEGIN and COMMIT. `fn` may run twice, so it must be safe to repeat until its first
+        statement. A backend without that saving runs it as a write transaction."""
+        return await self.write(fn)
+
     @abstractmethod
     async def open(self) -> None: ...
 

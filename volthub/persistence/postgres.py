@@ -70,6 +70,7 @@ class PostgresTx(Tx):
         # One cursor for the transaction's statements (each result is read before the next
         # runs): a cursor per statement, as `Connection.execute` makes, costs a third more CPU.
         self._cursor = connection.cursor()
+        self.answered = 0  # statements the server answered
 
     def execute(self, sql: str, params: Params = ()) -> list[Row]:
         cursor = self._cursor
@@ -78,9 +79,11 @@ class PostgresTx(Tx):
                 cursor.execute(to_pyformat(sql), tuple(params))
             else:  # without parameters psycopg sends the text as is: no % doubling
                 cursor.execute(sql)
-            return cursor.fetchall() if cursor.description else []
+            rows = cursor.fetchall() if cursor.description else []
         except psycopg.Error as exc:
             _translate(exc)
+        self.answered += 1
+        return rows
 
     def execute_many(self, sql: str, rows: Sequence[Params]) -> None:
         try:
@@ -135,6 +138,9 @@ class PostgresDatabase(Database):
     async def write(self, fn: Callable[[Tx], T]) -> T:
         return await self._call(fn)
 
+    async def statements(self, fn: Callable[[Tx], T]) -> T:
+        return await self._call(fn, transaction=False)
+
     def run_sync(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
         try:
             return self._run(fn, self.acquire_timeout)
@@ -150,14 +156,14 @@ class PostgresDatabase(Database):
             "waiting": slots.tasks_waiting,
         }
 
-    async def _call(self, fn: Callable[[Tx], T]) -> T:
+    async def _call(self, fn: Callable[[Tx], T], *, transaction: bool = True) -> T:
         try:
-            return await self._transaction(fn)
+            return await self._transaction(fn, transaction)
         except QUERY_ERRORS as exc:  # once per transaction, whichever statement failed
             count_query_error(self.dialect, exc)
             raise
 
-    async def _transaction(self, fn: Callable[[Tx], T]) -> T:
+    async def _transaction(self, fn: Callable[[Tx], T], transaction: bool = True) -> T:
         """Waiting for a slot and then for a pooled connection share one acquire_timeout."""
         deadline = trio.current_time() + self.acquire_timeout
         with trio.move_on_at(deadline) as waited:
@@ -166,9 +172,33 @@ class PostgresDatabase(Database):
             raise DatabaseUnavailable("no database connection became free in time")
         try:
             remaining = max(0.05, deadline - trio.current_time())
-            return await trio.to_thread.run_sync(self._run, fn, remaining, limiter=self._threads)
+            run = self._run if transaction else self._run_statements
+            return await trio.to_thread.run_sync(run, fn, remaining, limiter=self._threads)
         finally:
             self._limiter.release()
+
+    def _run_statements(self, fn: Callable[[Tx], T], timeout: float) -> T:
+        """`fn` on a connection in autocommit. Without a BEGIN to check the connection, a
+        dead one shows at `fn`'s first statement, which then ran nothing: `fn` runs again
+        on a connection that answered a round trip just now."""
+        deadline = time.monotonic() + timeout
+        try:
+            connection = self._pool.getconn(timeout=timeout)
+        except PoolTimeout:
+            raise DatabaseUnavailable("no database connection within the acquire timeout") from None
+        tx = PostgresTx(connection)
+        try:
+            return fn(tx)
+        except DatabaseUnavailable:
+            if tx.answered:
+                raise
+        finally:
+            self._pool.putconn(connection)  # a broken connection: the pool drops it
+        connection = self._checked_connection(max(0.01, deadline - time.monotonic()))
+        try:
+            return fn(PostgresTx(connection))
+        finally:
+            self._pool.putconn(connection)
 
     def _run(self, fn: Callable[[Tx], T], timeout: float) -> T:
         connection = self._begun(time.monotonic() + timeout)

@@ -39,6 +39,7 @@ class FakeStore:
     stored_settings: ChatSettings = field(default_factory=ChatSettings)
     seq: int = 0
     applied: list[Any] = field(default_factory=list)
+    reads: int = 0  # of the sender together with the people a message names
     known_emotes: dict[str, str] = field(default_factory=dict)  # code -> url
 
     def settings(self) -> ChatSettings:
@@ -50,9 +51,13 @@ class FakeStore:
     def user_id_of(self, username: str) -> str | None:
         return next((p.user_id for p in self.people.values() if p.username.lower() == username.lower()), None)
 
-    def people_named(self, usernames: list[str]) -> dict[str, dict[str, str]]:
+    def standing_and_people_named(
+        self, user_id: str, usernames: list[str]
+    ) -> tuple[Standing | None, dict[str, dict[str, str]]]:
+        self.reads += 1
         wanted = {name.lower() for name in usernames}
-        return {p.username.lower(): chat_rules.who(p) for p in self.people.values() if p.username.lower() in wanted}
+        named = {p.username.lower(): chat_rules.who(p) for p in self.people.values() if p.username.lower() in wanted}
+        return self.standing(user_id), named
 
     def message(self, message_id: str) -> MessageRef | None:
         return self.messages.get(message_id)
@@ -66,12 +71,10 @@ class FakeStore:
     def ban_is_permanent(self, user_id: str) -> bool | None:
         return self.bans.get(user_id)
 
-    def next_message_seq(self) -> int:
-        self.seq += 1
-        return self.seq
-
     def apply(self, write: Any) -> None:
         self.applied.append(write)
+        if isinstance(write, chat.InsertMessage):
+            self.seq += 1  # the store numbers a message as it stores it
 
 
 BROADCASTER = Standing(CHANNEL, "streamer", "Streamer", is_broadcaster=True)
@@ -103,7 +106,7 @@ def test_a_message_is_stored_and_emitted_with_the_payload_of_spec_2_6(store):
     message = OutgoingMessage(text, effect="glow", effect_color="#aabbcc", reply_to=ReplyRef("orig", "old", "snip"))
     outcome = component(store).handle(SendMessage("fan", message), NOW, store)
     [insert] = outcome.writes
-    assert isinstance(insert, chat.InsertMessage) and insert.seq == 1 and not insert.is_system
+    assert isinstance(insert, chat.InsertMessage) and not insert.is_system
     assert outcome.reply == insert.message_id and outcome.events == [Emitted("chat.message", insert.payload)]
     assert insert.payload == {
         "messageId": insert.message_id,
@@ -124,6 +127,7 @@ def test_a_message_is_stored_and_emitted_with_the_payload_of_spec_2_6(store):
         "effectColor": "#aabbcc",
     }
     assert not outcome.shared_state_changed
+    assert store.reads == 1  # the sender and the people the text names: one read
 
 
 def test_optional_members_are_left_out(store):
@@ -251,13 +255,13 @@ def test_delete_and_its_refusals(store):
 def test_history_is_pruned_every_tenth_of_the_limit_past_it(store):
     made = component(store, history_limit=20)
     assert made.prune_every == 2
-    prunes = []
-    for _ in range(25):
-        outcome = made.handle(SendMessage(CHANNEL, OutgoingMessage("m")), NOW, store)
-        prunes += [w for w in outcome.writes if isinstance(w, chat.PruneHistory)]
-    # Past 20 messages, every second one drops all but the newest 20 (not those of the last hour).
+    [insert] = made.handle(SendMessage(CHANNEL, OutgoingMessage("m")), NOW, store).writes
+    assert insert.history == chat.HistoryBound(20, 2)
+    # Past 20 messages, every second one drops all but the newest 20 (not those of the last
+    # hour); the store applies the prune a message's number makes due.
     before = NOW - chat_rules.SLOW_MODE_MAX_SECONDS * 1000
-    assert prunes == [chat.PruneHistory(2, before), chat.PruneHistory(4, before)]
+    due = {seq: prune for seq in range(1, 26) if (prune := insert.history.prune_after(seq, NOW)) is not None}
+    assert due == {22: chat.PruneHistory(2, before), 24: chat.PruneHistory(4, before)}
 
 
 def test_chat_is_always_idle_and_has_no_deadline(store):

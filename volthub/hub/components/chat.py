@@ -140,8 +140,11 @@ class ChatStore(Protocol):
     def user_id_of(self, username: str) -> str | None:
         """Any case."""
 
-    def people_named(self, usernames: list[str]) -> dict[str, dict[str, str]]:
-        """Lower-cased username -> person, for the names that are users (any case)."""
+    def standing_and_people_named(
+        self, user_id: str, usernames: list[str]
+    ) -> tuple[Standing | None, dict[str, dict[str, str]]]:
+        """`standing(user_id)`, and lower-cased username -> person for the names that are
+        users (any case): one read for a message's sender and the people it mentions."""
 
     def message(self, message_id: str) -> MessageRef | None: ...
     def emotes(self, codes: list[str]) -> dict[str, str]:
@@ -153,19 +156,7 @@ class ChatStore(Protocol):
     def ban_is_permanent(self, user_id: str) -> bool | None:
         """The active ban's kind (True: ban, False: timeout); None when none is in force."""
 
-    def next_message_seq(self) -> int:
-        """Moves the channel's message sequence on and returns the new number."""
-
     def apply(self, write: Any) -> None: ...
-
-
-@dataclass(frozen=True)
-class InsertMessage:
-    message_id: str
-    seq: int
-    user_id: str
-    is_system: bool
-    payload: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -174,6 +165,35 @@ class PruneHistory:
 
     up_to_seq: int
     before_ms: int
+
+
+@dataclass(frozen=True)
+class HistoryBound:
+    """How much history a channel keeps: once the sequence passes `limit`, every
+    `every`-th message drops the older ones, except those younger than the longest slow
+    mode (the slow-mode clock reads the sender's last message, so that one must stay)."""
+
+    limit: int
+    every: int
+
+    def prune_after(self, seq: int, now_ms: int) -> PruneHistory | None:
+        """The prune due once the message numbered `seq` is stored (None: none due)."""
+        if seq > self.limit and seq % self.every == 0:
+            return PruneHistory(seq - self.limit, now_ms - SLOW_MODE_MAX_SECONDS * 1000)
+        return None
+
+
+@dataclass(frozen=True)
+class InsertMessage:
+    """Store a message under the channel's next number (the store numbers it as it
+    stores it: one write, not a read of the number and then the row), then apply the
+    prune `history` makes due at that number (None: the message never prunes)."""
+
+    message_id: str
+    user_id: str
+    is_system: bool
+    payload: dict[str, Any]
+    history: HistoryBound | None = None
 
 
 @dataclass(frozen=True)
@@ -208,9 +228,8 @@ HISTORY_LIMIT_DEFAULT = 1000
 class ChatComponent:
     """A channel's chat: keeps the settings; every other fact is read through the store.
 
-    History is bounded: once the sequence passes `history_limit`, every `prune_every`-th
-    message drops the older ones, except those younger than the longest slow mode (the
-    slow-mode clock reads the sender's last message, so that one must stay).
+    History is bounded (`HistoryBound`): past `history_limit` messages, every
+    `prune_every`-th one drops the older ones.
     """
 
     def __init__(self, channel_id: str, *, history_limit: int = HISTORY_LIMIT_DEFAULT) -> None:
@@ -221,6 +240,7 @@ class ChatComponent:
         # Pruning every message would cost a DELETE each time; every tenth of the limit
         # keeps the table within 10% of it.
         self.prune_every = max(1, min(100, history_limit // 10))
+        self.history = HistoryBound(history_limit, self.prune_every)
         self.settings = ChatSettings()
 
     # -- the component protocol --
@@ -260,12 +280,11 @@ class ChatComponent:
                         403, "bot_not_connected", "no bot is connected to this channel, so sendAsBot is not available"
                     )
                 )
-            sender = replace(
-                _member(store, command.bot.user_id), username=command.bot.name, display_name=command.bot.name
-            )
+            member, mentions = _member_and_mentions(store, command.bot.user_id, message.text)
+            sender = replace(member, username=command.bot.name, display_name=command.bot.name)
             extra_badges = (BOT_BADGE,)
         else:
-            sender = _member(store, command.sender_id)
+            sender, mentions = _member_and_mentions(store, command.sender_id, message.text)
         refuse(check_standing(sender, now_ms))
         last = None
         if needs_last_message(self.settings, sender):  # the slow-mode clock is the store's
@@ -274,7 +293,6 @@ class ChatComponent:
         codes = emote_codes(message.text)
         emotes = store.emotes(codes) if codes else {}
         refuse(check_modes(self.settings, sender, message.text, now_ms, last, emotes))
-        mentions = _mentions(store, message.text)
         reply_to = _reply(store, message.reply_to)
         return self._message(
             store,
@@ -291,8 +309,7 @@ class ChatComponent:
         )
 
     def _post_system(self, command: PostSystem, now_ms: int, store: ChatStore) -> Outcome:
-        sender = _member(store, command.sender_id or self.channel_id)
-        mentions = _mentions(store, command.text)
+        sender, mentions = _member_and_mentions(store, command.sender_id or self.channel_id, command.text)
         return self._message(store, now_ms, sender, True, text=command.text, mentions=mentions, card=command.card)
 
     def _message(
@@ -317,11 +334,8 @@ class ChatComponent:
             is_system=system,
             **content,
         )
-        seq = store.next_message_seq()
-        writes: list[Any] = [InsertMessage(message_id, seq, sender.user_id, system, payload)]
-        if seq > self.history_limit and seq % self.prune_every == 0:
-            writes.append(PruneHistory(seq - self.history_limit, now_ms - SLOW_MODE_MAX_SECONDS * 1000))
-        return Outcome(message_id, writes, [Emitted("chat.message", payload)])
+        insert = InsertMessage(message_id, sender.user_id, system, payload, self.history)
+        return Outcome(message_id, [insert], [Emitted("chat.message", payload)])
 
     # -- settings --
 
@@ -351,19 +365,21 @@ class ChatComponent:
 
 
 def _member(store: ChatStore, user_id: str) -> Standing:
-    found = store.standing(user_id)
+    return _known(store.standing(user_id), user_id)
+
+
+def _known(found: Standing | None, user_id: str) -> Standing:
     if found is None:
         raise Refused(Refusal(404, "not_found", "user not found", {"userId": user_id}))
     return found
 
 
-def _mentions(store: ChatStore, text: str) -> list[dict[str, str]]:
-    """Valid `@username`s only: looked up case-insensitively, shown as stored."""
+def _member_and_mentions(store: ChatStore, user_id: str, text: str) -> tuple[Standing, list[dict[str, str]]]:
+    """The sender's standing and the text's valid `@username`s (looked up
+    case-insensitively, shown as stored), in one read."""
     names = extract_mentions(text)
-    if not names:
-        return []
-    found = store.people_named(names)
-    return [found[name.lower()] for name in names if name.lower() in found]
+    found, people = store.standing_and_people_named(user_id, names)
+    return _known(found, user_id), [people[name.lower()] for name in names if name.lower() in people]
 
 
 def _reply(store: ChatStore, reply: ReplyRef | None) -> dict[str, Any] | None:
@@ -465,7 +481,6 @@ def system_card(store: ChatStore, channel_id: str, now_ms: int, text: str, card:
         text=text,
         card=card,
     )
-    seq = store.next_message_seq()
     return Outcome(
-        message_id, [InsertMessage(message_id, seq, sender.user_id, True, payload)], [Emitted("chat.message", payload)]
+        message_id, [InsertMessage(message_id, sender.user_id, True, payload)], [Emitted("chat.message", payload)]
     )
