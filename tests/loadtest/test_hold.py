@@ -13,8 +13,9 @@ import pytest
 import trio
 
 from volthub import cli
-from volthub.loadtest import client, hold, hold_worker
+from volthub.loadtest import client, hold, hold_reader, hold_worker
 from volthub.loadtest.metrics import ProcSample
+from volthub.loadtest.targets import Channel
 
 LIMITS = """Limit                     Soft Limit           Hard Limit           Units
 Max cpu time              unlimited            unlimited            seconds
@@ -168,3 +169,20 @@ def test_the_serving_processes_of_a_server_with_workers_are_its_children() -> No
     finally:
         worker.kill()
         worker.wait()
+
+
+async def test_a_connect_the_server_refuses_is_recorded_as_that_sockets_failure() -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there now
+    state = hold_reader.HoldState(run_tag="t", start=0.0)
+    reader = hold_reader.Reader(state, "t", lambda slot: None)
+    slot = client.ClientSlot(0, 0, "socketio")
+    options = client.SocketOptions("127.0.0.1", port, connect_timeout=5, source="127.0.0.3")
+    gate = trio.Semaphore(0)
+    connected = await hold_worker.connect(slot, Channel(0, "hold", "token"), options, state, reader, gate)
+    assert not connected and "Errno 111" in (slot.error or "")
+    assert state.connect_errors == {slot.error: 1} and gate.value == 1, "the gate is given back"
+    assert reader.held == {}
+    reader.close()
