@@ -453,7 +453,14 @@ def hold_figures(session: _Session) -> dict[str, Any]:
         "held_seconds": round(held_seconds, 1),
         "disconnects": disconnects,
         "disconnect_reasons": reasons,
-        "generator": generator_figures(session, ramps, ends, connected, held_seconds),
+        "generator": generator_figures(
+            ramps,
+            ends,
+            connected,
+            held_seconds,
+            session.generator_trace.samples,
+            [sent for _, sent in session.broadcasts],
+        ),
         "broadcasts": broadcast_figures(session.broadcasts, ends, connected - disconnects),
         **session.figures_,
     }
@@ -497,13 +504,19 @@ def hold_figures(session: _Session) -> dict[str, Any]:
 
 
 def generator_figures(
-    session: _Session, ramps: list[dict[str, Any]], ends: list[dict[str, Any]], connected: int, held_seconds: float
+    ramps: list[dict[str, Any]],
+    ends: list[dict[str, Any]],
+    connected: int,
+    held_seconds: float,
+    samples: list[ProcSample],
+    broadcasts: list[float],
 ) -> dict[str, Any]:
     """The generator's own cost: CPU per connect over the ramp, per held socket-second, and
-    per delivery (the hold's CPU beyond its upkeep away from broadcasts, as for the server)."""
+    per delivery: the hold's CPU beyond its upkeep (the rate between the /proc `samples`
+    away from the `broadcasts`, as for the server)."""
     hold_cpu = sum(r["cpu"] for r in ends)
     delivered = sum(len(found) for r in ends for found in r["deliveries"].values())
-    quiet_cpu, quiet_seconds = quiet_upkeep(session.generator_trace.samples, [sent for _, sent in session.broadcasts])
+    quiet_cpu, quiet_seconds = quiet_upkeep(samples, broadcasts)
     busy = hold_cpu - quiet_cpu / quiet_seconds * held_seconds if quiet_seconds else None
     return {
         "cpu_ms_per_connect": _ratio(sum(r["cpu"] for r in ramps) * 1e3, connected),

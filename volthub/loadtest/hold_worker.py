@@ -5,8 +5,9 @@ task (sockets, source addresses, the token); it opens its sockets, each bound to
 source addresses in turn, and prints one line when all are connected or failed. Then it
 answers each later stdin line with one stdout line:
 
-- ``{"cmd": "stop"}`` or ``{"cmd": "restart"}``: what the hold cost it, the sockets lost and
-  the deliveries of each broadcast (its sequence number -> latencies in ms). After
+- ``{"cmd": "stop"}`` or ``{"cmd": "restart"}``: what the hold cost it, the sockets lost,
+  the deliveries of each broadcast (its sequence number -> latencies in ms), the
+  broadcasts read twice on one socket and the reads recognised by their bytes. After
   ``restart`` every socket that is lost reconnects with the back-off of the official
   Socket.IO client (exponential from 1 s to 5 s, each delay randomised by ±50 %), asking
   for connection state recovery;
