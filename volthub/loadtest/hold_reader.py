@@ -9,8 +9,9 @@ A broadcast's frame is the same bytes on every socket of the channel. The first 
 whole goes through the full parse (WebSocket framing, Engine.IO, the event, the benchmark
 message in it); every later read that is exactly those bytes is that same event, so it is
 recorded without parsing again: a comparison, the receive time and one integer appended.
-Anything else (a ping's answer, a frame split over reads, another event) takes the full
-parse.
+An Engine.IO ping alone in a read is answered with a pong built once. Anything else (a
+frame split over reads, several broadcasts in one read, another event, a close) takes the
+full parse.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ EVENT_PREFIX = p.event_prefix("/", "event").encode()
 # mask for every pong; the server only unmasks it).
 PING_FRAME = p.text_frame_head(1) + p.EIO_PING.encode()
 PONG_FRAME = p.encode_frame(p.OP_TEXT, p.EIO_PONG.encode())
-# Bigger than any frame a hold's server sends: one read takes what a socket has.
+# One read's size: more than a hold's server sends a socket at once; a read that fills it is
+# followed by another at once (the edge-triggered epoll set would not wake for the rest).
 READ_SIZE = 65536
 
 
