@@ -7,14 +7,16 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 import trio
 
 from volthub import cli
-from volthub.loadtest import client, hold, hold_worker
+from volthub.loadtest import client, hold, hold_reader, hold_worker
 from volthub.loadtest.metrics import ProcSample
+from volthub.loadtest.targets import Channel
 
 LIMITS = """Limit                     Soft Limit           Hard Limit           Units
 Max cpu time              unlimited            unlimited            seconds
@@ -97,9 +99,22 @@ def test_upkeep_leaves_out_the_seconds_a_broadcast_keeps_the_server_busy() -> No
     assert hold.quiet_upkeep(samples, []) == (pytest.approx(samples[-1].cpu_seconds), 20.0)
 
 
-def test_broadcast_figures_count_each_reach_and_every_miss() -> None:
+def test_generator_cpu_per_delivery_is_the_holds_cpu_beyond_its_quiet_rate() -> None:
+    samples = [sample(float(second), second * 0.01) for second in range(21)]
     ends = [
-        {"deliveries": {"0": [5.0, 7.0], "1": [30.0]}},
+        {"cpu": 0.7, "deliveries": {"0": [1.0] * 50_000}, "recognised": 49_999},
+        {"cpu": 0.5, "deliveries": {"0": [1.0] * 50_000}, "recognised": 50_000},
+    ]
+    found = hold.generator_figures([{"cpu": 2.0}], ends, 1000, 20.0, samples, [10.0])
+    assert found["cpu_us_per_delivery"] == pytest.approx(10.0), "(1.2 s - 0.01 s/s x 20 s) / 100,000"
+    assert found["cpu_ms_per_connect"] == 2.0 and found["cpu_us_per_socket_second"] == 60.0
+    assert found["recognised_reads"] == 99_999
+    assert hold.generator_figures([{"cpu": 2.0}], ends, 1000, 20.0, [], [10.0])["cpu_us_per_delivery"] is None
+
+
+def test_broadcast_figures_count_each_reach_and_every_miss() -> None:
+    ends: list[dict[str, Any]] = [
+        {"deliveries": {"0": [5.0, 7.0], "1": [30.0]}, "duplicates": 2},
         {"deliveries": {"0": [6.0, 9.0], "1": [20.0, 40.0]}},
     ]
     found = hold.broadcast_figures([(0, 10.0), (1, 20.0), (2, 30.0)], ends, held=4)
@@ -107,6 +122,7 @@ def test_broadcast_figures_count_each_reach_and_every_miss() -> None:
     assert [row["last_ms"] for row in found["each"]] == [9.0, 40.0, None]
     assert found["missed"] == 0 + 1 + 4 and found["sent"] == 3
     assert found["last_ms_max"] == 40.0 and found["latency_ms"]["count"] == 7
+    assert found["duplicates"] == 2
 
 
 async def test_a_client_socket_connects_from_the_source_address_it_is_given() -> None:
@@ -168,3 +184,20 @@ def test_the_serving_processes_of_a_server_with_workers_are_its_children() -> No
     finally:
         worker.kill()
         worker.wait()
+
+
+async def test_a_connect_the_server_refuses_is_recorded_as_that_sockets_failure() -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there now
+    state = hold_reader.HoldState(run_tag="t", start=0.0)
+    reader = hold_reader.Reader(state, "t", lambda slot: None)
+    slot = client.ClientSlot(0, 0, "socketio")
+    options = client.SocketOptions("127.0.0.1", port, connect_timeout=5, source="127.0.0.3")
+    gate = trio.Semaphore(0)
+    connected = await hold_worker.connect(slot, Channel(0, "hold", "token"), options, state, reader, gate)
+    assert not connected and "Errno 111" in (slot.error or "")
+    assert state.connect_errors == {slot.error: 1} and gate.value == 1, "the gate is given back"
+    assert reader.held == {}
+    reader.close()

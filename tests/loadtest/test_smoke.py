@@ -144,6 +144,7 @@ def test_volthub_hold_from_two_generator_processes(tmp_path: Path) -> None:
         ("hold.disconnects", "pass"),
         ("hold.connect_failures", "pass"),
         ("hold.broadcasts.missed", "pass"),
+        ("hold.broadcasts.duplicates", "pass"),
         ("hold.broadcasts.failed", "pass"),
         ("hold.generator_failures", "pass"),
     ]

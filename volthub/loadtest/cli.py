@@ -353,6 +353,7 @@ HOLD_CHECKS = (
     checks.Check("hold.disconnects", "==", 0, "no socket lost during the hold"),
     checks.Check("hold.connect_failures", "==", 0, "every held socket connects"),
     checks.Check("hold.broadcasts.missed", "==", 0, "every broadcast reaches every held socket"),
+    checks.Check("hold.broadcasts.duplicates", "==", 0, "no broadcast reaches a socket twice"),
     checks.Check("hold.broadcasts.failed", "==", 0, "every broadcast is accepted"),
     checks.Check("hold.generator_failures", "==", 0, "no generator process failed"),
 )

@@ -161,7 +161,7 @@ async def _open_tcp(host: str, port: int, source: str | None = None) -> trio.Soc
 class RawWebSocket:
     """Minimal RFC 6455 client over a Trio TCP stream (text messages only)."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
         self.parser = p.FrameParser()
         self.pending: list[str] = []
@@ -171,7 +171,7 @@ class RawWebSocket:
         return await cls.upgrade(await _open_tcp(host, port, source), host, port, target)
 
     @classmethod
-    async def upgrade(cls, stream: trio.SocketStream, host: str, port: int, target: str) -> RawWebSocket:
+    async def upgrade(cls, stream: trio.abc.Stream, host: str, port: int, target: str) -> RawWebSocket:
         """The WebSocket upgrade over an open TCP stream (closed when it fails)."""
         try:
             key = p.new_key()

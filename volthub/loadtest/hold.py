@@ -47,7 +47,14 @@ import httpx
 import trio
 
 from volthub.loadtest import protocol as p
-from volthub.loadtest.metrics import LatencySummary, ProcTrace, descendants, parse_proc_ppid, read_proc
+from volthub.loadtest.metrics import (
+    LatencySummary,
+    ProcSample,
+    ProcTrace,
+    descendants,
+    parse_proc_ppid,
+    read_proc,
+)
 from volthub.loadtest.targets import Channel, VolthubTarget, check_url, new_run_tag
 
 # Descriptors a generator process keeps for itself besides its sockets (stdio, epoll,
@@ -280,6 +287,7 @@ async def hold(
         result["disconnects"] == 0
         and result["connected"] == plan.sockets
         and result["broadcasts"]["missed"] == 0
+        and result["broadcasts"]["duplicates"] == 0
         and result["server_alive"] is not False
         and restart_back
     )
@@ -293,6 +301,7 @@ class _Session:
         self.pid, self.plan, self.progress, self.name = pid, plan, progress, name
         self.workers: list[trio.Process] = []
         self.trace = ProcTrace()
+        self.generator_trace = ProcTrace()  # the generator processes' CPU, read as the server's
         self.figures_: dict[str, Any] = {}
         self.broadcasts: list[tuple[int, float]] = []  # (seq, monotonic seconds sent)
         self.broadcast_errors: list[str] = []
@@ -304,6 +313,15 @@ class _Session:
 
     def _read(self) -> Any:
         return read_proc(self.pid, time.monotonic()) if self.pid is not None else None
+
+    def _read_generators(self) -> ProcSample | None:
+        """The generator processes' CPU summed into one reading (None once one is gone)."""
+        now = time.monotonic()
+        found = [read_proc(worker.pid, now) for worker in self.workers]
+        if not found or any(sample is None for sample in found):
+            return None
+        cpu = sum(sample.cpu_seconds for sample in found if sample is not None)
+        return ProcSample(now, cpu, sum(sample.rss_bytes for sample in found if sample is not None), len(found))
 
     async def ramp(self, timeout: float) -> None:
         self.load_before = list(os.getloadavg())
@@ -319,6 +337,7 @@ class _Session:
     ) -> None:
         self.hold_start = time.monotonic()
         self.trace.add(self.held)
+        self.generator_trace.add(self._read_generators())
 
         margin = min(BROADCAST_BUSY_SECONDS, config.broadcast_every)
         stop_sending = time.monotonic() + max(0.0, config.seconds - margin)
@@ -347,6 +366,7 @@ class _Session:
                 while True:
                     await trio.sleep(1.0)
                     self.trace.add(self._read())
+                    self.generator_trace.add(self._read_generators())
             nursery.cancel_scope.cancel()
 
     async def stop_workers(self, cmd: str) -> None:
@@ -433,10 +453,14 @@ def hold_figures(session: _Session) -> dict[str, Any]:
         "held_seconds": round(held_seconds, 1),
         "disconnects": disconnects,
         "disconnect_reasons": reasons,
-        "generator": {
-            "cpu_ms_per_connect": _ratio(sum(r["cpu"] for r in ramps) * 1e3, connected),
-            "cpu_us_per_socket_second": _ratio(sum(r["cpu"] for r in ends) * 1e6, connected * held_seconds),
-        },
+        "generator": generator_figures(
+            ramps,
+            ends,
+            connected,
+            held_seconds,
+            session.generator_trace.samples,
+            [sent for _, sent in session.broadcasts],
+        ),
         "broadcasts": broadcast_figures(session.broadcasts, ends, connected - disconnects),
         **session.figures_,
     }
@@ -479,6 +503,31 @@ def hold_figures(session: _Session) -> dict[str, Any]:
     return figures
 
 
+def generator_figures(
+    ramps: list[dict[str, Any]],
+    ends: list[dict[str, Any]],
+    connected: int,
+    held_seconds: float,
+    samples: list[ProcSample],
+    broadcasts: list[float],
+) -> dict[str, Any]:
+    """The generator's own cost: CPU per connect over the ramp, per held socket-second, and
+    per delivery: the hold's CPU beyond its upkeep (the rate between the /proc `samples`
+    away from the `broadcasts`, as for the server)."""
+    hold_cpu = sum(r["cpu"] for r in ends)
+    delivered = sum(len(found) for r in ends for found in r["deliveries"].values())
+    quiet_cpu, quiet_seconds = quiet_upkeep(samples, broadcasts)
+    busy = hold_cpu - quiet_cpu / quiet_seconds * held_seconds if quiet_seconds else None
+    return {
+        "cpu_ms_per_connect": _ratio(sum(r["cpu"] for r in ramps) * 1e3, connected),
+        "cpu_us_per_socket_second": _ratio(hold_cpu * 1e6, connected * held_seconds),
+        # None when the broadcasts' CPU is within the upkeep's noise (too few deliveries).
+        "cpu_us_per_delivery": _ratio(busy * 1e6, delivered) if busy is not None and busy > 0 else None,
+        # Deliveries recorded by comparing a read with a broadcast's bytes already parsed whole.
+        "recognised_reads": sum(r.get("recognised", 0) for r in ends),
+    }
+
+
 # Errors that are the machine's limits, not the server's answers: no free local port for the
 # address (EADDRNOTAVAIL), no descriptor left (EMFILE, ENFILE), no buffer space (ENOBUFS).
 MACHINE_LIMITS = {"Errno 99": "no free local port", "Errno 24": "open-file limit", "Errno 23": "system file table"}
@@ -518,6 +567,7 @@ def broadcast_figures(sent: list[tuple[int, float]], ends: list[dict[str, Any]],
     each: list[dict[str, Any]] = []
     every: list[float] = []
     missed = 0
+    duplicates = sum(report.get("duplicates", 0) for report in ends)
     for seq, _ in sent:
         found = sorted(by_seq.get(seq, ()))
         every.extend(found)
@@ -528,6 +578,7 @@ def broadcast_figures(sent: list[tuple[int, float]], ends: list[dict[str, Any]],
         "sent": len(sent),
         "sockets": held,
         "missed": missed,
+        "duplicates": duplicates,  # a broadcast read again by a socket that had it (counted once)
         "each": each,
         "latency_ms": summary,
         "last_ms_max": max((row["last_ms"] for row in each if row["last_ms"] is not None), default=None),

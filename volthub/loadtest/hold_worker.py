@@ -5,8 +5,9 @@ task (sockets, source addresses, the token); it opens its sockets, each bound to
 source addresses in turn, and prints one line when all are connected or failed. Then it
 answers each later stdin line with one stdout line:
 
-- ``{"cmd": "stop"}`` or ``{"cmd": "restart"}``: what the hold cost it, the sockets lost and
-  the deliveries of each broadcast (its sequence number -> latencies in ms). After
+- ``{"cmd": "stop"}`` or ``{"cmd": "restart"}``: what the hold cost it, the sockets lost,
+  the deliveries of each broadcast (its sequence number -> latencies in ms), the
+  broadcasts read twice on one socket and the reads recognised by their bytes. After
   ``restart`` every socket that is lost reconnects with the back-off of the official
   Socket.IO client (exponential from 1 s to 5 s, each delay randomised by ±50 %), asking
   for connection state recovery;
@@ -19,17 +20,14 @@ End of stdin ends the process (its sockets close with it).
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import os
 import random
 import resource
-import select
 import socket
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -39,13 +37,13 @@ from volthub.loadtest.client import (
     IP_BIND_ADDRESS_NO_PORT,
     ClientSlot,
     RawWebSocket,
-    RunState,
     SocketOptions,
     auth_for,
     handshake,
     note_recovery,
     reason_of,
 )
+from volthub.loadtest.hold_reader import Held, HoldState, Reader
 from volthub.loadtest.pipes import lines as read_lines
 from volthub.loadtest.targets import Channel
 
@@ -62,129 +60,56 @@ def backoff(attempt: int, rng: random.Random) -> float:
     return delay - deviation if rng.random() < 0.5 else delay + deviation
 
 
-@dataclass(eq=False)
-class HoldState(RunState):
-    """A hold's deliveries by broadcast (sequence number -> latencies in ms)."""
-
-    by_seq: dict[int, list[float]] = field(default_factory=dict)
-    reconnecting: bool = False
-
-
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
-class Held:
-    """One connected socket; read by the process's one Reader, not by a task of its own."""
+class PlainStream(trio.abc.Stream):
+    """A connect's stream over a plain non-blocking socket: each call tries the socket
+    first and waits for it only when it would block. Trio's socket wrapper and
+    SocketStream check conflicts, cancellation and the address around every call, a good
+    part of the generator's CPU per connect; a connect here is one task's short exchange.
+    The socket itself is not closed with the stream: the reader takes it over."""
 
-    __slots__ = ("slot", "sock", "parser")
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
 
-    def __init__(self, slot: ClientSlot, sock: socket.socket, parser: p.FrameParser) -> None:
-        self.slot, self.sock, self.parser = slot, sock, parser
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.sock.send(view) :]
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self.sock)
 
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.wait_writable(self.sock)
 
-class Reader:
-    """Every held socket of the process in one epoll set, read by one Trio task.
-
-    A task per socket costs a wake-up, two epoll changes and a scheduler turn per frame
-    read; a broadcast to the hold is one frame on every socket at once, so the generator
-    would spend many times what the server spends per delivery, and its own delay would be
-    what the latencies measure. Here one wake reads every socket that is ready, with plain
-    non-blocking calls; only connecting (and reconnecting) runs in tasks.
-    """
-
-    def __init__(self, state: HoldState, run_tag: str, on_lost: Callable[[ClientSlot], None]) -> None:
-        self.state = state
-        self.epoll = select.epoll()
-        self.held: dict[int, Held] = {}
-        self.marker = f'"{p.MESSAGE_MARK} {run_tag} '.encode()
-        self.on_lost = on_lost
-
-    def add(self, held: Held, texts: list[str]) -> None:
-        fd = held.sock.fileno()
-        self.held[fd] = held
-        self.epoll.register(fd, select.EPOLLIN)
-        now_ns = time.monotonic_ns()
-        for text in texts:
-            if not self._text(held, text.encode(), now_ns):
-                return
-
-    async def run(self) -> None:
-        epoll, held = self.epoll, self.held
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
         while True:
-            await trio.lowlevel.wait_readable(epoll.fileno())
-            for fd, _ in epoll.poll(0, 4096):
-                found = held.get(fd)
-                if found is not None:
-                    self._read(found)
+            try:
+                return self.sock.recv(max_bytes or 65536)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.sock)
 
-    def _read(self, held: Held) -> None:
-        try:
-            data = held.sock.recv(65536)
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            self._lose(held, reason_of(exc))
-            return
-        if not data:
-            self._lose(held, "closed by server")
-            return
-        try:
-            frames = held.parser.feed(data)
-        except p.WebSocketError as exc:
-            self._lose(held, reason_of(exc))
-            return
-        now_ns = time.monotonic_ns()
-        for opcode, payload in frames:
-            if opcode == p.OP_TEXT:
-                if not self._text(held, payload, now_ns):
-                    return
-            elif opcode == p.OP_PING:
-                self._send(held, p.encode_frame(p.OP_PONG, payload))
-            elif opcode == p.OP_CLOSE:
-                self._lose(held, "closed by server")
-                return
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
 
-    def _text(self, held: Held, payload: bytes, now_ns: int) -> bool:
-        """One Engine.IO packet; False once it ended the socket."""
-        if payload == b"2":  # ping
-            self._send(held, p.encode_frame(p.OP_TEXT, b"3"))
-        elif payload.startswith(b'42["event",'):
-            start = payload.find(self.marker)
-            if start >= 0:
-                start += len(self.marker)
-                seq, sent_ns = payload[start : payload.index(b'"', start)].split(b" ")[:2]
-                self.state.by_seq.setdefault(int(seq), []).append(round((now_ns - int(sent_ns)) / 1e6, 2))
-                held.slot.received += 1
-            if held.slot.recovery and payload.endswith(b'"]'):  # recovery: the event id comes last
-                held.slot.offset = payload[payload.rindex(b',"') + 2 : -2].decode()
-        elif payload.startswith(b"41") or payload == b"1":
-            self._lose(held, "disconnected by server")
-            return False
-        return True
 
-    def _send(self, held: Held, frame: bytes) -> None:
-        try:
-            held.sock.send(frame)  # a few bytes: the kernel's buffer has room for them
-        except OSError as exc:
-            self._lose(held, reason_of(exc))
+def open_plain(sock: socket.socket, options: SocketOptions) -> PlainStream:
+    """Start connecting `sock` (non-blocking, from the options' source address if any).
 
-    def _lose(self, held: Held, reason: str) -> None:
-        fd = held.sock.fileno()
-        if self.held.get(fd) is held:
-            del self.held[fd]
-            with contextlib.suppress(OSError):
-                self.epoll.unregister(fd)
-        held.sock.close()
-        self.state.lost(held.slot, reason)
-        self.on_lost(held.slot)
-
-    def close(self) -> None:
-        for held in self.held.values():
-            held.sock.close()
-        self.held.clear()
-        self.epoll.close()
+    It does not wait for the connection: the first send does (a send on a socket still
+    connecting would block; one that failed raises its error), and against a loopback
+    server the handshake is usually done before that send, which saves a wait per connect."""
+    if options.source is not None:
+        sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+        sock.bind((options.source, 0))
+    error = sock.connect_ex((options.host, options.port))
+    if error and error != errno.EINPROGRESS:
+        raise OSError(error, os.strerror(error))
+    return PlainStream(sock)
 
 
 async def connect(
@@ -197,25 +122,21 @@ async def connect(
     sock.setblocking(False)
     started = time.monotonic()
     try:
-        with trio.fail_after(options.connect_timeout):
+        with trio.move_on_after(options.connect_timeout) as deadline:
             try:
-                if options.source is not None:
-                    sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
-                    sock.bind((options.source, 0))
-                wrapped = trio.socket.from_stdlib_socket(sock)
-                await wrapped.connect((options.host, options.port))
+                stream = open_plain(sock, options)
                 target = p.engineio_target(options.path)
-                websocket = await RawWebSocket.upgrade(trio.SocketStream(wrapped), options.host, options.port, target)
+                websocket = await RawWebSocket.upgrade(stream, options.host, options.port, target)
                 texts, answer = await handshake(websocket, options.namespace, auth_for(slot, channel))
             finally:
                 gate.release()
-    except trio.TooSlowError:
-        sock.close()
-        state.failed(slot, "connect timeout")
-        return False
     except Exception as exc:  # refused, reset, a bad answer: this socket's failure only
         sock.close()
         state.failed(slot, reason_of(exc))
+        return False
+    if deadline.cancelled_caught:
+        sock.close()
+        state.failed(slot, "connect timeout")
         return False
     now = time.monotonic()
     note_recovery(slot, answer)
@@ -286,12 +207,15 @@ async def _worker() -> None:
             async for line in lines:
                 order = json.loads(line)
                 if order["cmd"] in ("stop", "restart"):
+                    cpu = cpu_seconds() - cpu_held  # the hold's, not the report's
                     _print(
                         {
                             "disconnects": sum(1 for slot in slots if slot.disconnected),
                             "reasons": state.disconnect_reasons,
-                            "deliveries": {str(seq): found for seq, found in state.by_seq.items()},
-                            "cpu": cpu_seconds() - cpu_held,
+                            "deliveries": state.deliveries_ms(),
+                            "duplicates": state.duplicates,
+                            "recognised": reader.fast,
+                            "cpu": cpu,
                         }
                     )
                     if order["cmd"] == "stop":

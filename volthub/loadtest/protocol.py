@@ -88,6 +88,15 @@ def encode_frame(opcode: int, payload: bytes, mask: bytes | None = None) -> byte
     return head + mask + _apply_mask(payload, mask)
 
 
+def text_frame_head(length: int) -> bytes:
+    """The head of a final, unmasked text frame of `length` bytes (as a server sends it)."""
+    if length < 126:
+        return struct.pack("!BB", 0x80 | OP_TEXT, length)
+    if length < 65536:
+        return struct.pack("!BBH", 0x80 | OP_TEXT, 126, length)
+    return struct.pack("!BBQ", 0x80 | OP_TEXT, 127, length)
+
+
 def _apply_mask(payload: bytes, mask: bytes) -> bytes:
     if not payload:
         return b""
@@ -106,6 +115,10 @@ class FrameParser:
         self._buffer = bytearray()
         self._fragments: list[bytes] = []
         self._fragment_opcode = 0
+
+    def idle(self) -> bool:
+        """Nothing held back: the next byte fed starts a new message."""
+        return not self._buffer and not self._fragments
 
     def feed(self, data: bytes | bytearray) -> list[tuple[int, bytes]]:
         buffer = self._buffer

@@ -224,10 +224,12 @@ def hold_text(found: dict[str, Any]) -> str:
         f"server CPU per delivery (us)    {fmt(server.get('cpu_us_per_delivery'), 2)} (beyond the upkeep)",
         f"generator CPU per connect (ms)  {fmt(generator.get('cpu_ms_per_connect'), 3)}",
         f"generator CPU per socket-s (us) {fmt(generator.get('cpu_us_per_socket_second'), 3)}",
+        f"generator CPU per delivery (us) {fmt(generator.get('cpu_us_per_delivery'), 2)} (beyond the upkeep; "
+        f"{fmt(generator.get('recognised_reads'))} reads recognised)",
         f"server RSS connected / peak MiB {fmt(server.get('rss_connected_mib'))} / {fmt(server.get('rss_peak_mib'))}",
         f"RSS growth per connection (KiB) {fmt(server.get('rss_growth_kib_per_connection'), 2)}",
         f"broadcasts sent / failed        {fmt(casts.get('sent'))} / {fmt(casts.get('failed'))}",
-        f"broadcast deliveries missed     {fmt(casts.get('missed'))}",
+        f"broadcast deliveries missed     {fmt(casts.get('missed'))} ({fmt(casts.get('duplicates'))} twice)",
         f"delivery p50 / p99 / max (ms)   {fmt(latency.get('p50'))} / {fmt(latency.get('p99'))} / {fmt(latency.get('max'))}",
         f"generator processes / addresses {fmt(found.get('processes'))} / {fmt(found.get('addresses'))} "
         f"({fmt(found.get('generator_failures'))} failed)",
