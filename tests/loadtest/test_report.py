@@ -169,7 +169,15 @@ def test_hold_text_has_each_broadcast_the_cpu_per_side_and_the_restart() -> None
             "latency_ms": {"p50": 120.0, "p99": 480.0, "max": 510.0},
             "each": [{"seq": 0, "reached": 20000, "last_ms": 510.0}, {"seq": 1, "reached": 19997, "last_ms": 400.0}],
         },
-        restart={"server_down_seconds": 3.0, "back": 19990, "not_back": 10, "recovered": 0, "resumable": 20000},
+        restart={
+            "server_down_seconds": 3.0,
+            "server_stopping_seconds": 1.25,
+            "server_starting_seconds": 1.75,
+            "back": 19990,
+            "not_back": 10,
+            "recovered": 0,
+            "resumable": 20000,
+        },
     )
     text = report.hold_text(found)
     assert "server CPU per connect (ms)     0.410" in text and "(away from broadcasts 2.000)" in text
@@ -177,6 +185,7 @@ def test_hold_text_has_each_broadcast_the_cpu_per_side_and_the_restart() -> None
     assert "broadcast 1: reached 19,997, last delivery 400.0 ms" in text
     assert "120.0 / 480.0 / 510.0" in text
     assert "restart: back / not back        19,990 / 10" in text
+    assert "restart: server down (s)        3.0 (stopping 1.2, starting 1.8)" in text
 
 
 def test_json_round_trip(tmp_path: Path) -> None:

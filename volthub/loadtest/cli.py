@@ -199,10 +199,11 @@ async def _spawned_hold(
         print(f"\n== {name}: hold ==\nerror: {exc}", file=sys.stderr)
         return None
 
-    async def restart() -> int | None:
+    async def restart() -> hold.Restarted:
         await server.stop()
+        gone = time.monotonic()
         await server.start(timeout=args.hold_restart_timeout)
-        return server.pid
+        return hold.Restarted(server.pid, gone)
 
     found: dict[str, Any] | None = None
     try:
@@ -233,7 +234,7 @@ async def _remote_hold(args: argparse.Namespace, name: str, failures: list[str])
     figures from /proc and for --hold-restart)."""
     pid: int | None = args.server_pid
 
-    async def restart() -> int | None:
+    async def restart() -> hold.Restarted:
         assert pid is not None
         return await hold.restart_by_signal(pid, args.url, args.hold_restart_timeout)
 

@@ -193,8 +193,18 @@ def split(total: int, parts: int) -> list[int]:
 
 # --- the parent ----------------------------------------------------------------------------------
 
-# Stops the server and has it started again; returns the new pid (None: unknown).
-Restarter = Callable[[], Awaitable[int | None]]
+
+@dataclass(frozen=True)
+class Restarted:
+    """A server stopped and started again: its new pid (None: unknown) and when (monotonic
+    time) the old one was gone, which splits the time it was down into stopping and starting."""
+
+    pid: int | None
+    gone: float
+
+
+# Stops the server and has it started again.
+Restarter = Callable[[], Awaitable[Restarted]]
 
 
 @dataclass(frozen=True)
@@ -380,9 +390,9 @@ class _Session:
         await self.stop_workers("restart")
         _say(self.progress, f"[{self.name}] restarting the server")
         stopped = time.monotonic()
-        new_pid = await restart()
+        restarted = await restart()
         serving = time.monotonic()
-        self.pid = new_pid
+        self.pid = restarted.pid
         for worker in self.workers:
             await _send_line(worker, {"cmd": "back", "since": stopped, "timeout": timeout - (serving - stopped)})
         backs = await _read_all(self.workers, timeout + 60)
@@ -394,6 +404,9 @@ class _Session:
                 errors[reason] = errors.get(reason, 0) + count
         self.figures_["restart"] = {
             "server_down_seconds": round(serving - stopped, 2),
+            # The old server's exit (its connections closed, its state saved), then the new one's start.
+            "server_stopping_seconds": round(restarted.gone - stopped, 2),
+            "server_starting_seconds": round(serving - restarted.gone, 2),
             "back": back,
             "not_back": self.connected - back,
             "seconds_until_all_back": round(last - stopped, 2) if back == self.connected else None,
@@ -624,7 +637,7 @@ def _say(stream: Any, text: str) -> None:
 # --- restarting the server ------------------------------------------------------------------------
 
 
-async def restart_by_signal(pid: int, base_url: str, timeout: float) -> int | None:
+async def restart_by_signal(pid: int, base_url: str, timeout: float) -> Restarted:
     """A server the harness did not start: SIGTERM its pid, then wait until it answers
     /healthz again (its supervisor starts it again). The new pid is not known."""
     os.kill(pid, signal.SIGTERM)
@@ -632,10 +645,11 @@ async def restart_by_signal(pid: int, base_url: str, timeout: float) -> int | No
         with trio.fail_after(timeout):
             while read_proc(pid, time.monotonic()) is not None:  # gone first
                 await trio.sleep(0.1)
+            gone = time.monotonic()
             while True:
                 try:
                     if (await http.get(f"{base_url}/healthz")).status_code == 200:
-                        return None
+                        return Restarted(None, gone)
                 except httpx.HTTPError:
                     pass
                 await trio.sleep(0.1)

@@ -246,7 +246,8 @@ def hold_text(found: dict[str, Any]) -> str:
     restart = found.get("restart")
     if restart:
         lines += [
-            f"restart: server down (s)        {fmt(restart.get('server_down_seconds'))}",
+            f"restart: server down (s)        {fmt(restart.get('server_down_seconds'))} (stopping "
+            f"{fmt(restart.get('server_stopping_seconds'))}, starting {fmt(restart.get('server_starting_seconds'))})",
             f"restart: back / not back        {fmt(restart.get('back'))} / {fmt(restart.get('not_back'))}",
             f"restart: all back after (s)     {fmt(restart.get('seconds_until_all_back'))}",
             f"restart: recovered / resumable  {fmt(restart.get('recovered'))} / {fmt(restart.get('resumable'))}",
