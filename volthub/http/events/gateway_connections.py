@@ -173,6 +173,12 @@ class WireConnection(Connection):
         if not self.gone or self.sock is not None:  # a forgotten session's socket may still linger
             self.gateway.ticker.reschedule(self)
 
+    def pong(self, now: float) -> None:
+        """The client answered our ping: its next timer is the next ping, later than the
+        pong's deadline it is scheduled at (nothing else changes, nothing is queued)."""
+        self.session.receive_pong(now)
+        self.gateway.ticker.reschedule(self, moved_later=True)
+
     def note_lag(self, since: float) -> None:
         if self.sock is not None:  # a WebSocket here is written at once, in `deliver`
             observe_lag(since)
@@ -304,13 +310,18 @@ class Ticker:
         self._wake: trio.CancelScope | None = None
         self._not_before = -math.inf
 
-    def reschedule(self, conn: WireConnection) -> None:
+    def reschedule(self, conn: WireConnection, *, moved_later: bool = False) -> None:
+        """Make sure ``conn``'s timers run at its next deadline. An entry at or before it
+        re-checks then; but when the deadline was ``moved_later`` (a pong: every held socket,
+        every ping interval) the connection gets a new entry and the early one is passed by
+        when reached, rather than run for nothing."""
         due = conn.due()
         if due is None:
             return
         slot = math.ceil(due * 1000)
-        if conn.scheduled is not None and conn.scheduled <= slot:
-            return  # an entry at or before it exists: it re-checks then
+        scheduled = conn.scheduled
+        if scheduled is not None and (scheduled == slot or (scheduled < slot and not moved_later)):
+            return
         conn.scheduled = slot
         found = self._due.get(slot)
         if found is None:
@@ -448,10 +459,7 @@ class Carrier:
             received = carried.reader.feed(data)
             for index, item in enumerate(received):
                 if item == PONG_TEXT:
-                    session = conn.session
-                    if not session.closed:
-                        session.receive_frame(item, trio.current_time())
-                        conn.changed()
+                    conn.pong(trio.current_time())
                 elif isinstance(item, Ping):
                     if not conn.closing:  # after our close frame nothing more may be sent
                         conn.write(server_frame(OP_PONG, item.payload))
