@@ -46,6 +46,7 @@ from volthub.protocol import catalogue
 from volthub.protocol.catalogue import Person
 from volthub.protocol.oauth import pkce
 from volthub.protocol.oauth import scopes as scope_catalogue
+from volthub.services.lookup_cache import LookupCache
 from volthub.services.tokens import Claims
 
 T = TypeVar("T")
@@ -56,7 +57,6 @@ CODE_PREFIX = "vhac_"
 REFRESH_PREFIX = "vhrt_"
 # Used codes are kept this long past expiry so a late replay still revokes what it issued.
 _CODE_RETENTION_MS = 24 * 3600 * 1000
-_CACHE_LIMIT = 10_000
 
 
 class OAuthError(Exception):
@@ -130,9 +130,9 @@ class OAuthService:
         self._clock = clock
         self.rules = rules
         self.policy = policy
-        # grant id -> (held scopes or None when inactive, valid until)
-        self._cache: dict[str, tuple[frozenset[str] | None, float]] = {}
-        self._generation = 0  # bumped whenever this process revokes or re-scopes a grant
+        # grant id -> the grant as stored (None: gone); forgotten when this process revokes
+        # or re-scopes it
+        self._cache: LookupCache[Grant | None] = LookupCache(clock, policy.cache_seconds)
 
     # --- scopes -------------------------------------------------------------------------------
 
@@ -417,20 +417,9 @@ class OAuthService:
         Cached for `cache_seconds`. A grant revoked or re-scoped in this process leaves the
         cache at once, and a lookup that overlapped such a change is not cached.
         """
-        now = self._clock.now()
-        hit = self._cache.get(grant_id)
-        if hit is not None and hit[1] > now:
-            held = hit[0]
-        else:
-            generation = self._generation
-            grant = await self._db.read(lambda tx: repo.get_grant(tx, grant_id))
-            ok = grant is not None and grant.active and grant.user_id == user_id and grant.client_id == client_id
-            held = grant.held if ok and grant is not None else None
-            if self.policy.cache_seconds > 0 and generation == self._generation:
-                if len(self._cache) >= _CACHE_LIMIT:
-                    self._cache.clear()
-                self._cache[grant_id] = (held, now + self.policy.cache_seconds)
-        return held
+        grant = await self._cache.get(grant_id, lambda: self._db.read(lambda tx: repo.get_grant(tx, grant_id)))
+        ok = grant is not None and grant.active and grant.user_id == user_id and grant.client_id == client_id
+        return grant.held if ok and grant is not None else None
 
     async def token_scopes(self, claims: Claims) -> frozenset[str] | None:
         """What an OAuth access token may do now: its scopes within what its grant holds;
@@ -474,10 +463,8 @@ class OAuthService:
         try:
             return await self._publisher.write(lambda tx, emitter: change(tx, emitter, touched))
         finally:
-            if touched:
-                self._generation += 1
-                for grant_id in touched:
-                    self._cache.pop(grant_id, None)
+            for grant_id in touched:
+                self._cache.forget(grant_id)
 
     @staticmethod
     def _raise_or_return(result: T | OAuthError) -> T:
@@ -489,7 +476,6 @@ class OAuthService:
         return self.rules.canonical(scopes).split()
 
     def invalidate_cache(self) -> None:
-        self._generation += 1
         self._cache.clear()
 
     def on_event(self, event: Event) -> None:

@@ -3,9 +3,10 @@
 Sign-in, registration and `volthub token --first-party` each make one; its id is the
 token's `sid` claim. Verification asks `active` on every use: the answer is cached per
 session for `cache_seconds` (`[oauth] grant_cache_seconds`, as grants are), so a request
-costs no query while cached. A revocation drops the entry in this process at once and
-publishes the bus-only `SESSION_REVOKED`, which drops it in every other process (on
-PostgreSQL through the relay) and ends the session's Events API connections.
+costs no query while cached, and callers that miss together share one query. A revocation
+drops the entry in this process at once and publishes the bus-only `SESSION_REVOKED`,
+which drops it in every other process (on PostgreSQL through the relay) and ends the
+session's Events API connections.
 
 Tokens issued before sessions were stored carry no `sid`: they stay valid until they
 expire and cannot be revoked one by one.
@@ -22,6 +23,7 @@ from volthub.hub.publisher import Emitter, Event, EventPublisher
 from volthub.persistence import Database, Tx
 from volthub.persistence import sessions as repo
 from volthub.persistence.sessions import Session
+from volthub.services.lookup_cache import LookupCache
 from volthub.services.tokens import Claims, TokenService
 
 __all__ = ["DEV_TOKEN", "SESSION_REVOKED", "SIGN_IN", "IssuedSession", "Session", "Sessions", "build_sessions"]
@@ -32,7 +34,6 @@ __all__ = ["DEV_TOKEN", "SESSION_REVOKED", "SIGN_IN", "IssuedSession", "Session"
 SESSION_REVOKED: Final = "internal.session.revoke"
 SIGN_IN: Final = "sign-in"
 DEV_TOKEN: Final = "volthub token"
-_CACHE_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,7 @@ class Sessions:
         self._publisher = publisher
         self._clock = clock
         self._tokens = tokens
-        self._cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[bool, float]] = {}  # session id -> (active, valid until)
-        self._generation = 0  # bumped whenever a revocation is seen
+        self._cache: LookupCache[Session | None] = LookupCache(clock, cache_seconds)  # by session id
 
     async def issue(self, user_id: str, label: str) -> IssuedSession:
         """A session token for `user_id`, and its stored session."""
@@ -73,18 +72,8 @@ class Sessions:
         session_id = claims.session_id
         if session_id is None:
             return True
-        now = self._clock.now()
-        hit = self._cache.get(session_id)
-        if hit is not None and hit[1] > now:
-            return hit[0]
-        generation = self._generation
-        found = await self._db.read(lambda tx: repo.get(tx, session_id))
-        ok = found is not None and found.user_id == claims.user_id and found.active(to_ms(now))
-        if self._cache_seconds > 0 and generation == self._generation:
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[session_id] = (ok, now + self._cache_seconds)
-        return ok
+        found = await self._cache.get(session_id, lambda: self._db.read(lambda tx: repo.get(tx, session_id)))
+        return found is not None and found.user_id == claims.user_id and found.active(to_ms(self._clock.now()))
 
     async def of_user(self, user_id: str) -> list[Session]:
         now_ms = to_ms(self._clock.now())
@@ -105,8 +94,7 @@ class Sessions:
             self._forget(session_id)
 
     def _forget(self, session_id: str) -> None:
-        self._generation += 1
-        self._cache.pop(session_id, None)
+        self._cache.forget(session_id)
 
     def on_event(self, event: Event) -> None:
         """A session revoked anywhere (another process: through the bus relay) leaves this

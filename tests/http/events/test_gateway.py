@@ -379,6 +379,83 @@ async def test_with_many_timers_the_ticker_runs_them_in_fewer_wakes(
     assert max(late) <= gc.TICK_MAX_SECONDS + 0.002  # + the test's own 2 ms steps
 
 
+async def test_a_deadline_moved_later_does_not_run_at_the_earlier_entry(
+    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
+) -> None:
+    """A pong moves a socket's timer from its pong deadline to its next ping: the entry at
+    the pong deadline is passed by, the connection runs once, at the ping."""
+    from volthub.http.events.gateway_connections import Ticker
+
+    ticker = Ticker()
+    fired: list[float] = []
+    start = trio.current_time()
+    conn = _Timed("a", start + 20)
+    ticker.reschedule(conn)  # type: ignore[arg-type]
+
+    def on_due(conn: Any, now: float) -> None:
+        fired.append(now)
+        conn.deadlines.pop(0)
+
+    nursery.start_soon(ticker.run, on_due)
+    await wait_all_tasks_blocked()
+    conn.deadlines = [start + 25]  # the pong came
+    ticker.reschedule(conn, moved_later=True)  # type: ignore[arg-type]
+    mock_clock.jump(21)
+    await wait_all_tasks_blocked()
+    assert fired == [] and len(ticker) == 1  # the early entry was passed by
+    mock_clock.jump(4)
+    await wait_all_tasks_blocked()
+    assert fired == [start + 25]
+
+
+HEARTBEAT = Settings(ping_interval_ms=25_000, ping_timeout_ms=20_000, max_payload=1024)
+
+
+async def test_pings_go_out_every_interval_while_pongs_come_and_a_silent_socket_is_dropped(
+    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
+) -> None:
+    listener = Gateway("127.0.0.1", 0)
+    endpoint = listener.add_endpoint(
+        "/engine.io", HEARTBEAT, conformance.EngineIOEcho(), session_factory=EngineIOSession
+    )
+    listener.bind()
+    await nursery.start(listener.run)
+    client = await raw(listener)
+    await client.send(upgrade_request())
+    assert (await client.response()).status == 101
+    (conn,) = endpoint.sessions.values()
+
+    async def next_text() -> bytes:
+        while len(client.buffer) < 2 or len(client.buffer) < 2 + client.buffer[1]:
+            assert await client._fill(), "the server closed the connection"
+        frame, client.buffer = client.buffer[: 2 + client.buffer[1]], client.buffer[2 + client.buffer[1] :]
+        return frame
+
+    assert (await next_text())[2:3] == b"0"  # OPEN
+    start = trio.current_time()
+    for ping in range(3):
+        mock_clock.jump(25)  # the next ping is due (counted from the last pong)
+        frame = await next_text()
+        assert frame == bytes([0x81, 1]) + b"2", f"ping {ping}"
+        await client.send(_client_text("3"))
+        for _ in range(1000):  # the carrier applies it (no task of ours to wait on)
+            if conn.session.next_deadline() != trio.current_time() + 20:
+                break
+            await trio.sleep(0)
+        assert conn.session.next_deadline() == trio.current_time() + 25
+    assert trio.current_time() == start + 75
+    mock_clock.jump(25)
+    assert await next_text() == bytes([0x81, 1]) + b"2"  # no pong this time
+    mock_clock.jump(20)  # pingTimeout: the socket is dropped
+    while len(client.buffer) < 2:
+        assert await client._fill()
+    assert client.buffer[0] == 0x88  # the close frame
+    assert conn.session.closed
+    mock_clock.jump(5)  # the close's linger: then the server cuts the connection
+    assert await client.closed_by_server()
+    listener.stop_accepting()
+
+
 # ------------------------------------------------------------------ the carrier
 
 
@@ -396,10 +473,15 @@ class _Carried:
         self.session = EngineIOSession("sid", Settings(ping_interval_ms=1000, ping_timeout_ms=1000), "websocket", 0.0)
         self.closing = False
         self.changes = 0
+        self.pongs = 0
         self.written: list[bytes] = []
 
     def changed(self) -> None:
         self.changes += 1
+
+    def pong(self, now: float) -> None:
+        self.session.receive_pong(now)
+        self.pongs += 1
 
     def write(self, data: bytes) -> None:
         self.written.append(data)
@@ -425,7 +507,9 @@ async def test_the_carrier_applies_pongs_itself_and_wakes_the_task_for_anything_
     theirs.sendall(_client_text("3") + bytes([0x89, 0x80]) + os.urandom(4))  # a pong, then a WebSocket ping
     await wait_all_tasks_blocked()
     assert found == [] and len(carrier) == 1  # the task still waits
-    assert conn.changes == 1 and conn.session.next_deadline() is not None  # the pong was applied
+    assert (
+        conn.pongs == 1 and conn.session.next_deadline() != 1.0 + 1.0
+    )  # applied: the next ping, not the pong deadline
     assert conn.written == [bytes([0x8A, 0x00])]  # the ping answered
     theirs.sendall(_client_text('40{"token":"t"}') + _client_text("3"))
     await wait_all_tasks_blocked()

@@ -88,8 +88,15 @@ async def recv(sock: socket.socket) -> bytes:
 
 async def send_all(sock: socket.socket, data: bytes) -> None:
     """Write all of ``data`` (HTTP answers, probes: not the delivery path); OSError when the
-    peer is gone or stops reading for SEND_TIMEOUT_SECONDS."""
-    view = memoryview(data)
+    peer is gone or stops reading for SEND_TIMEOUT_SECONDS. When the kernel takes it all
+    at once (nearly always) no timer is set up: a deadline costs more than the send."""
+    try:
+        sent = sock.send(data)
+    except BlockingIOError:
+        sent = 0
+    if sent == len(data):
+        return
+    view = memoryview(data)[sent:]
     with trio.move_on_after(SEND_TIMEOUT_SECONDS):
         while view:
             try:
@@ -165,6 +172,12 @@ class WireConnection(Connection):
             self.endpoint.forget(self)  # type: ignore[attr-defined]
         if not self.gone or self.sock is not None:  # a forgotten session's socket may still linger
             self.gateway.ticker.reschedule(self)
+
+    def pong(self, now: float) -> None:
+        """The client answered our ping: its next timer is the next ping, later than the
+        pong's deadline it is scheduled at (nothing else changes, nothing is queued)."""
+        self.session.receive_pong(now)
+        self.gateway.ticker.reschedule(self, moved_later=True)
 
     def note_lag(self, since: float) -> None:
         if self.sock is not None:  # a WebSocket here is written at once, in `deliver`
@@ -297,13 +310,18 @@ class Ticker:
         self._wake: trio.CancelScope | None = None
         self._not_before = -math.inf
 
-    def reschedule(self, conn: WireConnection) -> None:
+    def reschedule(self, conn: WireConnection, *, moved_later: bool = False) -> None:
+        """Make sure ``conn``'s timers run at its next deadline. An entry at or before it
+        re-checks then; but when the deadline was ``moved_later`` (a pong: every held socket,
+        every ping interval) the connection gets a new entry and the early one is passed by
+        when reached, rather than run for nothing."""
         due = conn.due()
         if due is None:
             return
         slot = math.ceil(due * 1000)
-        if conn.scheduled is not None and conn.scheduled <= slot:
-            return  # an entry at or before it exists: it re-checks then
+        scheduled = conn.scheduled
+        if scheduled is not None and (scheduled == slot or (scheduled < slot and not moved_later)):
+            return
         conn.scheduled = slot
         found = self._due.get(slot)
         if found is None:
@@ -441,10 +459,7 @@ class Carrier:
             received = carried.reader.feed(data)
             for index, item in enumerate(received):
                 if item == PONG_TEXT:
-                    session = conn.session
-                    if not session.closed:
-                        session.receive_frame(item, trio.current_time())
-                        conn.changed()
+                    conn.pong(trio.current_time())
                 elif isinstance(item, Ping):
                     if not conn.closing:  # after our close frame nothing more may be sent
                         conn.write(server_frame(OP_PONG, item.payload))
@@ -492,10 +507,29 @@ class Link:
             http.start_next_cycle()
         elif http.our_state is not h11.IDLE:
             return None
+        else:  # the connection's first request (later ones start with start_next_cycle)
+            first = self._first_request(http)
+            if first is not None:
+                return first
         with trio.move_on_after(idle_timeout):
             event = await self._event()
             return event if isinstance(event, h11.Request) else None
         return None
+
+    def _first_request(self, http: h11.Connection) -> h11.Request | None:
+        """A new connection's first request when the client sent it before we accepted (the
+        rule under load): read without waiting, so neither the epoll registrations of a wait
+        nor the idle timer are paid for it. Only the first: the task has just started, so
+        skipping its checkpoint here cannot starve the others."""
+        try:
+            data = self.sock.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            data = b""
+        http.receive_data(data)
+        event = http.next_event()
+        return event if isinstance(event, h11.Request) else None
 
     async def body_events(self) -> Any:
         return await self._event()

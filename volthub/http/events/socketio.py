@@ -30,6 +30,7 @@ Errors are ``error`` {code, message, event}; the connection lives on.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
@@ -59,6 +60,7 @@ from volthub.protocol.socketio.packets import encode_event_frame
 from volthub.protocol.socketio.session import AckReceived, ConnectRequest, Disconnected, EventReceived
 from volthub.protocol.websocket import message_frame
 from volthub.services.channel_points import ChannelPoints, socket_shape
+from volthub.services.lookup_cache import LookupCache
 from volthub.services.users import User
 
 log = logging.getLogger(__name__)
@@ -234,8 +236,8 @@ class EventsSocketHandler:
         # In-process until start-up chooses the deployment's store (`install`).
         self._local_recovery = RecoveryStore(rt.settings.events.recovery_window_seconds)
         # Connects read only a user's id and username, which never change and whose users
-        # are never deleted: caching them spares a database round trip per connect.
-        self._users: dict[str, User] = {}
+        # are never deleted: caching them (for good) spares a database round trip per connect.
+        self._users: LookupCache[User | None] = LookupCache(rt.clock, math.inf, _USER_CACHE_SIZE)
 
     @property
     def fanout(self) -> Fanout:
@@ -399,18 +401,12 @@ class EventsSocketHandler:
         if not isinstance(token, str):
             raise ApiError(401, "invalid_token", "auth.token must be a string")
         principal: Principal = await authenticate(token, self._rt)
-        user = self._users.get(principal.user_id)
+        user_id = principal.user_id
+        user = await self._users.get(user_id, lambda: self._rt.services.users.by_id(user_id))
         if user is None:
-            user = await self._rt.services.users.by_id(principal.user_id)
-            if user is None:
-                raise ApiError(401, "invalid_token", "the token's user no longer exists")
-            self._remember(user)
+            self._users.forget(user_id)
+            raise ApiError(401, "invalid_token", "the token's user no longer exists")
         return user, principal
-
-    def _remember(self, user: User) -> None:
-        if len(self._users) >= _USER_CACHE_SIZE:
-            self._users.pop(next(iter(self._users)))  # oldest first: dicts keep insertion order
-        self._users[user.id] = user
 
     # ------------------------------------------------------------------ client requests
 

@@ -211,8 +211,12 @@ class EngineIOSession:
         """When ``on_timer`` must next be called, or None when no timer is running."""
         if self._closed:
             return self._linger_deadline
-        candidates = [t for t in (self._next_ping_at, self._pong_deadline, self._probe_deadline) if t is not None]
-        return min(candidates) if candidates else None
+        # Asked after every change of every session: no list, no min() over one.
+        due = self._next_ping_at
+        for deadline in (self._pong_deadline, self._probe_deadline):
+            if deadline is not None and (due is None or deadline < due):
+                due = deadline
+        return due
 
     def on_timer(self, now: float) -> list[Event]:
         """Run whatever timers are due: send a ping, time out a pong or an upgrade."""
@@ -366,6 +370,14 @@ class EngineIOSession:
         except ProtocolError as exc:
             raise self._fail(exc, now, _reason_for(exc)) from None
 
+    def receive_pong(self, now: float) -> None:
+        """The client's PONG (a ``"3"`` message on the WebSocket, already recognised by the
+        caller: held sockets send little else, so it is applied without decoding). It
+        queues nothing and moves the next deadline later, never earlier."""
+        if self._pong_deadline is not None and not self._closed:  # a pong nobody asked for changes nothing
+            self._pong_deadline = None
+            self._next_ping_at = now + self.settings.ping_interval_ms / 1000
+
     def transport_closed(self, now: float) -> list[Event]:
         """The session's WebSocket closed under us."""
         if self._closed:
@@ -437,9 +449,7 @@ class EngineIOSession:
         if kind is PacketType.MESSAGE:
             events.extend(self._on_message(packet.data, now))
         elif kind is PacketType.PONG:
-            if self._pong_deadline is not None:  # a pong nobody asked for changes nothing
-                self._pong_deadline = None
-                self._next_ping_at = now + self.settings.ping_interval_ms / 1000
+            self.receive_pong(now)
         elif kind is PacketType.CLOSE:
             # The client is leaving: a pending GET is released with a NOOP.
             events.extend(self._shutdown(CLOSE_TRANSPORT, now, flush=False, final=NOOP))
