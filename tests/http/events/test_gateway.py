@@ -267,6 +267,40 @@ async def test_peer_that_stops_reading_overflows_and_is_dropped(gateway: Gateway
             await client.message()
 
 
+def _client_close(code: int) -> bytes:
+    """One masked client close frame with ``code``."""
+    payload, mask = code.to_bytes(2, "big"), os.urandom(4)
+    return bytes([0x88, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+async def test_once_the_client_answers_the_close_the_server_closes_without_waiting_for_its_end(
+    gateway: Gateway,
+) -> None:
+    client, conn = await Client.open(gateway)
+    endpoint_of(gateway).close_sessions("server shutting down")
+    assert await client.message() == (1001).to_bytes(2, "big") + b"server shutting down"
+    await client.sock.send(_client_close(1001))  # the answer; the client keeps its side open
+    await wait_all_tasks_blocked()
+    assert conn.sock is None  # closed at once, not after the linger
+    with pytest.raises(EOFError):
+        await client.message()
+    client.sock.close()
+
+
+async def test_a_client_that_does_not_answer_the_close_keeps_its_socket_for_the_linger(
+    gateway: Gateway,
+) -> None:
+    client, conn = await Client.open(gateway)
+    endpoint_of(gateway).close_sessions("server shutting down")
+    assert await client.message() == (1001).to_bytes(2, "big") + b"server shutting down"
+    await wait_all_tasks_blocked()
+    assert conn.sock is not None  # still open for the client's answer
+    client.sock.close()
+    with trio.fail_after(10):
+        while conn.sock is not None:
+            await trio.sleep(0.01)
+
+
 # ------------------------------------------------------------------ `volthub serve --gateway-port`
 
 

@@ -251,22 +251,32 @@ class GatewayEndpoint(EngineIOEndpoint):
         conn.attach(sock)
         received: list[Received] | None = backlog
         del backlog
+        answered = False  # the client sent its close frame
+        read_to_end = False  # the client's end (or a reset) was read
         try:
             try:
                 while received is not None:
-                    ending = await self._apply(conn, received)
-                    if ending or (session.closed and conn.closing):
+                    answered = await self._apply(conn, received)
+                    if answered or (session.closed and conn.closing):
                         break  # discard input until the client's end (or the linger's)
                     received = None  # not kept while idle
                     received = await self.gateway.carrier.next_frames(conn, sock, reader)
+                    read_to_end = received is None
             except WebSocketError as exc:
                 self.dispatch_leave(conn, conn.close(str(exc)[:120], exc.code))
             finally:
                 conn.detached = True
                 if not session.closed:  # the peer went away (or server shutdown)
                     self.dispatch_leave(conn, session.transport_closed(self.now()))
-            while await recv(sock):
-                pass
+            # Nothing is left to wait for when the client's end was read already, or when
+            # both close frames are exchanged and ours is with the kernel: the server then
+            # closes the TCP connection first, as the WebSocket protocol asks. A shutdown ends
+            # every socket one of these ways, as each client answers; waiting on each for
+            # one more read would cost a wake-up apiece. Otherwise input is discarded until
+            # the client's end (or the linger's).
+            if not (read_to_end or (answered and conn.pending is None)):
+                while await recv(sock):
+                    pass
         finally:
             conn.release()
             conn.changed()
