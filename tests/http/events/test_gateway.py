@@ -267,19 +267,19 @@ async def test_peer_that_stops_reading_overflows_and_is_dropped(gateway: Gateway
             await client.message()
 
 
-def _client_close(code: int) -> bytes:
-    """One masked client close frame with ``code``."""
-    payload, mask = code.to_bytes(2, "big"), os.urandom(4)
-    return bytes([0x88, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+async def _closed_by_a_shutdown(gateway: Gateway) -> tuple[Client, WireConnection]:
+    """A client whose session a stopping server ended; it has read the close frame."""
+    client, conn = await Client.open(gateway)
+    endpoint_of(gateway).close_sessions("server shutting down")
+    assert await client.message() == (1001).to_bytes(2, "big") + b"server shutting down"
+    return client, conn
 
 
 async def test_once_the_client_answers_the_close_the_server_closes_without_waiting_for_its_end(
     gateway: Gateway,
 ) -> None:
-    client, conn = await Client.open(gateway)
-    endpoint_of(gateway).close_sessions("server shutting down")
-    assert await client.message() == (1001).to_bytes(2, "big") + b"server shutting down"
-    await client.sock.send(_client_close(1001))  # the answer; the client keeps its side open
+    client, conn = await _closed_by_a_shutdown(gateway)
+    await client.sock.send(_client_frame(0x88, (1001).to_bytes(2, "big")))  # the answer; its side stays open
     await wait_all_tasks_blocked()
     assert conn.sock is None  # closed at once, not after the linger
     with pytest.raises(EOFError):
@@ -290,9 +290,7 @@ async def test_once_the_client_answers_the_close_the_server_closes_without_waiti
 async def test_a_client_that_does_not_answer_the_close_keeps_its_socket_for_the_linger(
     gateway: Gateway,
 ) -> None:
-    client, conn = await Client.open(gateway)
-    endpoint_of(gateway).close_sessions("server shutting down")
-    assert await client.message() == (1001).to_bytes(2, "big") + b"server shutting down"
+    client, conn = await _closed_by_a_shutdown(gateway)
     await wait_all_tasks_blocked()
     assert conn.sock is not None  # still open for the client's answer
     client.sock.close()
@@ -495,9 +493,14 @@ async def test_pings_go_out_every_interval_while_pongs_come_and_a_silent_socket_
 
 def _client_text(text: str) -> bytes:
     """One masked client text frame (short payloads only)."""
-    payload, mask = text.encode(), os.urandom(4)
+    return _client_frame(0x81, text.encode())
+
+
+def _client_frame(first_byte: int, payload: bytes) -> bytes:
+    """One masked client frame (FIN and opcode in ``first_byte``; short payloads only)."""
+    mask = os.urandom(4)
     assert len(payload) < 126
-    return bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return bytes([first_byte, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
 class _Carried:
