@@ -29,6 +29,7 @@ Errors are ``error`` {code, message, event}; the connection lives on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -198,12 +199,20 @@ class SocketSubscriber:
         if conn.session.closed:
             return  # already ended (another namespace of the same session, say)
         session = conn.socketio
-        session.emit(self.namespace, "error", {"code": code, "message": reason})
+        if self.namespace in session.namespaces:
+            session.send_frame(_ending_frame(self.namespace, code, reason))
         if code == AUTHORIZATION_REVOKED:
             if session.disconnect(self.namespace):
                 conn.endpoint.dispatch_leave(conn, [Disconnected(self.namespace, reason)])
         else:
             conn.endpoint.dispatch_leave(conn, conn.close(reason, CLOSE_GOING_AWAY))
+
+
+@functools.lru_cache(maxsize=64)
+def _ending_frame(namespace: str, code: str, reason: str) -> str:
+    """The `error` {code, message} a namespace is ended with: a shutdown tells every socket
+    the same, so it is encoded once per namespace, not once per socket."""
+    return encode_event_frame(namespace, "error", orjson.dumps({"code": code, "message": reason}))
 
 
 _USER_CACHE_SIZE = 50_000
