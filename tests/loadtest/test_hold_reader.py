@@ -203,12 +203,14 @@ def test_a_ping_is_answered_with_a_masked_pong() -> None:
     assert frames == [(p.OP_TEXT, b"3")] and answers[1] & 0x80, "a client's frames are masked"
 
 
-def test_a_close_from_the_server_loses_the_socket() -> None:
+def test_a_close_from_the_server_is_answered_with_its_code_and_loses_the_socket() -> None:
     state, reader = new_reader()
     held = Socket(reader, 0)
-    held.read(b"\x88\x02\x03\xe8")
+    held.read(b"\x88\x02\x03\xe9")  # close, 1001 going away
     assert held.slot.disconnected and state.disconnect_reasons == {"closed by server": 1}
     assert reader.held == {}
+    answer = held.answers()
+    assert p.FrameParser().feed(answer) == [(p.OP_CLOSE, b"\x03\xe9")] and answer[1] & 0x80, "masked, code echoed"
 
 
 def packets() -> st.SearchStrategy[bytes]:

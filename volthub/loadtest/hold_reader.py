@@ -163,6 +163,9 @@ class Reader:
             elif opcode == p.OP_PING:
                 self._send(held, p.encode_frame(p.OP_PONG, payload))
             elif opcode == p.OP_CLOSE:
+                # As the official clients do: answer the server's close (its code echoed)
+                # before going, which lets the server close at once instead of lingering.
+                self._send(held, p.encode_frame(p.OP_CLOSE, payload[:2]))
                 self._lose(held, "closed by server")
                 return
         if whole and held.parser.idle() and self.acts == acts and len(self.delivered_now) == 1:
