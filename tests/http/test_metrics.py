@@ -57,10 +57,9 @@ class Stalled:
     """An Events API subscriber that never has room: the fan-out drops it as a slow consumer."""
 
     wire = sse_wire("both")
-    transport = "sse"
 
-    def deliver(self, payload: Any) -> bool:
-        return False
+    def deliver(self, payload: Any) -> str | None:
+        return None
 
     def overflow(self, reason: str) -> None:
         pass

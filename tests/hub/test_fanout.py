@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from volthub import metrics
 from volthub.hub.fanout import Fanout
 from volthub.hub.publisher import Event
 
@@ -19,11 +20,11 @@ class Sub:
         self.got: list[Any] = []
         self.overflows: list[str] = []
 
-    def deliver(self, payload: Any) -> bool:
+    def deliver(self, payload: Any) -> str | None:
         if len(self.got) >= self.capacity:
-            return False
+            return None
         self.got.append(payload)
-        return True
+        return self.transport
 
     def note_lag(self, since: float) -> None:
         pass
@@ -95,6 +96,31 @@ def test_name_filter(fanout: Fanout) -> None:
     fanout.publish(event(2, "channel.raid"))
     assert sub.got == ["a:e2"]
     assert subscription.wants(event(3, "channel.raid")) and not subscription.wants(event(4, "chat.message"))
+
+
+def test_a_public_subscription_with_a_name_filter_gets_the_named_public_events_only(fanout: Fanout) -> None:
+    sub = Sub()
+    subscription = fanout.subscribe(sub, "c1", owner=False, names=["chat.message", "channel.follow"])
+    fanout.publish(event(1, "channel.follow"))  # named, but private
+    fanout.publish(event(2, "stream.online"))  # public, but not named
+    fanout.publish(event(3, "chat.message", is_test=True))  # named and public, but sandbox
+    fanout.publish(event(4, "chat.message"))
+    assert sub.got == ["a:e4"]
+    assert subscription.wants(event(5, "chat.message")) and not subscription.wants(event(6, "channel.follow"))
+
+
+def test_deliveries_are_counted_under_the_transport_each_subscriber_answers(
+    fanout: Fanout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counts: list[dict[str, int]] = []
+    monkeypatch.setattr(metrics, "count_deliveries", lambda by_transport: counts.append(dict(by_transport)))
+    subs = [Sub(), Sub(), Sub(), Sub(capacity=0)]
+    subs[1].transport = "polling"
+    for sub in subs:
+        fanout.subscribe(sub, "c1", owner=True)
+    fanout.publish(event(1))
+    assert counts == [{"websocket": 2, "polling": 1}]  # the full one is not counted
+    assert fanout.delivered == 3
 
 
 def test_a_full_queue_disconnects_that_subscriber_only(fanout: Fanout) -> None:

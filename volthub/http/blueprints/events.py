@@ -97,14 +97,14 @@ class SseSubscriber:
         self.reason: str | None = None
         self.code = SLOW_CONSUMER
 
-    def deliver(self, frame: bytes) -> bool:
+    def deliver(self, frame: bytes) -> str | None:
         try:
             self.send.send_nowait(frame)
         except trio.WouldBlock:
-            return False
+            return None
         except trio.ClosedResourceError:
             pass  # the stream is ending; its finally removes this subscriber
-        return True
+        return self.transport
 
     def note_lag(self, since: float) -> None:
         if self.lag_since is None:

@@ -142,17 +142,18 @@ class Connection:
         if self._control is not None:
             self._control.fire()
 
-    def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> bool:
+    def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> str | None:
         """Queue one fan-out delivery (``frames``; ``wire`` is the same as pre-built
-        WebSocket bytes, which a transport that writes bytes may use instead); False when
-        that would put more than ``limit`` frames in the queue."""
+        WebSocket bytes, which a transport that writes bytes may use instead): the
+        session's transport, or None when that would put more than ``limit`` frames in the
+        queue."""
         session = self.session
         if session.buffered + len(frames) > limit:
-            return False
+            return None
         for frame in frames:
             session.send_frame(frame)
         self.flush()
-        return True
+        return session.transport
 
     def note_lag(self, since: float) -> None:
         """Time the next write of queued output from ``since`` (``volthub_events_lag_seconds``)."""

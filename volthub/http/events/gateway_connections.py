@@ -32,6 +32,7 @@ from volthub.http.events.asgi import (
 )
 from volthub.http.events.connection import Connection
 from volthub.metrics import observe_lag
+from volthub.protocol.engineio.handshake import WEBSOCKET
 from volthub.protocol.engineio.packets import PacketType
 from volthub.protocol.engineio.session import EngineIOSession
 from volthub.protocol.websocket import (
@@ -185,19 +186,19 @@ class WireConnection(Connection):
         else:
             super().note_lag(since)
 
-    def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> bool:
+    def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> str | None:
         session = self.session
         if self.sock is None or session.buffered or not wire:
             if session.buffered + self.pending_frames + len(frames) > limit:
-                return False
+                return None
             for frame in frames:
                 session.send_frame(frame)
             self.flush()
-            return True
+            return session.transport
         if self.pending_frames + len(frames) > limit:
-            return False
+            return None
         self.write(wire, len(frames))
-        return True
+        return WEBSOCKET  # a socket here is the session's WebSocket
 
     def write(self, data: bytes, frames: int = 0) -> None:
         """Send ``data`` now; what the kernel does not take waits for the writer task."""

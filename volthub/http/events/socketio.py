@@ -160,19 +160,15 @@ class SocketSubscriber:
         # With recovery: the last event id sent per channel (where to resume that channel).
         self.last_sent: dict[str, str] | None = {} if offsets else None
 
-    def deliver(self, payload: SocketFrames) -> bool:
+    def deliver(self, payload: SocketFrames) -> str | None:
         conn = self.conn
-        if conn.session.closed:
-            return True  # leaving anyway: its on_leave removes it
-        if not conn.deliver(payload.frames, payload.wire, self.limit):
-            return False
-        if self.last_sent is not None:
+        session = conn.session
+        if session.closed:
+            return session.transport  # leaving anyway: its on_leave removes it
+        transport = conn.deliver(payload.frames, payload.wire, self.limit)
+        if transport is not None and self.last_sent is not None:
             self.last_sent[payload.channel_id] = payload.event_id
-        return True
-
-    @property
-    def transport(self) -> str:
-        return self.conn.session.transport
+        return transport
 
     def note_lag(self, since: float) -> None:
         self.conn.note_lag(since)
