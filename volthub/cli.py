@@ -170,9 +170,13 @@ async def _wait_for_signal(stop: trio.Event) -> None:
 @command("migrate", _common)
 def migrate_command(args: argparse.Namespace) -> int:
     """Apply pending database migrations (serve does it too) and list what was applied."""
-    applied = apply_migrations(settings_from(args))
-    print("\n".join(f"applied {name}" for name in applied) or "database is up to date")
+    print("\n".join(migrations_report(apply_migrations(settings_from(args)))))
     return 0
+
+
+def migrations_report(applied: list[str]) -> list[str]:
+    """What applying migrations did, a line each."""
+    return [f"applied {name}" for name in applied] or ["database is up to date"]
 
 
 def apply_migrations(settings: Settings) -> list[str]:

@@ -109,7 +109,9 @@ def _preload() -> None:
 
 
 def _child_args(args: argparse.Namespace, command: str) -> list[str]:
-    argv = [sys.executable, "-m", "volthub", command]
+    """`volthub COMMAND` with the parent's configuration, without the interpreter (see
+    `_interpreter`): a forked worker runs it in the parent's interpreter."""
+    argv = [command]
     if args.config:
         argv += ["--config", args.config]
     if args.database:
@@ -122,23 +124,28 @@ def _child_args(args: argparse.Namespace, command: str) -> list[str]:
 def _migrate(args: argparse.Namespace) -> int:
     """In a child process, so a rolling restart applies the migrations of the new code.
     What it prints becomes log lines of the parent (one format for the whole run)."""
-    result = subprocess.run(_child_args(args, "migrate"), stdout=subprocess.PIPE, text=True)
+    result = subprocess.run(_interpreter() + _child_args(args, "migrate"), stdout=subprocess.PIPE, text=True)
     for line in result.stdout.splitlines():
         log.info("migrations: %s", line)
     return result.returncode
 
 
+def _interpreter() -> list[str]:
+    """What starts a fresh `volthub` process."""
+    return [sys.executable, "-m", "volthub"]
+
+
 def _migrate_here(settings: Settings) -> int:
     """At start, in this process: the code that runs is the code the workers will run, and
     a child's interpreter start would add to every start (a restart's clients wait on it)."""
-    from volthub.cli import apply_migrations
+    from volthub.cli import apply_migrations, migrations_report
 
     try:
         applied = apply_migrations(settings)
     except Exception:
         log.exception("migrations failed")
         return 1
-    for line in [f"applied {name}" for name in applied] or ["database is up to date"]:
+    for line in migrations_report(applied):
         log.info("migrations: %s", line)
     return 0
 
@@ -204,12 +211,14 @@ class Forked:
             os.kill(self.pid, signal.SIGKILL)
 
 
-def _run_forked(argv: list[str], env: dict[str, str]) -> NoReturn:
+def _run_forked(argv: list[str], env: dict[str, str], parents_fd: int) -> NoReturn:
     """The forked worker: `volthub serve` with its own arguments and environment, as a
-    fresh interpreter would run it. It never returns into the parent's code (whose
-    `finally` blocks would remove the shared metrics directory)."""
+    fresh interpreter would run it (`parents_fd`, the parent's end of the readiness pipe,
+    closed). It never returns into the parent's code (whose `finally` blocks would remove
+    the shared metrics directory), whatever fails."""
     code = 1
     try:
+        os.close(parents_fd)
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
         os.environ.update(env)
@@ -304,11 +313,10 @@ class Parent:
         if fork:
             pid = os.fork()
             if pid == 0:
-                os.close(read_fd)
-                _run_forked(argv[3:], env)  # without the interpreter and `-m volthub`
+                _run_forked(argv, env, read_fd)
             process = Forked(pid)
         else:
-            process = subprocess.Popen(argv, env={**os.environ, **env}, pass_fds=(fd, write_fd))
+            process = subprocess.Popen(_interpreter() + argv, env={**os.environ, **env}, pass_fds=(fd, write_fd))
         os.close(write_fd)
         return Worker(process, read_fd, index)
 

@@ -100,7 +100,9 @@ async def test_without_presence_nobody_is_watching(db: Database, mock_clock: tri
     assert (activity.messages, activity.chatters, activity.signed_in, activity.anonymous) == (0, 0, 0, 0)
 
 
-async def add_message(db: Database, channel: str, seq: int, user_id: str, at_ms: int, system: bool = False) -> None:
+async def add_message(db: Database, channel: str, label: int, user_id: str, at_ms: int, system: bool = False) -> None:
+    """A message whose text is `m{label}` (the store gives it the channel's next number)."""
+
     def insert(tx: Tx) -> None:
         chat_repo.insert_message(
             tx,
@@ -108,7 +110,7 @@ async def add_message(db: Database, channel: str, seq: int, user_id: str, at_ms:
             channel_id=channel,
             user_id=user_id,
             is_system=system,
-            payload={"message": f"m{seq}"},
+            payload={"message": f"m{label}"},
             now_ms=at_ms,
         )
 

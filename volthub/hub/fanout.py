@@ -225,14 +225,11 @@ class Fanout:
         full: list[Subscription] = []
         counted: dict[str, int] = {}  # deliveries by transport, counted once per event
         last: Subscriber | None = None
-        # Who may see the event is decided once for the event, not once per subscription;
-        # the loop applies Subscription.admits inlined (it runs once per delivery).
+        # Who may see the event is decided once for the event, not once per subscription.
         name, public = event.name, public_sees(event)
         # A snapshot: nothing below unsubscribes, but a subscriber's deliver might.
         for subscription in tuple(channel.subscriptions):
-            if not (public or subscription.owner) or (
-                subscription.names is not None and name not in subscription.names
-            ):
+            if not subscription.admits(name, public):
                 continue
             subscriber = subscription.subscriber
             wire = subscriber.wire
