@@ -28,9 +28,9 @@ class CountingHub(Hub):
         self.transactions = 0
         write = self.publisher.write
 
-        async def counted(change):
+        async def counted(change, **options):
             self.transactions += 1
-            return await write(change)
+            return await write(change, **options)
 
         self.publisher.write = counted
 

@@ -180,7 +180,9 @@ class ChannelActor:
 
     async def _commit(self, calls: list[Call]) -> None:
         try:
-            version, answers = await self._runtime.publisher.write(lambda tx, em: self._transaction(tx, em, calls))
+            version, answers = await self._runtime.publisher.write(
+                lambda tx, em: self._transaction(tx, em, calls), order=self.channel_id
+            )
         except Exception as exc:
             self._version = None  # components may hold state of the rolled-back transaction
             if len(calls) == 1 or isinstance(exc, DatabaseUnavailable | StorageUnavailable):
@@ -225,7 +227,7 @@ class ChannelActor:
 
     async def _fire_deadlines(self, deadline: int) -> None:
         try:
-            self._version = await self._runtime.publisher.write(self._deadline_transaction)
+            self._version = await self._runtime.publisher.write(self._deadline_transaction, order=self.channel_id)
         except Exception:
             log.exception("channel %s: deadline step failed; retrying", self.channel_id)
             self._version = None

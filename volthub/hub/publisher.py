@@ -103,8 +103,9 @@ class EventPublisher:
         """Run `sink` inside every publishing transaction (the webhook outbox uses it)."""
         self._sinks.append(sink)
 
-    async def write(self, change: Callable[[Tx, Emitter], T]) -> T:
-        """Apply `change` and its events atomically, then publish the events."""
+    async def write(self, change: Callable[[Tx, Emitter], T], *, order: str | None = None) -> T:
+        """Apply `change` and its events atomically, then publish the events. `order`: as
+        for `Database.write` (a channel actor passes its channel)."""
         emitter = Emitter(now_ms=to_ms(self._clock.now()))
 
         def transaction(tx: Tx) -> T:
@@ -116,7 +117,7 @@ class EventPublisher:
                     sink(tx, emitter.events)
             return result
 
-        result = await self._database.write(transaction)
+        result = await self._database.write(transaction, order=order)
         for event in emitter.events:
             published(event.name)
             self._bus.publish(event)

@@ -124,8 +124,13 @@ class Database(ABC):
         """Run `fn` in a read transaction on a worker thread."""
 
     @abstractmethod
-    async def write(self, fn: Callable[[Tx], T]) -> T:
-        """Run `fn` in a write transaction; it is committed before this returns."""
+    async def write(self, fn: Callable[[Tx], T], *, order: str | None = None) -> T:
+        """Run `fn` in a write transaction; it is committed before this returns.
+
+        `order` names the lock `fn` takes first (a channel actor's channel) when that is
+        the only kind of row lock it takes out of order with other writers: a backend may
+        then commit it in one transaction with other writes that name one, taking them in
+        the order of their keys. Without it, `fn` gets a transaction of its own."""
 
     async def statements(self, fn: Callable[[Tx], T]) -> T:
         """Run `fn` on a worker thread with each statement committed on its own: for work

@@ -15,8 +15,9 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
+import outcome
 import psycopg
 import trio
 from psycopg.rows import dict_row
@@ -51,15 +52,20 @@ def _summary(exc: psycopg.Error) -> str:
     return f"{exc.sqlstate or type(exc).__name__}: {primary or type(exc).__name__}"
 
 
-def _translate(exc: psycopg.Error) -> NoReturn:
-    """Our exception for a driver error, without its chain (whose message has DETAIL)."""
+def _translated(exc: psycopg.Error) -> Exception:
+    """Our exception for a driver error."""
     if isinstance(exc, psycopg.errors.IntegrityError):
-        raise IntegrityError(_summary(exc)) from None
+        return IntegrityError(_summary(exc))
     if isinstance(exc, psycopg.DataError):
-        raise InvalidData(_summary(exc)) from None
+        return InvalidData(_summary(exc))
     if isinstance(exc, psycopg.OperationalError):
-        raise DatabaseUnavailable(_summary(exc)) from None
-    raise DatabaseError(_summary(exc)) from None
+        return DatabaseUnavailable(_summary(exc))
+    return DatabaseError(_summary(exc))
+
+
+def _translate(exc: psycopg.Error) -> NoReturn:
+    """Raise our exception for a driver error, without its chain (whose message has DETAIL)."""
+    raise _translated(exc) from None
 
 
 class PostgresTx(Tx):
@@ -93,6 +99,23 @@ class PostgresTx(Tx):
             _translate(exc)
 
 
+# Writes one group commit runs at most (a bound on how long the first one waits).
+MAX_GROUP = 64
+
+
+class _Write(Generic[T]):
+    """One queued keyed write and, once its group committed, its outcome."""
+
+    __slots__ = ("fn", "order", "taken", "result", "wake")
+
+    def __init__(self, fn: Callable[[Tx], T], order: str) -> None:
+        self.fn = fn
+        self.order = order
+        self.taken = False  # in a group that is running (it will finish, whatever happens)
+        self.result: outcome.Outcome[T] | None = None
+        self.wake = trio.Event()  # its group finished, or a group slot came free
+
+
 class _SteadyRetry(AttemptWithBackoff):
     """Reconnect attempts every second (±10%) instead of doubling: a database back from an
     outage is used again within about a second."""
@@ -108,7 +131,9 @@ class _Pool(ConnectionPool[Any]):
 class PostgresDatabase(Database):
     dialect = "postgresql"
 
-    def __init__(self, url: str, pool_size: int = 8, acquire_timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str, pool_size: int = 8, acquire_timeout: float = 5.0, group_slots: int | None = None
+    ) -> None:
         self.url = url
         self.acquire_timeout = acquire_timeout
         self._pool: ConnectionPool[psycopg.Connection[Row]] = _Pool(
@@ -124,6 +149,13 @@ class PostgresDatabase(Database):
         )
         self._limiter = trio.CapacityLimiter(pool_size)
         self._threads = trio.CapacityLimiter(pool_size)
+        # Groups in flight at once. Few, so that writes arriving meanwhile queue and share
+        # the next group's transaction and thread hop; more than one, so that a group
+        # waiting for a row lock does not stop every keyed write. The other connections
+        # serve reads and writes without a key.
+        self._group_slots = group_slots if group_slots is not None else max(1, pool_size // 4)
+        self._queued: list[_Write[Any]] = []
+        self._groups_running = 0
 
     async def open(self) -> None:
         metrics.start_db_errors(self.dialect)
@@ -135,8 +167,44 @@ class PostgresDatabase(Database):
     async def read(self, fn: Callable[[Tx], T]) -> T:
         return await self._call(fn)
 
-    async def write(self, fn: Callable[[Tx], T]) -> T:
-        return await self._call(fn)
+    async def write(self, fn: Callable[[Tx], T], *, order: str | None = None) -> T:
+        if order is None:
+            return await self._call(fn)
+        job = _Write(fn, order)
+        self._queued.append(job)
+        deadline = trio.current_time() + self.acquire_timeout
+        try:
+            while job.result is None:
+                if self._groups_running < self._group_slots:
+                    await self._commit_group()
+                    continue
+                with trio.move_on_at(deadline):
+                    await job.wake.wait()  # its group committed, or a slot came free
+                job.wake = trio.Event()
+                if job.result is None and not job.taken and trio.current_time() >= deadline:
+                    self._queued.remove(job)
+                    self._wake_next()
+                    raise DatabaseUnavailable("no database connection became free in time")
+        except trio.Cancelled:
+            if not job.taken:  # never started: it will not run
+                self._queued.remove(job)
+                self._wake_next()
+                raise
+            # Its group is running and cannot be stopped: wait for the outcome, as a
+            # transaction running in its own thread is waited for.
+            with trio.CancelScope(shield=True):
+                while job.result is None:
+                    await job.wake.wait()
+                    job.wake = trio.Event()
+            raise
+        except DatabaseUnavailable as exc:
+            count_query_error(self.dialect, exc)
+            raise
+        try:
+            return job.result.unwrap()
+        except QUERY_ERRORS as exc:  # once per caller: each had its own transaction
+            count_query_error(self.dialect, exc)
+            raise
 
     async def statements(self, fn: Callable[[Tx], T]) -> T:
         return await self._call(fn, transaction=False)
@@ -153,8 +221,99 @@ class PostgresDatabase(Database):
         return {
             "in_use": slots.borrowed_tokens,
             "idle": max(0, int(slots.total_tokens) - slots.borrowed_tokens),
-            "waiting": slots.tasks_waiting,
+            "waiting": slots.tasks_waiting + len(self._queued),
         }
+
+    # -- group commit of keyed writes --
+
+    async def _commit_group(self) -> None:
+        """Commit the queue's first group (which holds the caller's own write, unless more
+        than a group's worth queued before it)."""
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
+        self._groups_running += 1
+        group, self._queued = self._queued[:MAX_GROUP], self._queued[MAX_GROUP:]
+        for job in group:
+            job.taken = True
+        try:
+            # Not cancellable once taken: the group finishes and every caller hears.
+            with trio.CancelScope(shield=True):
+                await self._run_group_in_thread(group)
+        finally:
+            self._groups_running -= 1
+            for job in group:
+                job.wake.set()
+            self._wake_next()
+
+    def _wake_next(self) -> None:
+        """The first caller still queued commits the next group (in its own task)."""
+        if self._queued and self._groups_running < self._group_slots:
+            self._queued[0].wake.set()
+
+    async def _run_group_in_thread(self, group: list[_Write[Any]]) -> None:
+        deadline = trio.current_time() + self.acquire_timeout
+        with trio.move_on_at(deadline) as waited:
+            await self._limiter.acquire()
+        if waited.cancelled_caught:
+            for job in group:
+                job.result = outcome.Error(DatabaseUnavailable("no database connection became free in time"))
+            return
+        try:
+            remaining = max(0.05, deadline - trio.current_time())
+            await trio.to_thread.run_sync(self._run_group, group, remaining, limiter=self._threads)
+        finally:
+            self._limiter.release()
+
+    def _run_group(self, group: list[_Write[Any]], timeout: float) -> None:
+        if len(group) == 1:
+            group[0].result = outcome.capture(self._run, group[0].fn, timeout)
+            return
+        try:
+            connection = self._begun(time.monotonic() + timeout)
+        except QUERY_ERRORS as exc:
+            self._fail_all(group, exc)
+            return
+        try:
+            self._run_in_one_transaction(connection, sorted(group, key=lambda job: job.order))
+        finally:
+            self._pool.putconn(connection)
+
+    def _run_in_one_transaction(self, connection: psycopg.Connection[Row], group: list[_Write[Any]]) -> None:
+        tx = PostgresTx(connection)
+        # Sent ahead of the next write's first statement: the savepoint, and the release of
+        # the one before (one round trip for both; after a rollback to it, it stands).
+        pending = "SAVEPOINT grouped"
+        for job in group:
+            try:
+                if pending:
+                    connection.execute(pending)
+                job.result = outcome.Value(job.fn(tx))
+                pending = "RELEASE SAVEPOINT grouped; SAVEPOINT grouped"
+            except BaseException as exc:
+                job.result = outcome.Error(_translated(exc) if isinstance(exc, psycopg.Error) else exc)
+                try:
+                    connection.execute("ROLLBACK TO SAVEPOINT grouped")
+                    pending = ""
+                except psycopg.Error as rollback:  # the whole transaction is gone: fail the rest
+                    with contextlib.suppress(psycopg.Error):
+                        connection.execute("ROLLBACK")
+                    self._fail_all(
+                        [rest for rest in group if rest.result is None or isinstance(rest.result, outcome.Value)],
+                        _translated(rollback),
+                    )
+                    return
+        try:
+            connection.execute("COMMIT")
+        except psycopg.Error as exc:
+            with contextlib.suppress(psycopg.Error):
+                connection.execute("ROLLBACK")
+            self._fail_all(group, _translated(exc))
+
+    @staticmethod
+    def _fail_all(jobs: list[_Write[Any]], exc: Exception) -> None:
+        """The group's transaction failed: every job hears it, each through an exception of
+        its own (one exception raised in several tasks would share a traceback)."""
+        for job in jobs:
+            job.result = outcome.Error(type(exc)(*exc.args))
 
     async def _call(self, fn: Callable[[Tx], T], *, transaction: bool = True) -> T:
         try:

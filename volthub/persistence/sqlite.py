@@ -144,7 +144,8 @@ class SQLiteDatabase(Database):
             "waiting": readers.tasks_waiting + len(self._queued),
         }
 
-    async def write(self, fn: Callable[[Tx], T]) -> T:
+    async def write(self, fn: Callable[[Tx], T], *, order: str | None = None) -> T:
+        # One writer at a time: no lock order to keep, every write can join a group.
         job = _Write(fn)
         self._queued.append(job)
         try:

@@ -1,0 +1,284 @@
+"""PostgreSQL group commit: keyed writes that queue up while the group slots are busy are
+committed together, each in its own savepoint, with the guarantees of one transaction each,
+taking their locks in the order of their keys."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+import trio
+import trio.testing
+
+from volthub.persistence import DatabaseError, DatabaseUnavailable, IntegrityError
+from volthub.persistence.postgres import PostgresDatabase
+
+
+@asynccontextmanager
+async def _database(url: str, acquire_timeout: float = 5.0) -> AsyncIterator[PostgresDatabase]:
+    # One group at a time: whatever queues behind it forms the next group.
+    database = PostgresDatabase(url, pool_size=4, acquire_timeout=acquire_timeout, group_slots=1)
+    await database.open()
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+async def _table(database: PostgresDatabase) -> None:
+    await database.write(lambda tx: tx.execute("CREATE TABLE IF NOT EXISTS t (x INT PRIMARY KEY)"))
+    await database.write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (100) ON CONFLICT DO NOTHING"))
+
+
+async def _values(database: PostgresDatabase) -> list[int]:
+    return [row["x"] for row in await database.read(lambda tx: tx.execute("SELECT x FROM t ORDER BY x"))]
+
+
+def _counting_groups(database: PostgresDatabase) -> list[int]:
+    groups: list[int] = []
+    run_group = database._run_group
+
+    def counting(group: list[Any], timeout: float) -> None:
+        groups.append(len(group))
+        run_group(group, timeout)
+
+    database._run_group = counting  # type: ignore[method-assign]
+    return groups
+
+
+class _Holder:
+    """A keyed write that keeps the one group slot busy until released, so that the writes
+    started meanwhile queue up and run as the next group."""
+
+    def __init__(self) -> None:
+        self.started = trio.Event()
+        self.release = trio.Event()
+
+    def __call__(self, tx: Any) -> None:
+        trio.from_thread.run_sync(self.started.set)  # the group runs in a worker thread
+        trio.from_thread.run(self.release.wait)
+
+
+async def _queued_behind(database: PostgresDatabase, writes: list[Callable[[], Any]]) -> None:
+    """Run `writes` (async callables) queued, in their order, behind a held group, then
+    release it."""
+    holder = _Holder()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: database.write(holder, order="0"))
+        await holder.started.wait()
+        for write in writes:
+            nursery.start_soon(write)
+            await trio.testing.wait_all_tasks_blocked()
+        holder.release.set()
+
+
+async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres_url: str) -> None:
+    async with _database(postgres_url) as database:
+        await _table(database)
+        groups = _counting_groups(database)
+        answers: dict[int, Any] = {}
+
+        def insert(x: int) -> Callable[[], Any]:
+            def write(tx: Any) -> int:
+                tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
+                if x == 3:
+                    tx.execute("INSERT INTO t (x) VALUES (100)")  # a conflict after its own insert
+                if x == 5:
+                    raise LookupError("refused after writing")  # not a database error: rolled back too
+                return x * 10
+
+            async def send() -> None:
+                try:
+                    answers[x] = await database.write(write, order=f"channel-{x}")
+                except (IntegrityError, LookupError) as exc:
+                    answers[x] = exc
+
+            return send
+
+        await _queued_behind(database, [insert(x) for x in range(1, 7)])
+        assert await _values(database) == [1, 2, 4, 6, 100]  # 3 and 5 rolled back to their savepoints
+        assert isinstance(answers.pop(3), IntegrityError)
+        assert isinstance(answers.pop(5), LookupError)
+        assert answers == {1: 10, 2: 20, 4: 40, 6: 60}
+        assert groups == [1, 6], groups  # the holder alone, then the six queued behind it together
+
+
+async def test_writes_without_a_key_keep_a_transaction_of_their_own(postgres_url: str) -> None:
+    async with _database(postgres_url) as database:
+        await _table(database)
+        groups = _counting_groups(database)
+
+        async def unkeyed() -> None:
+            await database.write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (1)"))
+
+        await _queued_behind(database, [unkeyed])
+        assert groups == [1]  # only the holder went through a group
+        assert await _values(database) == [1, 100]
+
+
+async def test_a_caller_hears_only_after_the_whole_group_committed(postgres_url: str) -> None:
+    async with _database(postgres_url) as database:
+        await _table(database)
+        ran: list[str] = []
+        seen_committed: list[bool] = []
+
+        def committed_elsewhere(x: int) -> bool:
+            with psycopg.connect(postgres_url, autocommit=True) as other:
+                return other.execute("SELECT 1 FROM t WHERE x = %s", (x,)).fetchone() is not None
+
+        async def first() -> None:
+            await database.write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (1)"), order="a")
+            seen_committed.append("second" in ran and committed_elsewhere(1) and committed_elsewhere(2))
+
+        def second_write(tx: Any) -> None:
+            tx.execute("INSERT INTO t (x) VALUES (2)")
+            ran.append("second")
+
+        async def second() -> None:
+            await database.write(second_write, order="b")
+
+        await _queued_behind(database, [first, second])
+        assert seen_committed == [True]
+
+
+async def test_groups_take_their_locks_in_key_order_and_cannot_deadlock(postgres_url: str) -> None:
+    """Two processes' groups lock rows `a` and `b`, queued in opposite orders. Each write,
+    once it holds its row, waits until the other group holds one too or waits for a lock:
+    in queue order that is a deadlock (PostgreSQL fails one of them); in key order the
+    second group waits for the first's commit."""
+    async with _database(postgres_url) as one, _database(postgres_url) as two:
+        await one.write(lambda tx: tx.execute("CREATE TABLE locks (k TEXT PRIMARY KEY)"))
+        await one.write(lambda tx: tx.execute("INSERT INTO locks (k) VALUES ('a'), ('b')"))
+        locked = {"one": threading.Event(), "two": threading.Event()}
+        admin = psycopg.connect(postgres_url, autocommit=True)
+
+        def someone_waits_for_a_lock() -> bool:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            return bool(row and row[0])
+
+        def lock(me: str, other: str, key: str) -> Callable[[Any], str]:
+            def write(tx: Any) -> str:
+                tx.execute("SELECT k FROM locks WHERE k = ? FOR UPDATE", (key,))
+                locked[me].set()
+                for _ in range(2000):  # bounded: a broken test fails instead of hanging
+                    if locked[other].is_set() or someone_waits_for_a_lock():
+                        break
+                    time.sleep(0.005)
+                return key
+
+            return write
+
+        answers: list[Any] = []
+
+        def send(database: PostgresDatabase, me: str, other: str, key: str) -> Callable[[], Any]:
+            async def run() -> None:
+                try:
+                    answers.append(await database.write(lock(me, other, key), order=key))
+                except DatabaseError as exc:
+                    answers.append(exc)
+
+            return run
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_queued_behind, one, [send(one, "one", "two", "a"), send(one, "one", "two", "b")])
+                nursery.start_soon(_queued_behind, two, [send(two, "two", "one", "b"), send(two, "two", "one", "a")])
+        finally:
+            admin.close()
+        assert sorted(answers) == ["a", "a", "b", "b"], answers
+
+
+async def test_a_lost_connection_fails_every_caller_of_the_group(postgres_url: str) -> None:
+    async with _database(postgres_url) as database:
+        await _table(database)
+        answers: list[Any] = []
+
+        def lost(tx: Any) -> None:
+            tx.execute("INSERT INTO t (x) VALUES (1)")
+            pid = tx.scalar("SELECT pg_backend_pid() AS pid")
+            with psycopg.connect(postgres_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            tx.execute("INSERT INTO t (x) VALUES (2)")
+
+        def write(fn: Callable[[Any], Any], key: str) -> Callable[[], Any]:
+            async def run() -> None:
+                try:
+                    answers.append(await database.write(fn, order=key))
+                except DatabaseUnavailable as exc:
+                    answers.append(exc)
+
+            return run
+
+        await _queued_behind(
+            database,
+            [
+                write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (3)"), "a"),
+                write(lost, "b"),
+                write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (4)"), "c"),
+            ],
+        )
+        assert [type(answer) for answer in answers] == [DatabaseUnavailable] * 3, answers
+        assert await _values(database) == [100]
+
+
+async def test_a_cancelled_caller_whose_write_was_taken_waits_for_its_group(postgres_url: str) -> None:
+    async with _database(postgres_url) as database:
+        await _table(database)
+        started = trio.Event()
+        release = threading.Event()
+        heard: list[str] = []
+
+        def slow(tx: Any) -> None:
+            tx.execute("INSERT INTO t (x) VALUES (2)")
+            trio.from_thread.run_sync(started.set)
+            release.wait()
+
+        async def first() -> None:  # commits the group that takes both writes
+            await database.write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (1)"), order="a")
+
+        async def cancelled() -> None:
+            with trio.CancelScope() as scope:
+                scope_box.append(scope)
+                await database.write(slow, order="b")
+            committed = await _values(database)
+            heard.append(f"cancelled={scope.cancelled_caught} committed={committed}")
+
+        scope_box: list[trio.CancelScope] = []
+
+        async def cancel_once_running() -> None:
+            await started.wait()
+            scope_box[0].cancel()  # its write runs in another caller's group: it waits for it
+            await trio.testing.wait_all_tasks_blocked()
+            assert heard == []
+            release.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cancel_once_running)
+            await _queued_behind(database, [first, cancelled])
+        assert heard == ["cancelled=True committed=[1, 2, 100]"]
+
+
+async def test_a_keyed_write_queued_past_the_acquire_timeout_fails_and_never_runs(
+    postgres_url: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    del autojump_clock  # the clock jumps while the held group waits in its thread
+    async with _database(postgres_url, acquire_timeout=2.0) as database:
+        await _table(database)
+        holder = _Holder()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: database.write(holder, order="0"))
+            await holder.started.wait()
+            try:
+                await database.write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (1)"), order="a")
+                raise AssertionError("the queued write ran")
+            except DatabaseUnavailable:
+                pass
+            assert database.pool_stats()["waiting"] == 0
+            holder.release.set()
+        assert await _values(database) == [100]
