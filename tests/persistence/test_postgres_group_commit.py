@@ -4,6 +4,7 @@ taking their locks in the order of their keys."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -282,3 +283,118 @@ async def test_a_keyed_write_queued_past_the_acquire_timeout_fails_and_never_run
             assert database.pool_stats()["waiting"] == 0
             holder.release.set()
         assert await _values(database) == [100]
+
+
+async def test_grouped_publishing_writes_publish_after_the_commit_and_a_failed_one_nothing(postgres_url: str) -> None:
+    from volthub.hub.bus import InProcessBus
+    from volthub.hub.clock import TrioClock
+    from volthub.hub.publisher import EventPublisher
+
+    async with _database(postgres_url) as database:
+        await _table(database)
+        bus, published = InProcessBus(), []
+
+        def on_event(event: Any) -> None:  # the rows of every write of the group are committed by then
+            with psycopg.connect(postgres_url, autocommit=True) as other:
+                rows = other.execute("SELECT x FROM t WHERE x IN (1, 3) ORDER BY x").fetchall()
+            published.append((event.channel_id, [row[0] for row in rows]))
+
+        bus.subscribe(on_event)
+        publisher = EventPublisher(database, bus, TrioClock())
+
+        def change(channel: str, x: int, fail: bool = False) -> Callable[[], Any]:
+            def write(tx: Any, emitter: Any) -> None:
+                tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
+                emitter.emit(channel, "channel.follow", {"x": x})
+                if fail:
+                    raise LookupError("refused")
+
+            async def run() -> None:
+                with contextlib.suppress(LookupError):
+                    await publisher.write(write, order=channel)
+
+            return run
+
+        await _queued_behind(database, [change("c1", 1), change("c2", 2, fail=True), change("c3", 3)])
+        assert sorted(published) == [("c1", [1, 3]), ("c3", [1, 3])]
+        assert await _values(database) == [1, 3, 100]
+
+
+def _counting_statement_groups(database: PostgresDatabase) -> list[int]:
+    groups: list[int] = []
+    run_group = database._run_statement_group
+
+    def counting(group: list[Any], timeout: float) -> None:
+        groups.append(len(group))
+        run_group(group, timeout)
+
+    database._run_statement_group = counting  # type: ignore[method-assign]
+    return groups
+
+
+async def _statements_queued_behind(database: PostgresDatabase, calls: list[Callable[[], Any]]) -> None:
+    holder = _Holder()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(database.statements, holder)
+        await holder.started.wait()
+        for call in calls:
+            nursery.start_soon(call)
+            await trio.testing.wait_all_tasks_blocked()
+        holder.release.set()
+
+
+async def test_queued_statements_share_a_thread_hop_and_each_commits_alone(postgres_url: str) -> None:
+    async with _database(postgres_url) as database:
+        await _table(database)
+        groups = _counting_statement_groups(database)
+        answers: dict[int, Any] = {}
+
+        def insert(x: int) -> Callable[[], Any]:
+            def statements(tx: Any) -> int:
+                tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
+                assert tx.scalar("SELECT now() = statement_timestamp() AS outside") is True  # no transaction
+                if x == 2:
+                    tx.execute("INSERT INTO t (x) VALUES (100)")  # fails; its first insert stays
+                return x
+
+            async def call() -> None:
+                try:
+                    answers[x] = await database.statements(statements)
+                except IntegrityError as exc:
+                    answers[x] = exc
+
+            return call
+
+        await _statements_queued_behind(database, [insert(1), insert(2), insert(3)])
+        assert isinstance(answers.pop(2), IntegrityError)
+        assert answers == {1: 1, 3: 3}
+        assert await _values(database) == [1, 2, 3, 100]
+        assert groups == [1, 3], groups
+
+
+async def test_a_connection_lost_in_a_statements_group_is_replaced_for_the_rest(postgres_url: str) -> None:
+    async with _database(postgres_url) as database:
+        await _table(database)
+        answers: list[Any] = []
+
+        def lost(tx: Any) -> None:
+            pid = tx.scalar("SELECT pg_backend_pid() AS pid")
+            with psycopg.connect(postgres_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            tx.execute("INSERT INTO t (x) VALUES (1)")  # something of it ran: not run again
+
+        def call(fn: Callable[[Any], Any]) -> Callable[[], Any]:
+            async def run() -> None:
+                try:
+                    answers.append(await database.statements(fn))
+                except DatabaseUnavailable as exc:
+                    answers.append(exc)
+
+            return run
+
+        await _statements_queued_behind(
+            database, [call(lost), call(lambda tx: tx.execute("INSERT INTO t (x) VALUES (2) RETURNING x"))]
+        )
+        assert isinstance(answers[0], DatabaseUnavailable)
+        assert answers[1] == [{"x": 2}]
+        assert await _values(database) == [2, 100]

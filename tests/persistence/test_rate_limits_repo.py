@@ -139,7 +139,8 @@ async def test_compare_and_set_writes_only_over_the_number_it_read(postgres_url:
 
 
 async def test_concurrent_compare_and_sets_of_a_key_spend_its_last_unit_once(postgres_url: str) -> None:
-    async with opened_database(postgres_url, 4) as database:
+    # Two processes' requests (one process runs its queued compare-and-sets one after another).
+    async with opened_database(postgres_url, 4) as database, opened_database(postgres_url, 4) as other:
         for key, stored in (("chat_send:new-cas", False), ("chat_send:known-cas", True)):
             rate = Rate.per(2 if stored else 1, 60)
             if stored:  # one unit of two left
@@ -156,13 +157,11 @@ async def test_concurrent_compare_and_sets_of_a_key_spend_its_last_unit_once(pos
 
             decisions = []
 
-            async def spend(key=key, rate=rate, decisions=decisions) -> None:
-                decision = await database.statements(
-                    lambda tx: repo.compare_and_set(ReadTogether(tx), key, rate, NOW_NS)
-                )
+            async def spend(db, key=key, rate=rate, decisions=decisions) -> None:
+                decision = await db.statements(lambda tx: repo.compare_and_set(ReadTogether(tx), key, rate, NOW_NS))
                 decisions.append(decision)
 
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(spend)
-                nursery.start_soon(spend)
+                nursery.start_soon(spend, database)
+                nursery.start_soon(spend, other)
             assert sorted(d.allowed for d in decisions) == [False, True], key

@@ -7,6 +7,8 @@ component, whose writes are applied and whose events are collected; after the co
 caller gets its own answer and the events are published. A component that refuses a
 command raises `Refused` before writing anything, so the rest of the batch goes on; if the
 transaction itself fails, each command is retried alone so each caller gets its own answer.
+The write is keyed by the channel: the database may commit it together with other
+channels' batches (each in its own savepoint, the channels' locks taken in key order).
 
 The store stays the truth. Components cache state (chat modes, a poll's status); a write
 that changes such state moves the channel's version, and an actor whose copy is older (the

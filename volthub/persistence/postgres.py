@@ -7,6 +7,18 @@ after an outage the pool retries connecting every second (psycopg_pool's default
 doubles up to minutes), so service resumes within about a second of the database's
 return. Errors leave this module as our own exceptions carrying the SQLSTATE and primary
 message only, never DETAIL (which holds row data) or statement parameters.
+
+Writes that name an ordering key (a channel actor's, keyed by its channel) are
+group-committed: those that queue up while the group slots are busy run together in one
+transaction on one connection, in one worker thread hop, each inside its own SAVEPOINT, and
+commit once. Each still sees the ones before it and fails alone (rolled back to its
+savepoint, its caller gets the error, the others go on); no caller hears back before the
+group's COMMIT, and a failed COMMIT or a lost connection fails every caller of the group. A
+group runs its writes sorted by key, so groups of different processes that lock the same
+channels take the locks in one order and cannot deadlock. Writes without a key may lock
+anything in any order and keep a transaction of their own. `statements` callers (each
+statement committed on its own) that queue up likewise share a connection and a thread
+hop, one caller after another.
 """
 
 from __future__ import annotations
@@ -14,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, NoReturn, TypeVar
 
 import outcome
@@ -116,6 +128,72 @@ class _Write(Generic[T]):
         self.wake = trio.Event()  # its group finished, or a group slot came free
 
 
+class _GroupQueue:
+    """Calls waiting to run as groups: `slots` groups in flight at once; what queues up
+    meanwhile forms the next group, run by whichever of its callers comes first."""
+
+    def __init__(self, slots: int, acquire_timeout: float, run: Callable[[list[_Write[Any]]], Awaitable[None]]) -> None:
+        self.slots = slots
+        self.queued: list[_Write[Any]] = []
+        self.running = 0
+        self._acquire_timeout = acquire_timeout
+        self._run = run
+
+    async def outcome(self, job: _Write[T]) -> outcome.Outcome[T]:
+        """`job`'s outcome once its group ran. DatabaseUnavailable when it waited in the
+        queue past the acquire timeout (it never runs then)."""
+        self.queued.append(job)
+        deadline = trio.current_time() + self._acquire_timeout
+        try:
+            while job.result is None:
+                if self.running < self.slots:
+                    await self._run_group()
+                    continue
+                with trio.move_on_at(deadline):
+                    await job.wake.wait()  # its group ran, or a slot came free
+                job.wake = trio.Event()
+                if job.result is None and not job.taken and trio.current_time() >= deadline:
+                    self.queued.remove(job)
+                    self._wake_next()
+                    raise DatabaseUnavailable("no database connection became free in time")
+        except trio.Cancelled:
+            if not job.taken:  # never started: it will not run
+                self.queued.remove(job)
+                self._wake_next()
+                raise
+            # Its group is running and cannot be stopped: wait for the outcome, as a
+            # transaction running in its own thread is waited for.
+            with trio.CancelScope(shield=True):
+                while job.result is None:
+                    await job.wake.wait()
+                    job.wake = trio.Event()
+            raise
+        return job.result
+
+    async def _run_group(self) -> None:
+        """Run the queue's first group (which holds the caller's own call, unless more than
+        a group's worth queued before it)."""
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
+        self.running += 1
+        group, self.queued = self.queued[:MAX_GROUP], self.queued[MAX_GROUP:]
+        for job in group:
+            job.taken = True
+        try:
+            # Not cancellable once taken: the group finishes and every caller hears.
+            with trio.CancelScope(shield=True):
+                await self._run(group)
+        finally:
+            self.running -= 1
+            for job in group:
+                job.wake.set()
+            self._wake_next()
+
+    def _wake_next(self) -> None:
+        """The first caller still queued runs the next group (in its own task)."""
+        if self.queued and self.running < self.slots:
+            self.queued[0].wake.set()
+
+
 class _SteadyRetry(AttemptWithBackoff):
     """Reconnect attempts every second (±10%) instead of doubling: a database back from an
     outage is used again within about a second."""
@@ -153,9 +231,15 @@ class PostgresDatabase(Database):
         # the next group's transaction and thread hop; more than one, so that a group
         # waiting for a row lock does not stop every keyed write. The other connections
         # serve reads and writes without a key.
-        self._group_slots = group_slots if group_slots is not None else max(1, pool_size // 4)
-        self._queued: list[_Write[Any]] = []
-        self._groups_running = 0
+        slots = group_slots if group_slots is not None else max(1, pool_size // 4)
+        self._write_groups = _GroupQueue(
+            slots, acquire_timeout, lambda group: self._run_group_in_thread(group, self._run_group)
+        )
+        # `statements` callers (budget compare-and-sets) share thread hops the same way,
+        # each statement still committed on its own.
+        self._statement_groups = _GroupQueue(
+            slots, acquire_timeout, lambda group: self._run_group_in_thread(group, self._run_statement_group)
+        )
 
     async def open(self) -> None:
         metrics.start_db_errors(self.dialect)
@@ -170,44 +254,17 @@ class PostgresDatabase(Database):
     async def write(self, fn: Callable[[Tx], T], *, order: str | None = None) -> T:
         if order is None:
             return await self._call(fn)
-        job = _Write(fn, order)
-        self._queued.append(job)
-        deadline = trio.current_time() + self.acquire_timeout
+        return await self._grouped(self._write_groups, _Write(fn, order))
+
+    async def statements(self, fn: Callable[[Tx], T]) -> T:
+        return await self._grouped(self._statement_groups, _Write(fn, ""))
+
+    async def _grouped(self, queue: _GroupQueue, job: _Write[T]) -> T:
         try:
-            while job.result is None:
-                if self._groups_running < self._group_slots:
-                    await self._commit_group()
-                    continue
-                with trio.move_on_at(deadline):
-                    await job.wake.wait()  # its group committed, or a slot came free
-                job.wake = trio.Event()
-                if job.result is None and not job.taken and trio.current_time() >= deadline:
-                    self._queued.remove(job)
-                    self._wake_next()
-                    raise DatabaseUnavailable("no database connection became free in time")
-        except trio.Cancelled:
-            if not job.taken:  # never started: it will not run
-                self._queued.remove(job)
-                self._wake_next()
-                raise
-            # Its group is running and cannot be stopped: wait for the outcome, as a
-            # transaction running in its own thread is waited for.
-            with trio.CancelScope(shield=True):
-                while job.result is None:
-                    await job.wake.wait()
-                    job.wake = trio.Event()
-            raise
-        except DatabaseUnavailable as exc:
-            count_query_error(self.dialect, exc)
-            raise
-        try:
-            return job.result.unwrap()
+            return (await queue.outcome(job)).unwrap()
         except QUERY_ERRORS as exc:  # once per caller: each had its own transaction
             count_query_error(self.dialect, exc)
             raise
-
-    async def statements(self, fn: Callable[[Tx], T]) -> T:
-        return await self._call(fn, transaction=False)
 
     def run_sync(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
         try:
@@ -221,35 +278,14 @@ class PostgresDatabase(Database):
         return {
             "in_use": slots.borrowed_tokens,
             "idle": max(0, int(slots.total_tokens) - slots.borrowed_tokens),
-            "waiting": slots.tasks_waiting + len(self._queued),
+            "waiting": slots.tasks_waiting + len(self._write_groups.queued) + len(self._statement_groups.queued),
         }
 
     # -- group commit of keyed writes --
 
-    async def _commit_group(self) -> None:
-        """Commit the queue's first group (which holds the caller's own write, unless more
-        than a group's worth queued before it)."""
-        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
-        self._groups_running += 1
-        group, self._queued = self._queued[:MAX_GROUP], self._queued[MAX_GROUP:]
-        for job in group:
-            job.taken = True
-        try:
-            # Not cancellable once taken: the group finishes and every caller hears.
-            with trio.CancelScope(shield=True):
-                await self._run_group_in_thread(group)
-        finally:
-            self._groups_running -= 1
-            for job in group:
-                job.wake.set()
-            self._wake_next()
-
-    def _wake_next(self) -> None:
-        """The first caller still queued commits the next group (in its own task)."""
-        if self._queued and self._groups_running < self._group_slots:
-            self._queued[0].wake.set()
-
-    async def _run_group_in_thread(self, group: list[_Write[Any]]) -> None:
+    async def _run_group_in_thread(
+        self, group: list[_Write[Any]], run: Callable[[list[_Write[Any]], float], None]
+    ) -> None:
         deadline = trio.current_time() + self.acquire_timeout
         with trio.move_on_at(deadline) as waited:
             await self._limiter.acquire()
@@ -259,7 +295,7 @@ class PostgresDatabase(Database):
             return
         try:
             remaining = max(0.05, deadline - trio.current_time())
-            await trio.to_thread.run_sync(self._run_group, group, remaining, limiter=self._threads)
+            await trio.to_thread.run_sync(run, group, remaining, limiter=self._threads)
         finally:
             self._limiter.release()
 
@@ -307,6 +343,47 @@ class PostgresDatabase(Database):
             with contextlib.suppress(psycopg.Error):
                 connection.execute("ROLLBACK")
             self._fail_all(group, _translated(exc))
+
+    def _run_statement_group(self, group: list[_Write[Any]], timeout: float) -> None:
+        """Each job's statements on one connection in autocommit, one job after another; a
+        job that fails does not touch the others. A connection that is lost is replaced by
+        a checked one for the jobs after; a job that met it before anything of it ran (its
+        first statement) runs once more, as `_run_statements` does."""
+        if len(group) == 1:
+            group[0].result = outcome.capture(self._run_statements, group[0].fn, timeout)
+            return
+        deadline = time.monotonic() + timeout
+        try:
+            connection = self._pool.getconn(timeout=timeout)
+        except PoolTimeout:
+            self._fail_all(group, DatabaseUnavailable("no database connection within the acquire timeout"))
+            return
+        held = True
+        try:
+            index, again = 0, False
+            while index < len(group):
+                job, tx = group[index], PostgresTx(connection)
+                try:
+                    job.result = outcome.Value(job.fn(tx))
+                except DatabaseUnavailable as lost:
+                    self._pool.putconn(connection)  # a broken connection: the pool drops it
+                    held = False
+                    try:
+                        connection = self._checked_connection(max(0.01, deadline - time.monotonic()))
+                    except DatabaseUnavailable as gone:
+                        self._fail_all(group[index:], gone)
+                        return
+                    held = True
+                    if not tx.answered and not again:  # nothing of it ran: once more
+                        again = True
+                        continue
+                    job.result = outcome.Error(lost)
+                except BaseException as exc:
+                    job.result = outcome.Error(exc)
+                index, again = index + 1, False
+        finally:
+            if held:
+                self._pool.putconn(connection)
 
     @staticmethod
     def _fail_all(jobs: list[_Write[Any]], exc: Exception) -> None:
