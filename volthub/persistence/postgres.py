@@ -146,16 +146,19 @@ class _GroupQueue:
         deadline = trio.current_time() + self._acquire_timeout
         try:
             while job.result is None:
-                if self.running < self.slots:
+                if job.taken:  # in a group another caller runs: it finishes, whatever happens
+                    await job.wake.wait()
+                elif self.running < self.slots:
                     await self._run_group()
                     continue
-                with trio.move_on_at(deadline):
-                    await job.wake.wait()  # its group ran, or a slot came free
+                else:
+                    with trio.move_on_at(deadline):
+                        await job.wake.wait()  # a slot came free, or another caller took it
+                    if not job.taken and trio.current_time() >= deadline:
+                        self.queued.remove(job)
+                        self._wake_next()
+                        raise DatabaseUnavailable("no database connection became free in time")
                 job.wake = trio.Event()
-                if job.result is None and not job.taken and trio.current_time() >= deadline:
-                    self.queued.remove(job)
-                    self._wake_next()
-                    raise DatabaseUnavailable("no database connection became free in time")
         except trio.Cancelled:
             if not job.taken:  # never started: it will not run
                 self.queued.remove(job)
@@ -174,6 +177,8 @@ class _GroupQueue:
         """Run the queue's first group (which holds the caller's own call, unless more than
         a group's worth queued before it)."""
         await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
+        if not self.queued:  # another caller took the queue (the caller's call too) meanwhile
+            return
         self.running += 1
         group, self.queued = self.queued[:MAX_GROUP], self.queued[MAX_GROUP:]
         for job in group:
