@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import outcome
 import psycopg
 import trio
 import trio.testing
@@ -399,47 +398,3 @@ async def test_a_connection_lost_in_a_statements_group_is_replaced_for_the_rest(
         assert isinstance(answers[0], DatabaseUnavailable)
         assert answers[1] == [{"x": 2}]
         assert await _values(database) == [2, 100]
-
-
-async def test_a_caller_taken_into_another_callers_group_waits_for_it_past_its_deadline(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """The queue alone (no database): caller B's call is taken into the group caller A
-    runs; while that group runs past B's acquire deadline, with a slot free, B neither
-    fails nor starts groups of its own (there is nothing left to run): it waits."""
-    del autojump_clock
-    from volthub.persistence.postgres import _GroupQueue, _Write
-
-    releases: dict[str, trio.Event] = {}
-    groups: list[list[str]] = []
-
-    async def run(group: list[Any]) -> None:
-        names = [job.order for job in group]
-        groups.append(names)
-        if not names:  # the fault this test is about: record it, and let the test end
-            releases.setdefault("a", trio.Event()).set()
-            await trio.lowlevel.checkpoint()
-            return
-        release = releases.setdefault(names[0], trio.Event())
-        await release.wait()
-        for job in group:
-            job.result = outcome.Value(job.order)
-
-    queue = _GroupQueue(slots=2, acquire_timeout=5.0, run=run)
-    answers: dict[str, Any] = {}
-
-    async def call(name: str) -> None:
-        answers[name] = (await queue.outcome(_Write(lambda tx: None, name))).unwrap()
-
-    async with trio.open_nursery() as nursery:
-        for name in ("holder1", "holder2", "a", "b"):
-            nursery.start_soon(call, name)
-            await trio.testing.wait_all_tasks_blocked()
-        releases["holder1"].set()  # a slot frees: `a` runs the next group, which takes `b` too
-        await trio.testing.wait_all_tasks_blocked()
-        releases["holder2"].set()  # another slot frees while that group still runs
-        await trio.sleep(10)  # past `b`'s acquire deadline
-        assert "b" not in answers
-        releases["a"].set()
-    assert answers == {"holder1": "holder1", "holder2": "holder2", "a": "a", "b": "b"}
-    assert groups == [["holder1"], ["holder2"], ["a", "b"]]

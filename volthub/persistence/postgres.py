@@ -26,8 +26,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, NoReturn, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, TypeVar
 
 import outcome
 import psycopg
@@ -49,6 +49,7 @@ from volthub.persistence.database import (
     Tx,
     count_query_error,
 )
+from volthub.persistence.group_commit import GroupQueue, QueuedCall
 
 T = TypeVar("T")
 
@@ -111,94 +112,6 @@ class PostgresTx(Tx):
             _translate(exc)
 
 
-# Writes one group commit runs at most (a bound on how long the first one waits).
-MAX_GROUP = 64
-
-
-class _Write(Generic[T]):
-    """One queued keyed write and, once its group committed, its outcome."""
-
-    __slots__ = ("fn", "order", "taken", "result", "wake")
-
-    def __init__(self, fn: Callable[[Tx], T], order: str) -> None:
-        self.fn = fn
-        self.order = order
-        self.taken = False  # in a group that is running (it will finish, whatever happens)
-        self.result: outcome.Outcome[T] | None = None
-        self.wake = trio.Event()  # its group finished, or a group slot came free
-
-
-class _GroupQueue:
-    """Calls waiting to run as groups: `slots` groups in flight at once; what queues up
-    meanwhile forms the next group, run by whichever of its callers comes first."""
-
-    def __init__(self, slots: int, acquire_timeout: float, run: Callable[[list[_Write[Any]]], Awaitable[None]]) -> None:
-        self.slots = slots
-        self.queued: list[_Write[Any]] = []
-        self.running = 0
-        self._acquire_timeout = acquire_timeout
-        self._run = run
-
-    async def outcome(self, job: _Write[T]) -> outcome.Outcome[T]:
-        """`job`'s outcome once its group ran. DatabaseUnavailable when it waited in the
-        queue past the acquire timeout (it never runs then)."""
-        self.queued.append(job)
-        deadline = trio.current_time() + self._acquire_timeout
-        try:
-            while job.result is None:
-                if job.taken:  # in a group another caller runs: it finishes, whatever happens
-                    await job.wake.wait()
-                elif self.running < self.slots:
-                    await self._run_group()
-                    continue
-                else:
-                    with trio.move_on_at(deadline):
-                        await job.wake.wait()  # a slot came free, or another caller took it
-                    if not job.taken and trio.current_time() >= deadline:
-                        self.queued.remove(job)
-                        self._wake_next()
-                        raise DatabaseUnavailable("no database connection became free in time")
-                job.wake = trio.Event()
-        except trio.Cancelled:
-            if not job.taken:  # never started: it will not run
-                self.queued.remove(job)
-                self._wake_next()
-                raise
-            # Its group is running and cannot be stopped: wait for the outcome, as a
-            # transaction running in its own thread is waited for.
-            with trio.CancelScope(shield=True):
-                while job.result is None:
-                    await job.wake.wait()
-                    job.wake = trio.Event()
-            raise
-        return job.result
-
-    async def _run_group(self) -> None:
-        """Run the queue's first group (which holds the caller's own call, unless more than
-        a group's worth queued before it)."""
-        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
-        if not self.queued:  # another caller took the queue (the caller's call too) meanwhile
-            return
-        self.running += 1
-        group, self.queued = self.queued[:MAX_GROUP], self.queued[MAX_GROUP:]
-        for job in group:
-            job.taken = True
-        try:
-            # Not cancellable once taken: the group finishes and every caller hears.
-            with trio.CancelScope(shield=True):
-                await self._run(group)
-        finally:
-            self.running -= 1
-            for job in group:
-                job.wake.set()
-            self._wake_next()
-
-    def _wake_next(self) -> None:
-        """The first caller still queued runs the next group (in its own task)."""
-        if self.queued and self.running < self.slots:
-            self.queued[0].wake.set()
-
-
 class _SteadyRetry(AttemptWithBackoff):
     """Reconnect attempts every second (±10%) instead of doubling: a database back from an
     outage is used again within about a second."""
@@ -237,12 +150,12 @@ class PostgresDatabase(Database):
         # waiting for a row lock does not stop every keyed write. The other connections
         # serve reads and writes without a key.
         slots = group_slots if group_slots is not None else max(1, pool_size // 4)
-        self._write_groups = _GroupQueue(
+        self._write_groups = GroupQueue(
             slots, acquire_timeout, lambda group: self._run_group_in_thread(group, self._run_group)
         )
         # `statements` callers (budget compare-and-sets) share thread hops the same way,
         # each statement still committed on its own.
-        self._statement_groups = _GroupQueue(
+        self._statement_groups = GroupQueue(
             slots, acquire_timeout, lambda group: self._run_group_in_thread(group, self._run_statement_group)
         )
 
@@ -259,12 +172,12 @@ class PostgresDatabase(Database):
     async def write(self, fn: Callable[[Tx], T], *, order: str | None = None) -> T:
         if order is None:
             return await self._call(fn)
-        return await self._grouped(self._write_groups, _Write(fn, order))
+        return await self._grouped(self._write_groups, QueuedCall(fn, order))
 
     async def statements(self, fn: Callable[[Tx], T]) -> T:
-        return await self._grouped(self._statement_groups, _Write(fn, ""))
+        return await self._grouped(self._statement_groups, QueuedCall(fn, ""))
 
-    async def _grouped(self, queue: _GroupQueue, job: _Write[T]) -> T:
+    async def _grouped(self, queue: GroupQueue, job: QueuedCall[T]) -> T:
         try:
             return (await queue.outcome(job)).unwrap()
         except QUERY_ERRORS as exc:  # once per caller: each had its own transaction
@@ -289,7 +202,7 @@ class PostgresDatabase(Database):
     # -- group commit of keyed writes --
 
     async def _run_group_in_thread(
-        self, group: list[_Write[Any]], run: Callable[[list[_Write[Any]], float], None]
+        self, group: list[QueuedCall[Any]], run: Callable[[list[QueuedCall[Any]], float], None]
     ) -> None:
         deadline = trio.current_time() + self.acquire_timeout
         with trio.move_on_at(deadline) as waited:
@@ -304,7 +217,7 @@ class PostgresDatabase(Database):
         finally:
             self._limiter.release()
 
-    def _run_group(self, group: list[_Write[Any]], timeout: float) -> None:
+    def _run_group(self, group: list[QueuedCall[Any]], timeout: float) -> None:
         if len(group) == 1:
             group[0].result = outcome.capture(self._run, group[0].fn, timeout)
             return
@@ -318,7 +231,7 @@ class PostgresDatabase(Database):
         finally:
             self._pool.putconn(connection)
 
-    def _run_in_one_transaction(self, connection: psycopg.Connection[Row], group: list[_Write[Any]]) -> None:
+    def _run_in_one_transaction(self, connection: psycopg.Connection[Row], group: list[QueuedCall[Any]]) -> None:
         tx = PostgresTx(connection)
         # Sent ahead of the next write's first statement: the savepoint, and the release of
         # the one before (one round trip for both; after a rollback to it, it stands).
@@ -349,7 +262,7 @@ class PostgresDatabase(Database):
                 connection.execute("ROLLBACK")
             self._fail_all(group, _translated(exc))
 
-    def _run_statement_group(self, group: list[_Write[Any]], timeout: float) -> None:
+    def _run_statement_group(self, group: list[QueuedCall[Any]], timeout: float) -> None:
         """Each job's statements on one connection in autocommit, one job after another; a
         job that fails does not touch the others. A connection that is lost is replaced by
         a checked one for the jobs after; a job that met it before anything of it ran (its
@@ -391,7 +304,7 @@ class PostgresDatabase(Database):
                 self._pool.putconn(connection)
 
     @staticmethod
-    def _fail_all(jobs: list[_Write[Any]], exc: Exception) -> None:
+    def _fail_all(jobs: list[QueuedCall[Any]], exc: Exception) -> None:
         """The group's transaction failed: every job hears it, each through an exception of
         its own (one exception raised in several tasks would share a traceback)."""
         for job in jobs:

@@ -12,11 +12,12 @@ group's COMMIT is on disk, and a failed COMMIT fails every caller of the group.
 from __future__ import annotations
 
 import contextlib
+import math
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import outcome
 import trio
@@ -34,6 +35,7 @@ from volthub.persistence.database import (
     Tx,
     count_query_error,
 )
+from volthub.persistence.group_commit import GroupQueue, QueuedCall
 
 T = TypeVar("T")
 
@@ -82,22 +84,6 @@ class SQLiteTx(Tx):
             raise _translate(exc) from None
 
 
-# Transactions one group commit runs at most (a bound on how long the first one waits).
-MAX_GROUP = 64
-
-
-class _Write(Generic[T]):
-    """One queued write transaction and, once its group committed, its outcome."""
-
-    __slots__ = ("fn", "taken", "result", "wake")
-
-    def __init__(self, fn: Callable[[Tx], T]) -> None:
-        self.fn = fn
-        self.taken = False  # in a group that is running (it will finish, whatever happens)
-        self.result: outcome.Outcome[T] | None = None
-        self.wake = trio.Event()  # its group finished, or it is to commit the next group
-
-
 class SQLiteDatabase(Database):
     dialect = "sqlite"
 
@@ -112,8 +98,8 @@ class SQLiteDatabase(Database):
         # SQLite has one writer at a time; queueing writers in Trio instead of letting
         # them spin on SQLITE_BUSY in threads keeps latency flat under contention, and lets
         # the queued ones commit as a group (the module's docstring).
-        self._queued: list[_Write[Any]] = []
-        self._committing = False
+        # One group at a time, and no give-up time: a queued write waits for its turn.
+        self._writes = GroupQueue(1, math.inf, self._run_group_in_thread)
 
     async def open(self) -> None:
         metrics.start_db_errors(self.dialect)
@@ -135,67 +121,27 @@ class SQLiteDatabase(Database):
 
     def pool_stats(self) -> dict[str, int]:
         readers = self._readers.statistics()
-        writing = 1 if self._committing else 0  # the one writer (a group commit at a time)
+        writing = self._writes.running  # the one writer (a group commit at a time)
         in_use = readers.borrowed_tokens + writing
         total = int(readers.total_tokens) + 1
         return {
             "in_use": in_use,
             "idle": max(0, total - in_use),
-            "waiting": readers.tasks_waiting + len(self._queued),
+            "waiting": readers.tasks_waiting + len(self._writes.queued),
         }
 
     async def write(self, fn: Callable[[Tx], T], *, order: str | None = None) -> T:
         # One writer at a time: no lock order to keep, every write can join a group.
-        job = _Write(fn)
-        self._queued.append(job)
         try:
-            while job.result is None:
-                if not self._committing:
-                    await self._commit_group()
-                    continue
-                await job.wake.wait()  # its group committed, or its turn to commit the next
-                job.wake = trio.Event()
-        except trio.Cancelled:
-            if not job.taken:  # never started: it will not run
-                self._queued.remove(job)
-                self._wake_next()
-                raise
-            # Its group is running and cannot be stopped: wait for the outcome, as a
-            # transaction running in its own thread is waited for.
-            with trio.CancelScope(shield=True):
-                while job.result is None:
-                    await job.wake.wait()
-                    job.wake = trio.Event()
-            raise
-        try:
-            return job.result.unwrap()
+            return (await self._writes.outcome(QueuedCall(fn))).unwrap()
         except QUERY_ERRORS as exc:  # once per caller: each had its own transaction
             count_query_error(self.dialect, exc)
             raise
 
-    async def _commit_group(self) -> None:
-        """Commit the queue's first group (which holds the caller's own write)."""
-        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
-        self._committing = True
-        group, self._queued = self._queued[:MAX_GROUP], self._queued[MAX_GROUP:]
-        for job in group:
-            job.taken = True
-        try:
-            # Not cancellable once taken: the group finishes and every caller hears.
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self._run_group, group)
-        finally:
-            self._committing = False
-            for job in group:
-                job.wake.set()
-            self._wake_next()
+    async def _run_group_in_thread(self, group: list[QueuedCall[Any]]) -> None:
+        await trio.to_thread.run_sync(self._run_group, group)
 
-    def _wake_next(self) -> None:
-        """The first caller still queued commits the next group (in its own task)."""
-        if self._queued and not self._committing:
-            self._queued[0].wake.set()
-
-    def _run_group(self, group: list[_Write[Any]]) -> None:
+    def _run_group(self, group: list[QueuedCall[Any]]) -> None:
         if len(group) == 1:
             group[0].result = outcome.capture(self._run, group[0].fn, True)
             return
@@ -209,7 +155,7 @@ class SQLiteDatabase(Database):
         finally:
             self._release(connection)
 
-    def _run_in_one_transaction(self, connection: sqlite3.Connection, group: list[_Write[Any]]) -> None:
+    def _run_in_one_transaction(self, connection: sqlite3.Connection, group: list[QueuedCall[Any]]) -> None:
         try:
             connection.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -240,7 +186,7 @@ class SQLiteDatabase(Database):
             self._fail_all(group, exc)
 
     @staticmethod
-    def _fail_all(jobs: list[_Write[Any]], exc: sqlite3.Error) -> None:
+    def _fail_all(jobs: list[QueuedCall[Any]], exc: sqlite3.Error) -> None:
         """The group's transaction failed: every job hears it, each through its own outcome
         (an outcome can be unwrapped once)."""
         for job in jobs:

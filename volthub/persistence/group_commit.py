@@ -1,0 +1,110 @@
+"""Group commit: calls that queue up while the database is busy run together.
+
+Each backend decides how a group runs (one transaction with a savepoint per call, or one
+connection taking the calls one after another); this module only queues the calls, starts a
+group when a slot is free, and tells every caller its own outcome. A call that a group has
+taken is never abandoned: its caller waits for the outcome even when cancelled, as a
+transaction running in its own thread is waited for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+import outcome
+import trio
+
+from volthub.persistence.database import DatabaseUnavailable, Tx
+
+T = TypeVar("T")
+
+# Writes one group commit runs at most (a bound on how long the first one waits).
+MAX_GROUP = 64
+
+
+class QueuedCall(Generic[T]):
+    """One queued call (a write transaction, or a caller's statements) and, once its group
+    ran, its outcome."""
+
+    __slots__ = ("fn", "order", "taken", "result", "wake")
+
+    def __init__(self, fn: Callable[[Tx], T], order: str = "") -> None:
+        self.fn = fn
+        self.order = order  # groups that take row locks run their calls sorted by it
+        self.taken = False  # in a group that is running (it will finish, whatever happens)
+        self.result: outcome.Outcome[T] | None = None
+        self.wake = trio.Event()  # its group finished, or a group slot came free
+
+
+class GroupQueue:
+    """Calls waiting to run as groups: `slots` groups in flight at once; what queues up
+    meanwhile forms the next group, run by whichever of its callers comes first."""
+
+    def __init__(
+        self, slots: int, acquire_timeout: float, run: Callable[[list[QueuedCall[Any]]], Awaitable[None]]
+    ) -> None:
+        self.slots = slots
+        self.queued: list[QueuedCall[Any]] = []
+        self.running = 0
+        self._acquire_timeout = acquire_timeout
+        self._run = run
+
+    async def outcome(self, job: QueuedCall[T]) -> outcome.Outcome[T]:
+        """`job`'s outcome once its group ran. DatabaseUnavailable when it waited in the
+        queue past the acquire timeout (it never runs then)."""
+        self.queued.append(job)
+        deadline = trio.current_time() + self._acquire_timeout
+        try:
+            while job.result is None:
+                if job.taken:  # in a group another caller runs: it finishes, whatever happens
+                    await job.wake.wait()
+                elif self.running < self.slots:
+                    await self._run_group()
+                    continue
+                else:
+                    with trio.move_on_at(deadline):
+                        await job.wake.wait()  # a slot came free, or another caller took it
+                    if not job.taken and trio.current_time() >= deadline:
+                        self.queued.remove(job)
+                        self._wake_next()
+                        raise DatabaseUnavailable("no database connection became free in time")
+                job.wake = trio.Event()
+        except trio.Cancelled:
+            if not job.taken:  # never started: it will not run
+                self.queued.remove(job)
+                self._wake_next()
+                raise
+            # Its group is running and cannot be stopped: wait for the outcome, as a
+            # transaction running in its own thread is waited for.
+            with trio.CancelScope(shield=True):
+                while job.result is None:
+                    await job.wake.wait()
+                    job.wake = trio.Event()
+            raise
+        return job.result
+
+    async def _run_group(self) -> None:
+        """Run the queue's first group (which holds the caller's own call, unless more than
+        a group's worth queued before it)."""
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
+        if not self.queued:  # another caller took the queue (the caller's call too) meanwhile
+            return
+        self.running += 1
+        group, self.queued = self.queued[:MAX_GROUP], self.queued[MAX_GROUP:]
+        for job in group:
+            job.taken = True
+        try:
+            # Not cancellable once taken: the group finishes and every caller hears.
+            with trio.CancelScope(shield=True):
+                await self._run(group)
+        finally:
+            self.running -= 1
+            for job in group:
+                job.wake.set()
+            self._wake_next()
+
+    def _wake_next(self) -> None:
+        """The first caller still queued runs the next group (in its own task)."""
+        if self.queued and self.running < self.slots:
+            self.queued[0].wake.set()
