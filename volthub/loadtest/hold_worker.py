@@ -149,8 +149,7 @@ async def connect(
     """Open one socket (holding `gate` until its CONNECT is answered) and hand it to the
     reader; False when it failed (recorded on the slot)."""
     family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setblocking(False)
+    sock = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)  # no ioctl to make it so
     started = time.monotonic()
     try:
         with trio.move_on_after(options.connect_timeout) as deadline:
