@@ -135,7 +135,7 @@ bench: $(VENV)/.installed-bench $(NODE_REF)/node_modules/.installed
 # harness itself; about 15 minutes on a 2-core machine. Fails when a check does not hold.
 HOLD_DATABASE ?= postgresql://postgres@127.0.0.1:5432/hold
 HOLD_COMMON = --spawn --target volthub-gateway --database $(HOLD_DATABASE) --clients 0 --hold-seconds 60 \
-	--hold-broadcast-every 10 --connect-concurrency 256 --check 'hold.disconnects==0' --check 'hold.broadcasts.missed==0'
+	--hold-broadcast-every 10 --connect-concurrency 1024 --check 'hold.disconnects==0' --check 'hold.broadcasts.missed==0'
 bench-hold: $(VENV)/.installed-bench
 	mkdir -p $(BENCH_OUT)
 	status=0; \

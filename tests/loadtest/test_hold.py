@@ -15,7 +15,7 @@ import trio
 
 from volthub import cli
 from volthub.loadtest import client, hold, hold_reader, hold_worker
-from volthub.loadtest.metrics import ProcSample
+from volthub.loadtest.metrics import Activity, ProcSample, split_figures
 from volthub.loadtest.targets import Channel
 
 LIMITS = """Limit                     Soft Limit           Hard Limit           Units
@@ -201,3 +201,32 @@ async def test_a_connect_the_server_refuses_is_recorded_as_that_sockets_failure(
     assert state.connect_errors == {slot.error: 1} and gate.value == 1, "the gate is given back"
     assert reader.held == {}
     reader.close()
+
+
+def test_the_ramp_and_hold_are_split_into_user_and_kernel_time_and_switches() -> None:
+    activity = {
+        "before": Activity(1.0, 0.5, 100, 10),
+        "held": Activity(3.0, 1.5, 300, 1010),
+        "after": Activity(4.0, 3.5, 400, 1110),
+    }
+    found = split_figures(activity, 1000)
+    assert found["user_ms_per_connect"] == 2.0 and found["system_ms_per_connect"] == 1.0
+    assert found["wakeups_per_connect"] == 0.2 and found["preemptions_per_connect"] == 1.0
+    assert found["hold_activity"] == {"user_seconds": 1.0, "system_seconds": 2.0, "wakeups": 100, "preemptions": 100}
+    assert split_figures({"before": None, "held": Activity(1.0, 1.0, 1, 1), "after": None}, 1000) == {}
+    # The generator processes report the same four numbers, summed over the processes.
+    ramps = [{"cpu": 1.0, "activity": [0.5, 0.25, 300, 20]}, {"cpu": 1.0, "activity": [0.5, 0.25, 100, 0]}]
+    ends = [{"cpu": 0.1, "deliveries": {}, "activity": [0.1, 0.0, 5, 1]}] * 2
+    generator = hold.generator_figures(ramps, ends, 1000, 20.0, [], [])
+    assert generator["user_ms_per_connect"] == 1.0 and generator["system_ms_per_connect"] == 0.5
+    assert generator["wakeups_per_connect"] == 0.4 and generator["preemptions_per_connect"] == 0.02
+    assert generator["hold_activity"]["wakeups"] == 10
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+def test_a_generator_process_runs_as_a_batch_job_so_its_wake_ups_do_not_preempt_the_server() -> None:
+    code = (
+        "import os; from volthub.loadtest import hold_worker as w; print(w.yield_to_server(), os.sched_getscheduler(0))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", str(os.SCHED_BATCH)]

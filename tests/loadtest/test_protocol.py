@@ -195,3 +195,13 @@ def test_messages_carry_their_send_time() -> None:
     assert p.parse_message(text, "other1") is None
     assert p.parse_message("hello world", "ab12cd") is None
     assert p.parse_message("lt ab12cd x y", "ab12cd") is None
+
+
+def test_keys_and_masks_need_no_system_call_per_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_urandom(size: int) -> bytes:
+        raise AssertionError("os.urandom is a getrandom system call")
+
+    monkeypatch.setattr(p.os, "urandom", no_urandom)
+    masks = {p.encode_frame(p.OP_TEXT, b"40")[2:6] for _ in range(50)}
+    assert len(masks) > 40, "masks still vary from frame to frame"
+    assert len({p.new_key() for _ in range(50)}) == 50

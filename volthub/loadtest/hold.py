@@ -48,12 +48,18 @@ import trio
 
 from volthub.loadtest import protocol as p
 from volthub.loadtest.metrics import (
+    Activity,
     LatencySummary,
     ProcSample,
     ProcTrace,
+    activity_figures,
+    activity_totals,
     descendants,
     parse_proc_ppid,
     read_proc,
+    read_tree_activity,
+    split_figures,
+    summed_activity,
 )
 from volthub.loadtest.targets import Channel, VolthubTarget, check_url, new_run_tag
 
@@ -315,6 +321,8 @@ class _Session:
         self.figures_: dict[str, Any] = {}
         self.broadcasts: list[tuple[int, float]] = []  # (seq, monotonic seconds sent)
         self.broadcast_errors: list[str] = []
+        # The server tree's user/kernel CPU and switches: before the ramp, at its end, at the hold's.
+        self.activity: dict[str, Activity | None] = {}
 
     async def start_worker(self, task: dict[str, Any]) -> None:
         argv = [sys.executable, "-m", "volthub.loadtest.hold_worker"]
@@ -323,6 +331,9 @@ class _Session:
 
     def _read(self) -> Any:
         return read_proc(self.pid, time.monotonic()) if self.pid is not None else None
+
+    def _note_activity(self, moment: str) -> None:
+        self.activity[moment] = read_tree_activity(self.pid) if self.pid is not None else None
 
     def _read_generators(self) -> ProcSample | None:
         """The generator processes' CPU summed into one reading (None once one is gone)."""
@@ -336,9 +347,11 @@ class _Session:
     async def ramp(self, timeout: float) -> None:
         self.load_before = list(os.getloadavg())
         self.before = self._read()
+        self._note_activity("before")
         self.ramps = await _read_all(self.workers, timeout)
         self.ramp_end = time.monotonic()
         self.held = self._read()
+        self._note_activity("held")
         self.connected = sum(r["connected"] for r in self.ramps)
         _say(self.progress, f"[{self.name}] hold: {self.connected:,} of {self.plan.sockets:,} connected")
 
@@ -385,6 +398,7 @@ class _Session:
         self.ends = await _read_all(self.workers, 120)
         self.hold_end = time.monotonic()
         self.hold_cpu = self._read()
+        self._note_activity("after")
 
     async def restart_phase(self, restart: Restarter, timeout: float) -> None:
         await self.stop_workers("restart")
@@ -505,6 +519,9 @@ def hold_figures(session: _Session) -> dict[str, Any]:
             "rss_peak_mib": round(session.trace.peak_rss() / 2**20, 1),
             "rss_growth_kib_per_connection": _ratio(rss_growth / 1024, connected),
         }
+    server_split = split_figures(session.activity, connected)
+    if server_split and "server" in figures:
+        figures["server"].update(server_split)
     figures["load_average"] = {"before": session.load_before, "after": list(os.getloadavg())}
     refused = machine_refusals(errors)
     if refused:
@@ -531,7 +548,14 @@ def generator_figures(
     delivered = sum(len(found) for r in ends for found in r["deliveries"].values())
     quiet_cpu, quiet_seconds = quiet_upkeep(samples, broadcasts)
     busy = hold_cpu - quiet_cpu / quiet_seconds * held_seconds if quiet_seconds else None
+    ramp_activity = summed_activity(ramps)
+    hold_activity = summed_activity(ends)
+    split = {
+        **(activity_figures(ramp_activity, connected, "connect", 1e3) if ramp_activity else {}),
+        **({"hold_activity": activity_totals(hold_activity)} if hold_activity else {}),
+    }
     return {
+        **split,
         "cpu_ms_per_connect": _ratio(sum(r["cpu"] for r in ramps) * 1e3, connected),
         "cpu_us_per_socket_second": _ratio(hold_cpu * 1e6, connected * held_seconds),
         # None when the broadcasts' CPU is within the upkeep's noise (too few deliveries).

