@@ -562,6 +562,10 @@ def generator_figures(
         "cpu_us_per_delivery": _ratio(busy * 1e6, delivered) if busy is not None and busy > 0 else None,
         # Deliveries recorded by comparing a read with a broadcast's bytes already parsed whole.
         "recognised_reads": sum(r.get("recognised", 0) for r in ends),
+        # Generator processes that ran as batch jobs (SCHED_BATCH: their wake-ups do not
+        # preempt the server), of all of them: the report says what the harness set.
+        "batch_processes": sum(1 for r in ramps if r.get("batch")),
+        "processes": len(ramps),
     }
 
 

@@ -190,7 +190,7 @@ async def reconnect(
             return
 
 
-async def _worker() -> None:
+async def _worker(batch: bool) -> None:
     stdin = trio.lowlevel.FdStream(os.dup(0))
     lines = read_lines(stdin)
     task = json.loads(await lines.__anext__())
@@ -235,6 +235,7 @@ async def _worker() -> None:
                     "last": last,
                     "cpu": cpu_seconds() - cpu_began,
                     "activity": since(activity_began),
+                    "batch": batch,
                 }
             )
             cpu_held, activity_held = cpu_seconds(), activity()
@@ -302,8 +303,7 @@ def main() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    yield_to_server()
-    trio.run(_worker)
+    trio.run(_worker, yield_to_server())
 
 
 if __name__ == "__main__":

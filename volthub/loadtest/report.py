@@ -222,7 +222,8 @@ def hold_text(found: dict[str, Any]) -> str:
         f"server CPU per socket-s (us)    {fmt(server.get('cpu_us_per_socket_second'), 3)} "
         f"(away from broadcasts {fmt(server.get('quiet_cpu_us_per_socket_second'), 3)})",
         f"server CPU per delivery (us)    {fmt(server.get('cpu_us_per_delivery'), 2)} (beyond the upkeep)",
-        f"generator CPU per connect (ms)  {fmt(generator.get('cpu_ms_per_connect'), 3)}",
+        f"generator CPU per connect (ms)  {fmt(generator.get('cpu_ms_per_connect'), 3)} "
+        f"({fmt(generator.get('processes'))} processes, {fmt(generator.get('batch_processes'))} as batch jobs)",
         f"generator CPU per socket-s (us) {fmt(generator.get('cpu_us_per_socket_second'), 3)}",
         f"generator CPU per delivery (us) {fmt(generator.get('cpu_us_per_delivery'), 2)} (beyond the upkeep; "
         f"{fmt(generator.get('recognised_reads'))} reads recognised)",
