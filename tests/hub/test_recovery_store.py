@@ -169,6 +169,34 @@ async def test_a_late_drop_does_not_overwrite_a_state_another_process_took_over(
     assert kept is not None and set(kept.channels) == {"c1", "c2"}
 
 
+async def test_a_shutdown_lets_live_states_stand_and_retires_them_in_one_step(stores: Any) -> None:
+    """A stopping process writes nothing per connection whose live state is in the store:
+    its last step turns every live state it wrote into a dropped one for the window."""
+    make, clock, _ = stores
+    stopping, other = make(), make()
+    stopping.track("pid-1", state(), now=0.0)
+    await stopping.flush()
+    writes: list[int] = []
+    write = stopping._write
+
+    async def counted(batch: list[Any]) -> None:
+        writes.append(len(batch))
+        await write(batch)
+
+    stopping._write = counted
+    stopping.stand("pid-1", state(), now=0.0)  # written live: it stands
+    stopping.stand("pid-2", state(user="u2"), now=0.0)  # never written live: its final state is kept
+    with trio.CancelScope() as service:
+        service.cancel()
+        await stopping.run()  # the shutdown: the queue, then the retirement
+    assert writes == [1]
+    clock.at += WINDOW - 1
+    standing = await other.take("pid-1", "u1", "/", now=0.0)
+    assert standing is not None and not standing.final and standing.last_sent == {"c1": "e1"}
+    kept = await other.take("pid-2", "u2", "/", now=0.0)
+    assert kept is not None and kept.final
+
+
 async def test_a_connection_that_ends_for_good_leaves_nothing(stores: Any) -> None:
     make, _, _ = stores
     a = make()

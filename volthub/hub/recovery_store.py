@@ -19,6 +19,12 @@ live state knows where each channel stood when it was subscribed, not what was s
 the client's offset says where its channel resumes, and any other channel recovers only
 if it had no event since (else the client is told it was not recovered). Writes go out from
 a queue, in order, by :meth:`SharedRecoveryStore.run` (a supervised service).
+
+A stopping process ends all its connections at once. For one that follows at most one
+channel the live state is as good as a final one (the client's offset says where that
+channel resumes), so it is left to ``stand`` and, once the queue is written, every live
+state of the process becomes a dropped one in one step (``retire``): a restart then costs
+the store one statement per process instead of a write per connection.
 """
 
 from __future__ import annotations
@@ -109,6 +115,11 @@ class RecoveryStore:
         while len(self._lost) > self._max:
             self._lost.popitem(last=False)
 
+    def stand(self, pid: str, lost: Lost, now: float) -> None:
+        """This process's shutdown ended a connection that follows at most one channel:
+        its live state may stand for the final one (kept here: no live states in-process)."""
+        self.keep(pid, lost, now)
+
     async def take(self, pid: str, user_id: str | None, namespace: str, now: float) -> Lost | None:
         """The state kept under ``pid`` for this user and namespace, once; None when unknown
         or expired."""
@@ -157,6 +168,7 @@ class SharedRecoveryStore(RecoveryStore):
         self.refresh_seconds = window_seconds / 4
         self._gathering: list[_Take] = []  # takes waiting for the next look-up
         self._looking = False  # a look-up runs (or its successor's leader is being woken)
+        self._standing = False  # live states stand for dropped ones: retire them at the end
 
     @property
     def ttl_seconds(self) -> float:
@@ -173,6 +185,15 @@ class SharedRecoveryStore(RecoveryStore):
         lost.final = True
         lost.expires_at = now + self.window
         self._queue(state_key(pid, lost.user_id, lost.namespace), lost.dumps(), live=False)
+
+    def stand(self, pid: str, lost: Lost, now: float) -> None:
+        """Nothing is written now when this process wrote (or queued) the connection's live
+        state: at the end of the shutdown ``retire`` turns it, with every other live state
+        of the process, into a dropped state for the window. Else its final state is kept."""
+        if state_key(pid, lost.user_id, lost.namespace) in self._live:
+            self._standing = True
+        else:
+            self.keep(pid, lost, now)
 
     def _queue(self, key: str, state: str | None, *, live: bool) -> None:
         self._pending.pop(key, None)  # the newest write of a key is the one that counts
@@ -264,13 +285,16 @@ class SharedRecoveryStore(RecoveryStore):
     async def run(self) -> None:
         """Background service: send queued writes, keep live states fresh and let expired
         ones go. An idle process (no live states, nothing queued) only waits. On shutdown
-        the states of the connections it just closed are written before it ends."""
+        the states of the connections it just closed are written (or, left to stand,
+        retired) before it ends."""
         try:
             await self._serve()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(FINAL_FLUSH_SECONDS):
                 try:
                     await self.flush()
+                    if self._standing:
+                        await self.retire()
                 except Exception:
                     log.warning("recovery: dropped connections' states not written at shutdown", exc_info=True)
 
@@ -307,7 +331,17 @@ class SharedRecoveryStore(RecoveryStore):
         """This process's live states stay for another window; expired ones go."""
         await self._refresh()
 
+    async def retire(self) -> None:
+        """The process stops: its live states become dropped ones, kept for the window from
+        now (their connections were ended by the shutdown)."""
+        await self._retire()
+        self._live.clear()
+        self._standing = False
+
     async def _write(self, writes: list[repo.Write]) -> None:
+        raise NotImplementedError
+
+    async def _retire(self) -> None:
         raise NotImplementedError
 
     async def _refresh(self) -> None:
@@ -332,6 +366,10 @@ class DatabaseRecoveryStore(SharedRecoveryStore):
         now = self._clock.now()
         expires, now_ms = to_ms(now + self.ttl_seconds), to_ms(now)
         await self._database.write(lambda tx: repo.refresh(tx, self.owner, expires, now_ms))
+
+    async def _retire(self) -> None:
+        expires = to_ms(self._clock.now() + self.ttl_seconds)
+        await self._database.write(lambda tx: repo.retire(tx, self.owner, expires))
 
     async def _take(self, key: str, now: float) -> str | None:
         return (await self._take_many([key], now)).get(key)
@@ -377,6 +415,10 @@ class RedisRecoveryStore(SharedRecoveryStore):
         keys = [redis_state_key(key) for key in self._live]
         ttl_ms = max(1, int(self.ttl_seconds * 1000))
         await self._each(keys, lambda target, i: target.pexpire(keys[i], ttl_ms))
+
+    async def _retire(self) -> None:
+        """A key holds no live flag: the live states' keys get the window's TTL from now."""
+        await self._refresh()
 
     async def _each(self, keys: list[str], command: Callable[[Any, int], Any]) -> None:
         """`command(pipe, i)` for each key, in one pipeline: on a Redis Cluster the client
