@@ -118,6 +118,43 @@ async def test_a_burst_of_takes_is_looked_up_together_each_once(stores: Any) -> 
     assert not any([await a.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(40)])
 
 
+async def test_a_take_does_not_wait_for_the_look_up_before_its_own(stores: Any) -> None:
+    """While one gathered look-up is in flight, a take that arrives starts another one."""
+    make, _, _ = stores
+    a, b = make(), make()
+    for n in range(2):
+        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+    await a.flush()
+    started: list[list[str]] = []
+    slow = trio.Event()
+    bulk = b._take_many
+
+    async def gated(keys: list[str], now: float) -> dict[str, str]:
+        started.append(keys)
+        if len(started) == 1:
+            await slow.wait()  # the first look-up is slow to answer
+        return await bulk(keys, now)
+
+    b._take_many = gated
+    found: dict[int, Any] = {}
+
+    async def take(n: int) -> None:
+        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+
+    async with trio.open_nursery() as nursery:
+        try:
+            nursery.start_soon(take, 0)
+            with trio.fail_after(10):
+                while not started:
+                    await trio.sleep(0)
+                nursery.start_soon(take, 1)
+                while len(started) < 2:
+                    await trio.sleep(0)
+        finally:
+            slow.set()
+    assert len(started) == 2 and found[0] is not None and found[1] is not None
+
+
 async def test_a_live_state_outlives_a_killed_process_for_the_window_only(stores: Any) -> None:
     make, clock, redis = stores
     killed, survivor = make(), make()

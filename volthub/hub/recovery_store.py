@@ -58,6 +58,8 @@ FINAL_FLUSH_SECONDS: Final = 2.0
 TAKE_BATCH: Final = 500
 # A gathered look-up that takes longer fails its takes (their clients start afresh).
 TAKE_TIMEOUT_SECONDS: Final = 5.0
+# Gathered look-ups running at once (each holds a database connection while it runs).
+TAKE_LOOKUPS: Final = 4
 
 
 @dataclass(slots=True)
@@ -144,14 +146,14 @@ class RecoveryStore:
 class _Take:
     """One take waiting for a gathered look-up."""
 
-    __slots__ = ("key", "done", "state", "error", "lead")
+    __slots__ = ("key", "wake", "answered", "state", "error")
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.done = trio.Event()  # its answer is in, or it is to lead the next look-up
+        self.wake = trio.Event()  # its answer is in, or a look-up may be started
+        self.answered = False
         self.state: str | None = None
         self.error: Exception | None = None
-        self.lead = False
 
 
 class SharedRecoveryStore(RecoveryStore):
@@ -166,8 +168,8 @@ class SharedRecoveryStore(RecoveryStore):
         self._live: set[str] = set()  # keys of live states written by this process
         self._wake = trio.Event()
         self.refresh_seconds = window_seconds / 4
-        self._gathering: list[_Take] = []  # takes waiting for the next look-up
-        self._looking = False  # a look-up runs (or its successor's leader is being woken)
+        self._gathering: list[_Take] = []  # takes waiting for a look-up
+        self._lookups = 0  # look-ups running
         self._standing = False  # live states stand for dropped ones: retire them at the end
 
     @property
@@ -214,50 +216,48 @@ class SharedRecoveryStore(RecoveryStore):
         return None if raw is None else Lost.loads(raw)
 
     async def _gathered_take(self, key: str, now: float) -> str | None:
-        """Takes are looked up together, one look-up at a time: after a restart every client
-        reconnects at once, and a round trip (a transaction) each would cost the store far
-        more than one per burst. A take that finds no look-up running leads one for every
-        take waiting by then, shielded (the others wait on it); the takes that arrive
-        meanwhile wait, and the first of them leads the next look-up."""
+        """Takes are looked up together: after a restart every client reconnects at once,
+        and a round trip (a transaction) each would cost the store far more than one per
+        burst. A take that finds fewer than TAKE_LOOKUPS look-ups running starts one for
+        every take waiting by then, shielded (the others wait on it). Several run at once:
+        a reconnecting client waits for the round trip of its own look-up, not for the one
+        before it as well (on a busy process that wait was most of a recovered connect's).
+        When all are busy a take waits; each look-up that ends wakes the first waiting take
+        to start the next."""
         found = _Take(key)
         self._gathering.append(found)
         try:
-            if not self._looking:
-                self._looking = True
-                await self._lead(now)
-            await found.done.wait()
-            while found.lead:  # woken to lead the next look-up (its own take is in it)
-                found.lead, found.done = False, trio.Event()
-                await self._lead(now)
-                await found.done.wait()
+            while not found.answered:
+                if self._lookups < TAKE_LOOKUPS:
+                    await self._lead(now)
+                else:
+                    await found.wake.wait()
+                    found.wake = trio.Event()
         except BaseException:
             if found in self._gathering:  # gone before its look-up
                 self._gathering.remove(found)
-            if found.lead:  # handed the lead as it left: pass it on
-                found.lead = False
-                self._hand_off()
+            self._wake_next()  # it may have been woken to start a look-up: another will
             raise
         if found.error is not None:
             raise found.error
         return found.state
 
     async def _lead(self, now: float) -> None:
+        self._lookups += 1
         try:
             with trio.CancelScope(shield=True):
                 await trio.sleep(0)  # the takes of this same wake-up join
                 batch, self._gathering = self._gathering[:TAKE_BATCH], self._gathering[TAKE_BATCH:]
-                await self._look_up(batch, now)
+                if batch:  # else look-ups that started meanwhile took them all
+                    await self._look_up(batch, now)
         finally:
-            self._hand_off()
+            self._lookups -= 1
+            self._wake_next()
 
-    def _hand_off(self) -> None:
-        """The look-up is over: the first waiting take leads the next (no other can start
-        one meanwhile), else none runs."""
-        if self._gathering:
-            self._gathering[0].lead = True
-            self._gathering[0].done.set()
-        else:
-            self._looking = False
+    def _wake_next(self) -> None:
+        """A look-up may be started: the first waiting take starts it."""
+        if self._gathering and self._lookups < TAKE_LOOKUPS:
+            self._gathering[0].wake.set()
 
     async def _look_up(self, batch: list[_Take], now: float) -> None:
         try:
@@ -270,7 +270,8 @@ class SharedRecoveryStore(RecoveryStore):
             for take in batch:
                 take.state = states.get(take.key)
         for take in batch:
-            take.done.set()
+            take.answered = True
+            take.wake.set()
 
     async def _take_many(self, keys: list[str], now: float) -> dict[str, str]:
         """The states under ``keys`` (each taken once); one look-up per key unless the store
@@ -369,14 +370,18 @@ class DatabaseRecoveryStore(SharedRecoveryStore):
 
     async def _retire(self) -> None:
         expires = to_ms(self._clock.now() + self.ttl_seconds)
-        await self._database.write(lambda tx: repo.retire(tx, self.owner, expires))
+        await self._database.statements(lambda tx: repo.retire(tx, self.owner, expires))
 
     async def _take(self, key: str, now: float) -> str | None:
         return (await self._take_many([key], now)).get(key)
 
     async def _take_many(self, keys: list[str], now: float) -> dict[str, str]:
+        """One statement, atomic by itself: without a transaction's BEGIN and COMMIT around it
+        the look-up is one round trip instead of three, and a reconnecting client waits on it
+        (its worker thread takes the interpreter back after each round trip, which on a busy
+        process costs more than the round trip)."""
         now_ms = to_ms(self._clock.now())
-        return await self._database.write(lambda tx: repo.take_many(tx, keys, now_ms))
+        return await self._database.statements(lambda tx: repo.take_many(tx, keys, now_ms))
 
 
 # KEYS[1]: the state's key. ARGV: owner, state ("" ends it), live ("1"/"0"), ttl ms. The
