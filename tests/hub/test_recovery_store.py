@@ -155,6 +155,43 @@ async def test_a_take_does_not_wait_for_the_look_up_before_its_own(stores: Any) 
     assert len(started) == 2 and found[0] is not None and found[1] is not None
 
 
+async def test_a_take_whose_look_up_runs_waits_for_it_without_starting_others(stores: Any) -> None:
+    make, _, _ = stores
+    a, b = make(), make()
+    for n in range(2):
+        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+    await a.flush()
+    slow = trio.Event()
+    bulk = b._take_many
+    lead = b._lead
+    leads: list[int] = []
+
+    async def gated(keys: list[str], now: float) -> dict[str, str]:
+        await slow.wait()
+        return await bulk(keys, now)
+
+    async def counted(now: float) -> None:
+        leads.append(len(b._gathering))
+        await lead(now)
+
+    b._take_many = gated
+    b._lead = counted
+    found: dict[int, Any] = {}
+
+    async def take(n: int) -> None:
+        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+
+    async with trio.open_nursery() as nursery:
+        try:
+            for n in range(2):  # in the same turn: one look-up has both
+                nursery.start_soon(take, n)
+            for _ in range(50):  # turns of the scheduler while that look-up runs
+                await trio.sleep(0)
+        finally:
+            slow.set()
+    assert len(leads) <= 2 and found[0] is not None and found[1] is not None
+
+
 async def test_a_live_state_outlives_a_killed_process_for_the_window_only(stores: Any) -> None:
     make, clock, redis = stores
     killed, survivor = make(), make()

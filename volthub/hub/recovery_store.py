@@ -146,11 +146,12 @@ class RecoveryStore:
 class _Take:
     """One take waiting for a gathered look-up."""
 
-    __slots__ = ("key", "wake", "answered", "state", "error")
+    __slots__ = ("key", "wake", "in_look_up", "answered", "state", "error")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.wake = trio.Event()  # its answer is in, or a look-up may be started
+        self.in_look_up = False  # a look-up that runs has it
         self.answered = False
         self.state: str | None = None
         self.error: Exception | None = None
@@ -228,9 +229,9 @@ class SharedRecoveryStore(RecoveryStore):
         self._gathering.append(found)
         try:
             while not found.answered:
-                if self._lookups < TAKE_LOOKUPS:
+                if not found.in_look_up and self._lookups < TAKE_LOOKUPS:
                     await self._lead(now)
-                else:
+                else:  # its look-up runs (it waits for that), or every slot is busy
                     await found.wake.wait()
                     found.wake = trio.Event()
         except BaseException:
@@ -248,6 +249,8 @@ class SharedRecoveryStore(RecoveryStore):
             with trio.CancelScope(shield=True):
                 await trio.sleep(0)  # the takes of this same wake-up join
                 batch, self._gathering = self._gathering[:TAKE_BATCH], self._gathering[TAKE_BATCH:]
+                for take in batch:
+                    take.in_look_up = True
                 if batch:  # else look-ups that started meanwhile took them all
                     await self._look_up(batch, now)
         finally:
