@@ -118,6 +118,80 @@ async def test_a_burst_of_takes_is_looked_up_together_each_once(stores: Any) -> 
     assert not any([await a.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(40)])
 
 
+async def test_a_take_does_not_wait_for_the_look_up_before_its_own(stores: Any) -> None:
+    """While one gathered look-up is in flight, a take that arrives starts another one."""
+    make, _, _ = stores
+    a, b = make(), make()
+    for n in range(2):
+        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+    await a.flush()
+    started: list[list[str]] = []
+    slow = trio.Event()
+    bulk = b._take_many
+
+    async def gated(keys: list[str], now: float) -> dict[str, str]:
+        started.append(keys)
+        if len(started) == 1:
+            await slow.wait()  # the first look-up is slow to answer
+        return await bulk(keys, now)
+
+    b._take_many = gated
+    found: dict[int, Any] = {}
+
+    async def take(n: int) -> None:
+        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+
+    async with trio.open_nursery() as nursery:
+        try:
+            nursery.start_soon(take, 0)
+            with trio.fail_after(10):
+                while not started:
+                    await trio.sleep(0)
+                nursery.start_soon(take, 1)
+                while len(started) < 2:
+                    await trio.sleep(0)
+        finally:
+            slow.set()
+    assert len(started) == 2 and found[0] is not None and found[1] is not None
+
+
+async def test_a_take_whose_look_up_runs_waits_for_it_without_starting_others(stores: Any) -> None:
+    make, _, _ = stores
+    a, b = make(), make()
+    for n in range(2):
+        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+    await a.flush()
+    slow = trio.Event()
+    bulk = b._take_many
+    lead = b._lead
+    leads: list[int] = []
+
+    async def gated(keys: list[str], now: float) -> dict[str, str]:
+        await slow.wait()
+        return await bulk(keys, now)
+
+    async def counted(now: float) -> None:
+        leads.append(len(b._gathering))
+        await lead(now)
+
+    b._take_many = gated
+    b._lead = counted
+    found: dict[int, Any] = {}
+
+    async def take(n: int) -> None:
+        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+
+    async with trio.open_nursery() as nursery:
+        try:
+            for n in range(2):  # in the same turn: one look-up has both
+                nursery.start_soon(take, n)
+            for _ in range(50):  # turns of the scheduler while that look-up runs
+                await trio.sleep(0)
+        finally:
+            slow.set()
+    assert len(leads) <= 2 and found[0] is not None and found[1] is not None
+
+
 async def test_a_live_state_outlives_a_killed_process_for_the_window_only(stores: Any) -> None:
     make, clock, redis = stores
     killed, survivor = make(), make()
@@ -167,6 +241,34 @@ async def test_a_late_drop_does_not_overwrite_a_state_another_process_took_over(
     await a.flush()
     kept = await make().take("pid-1", "u1", "/", now=0.0)
     assert kept is not None and set(kept.channels) == {"c1", "c2"}
+
+
+async def test_a_shutdown_lets_live_states_stand_and_retires_them_in_one_step(stores: Any) -> None:
+    """A stopping process writes nothing per connection whose live state is in the store:
+    its last step turns every live state it wrote into a dropped one for the window."""
+    make, clock, _ = stores
+    stopping, other = make(), make()
+    stopping.track("pid-1", state(), now=0.0)
+    await stopping.flush()
+    writes: list[int] = []
+    write = stopping._write
+
+    async def counted(batch: list[Any]) -> None:
+        writes.append(len(batch))
+        await write(batch)
+
+    stopping._write = counted
+    stopping.stand("pid-1", state(), now=0.0)  # written live: it stands
+    stopping.stand("pid-2", state(user="u2"), now=0.0)  # never written live: its final state is kept
+    with trio.CancelScope() as service:
+        service.cancel()
+        await stopping.run()  # the shutdown: the queue, then the retirement
+    assert writes == [1]
+    clock.at += WINDOW - 1
+    standing = await other.take("pid-1", "u1", "/", now=0.0)
+    assert standing is not None and not standing.final and standing.last_sent == {"c1": "e1"}
+    kept = await other.take("pid-2", "u2", "/", now=0.0)
+    assert kept is not None and kept.final
 
 
 async def test_a_connection_that_ends_for_good_leaves_nothing(stores: Any) -> None:

@@ -19,6 +19,12 @@ live state knows where each channel stood when it was subscribed, not what was s
 the client's offset says where its channel resumes, and any other channel recovers only
 if it had no event since (else the client is told it was not recovered). Writes go out from
 a queue, in order, by :meth:`SharedRecoveryStore.run` (a supervised service).
+
+A stopping process ends all its connections at once. For one that follows at most one
+channel the live state is as good as a final one (the client's offset says where that
+channel resumes), so it is left to ``stand`` and, once the queue is written, every live
+state of the process becomes a dropped one in one step (``retire``): a restart then costs
+the store one statement per process instead of a write per connection.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ FINAL_FLUSH_SECONDS: Final = 2.0
 TAKE_BATCH: Final = 500
 # A gathered look-up that takes longer fails its takes (their clients start afresh).
 TAKE_TIMEOUT_SECONDS: Final = 5.0
+# Gathered look-ups running at once (each holds a database connection while it runs).
+TAKE_LOOKUPS: Final = 4
 
 
 @dataclass(slots=True)
@@ -109,6 +117,11 @@ class RecoveryStore:
         while len(self._lost) > self._max:
             self._lost.popitem(last=False)
 
+    def stand(self, pid: str, lost: Lost, now: float) -> None:
+        """This process's shutdown ended a connection that follows at most one channel:
+        its live state may stand for the final one (kept here: no live states in-process)."""
+        self.keep(pid, lost, now)
+
     async def take(self, pid: str, user_id: str | None, namespace: str, now: float) -> Lost | None:
         """The state kept under ``pid`` for this user and namespace, once; None when unknown
         or expired."""
@@ -133,14 +146,15 @@ class RecoveryStore:
 class _Take:
     """One take waiting for a gathered look-up."""
 
-    __slots__ = ("key", "done", "state", "error", "lead")
+    __slots__ = ("key", "wake", "in_look_up", "answered", "state", "error")
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.done = trio.Event()  # its answer is in, or it is to lead the next look-up
+        self.wake = trio.Event()  # its answer is in, or a look-up may be started
+        self.in_look_up = False  # a look-up that runs has it
+        self.answered = False
         self.state: str | None = None
         self.error: Exception | None = None
-        self.lead = False
 
 
 class SharedRecoveryStore(RecoveryStore):
@@ -155,8 +169,9 @@ class SharedRecoveryStore(RecoveryStore):
         self._live: set[str] = set()  # keys of live states written by this process
         self._wake = trio.Event()
         self.refresh_seconds = window_seconds / 4
-        self._gathering: list[_Take] = []  # takes waiting for the next look-up
-        self._looking = False  # a look-up runs (or its successor's leader is being woken)
+        self._gathering: list[_Take] = []  # takes waiting for a look-up
+        self._lookups = 0  # look-ups running
+        self._standing = False  # live states stand for dropped ones: retire them at the end
 
     @property
     def ttl_seconds(self) -> float:
@@ -173,6 +188,15 @@ class SharedRecoveryStore(RecoveryStore):
         lost.final = True
         lost.expires_at = now + self.window
         self._queue(state_key(pid, lost.user_id, lost.namespace), lost.dumps(), live=False)
+
+    def stand(self, pid: str, lost: Lost, now: float) -> None:
+        """Nothing is written now when this process wrote (or queued) the connection's live
+        state: at the end of the shutdown ``retire`` turns it, with every other live state
+        of the process, into a dropped state for the window. Else its final state is kept."""
+        if state_key(pid, lost.user_id, lost.namespace) in self._live:
+            self._standing = True
+        else:
+            self.keep(pid, lost, now)
 
     def _queue(self, key: str, state: str | None, *, live: bool) -> None:
         self._pending.pop(key, None)  # the newest write of a key is the one that counts
@@ -193,50 +217,50 @@ class SharedRecoveryStore(RecoveryStore):
         return None if raw is None else Lost.loads(raw)
 
     async def _gathered_take(self, key: str, now: float) -> str | None:
-        """Takes are looked up together, one look-up at a time: after a restart every client
-        reconnects at once, and a round trip (a transaction) each would cost the store far
-        more than one per burst. A take that finds no look-up running leads one for every
-        take waiting by then, shielded (the others wait on it); the takes that arrive
-        meanwhile wait, and the first of them leads the next look-up."""
+        """Takes are looked up together: after a restart every client reconnects at once,
+        and a round trip (a transaction) each would cost the store far more than one per
+        burst. A take that finds fewer than TAKE_LOOKUPS look-ups running starts one for
+        every take waiting by then, shielded (the others wait on it). Several run at once:
+        a reconnecting client waits for the round trip of its own look-up, not for the one
+        before it as well (on a busy process that wait was most of a recovered connect's).
+        When all are busy a take waits; each look-up that ends wakes the first waiting take
+        to start the next."""
         found = _Take(key)
         self._gathering.append(found)
         try:
-            if not self._looking:
-                self._looking = True
-                await self._lead(now)
-            await found.done.wait()
-            while found.lead:  # woken to lead the next look-up (its own take is in it)
-                found.lead, found.done = False, trio.Event()
-                await self._lead(now)
-                await found.done.wait()
+            while not found.answered:
+                if not found.in_look_up and self._lookups < TAKE_LOOKUPS:
+                    await self._lead(now)
+                else:  # its look-up runs (it waits for that), or every slot is busy
+                    await found.wake.wait()
+                    found.wake = trio.Event()
         except BaseException:
             if found in self._gathering:  # gone before its look-up
                 self._gathering.remove(found)
-            if found.lead:  # handed the lead as it left: pass it on
-                found.lead = False
-                self._hand_off()
+            self._wake_next()  # it may have been woken to start a look-up: another will
             raise
         if found.error is not None:
             raise found.error
         return found.state
 
     async def _lead(self, now: float) -> None:
+        self._lookups += 1
         try:
             with trio.CancelScope(shield=True):
                 await trio.sleep(0)  # the takes of this same wake-up join
                 batch, self._gathering = self._gathering[:TAKE_BATCH], self._gathering[TAKE_BATCH:]
-                await self._look_up(batch, now)
+                for take in batch:
+                    take.in_look_up = True
+                if batch:  # else look-ups that started meanwhile took them all
+                    await self._look_up(batch, now)
         finally:
-            self._hand_off()
+            self._lookups -= 1
+            self._wake_next()
 
-    def _hand_off(self) -> None:
-        """The look-up is over: the first waiting take leads the next (no other can start
-        one meanwhile), else none runs."""
-        if self._gathering:
-            self._gathering[0].lead = True
-            self._gathering[0].done.set()
-        else:
-            self._looking = False
+    def _wake_next(self) -> None:
+        """A look-up may be started: the first waiting take starts it."""
+        if self._gathering and self._lookups < TAKE_LOOKUPS:
+            self._gathering[0].wake.set()
 
     async def _look_up(self, batch: list[_Take], now: float) -> None:
         try:
@@ -249,7 +273,8 @@ class SharedRecoveryStore(RecoveryStore):
             for take in batch:
                 take.state = states.get(take.key)
         for take in batch:
-            take.done.set()
+            take.answered = True
+            take.wake.set()
 
     async def _take_many(self, keys: list[str], now: float) -> dict[str, str]:
         """The states under ``keys`` (each taken once); one look-up per key unless the store
@@ -264,13 +289,16 @@ class SharedRecoveryStore(RecoveryStore):
     async def run(self) -> None:
         """Background service: send queued writes, keep live states fresh and let expired
         ones go. An idle process (no live states, nothing queued) only waits. On shutdown
-        the states of the connections it just closed are written before it ends."""
+        the states of the connections it just closed are written (or, left to stand,
+        retired) before it ends."""
         try:
             await self._serve()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(FINAL_FLUSH_SECONDS):
                 try:
                     await self.flush()
+                    if self._standing:
+                        await self.retire()
                 except Exception:
                     log.warning("recovery: dropped connections' states not written at shutdown", exc_info=True)
 
@@ -307,7 +335,17 @@ class SharedRecoveryStore(RecoveryStore):
         """This process's live states stay for another window; expired ones go."""
         await self._refresh()
 
+    async def retire(self) -> None:
+        """The process stops: its live states become dropped ones, kept for the window from
+        now (their connections were ended by the shutdown)."""
+        await self._retire()
+        self._live.clear()
+        self._standing = False
+
     async def _write(self, writes: list[repo.Write]) -> None:
+        raise NotImplementedError
+
+    async def _retire(self) -> None:
         raise NotImplementedError
 
     async def _refresh(self) -> None:
@@ -333,12 +371,20 @@ class DatabaseRecoveryStore(SharedRecoveryStore):
         expires, now_ms = to_ms(now + self.ttl_seconds), to_ms(now)
         await self._database.write(lambda tx: repo.refresh(tx, self.owner, expires, now_ms))
 
+    async def _retire(self) -> None:
+        expires = to_ms(self._clock.now() + self.ttl_seconds)
+        await self._database.statements(lambda tx: repo.retire(tx, self.owner, expires))
+
     async def _take(self, key: str, now: float) -> str | None:
         return (await self._take_many([key], now)).get(key)
 
     async def _take_many(self, keys: list[str], now: float) -> dict[str, str]:
+        """One statement, atomic by itself: without a transaction's BEGIN and COMMIT around it
+        the look-up is one round trip instead of three, and a reconnecting client waits on it
+        (its worker thread takes the interpreter back after each round trip, which on a busy
+        process costs more than the round trip)."""
         now_ms = to_ms(self._clock.now())
-        return await self._database.write(lambda tx: repo.take_many(tx, keys, now_ms))
+        return await self._database.statements(lambda tx: repo.take_many(tx, keys, now_ms))
 
 
 # KEYS[1]: the state's key. ARGV: owner, state ("" ends it), live ("1"/"0"), ttl ms. The
@@ -377,6 +423,10 @@ class RedisRecoveryStore(SharedRecoveryStore):
         keys = [redis_state_key(key) for key in self._live]
         ttl_ms = max(1, int(self.ttl_seconds * 1000))
         await self._each(keys, lambda target, i: target.pexpire(keys[i], ttl_ms))
+
+    async def _retire(self) -> None:
+        """A key holds no live flag: the live states' keys get the window's TTL from now."""
+        await self._refresh()
 
     async def _each(self, keys: list[str], command: Callable[[Any, int], Any]) -> None:
         """`command(pipe, i)` for each key, in one pipeline: on a Redis Cluster the client

@@ -44,6 +44,12 @@ def refresh(tx: Tx, owner: str, expires_ms: int, now_ms: int) -> None:
     tx.execute("DELETE FROM recovery_states WHERE expires_at < ?", (now_ms,))
 
 
+def retire(tx: Tx, owner: str, expires_ms: int) -> None:
+    """A stopping process's live states become dropped ones kept until `expires_ms`: one
+    statement for every connection its shutdown ended."""
+    tx.execute("UPDATE recovery_states SET live = 0, expires_at = ? WHERE owner = ? AND live = 1", (expires_ms, owner))
+
+
 def take_many(tx: Tx, keys: Sequence[str], now_ms: int) -> dict[str, str]:
     """The states under `keys` that are there and not expired, once each (their rows go,
     expired or not): one statement for a burst of reconnects."""

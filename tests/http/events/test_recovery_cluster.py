@@ -210,3 +210,60 @@ async def test_a_client_of_a_killed_process_recovers_on_another(
     assert message_ids(await client.events(1)) == [later]
     await client.command("quit")
     stop.set()
+
+
+def stored_states(postgres_url: str, broker: Broker) -> list[tuple[bool, dict[str, Any]]]:
+    """Each kept state: whether it is still a live one (PostgreSQL; Redis keeps no such
+    flag: False), and the state."""
+    if broker.name == "redis":
+        url = broker.section["redis_url"]
+        keys = subprocess.run(
+            ["redis-cli", "-u", url, "--scan", "--pattern", "volthub:recovery:*"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.split()
+        values = [
+            subprocess.run(["redis-cli", "-u", url, "GET", key], capture_output=True, text=True, timeout=10).stdout
+            for key in keys
+        ]
+        return [(False, orjson.loads(value.partition("\n")[2])) for value in values]
+    with psycopg.connect(postgres_url) as connection:
+        rows = connection.execute("SELECT live, state FROM recovery_states").fetchall()
+    return [(bool(live), orjson.loads(state)) for live, state in rows]
+
+
+@pytest.mark.slow
+async def test_a_client_of_a_stopped_process_recovers_on_another_from_its_live_state(
+    postgres_url: str, server_process: Any, broker: Broker, nursery: trio.Nursery
+) -> None:
+    """SIGTERM: a connection that follows one channel gets no write of its own at the
+    shutdown; the state written when it joined stands, retired with the process's others,
+    and with the client's offset it recovers on another process."""
+    env = {
+        "VOLTHUB_RATELIMIT__ENABLED": "false",
+        "VOLTHUB_EVENTS__RESUME_BUFFER_SIZE": str(RESUME_BUFFER),
+        **broker.env,
+    }
+    a = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    settings = cluster_settings(postgres_url, broker)
+    stop = trio.Event()
+    b = await serve_app(nursery, settings, stop)
+    owner = await register_live(a.url)
+    client = await start_client(nursery, a.events_url, owner.token)
+    first = await client.next("connect")
+    sent = await send_chat(a.url, owner, "before the stop")
+    assert message_ids(await client.events(1)) == [sent]
+    await state_written(postgres_url, broker)
+
+    assert await trio.to_thread.run_sync(a.terminate) == 0  # SIGTERM
+    assert (await client.next("disconnect"))["reason"] == "transport close"
+    states = await trio.to_thread.run_sync(stored_states, postgres_url, broker)
+    assert [(live, state["final"], state["sid"]) for live, state in states] == [(False, False, first["id"])]
+    missed = [await send_chat(b.url, owner, f"missed {n}") for n in range(2)]
+    again = await client.connect(b.events_url)
+    assert again == {"type": "connect", "id": first["id"], "recovered": True}
+    assert message_ids(await client.events(2)) == missed
+    await client.command("quit")
+    stop.set()

@@ -45,7 +45,7 @@ from volthub.http.access import Principal, authenticate
 from volthub.http.errors import ApiError
 from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
 from volthub.http.events.connection import Connection
-from volthub.http.events.engineio import EngineIOEndpoint
+from volthub.http.events.engineio import SHUTTING_DOWN, EngineIOEndpoint
 from volthub.http.events.gateway import Gateway
 from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore, missed_events, note_start, store_for
 from volthub.http.events.registry import AUTHORIZATION_REVOKED, ConnectionRegistry, Key
@@ -277,7 +277,11 @@ class EventsSocketHandler:
                 self.connections.discard(state.subscriber, state.registered)
                 if state.pid is None:
                     continue
-                if event.reason in RECOVERABLE:
+                if event.reason == SHUTTING_DOWN and len(state.channels) <= 1:
+                    # One channel: the client's offset says where it resumes, so the live
+                    # state written at its subscription serves the recovery as well.
+                    self.recovery.stand(state.pid, self._state_of(conn, namespace, state), conn.now())
+                elif event.reason in RECOVERABLE:
                     self.recovery.keep(state.pid, self._state_of(conn, namespace, state), conn.now())
                 else:
                     self.recovery.forget(state.pid, self._state_of(conn, namespace, state))
