@@ -5,9 +5,10 @@ taking their locks in the order of their keys."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -64,15 +65,20 @@ class _Holder:
         trio.from_thread.run(self.release.wait)
 
 
-async def _queued_behind(database: PostgresDatabase, writes: list[Callable[[], Any]]) -> None:
-    """Run `writes` (async callables) queued, in their order, behind a held group, then
-    release it."""
+def _keyed(database: PostgresDatabase) -> Callable[[Callable[[Any], Any]], Awaitable[Any]]:
+    """`database.write` with a key: the writes that group-commit."""
+    return functools.partial(database.write, order="0")
+
+
+async def _queued_behind(run: Callable[[Callable[[Any], Any]], Awaitable[Any]], calls: list[Callable[[], Any]]) -> None:
+    """Run `calls` (async callables) queued, in their order, behind a group `run` holds,
+    then release it."""
     holder = _Holder()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: database.write(holder, order="0"))
+        nursery.start_soon(run, holder)
         await holder.started.wait()
-        for write in writes:
-            nursery.start_soon(write)
+        for call in calls:
+            nursery.start_soon(call)
             await trio.testing.wait_all_tasks_blocked()
         holder.release.set()
 
@@ -100,7 +106,7 @@ async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres
 
             return send
 
-        await _queued_behind(database, [insert(x) for x in range(1, 7)])
+        await _queued_behind(_keyed(database), [insert(x) for x in range(1, 7)])
         assert await _values(database) == [1, 2, 4, 6, 100]  # 3 and 5 rolled back to their savepoints
         assert isinstance(answers.pop(3), IntegrityError)
         assert isinstance(answers.pop(5), LookupError)
@@ -116,7 +122,7 @@ async def test_writes_without_a_key_keep_a_transaction_of_their_own(postgres_url
         async def unkeyed() -> None:
             await database.write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (1)"))
 
-        await _queued_behind(database, [unkeyed])
+        await _queued_behind(_keyed(database), [unkeyed])
         assert groups == [1]  # only the holder went through a group
         assert await _values(database) == [1, 100]
 
@@ -142,7 +148,7 @@ async def test_a_caller_hears_only_after_the_whole_group_committed(postgres_url:
         async def second() -> None:
             await database.write(second_write, order="b")
 
-        await _queued_behind(database, [first, second])
+        await _queued_behind(_keyed(database), [first, second])
         assert seen_committed == [True]
 
 
@@ -188,8 +194,12 @@ async def test_groups_take_their_locks_in_key_order_and_cannot_deadlock(postgres
 
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_queued_behind, one, [send(one, "one", "two", "a"), send(one, "one", "two", "b")])
-                nursery.start_soon(_queued_behind, two, [send(two, "two", "one", "b"), send(two, "two", "one", "a")])
+                nursery.start_soon(
+                    _queued_behind, _keyed(one), [send(one, "one", "two", "a"), send(one, "one", "two", "b")]
+                )
+                nursery.start_soon(
+                    _queued_behind, _keyed(two), [send(two, "two", "one", "b"), send(two, "two", "one", "a")]
+                )
         finally:
             admin.close()
         assert sorted(answers) == ["a", "a", "b", "b"], answers
@@ -217,7 +227,7 @@ async def test_a_lost_connection_fails_every_caller_of_the_group(postgres_url: s
             return run
 
         await _queued_behind(
-            database,
+            _keyed(database),
             [
                 write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (3)"), "a"),
                 write(lost, "b"),
@@ -261,7 +271,7 @@ async def test_a_cancelled_caller_whose_write_was_taken_waits_for_its_group(post
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(cancel_once_running)
-            await _queued_behind(database, [first, cancelled])
+            await _queued_behind(_keyed(database), [first, cancelled])
         assert heard == ["cancelled=True committed=[1, 2, 100]"]
 
 
@@ -315,7 +325,7 @@ async def test_grouped_publishing_writes_publish_after_the_commit_and_a_failed_o
 
             return run
 
-        await _queued_behind(database, [change("c1", 1), change("c2", 2, fail=True), change("c3", 3)])
+        await _queued_behind(_keyed(database), [change("c1", 1), change("c2", 2, fail=True), change("c3", 3)])
         assert sorted(published) == [("c1", [1, 3]), ("c3", [1, 3])]
         assert await _values(database) == [1, 3, 100]
 
@@ -330,17 +340,6 @@ def _counting_statement_groups(database: PostgresDatabase) -> list[int]:
 
     database._run_statement_group = counting  # type: ignore[method-assign]
     return groups
-
-
-async def _statements_queued_behind(database: PostgresDatabase, calls: list[Callable[[], Any]]) -> None:
-    holder = _Holder()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(database.statements, holder)
-        await holder.started.wait()
-        for call in calls:
-            nursery.start_soon(call)
-            await trio.testing.wait_all_tasks_blocked()
-        holder.release.set()
 
 
 async def test_queued_statements_share_a_thread_hop_and_each_commits_alone(postgres_url: str) -> None:
@@ -365,7 +364,7 @@ async def test_queued_statements_share_a_thread_hop_and_each_commits_alone(postg
 
             return call
 
-        await _statements_queued_behind(database, [insert(1), insert(2), insert(3)])
+        await _queued_behind(database.statements, [insert(1), insert(2), insert(3)])
         assert isinstance(answers.pop(2), IntegrityError)
         assert answers == {1: 1, 3: 3}
         assert await _values(database) == [1, 2, 3, 100]
@@ -392,8 +391,8 @@ async def test_a_connection_lost_in_a_statements_group_is_replaced_for_the_rest(
 
             return run
 
-        await _statements_queued_behind(
-            database, [call(lost), call(lambda tx: tx.execute("INSERT INTO t (x) VALUES (2) RETURNING x"))]
+        await _queued_behind(
+            database.statements, [call(lost), call(lambda tx: tx.execute("INSERT INTO t (x) VALUES (2) RETURNING x"))]
         )
         assert isinstance(answers[0], DatabaseUnavailable)
         assert answers[1] == [{"x": 2}]

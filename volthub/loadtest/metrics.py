@@ -186,6 +186,17 @@ def _stat_texts() -> dict[int, str]:
     return texts
 
 
+def _tree(pid: int, texts: dict[int, str]) -> list[int]:
+    """`pid` and every process below it, from the machine's /proc stat texts."""
+    parents = {}
+    for other, text in texts.items():
+        try:
+            parents[other] = parse_proc_ppid(text)
+        except (ValueError, IndexError):
+            continue
+    return descendants(pid, parents)
+
+
 def read_proc(pid: int, now: float) -> ProcSample | None:
     """One reading of a process and its whole tree (a server started with workers is a parent
     and its children: CPU and RSS are summed over all of them), or None when it has gone away.
@@ -195,14 +206,8 @@ def read_proc(pid: int, now: float) -> ProcSample | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     texts = _stat_texts()
-    parents = {}
-    for other, text in texts.items():
-        try:
-            parents[other] = parse_proc_ppid(text)
-        except (ValueError, IndexError):
-            continue
     cpu, rss, count = 0.0, 0, 0
-    for member in descendants(pid, parents):
+    for member in _tree(pid, texts):
         try:
             statm = Path(f"/proc/{member}/statm").read_text()
             cpu += parse_proc_stat(texts[member])
@@ -282,14 +287,8 @@ def read_activity(pid: int) -> Activity | None:
 def read_tree_activity(pid: int) -> Activity | None:
     """:class:`Activity` summed over `pid` and every process below it (a server with
     workers), or None when `pid` has gone away."""
-    parents = {}
-    for other, text in _stat_texts().items():
-        try:
-            parents[other] = parse_proc_ppid(text)
-        except (ValueError, IndexError):
-            continue
     total = None
-    for member in descendants(pid, parents):
+    for member in _tree(pid, _stat_texts()):
         found = read_activity(member)
         if found is not None:
             total = found if total is None else total.plus(found)

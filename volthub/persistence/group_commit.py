@@ -19,7 +19,7 @@ from volthub.persistence.database import DatabaseUnavailable, Tx
 
 T = TypeVar("T")
 
-# Writes one group commit runs at most (a bound on how long the first one waits).
+# Calls one group runs at most (a bound on how long the first one waits).
 MAX_GROUP = 64
 
 

@@ -52,6 +52,8 @@ from volthub.persistence.database import (
 from volthub.persistence.group_commit import GroupQueue, QueuedCall
 
 T = TypeVar("T")
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -199,23 +201,15 @@ class PostgresDatabase(Database):
             "waiting": slots.tasks_waiting + len(self._write_groups.queued) + len(self._statement_groups.queued),
         }
 
-    # -- group commit of keyed writes --
+    # -- group commit: keyed writes, and statements callers --
 
     async def _run_group_in_thread(
         self, group: list[QueuedCall[Any]], run: Callable[[list[QueuedCall[Any]], float], None]
     ) -> None:
-        deadline = trio.current_time() + self.acquire_timeout
-        with trio.move_on_at(deadline) as waited:
-            await self._limiter.acquire()
-        if waited.cancelled_caught:
-            for job in group:
-                job.result = outcome.Error(DatabaseUnavailable("no database connection became free in time"))
-            return
         try:
-            remaining = max(0.05, deadline - trio.current_time())
-            await trio.to_thread.run_sync(run, group, remaining, limiter=self._threads)
-        finally:
-            self._limiter.release()
+            await self._in_thread(run, group)
+        except DatabaseUnavailable as exc:  # no slot in time: the group never ran
+            self._fail_all(group, exc)
 
     def _run_group(self, group: list[QueuedCall[Any]], timeout: float) -> None:
         if len(group) == 1:
@@ -310,15 +304,16 @@ class PostgresDatabase(Database):
         for job in jobs:
             job.result = outcome.Error(type(exc)(*exc.args))
 
-    async def _call(self, fn: Callable[[Tx], T], *, transaction: bool = True) -> T:
+    async def _call(self, fn: Callable[[Tx], T]) -> T:
         try:
-            return await self._transaction(fn, transaction)
+            return await self._in_thread(self._run, fn)
         except QUERY_ERRORS as exc:  # once per transaction, whichever statement failed
             count_query_error(self.dialect, exc)
             raise
 
-    async def _transaction(self, fn: Callable[[Tx], T], transaction: bool = True) -> T:
-        """Waiting for a slot and then for a pooled connection share one acquire_timeout."""
+    async def _in_thread(self, run: Callable[[A, float], R], arg: A) -> R:
+        """`run(arg, timeout)` on a worker thread holding a connection slot: waiting for the
+        slot and then for a pooled connection share one acquire_timeout."""
         deadline = trio.current_time() + self.acquire_timeout
         with trio.move_on_at(deadline) as waited:
             await self._limiter.acquire()
@@ -326,8 +321,7 @@ class PostgresDatabase(Database):
             raise DatabaseUnavailable("no database connection became free in time")
         try:
             remaining = max(0.05, deadline - trio.current_time())
-            run = self._run if transaction else self._run_statements
-            return await trio.to_thread.run_sync(run, fn, remaining, limiter=self._threads)
+            return await trio.to_thread.run_sync(run, arg, remaining, limiter=self._threads)
         finally:
             self._limiter.release()
 
