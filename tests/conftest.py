@@ -408,11 +408,19 @@ async def live_server(settings: Settings, nursery: trio.Nursery) -> AsyncIterato
 
 class ServerProcess:
     """`volthub serve` as a child process: for restart and SIGKILL tests. The gateway is on
-    (the default) on a free port of its own unless `args` or `env` choose one."""
+    (the default) on a free port of its own unless `args` or `env` choose one. `command`
+    "hypercorn" serves the app with the `hypercorn` command instead (one worker process
+    under Hypercorn's parent, configured by environment)."""
 
     def __init__(
-        self, database_url: str, tmp_path: Path, env: dict[str, str] | None = None, args: list[str] | None = None
+        self,
+        database_url: str,
+        tmp_path: Path,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        command: str = "serve",
     ) -> None:
+        self.command = command
         self.database_url = database_url
         self.extra_args = args or []
         self.tmp_path = tmp_path
@@ -437,19 +445,7 @@ class ServerProcess:
         }
         with open(self.tmp_path / f"server-{self.port}.log", "ab") as log:  # the child keeps its own fd
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "volthub",
-                    "serve",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.port),
-                    "--database",
-                    self.database_url,
-                    *self.extra_args,
-                ],
+                self._argv(env),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -467,6 +463,18 @@ class ServerProcess:
             time.sleep(0.1)  # real time: a child process is starting, no clock of ours drives it
         self.kill()  # no fixture knows of it yet: it would outlive the test
         raise RuntimeError(f"server did not become healthy within {timeout} s: {self.log()}")
+
+    def _argv(self, env: dict[str, str]) -> list[str]:
+        if self.command == "hypercorn":
+            env["VOLTHUB_DATABASE__URL"] = self.database_url
+            env["VOLTHUB_EVENTS__GATEWAY_PORT"] = str(self.gateway_port)
+            hypercorn = str(Path(sys.executable).with_name("hypercorn"))
+            bind = f"127.0.0.1:{self.port}"
+            return [hypercorn, "--worker-class", "trio", "--bind", bind, "volthub.http.app:create_app()"]
+        return [
+            *(sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(self.port)),
+            *("--database", self.database_url, *self.extra_args),
+        ]
 
     def log(self) -> str:
         path = self.tmp_path / f"server-{self.port}.log"

@@ -1,6 +1,7 @@
-"""SIGTERM on `volthub serve`: with an idle kept-alive connection, an open SSE stream and
-Socket.IO connections on both paths (the gateway and the main port's mount), the process
-exits 0 within `[server] shutdown_timeout` (5 s); every Events API connection is ended the
+"""SIGTERM on `volthub serve`, and on the `hypercorn` command serving the app: with an idle
+kept-alive connection, an open SSE stream and Socket.IO connections on both paths (the
+gateway and the main port's mount), the process exits 0 within `[server] shutdown_timeout`
+(5 s; Hypercorn's graceful timeout, 3 s, under its command); every Events API connection is ended the
 one way (the connection registry): each socket is told why (`error` SERVER_CLOSING) and
 closed as "going away", the stream ends with a `shutdown` event and a proper end of body;
 and every acknowledged write is there after a restart."""
@@ -35,8 +36,9 @@ async def _open_sse(port: int, token: str) -> RawConnection:
     return connection
 
 
+@pytest.mark.parametrize("command", ["serve", "hypercorn"])
 async def test_sigterm_exits_promptly_and_loses_nothing(
-    database_url: str, tmp_path: Path, nursery: trio.Nursery
+    database_url: str, tmp_path: Path, nursery: trio.Nursery, command: str
 ) -> None:
     from trio_websocket import ConnectionClosed
 
@@ -44,7 +46,7 @@ async def test_sigterm_exits_promptly_and_loses_nothing(
 
     # A login takes a noticeable while (argon2 at a real cost), so one can be in flight.
     slow_hash = {"VOLTHUB_AUTH__ARGON2_TIME_COST": "6", "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "65536"}
-    server = ServerProcess(database_url, tmp_path, slow_hash).start()
+    server = ServerProcess(database_url, tmp_path, slow_hash, command=command).start()
     try:
         port = server.port
         async with httpx.AsyncClient(base_url=server.url) as http:

@@ -8,7 +8,6 @@ command reads `--config FILE` (TOML) and `VOLTHUB_<SECTION>__<KEY>` environment 
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import logging
 import signal
@@ -112,7 +111,7 @@ async def _serve(settings: Settings, listen_fd: int | None = None) -> None:
     from hypercorn.trio import serve as hypercorn_serve
 
     from volthub.http.app import create_app
-    from volthub.http.serving import hypercorn_config
+    from volthub.http.serving import ending_events_first, hypercorn_config
 
     # A worker of `serve --workers N` serves the parent's socket.
     config = hypercorn_config(settings, bind=f"fd://{listen_fd}" if listen_fd is not None else None)
@@ -129,22 +128,13 @@ async def _serve(settings: Settings, listen_fd: int | None = None) -> None:
         # Hypercorn stops accepting, closes idle keep-alive connections, lets in-flight
         # requests finish (shutdown_timeout), then runs the app's after_serving, which
         # cancels the background services' nursery.
-        await hypercorn_serve(app, config, shutdown_trigger=functools.partial(_stopping, stop, app))
+        await hypercorn_serve(app, config, shutdown_trigger=ending_events_first(app, stop.wait))
         nursery.cancel_scope.cancel()
     log.info("volthub stopped")
 
 
 def _http_url(bind: str) -> str:
     return bind if bind.startswith("fd://") else f"http://{bind}"
-
-
-async def _stopping(stop: trio.Event, app: Any) -> None:
-    """Hypercorn's shutdown trigger: on the signal, end event streams first (they would
-    otherwise hold the graceful wait until shutdown_timeout)."""
-    from volthub.http.serving import begin_shutdown
-
-    await stop.wait()
-    begin_shutdown(app)
 
 
 def _tune_garbage_collector(gen0_threshold: int) -> None:

@@ -337,7 +337,7 @@ async def test_on_a_redis_cluster_states_are_written_kept_fresh_and_taken_once(
         held = [node.cli("--scan", "--pattern", "volthub:recovery:*").split() for node in redis_cluster]
         assert sum(len(keys) for keys in held) == 6
         assert sum(1 for keys in held if keys) > 1, "the states live on more than one node"
-        assert all(await b.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6))
+        assert all([await b.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6)])
         assert not any([await a.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6)])
     finally:
         nursery.cancel_scope.cancel()

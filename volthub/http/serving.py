@@ -35,7 +35,7 @@ import collections
 import logging
 import resource
 import warnings
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -398,6 +398,31 @@ def adapt(app: Any, settings: Any) -> None:
         )
     configure_limits(settings.server.max_connections, settings.server.max_connections_per_address)
     app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes)
+    _end_events_first_under_the_hypercorn_command(app)
+
+
+def ending_events_first(app: Any, trigger: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """Hypercorn's shutdown trigger for `app`: once `trigger` fires, `begin_shutdown(app)`
+    ends the Events API connections, which would otherwise hold Hypercorn's graceful wait
+    until its timeout. Every way of serving the app stops through it."""
+
+    async def fire(*args: Any) -> None:
+        await trigger(*args)
+        begin_shutdown(app)
+
+    return fire
+
+
+def _end_events_first_under_the_hypercorn_command(app: Any) -> None:
+    """Under the `hypercorn` command the parent process takes SIGTERM and tells its worker
+    through a shared event, which the worker's trio runner polls with this function (looked
+    up when the runner starts, after it has loaded the app); nothing else calls it."""
+    import hypercorn.trio.run as trio_runner
+    from hypercorn.utils import check_multiprocess_shutdown_event
+
+    trio_runner.check_multiprocess_shutdown_event = ending_events_first(  # type: ignore[attr-defined, assignment]
+        app, check_multiprocess_shutdown_event
+    )
 
 
 def begin_shutdown(app: Any) -> None:
