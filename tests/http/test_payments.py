@@ -35,7 +35,7 @@ class SignedCallbackProvider:
 
     def verify_callback(self, body: bytes, headers: Mapping[str, str]) -> tuple[str, str]:
         expected = hmac.new(SECRET, body, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(expected, headers.get("X-Signature", "")):
+        if not hmac.compare_digest(expected, headers.get("x-signature-hmac", "")):
             raise BadCallback("bad signature")
         document = json.loads(body)
         return document["reference"], document["status"]
@@ -45,7 +45,8 @@ def signed(document: dict[str, Any], secret: bytes = SECRET) -> tuple[bytes, dic
     body = json.dumps(document).encode()
     return body, {
         "Content-Type": "application/json",
-        "X-Signature": hmac.new(secret, body, hashlib.sha256).hexdigest(),
+        # Mixed case as a provider might write it (Quart would offer it as "X-Signature-Hmac").
+        "X-Signature-HMAC": hmac.new(secret, body, hashlib.sha256).hexdigest(),
     }
 
 

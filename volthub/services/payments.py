@@ -60,7 +60,7 @@ class PaymentProvider(Protocol):
 
     def verify_callback(self, body: bytes, headers: Mapping[str, str]) -> tuple[str, str]:
         """The (reference, status) a signed callback reports; BadCallback when its
-        signature does not verify."""
+        signature does not verify. `headers` are keyed by lower-case name."""
 
 
 class SandboxProvider:

@@ -183,7 +183,8 @@ async def purchase_callback(provider: str) -> PurchaseOut:
     `invalid_signature` when the signature does not verify."""
     body = await request.get_data(cache=False)
     assert isinstance(body, bytes)
-    return PurchaseOut(**await _volts().confirm_callback(provider, body, dict(request.headers)))
+    headers = {name.lower(): value for name, value in request.headers.items()}  # HTTP names have no case
+    return PurchaseOut(**await _volts().confirm_callback(provider, body, headers))
 
 
 @blueprint.post("/send")
