@@ -363,6 +363,8 @@ async def test_bot_names_that_impersonate_roles_are_reserved(chat_env: ChatEnv):
         "admin_2",
         "system",
         "ModeratorBot",
+        "xsystem",
+        "OfficialHQ",
         "the_mod",
         "Staff_Team",
     ):
@@ -370,6 +372,6 @@ async def test_bot_names_that_impersonate_roles_are_reserved(chat_env: ChatEnv):
         assert refused.status_code == 400, name
         checked = await (await chat_env.client.get(f"{base}/check-name/{name}", headers=dev.headers)).get_json()
         assert checked["available"] is False and checked["reason"] == "invalid", name
-    for name in ("modern_art_bot", "stafford", "helper_bot"):
+    for name in ("modern_art_bot", "stafford", "helper_bot", "systematic_x", "supportive_bot"):
         fine = await chat_env.client.post(f"{base}/configure", json={"name": name}, headers=dev.headers)
         assert fine.status_code == 200, (name, await fine.get_data(as_text=True))

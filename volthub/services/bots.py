@@ -99,7 +99,8 @@ def impersonates_role(name: str) -> bool:
     """True for names that pose as a role: a role word as a whole underscore-separated part
     (digits aside: `admin_2`, `the_mod`); the name without underscores and digits being a
     role word with `bot`, `team`, `the` or `real` around it (`modbot`, `TheStaff`); or, for
-    words of six letters or more, at either end of it (`ModeratorBot`, `xsystem`)."""
+    words of six letters or more, at either end of it with at most three letters beside
+    (`ModeratorBot`, `xsystem`, `OfficialHQ`; not `systematic_x`, a word of its own)."""
     lowered = name.lower()
     parts = [part.rstrip("0123456789") for part in lowered.split("_")]
     if any(part in ROLE_WORDS for part in parts):
@@ -108,7 +109,8 @@ def impersonates_role(name: str) -> bool:
     for word in ROLE_WORDS:
         if compact in (word, f"{word}bot", f"{word}team", f"the{word}", f"real{word}"):
             return True
-        if len(word) >= 6 and (compact.startswith(word) or compact.endswith(word)):
+        beside = len(compact) - len(word)
+        if len(word) >= 6 and beside <= 3 and (compact.startswith(word) or compact.endswith(word)):
             return True
     return False
 
