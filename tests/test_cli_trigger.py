@@ -141,7 +141,6 @@ async def test_channel_sends_every_emitted_event_to_sockets_and_webhooks_storing
     settings = make_settings(
         database_url,
         webhooks={"allow_private_targets": True, "ca_file": str(receiver_tls[0])},
-        events={"gateway_port": 0},
     )
     stop = trio.Event()
     server = await serve_app(nursery, settings, stop)
@@ -156,7 +155,7 @@ async def test_channel_sends_every_emitted_event_to_sockets_and_webhooks_storing
         )
         assert hook.status_code == 201, hook.text
         receiver.secret = hook.json()["secret"]
-    ws = await open_ws(nursery, server.url, "/ws/events/")
+    ws = await open_ws(nursery, server.events_url, "/ws/events/")  # the gateway, as by default
     handshake(await receive(ws))
     await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
     with trio.fail_after(WAIT):

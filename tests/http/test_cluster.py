@@ -230,7 +230,7 @@ async def test_a_broker_killed_mid_run_loses_no_acknowledged_event(
             )
             assert created.status_code == 201, created.text
             receiver.secret = created.json()["secret"]
-            ws = await open_ws(nursery, second.url, "/ws/events/")
+            ws = await open_ws(nursery, second.events_url, "/ws/events/")
             handshake(await receive(ws))
             await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
             assert (await socket_event(ws, "connected"))["authenticated"] is True
