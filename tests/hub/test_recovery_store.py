@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -116,6 +117,34 @@ async def test_a_burst_of_takes_is_looked_up_together_each_once(stores: Any) -> 
     assert all(found[n].user_id == f"u{n}" for n in range(40))
     assert 45 <= sum(looked_up) <= 46 and len(looked_up) < 10
     assert not any([await a.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(40)])
+
+
+async def test_a_gathered_look_up_asks_redis_in_one_pipeline_not_key_by_key(stores: Any) -> None:
+    make, _, servers = stores
+    if not servers:
+        pytest.skip("PostgreSQL's look-up is one statement by construction")
+    a, b = make(), make()
+    for n in range(30):
+        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+    await a.flush()
+    client, asked = b._relay.client(), []
+
+    class Watched:
+        def __getattr__(self, name: str) -> Any:
+            asked.append(name)
+            return getattr(client, name)
+
+    b._relay = SimpleNamespace(client=Watched)
+    found: dict[int, Any] = {}
+
+    async def take(n: int) -> None:
+        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+
+    async with trio.open_nursery() as nursery:
+        for n in range(30):
+            nursery.start_soon(take, n)
+    assert all(found[n] is not None and found[n].user_id == f"u{n}" for n in range(30))
+    assert "getdel" not in asked and 1 <= asked.count("pipeline") <= 3, asked
 
 
 async def test_a_take_does_not_wait_for_the_look_up_before_its_own(stores: Any) -> None:
