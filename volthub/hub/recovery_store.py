@@ -63,8 +63,11 @@ FINAL_FLUSH_SECONDS: Final = 2.0
 TAKE_BATCH: Final = 500
 # A gathered look-up that takes longer fails its takes (their clients start afresh).
 TAKE_TIMEOUT_SECONDS: Final = 5.0
-# Gathered look-ups running at once (each holds a database connection while it runs).
-TAKE_LOOKUPS: Final = 4
+# Gathered look-ups running at once (each holds a database connection while it runs). Two:
+# a take need not wait for the look-up before its own, and each look-up still carries
+# every take that came meanwhile (a statement, commit and thread hop per few takes cost
+# the database and this process more than the rows did).
+TAKE_LOOKUPS: Final = 2
 
 
 @dataclass(slots=True)
