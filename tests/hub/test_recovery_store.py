@@ -396,3 +396,23 @@ async def test_a_dropped_state_is_written_at_once_with_the_live_ones_queued(
     store.keep("pid-2", state(), now=0.0)
     await trio.testing.wait_all_tasks_blocked()  # no time passes
     assert store.transactions == [[key_of("pid-1"), key_of("pid-2")]]
+
+
+async def test_two_look_ups_run_at_once_and_the_next_carries_every_take_that_came_meanwhile() -> None:
+    store = RecordingStore()
+    answer = trio.Event()
+    looked_up: list[int] = []
+
+    async def slow(keys: list[str], now: float) -> dict[str, str]:
+        looked_up.append(len(keys))
+        await answer.wait()
+        return {}
+
+    store._take_many = slow  # type: ignore[method-assign]
+    async with trio.open_nursery() as takers:
+        for n in range(6):  # one after another, each in a turn of its own
+            takers.start_soon(store.take, f"pid-{n}", "u1", "/", 0.0)
+            await trio.testing.wait_all_tasks_blocked()
+        assert looked_up == [1, 1]
+        answer.set()
+    assert looked_up == [1, 1, 4]
