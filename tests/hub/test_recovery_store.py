@@ -13,7 +13,14 @@ import trio
 import trio.testing
 
 from tests.redis_support import RedisServer, redis_cluster
-from volthub.hub.recovery_store import DatabaseRecoveryStore, Lost, RedisRecoveryStore, SharedRecoveryStore
+from volthub.hub.recovery_store import (
+    LIVE_WRITE_GATHER_SECONDS,
+    DatabaseRecoveryStore,
+    Lost,
+    RedisRecoveryStore,
+    SharedRecoveryStore,
+    state_key,
+)
 from volthub.hub.redis_bus import RedisRelay, RedisSettings
 from volthub.persistence import Database, open_database
 
@@ -371,3 +378,70 @@ async def test_on_a_redis_cluster_states_are_written_kept_fresh_and_taken_once(
     finally:
         nursery.cancel_scope.cancel()
         await database.close()
+
+
+class RecordingStore(SharedRecoveryStore):
+    """A shared store that records each transaction's keys instead of writing them."""
+
+    def __init__(self) -> None:
+        super().__init__(WINDOW, SetClock())
+        self.transactions: list[list[str]] = []
+
+    async def _write(self, writes: list[Any]) -> None:
+        self.transactions.append([key for key, _, _ in writes])
+
+    async def _refresh(self) -> None:
+        pass
+
+    async def _retire(self) -> None:
+        pass
+
+
+def key_of(pid: str) -> str:
+    return state_key(pid, "u1", "/")
+
+
+async def test_live_states_tracked_moments_apart_share_one_transaction(
+    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
+) -> None:
+    store = RecordingStore()
+    nursery.start_soon(store.run)
+    store.track("pid-1", state(), now=0.0)
+    await trio.testing.wait_all_tasks_blocked()
+    mock_clock.jump(LIVE_WRITE_GATHER_SECONDS / 2)
+    store.track("pid-2", state(), now=0.0)
+    mock_clock.jump(LIVE_WRITE_GATHER_SECONDS)
+    await trio.testing.wait_all_tasks_blocked()
+    assert store.transactions == [[key_of("pid-1"), key_of("pid-2")]]
+
+
+async def test_a_dropped_state_is_written_at_once_with_the_live_ones_queued(
+    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
+) -> None:
+    store = RecordingStore()
+    nursery.start_soon(store.run)
+    store.track("pid-1", state(), now=0.0)
+    await trio.testing.wait_all_tasks_blocked()
+    store.keep("pid-2", state(), now=0.0)
+    await trio.testing.wait_all_tasks_blocked()  # no time passes
+    assert store.transactions == [[key_of("pid-1"), key_of("pid-2")]]
+
+
+async def test_two_look_ups_run_at_once_and_the_next_carries_every_take_that_came_meanwhile() -> None:
+    store = RecordingStore()
+    answer = trio.Event()
+    looked_up: list[int] = []
+
+    async def slow(keys: list[str], now: float) -> dict[str, str]:
+        looked_up.append(len(keys))
+        await answer.wait()
+        return {}
+
+    store._take_many = slow  # type: ignore[method-assign]
+    async with trio.open_nursery() as takers:
+        for n in range(6):  # one after another, each in a turn of its own
+            takers.start_soon(store.take, f"pid-{n}", "u1", "/", 0.0)
+            await trio.testing.wait_all_tasks_blocked()
+        assert looked_up == [1, 1]
+        answer.set()
+    assert looked_up == [1, 1, 4]

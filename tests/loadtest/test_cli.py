@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +99,38 @@ def test_targets_parse_as_a_list() -> None:
     args = parser().parse_args(["--spawn", "--target", "volthub,volthub-gateway,python-socketio,node"])
     assert args.target == ["volthub", "volthub-gateway", "python-socketio", "node"]
     assert parser().parse_args(["--spawn"]).target == ["volthub"]
+
+
+async def test_a_spawned_servers_restart_waits_for_its_graceful_stop_as_long_as_a_restart_may_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from volthub.loadtest import cli as loadtest_cli
+
+    graces: list[float] = []
+
+    class Server:
+        pid = 1
+
+        def __init__(self, plan: object) -> None:
+            pass
+
+        async def start(self, timeout: float = 0.0) -> None:
+            pass
+
+        async def stop(self, grace: float = 15.0) -> None:
+            graces.append(grace)
+
+    async def holding(*args: object, restart: Any, **kwargs: object) -> dict[str, Any]:
+        await restart()
+        return {"accounts": []}
+
+    async def removed(*args: object) -> int:
+        return 0
+
+    monkeypatch.setattr(loadtest_cli, "SpawnedServer", Server)
+    monkeypatch.setattr(loadtest_cli.hold, "hold", holding)
+    monkeypatch.setattr(loadtest_cli, "remove_accounts", removed)
+    args = parser().parse_args(["--spawn", "--clients", "0", "--hold", "10", "--hold-restart"])
+    args.hold_restart_timeout = 180.0
+    await loadtest_cli._spawned_hold(args, "volthub", tmp_path, [])
+    assert graces[0] == 180.0  # the restart's stop; the last one ends the run

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 import trio
+import trio.testing
 
 from volthub import cli
 from volthub.loadtest import client, hold, hold_reader, hold_worker
@@ -232,3 +233,24 @@ def test_a_generator_process_runs_as_a_batch_job_so_its_wake_ups_do_not_preempt_
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", str(os.SCHED_BATCH)]
+
+
+async def test_the_restart_wait_ends_once_every_socket_is_back_in_whatever_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    slots = [client.ClientSlot(index, 0, "socketio", connected_at=0.5) for index in range(3)]
+    slots[2].connected_at = 2.0  # the last one came back first
+    waited: list[float] = []
+
+    async def wait() -> None:
+        await hold_worker._until_all_connected_after(slots, since=1.0)
+        waited.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.sleep(1)
+        slots[1].connected_at = 3.0
+        await trio.sleep(1)
+        assert not waited, "slot 0 is not back yet"
+        slots[0].connected_at = 4.0
+    assert len(waited) == 1

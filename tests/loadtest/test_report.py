@@ -177,6 +177,8 @@ def test_hold_text_has_each_broadcast_the_cpu_per_side_and_the_restart() -> None
             "not_back": 10,
             "recovered": 0,
             "resumable": 20000,
+            "server_cpu_ms_per_reconnect": 0.52,
+            "generator_cpu_ms_per_reconnect": 0.31,
         },
     )
     text = report.hold_text(found)
@@ -186,6 +188,7 @@ def test_hold_text_has_each_broadcast_the_cpu_per_side_and_the_restart() -> None
     assert "120.0 / 480.0 / 510.0" in text
     assert "restart: back / not back        19,990 / 10" in text
     assert "restart: server down (s)        3.0 (stopping 1.2, starting 1.8)" in text
+    assert "restart: CPU per reconnect (ms) server 0.520, generator 0.310" in text
 
 
 def test_json_round_trip(tmp_path: Path) -> None:

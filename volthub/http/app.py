@@ -241,6 +241,7 @@ async def _start(app: QuartTrio) -> None:
     cluster.install(rt, relay)  # PostgreSQL: resume backfill, presence over all processes
     await app.nursery.start(_supervise, rt)
     await cluster.wait_for_relay(rt)
+    rt.ready.set()
     cluster.report_ready()
     _log_started(rt)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import trio
 from quart import current_app
 
 from volthub.config import Settings
@@ -111,6 +112,8 @@ class Runtime:
     supervisor: Supervisor | None = None
     # Where Socket.IO connection states wait for recovery (set at start-up by the Events API).
     recovery: RecoveryStore | None = None
+    # Set once the start-up is done (the relay caught up with the event log, where it can).
+    ready: trio.Event = field(default_factory=trio.Event)
     _services: Services | None = field(default=None, repr=False)
 
     @property

@@ -52,14 +52,22 @@ log = logging.getLogger(__name__)
 MAX_KEPT: Final = 100_000
 # Writes per database transaction.
 WRITE_BATCH: Final = 500
+# How long a live state's write waits for others to share its transaction: a restart's
+# reconnects come at hundreds a second per process, and a transaction (with its thread hop)
+# per few rows cost the database and the process more than the rows. A live state matters
+# only once its process is killed; a dropped connection's state is written at once.
+LIVE_WRITE_GATHER_SECONDS: Final = 0.25
 # How long a stopping process may spend writing the states of the connections it closed.
 FINAL_FLUSH_SECONDS: Final = 2.0
 # Keys per look-up of gathered takes (a restart's reconnect storm comes in bursts).
 TAKE_BATCH: Final = 500
 # A gathered look-up that takes longer fails its takes (their clients start afresh).
 TAKE_TIMEOUT_SECONDS: Final = 5.0
-# Gathered look-ups running at once (each holds a database connection while it runs).
-TAKE_LOOKUPS: Final = 4
+# Gathered look-ups running at once (each holds a database connection while it runs). Two:
+# a take need not wait for the look-up before its own, and each look-up still carries
+# every take that came meanwhile (a statement, commit and thread hop per few takes cost
+# the database and this process more than the rows did).
+TAKE_LOOKUPS: Final = 2
 
 
 @dataclass(slots=True)
@@ -168,6 +176,7 @@ class SharedRecoveryStore(RecoveryStore):
         self._pending: OrderedDict[str, tuple[str | None, bool]] = OrderedDict()  # key -> (state, live)
         self._live: set[str] = set()  # keys of live states written by this process
         self._wake = trio.Event()
+        self._due = trio.Event()  # a write that should not wait for others is queued
         self.refresh_seconds = window_seconds / 4
         self._gathering: list[_Take] = []  # takes waiting for a look-up
         self._lookups = 0  # look-ups running
@@ -205,6 +214,7 @@ class SharedRecoveryStore(RecoveryStore):
             self._live.add(key)
         else:
             self._live.discard(key)
+            self._due.set()  # its client may come back to another process at once
         self._wake.set()
 
     async def take(self, pid: str, user_id: str | None, namespace: str, now: float) -> Lost | None:
@@ -307,7 +317,9 @@ class SharedRecoveryStore(RecoveryStore):
         while True:
             with trio.move_on_at(next_refresh):
                 await self._wake.wait()
-            self._wake = trio.Event()
+            with trio.move_on_after(LIVE_WRITE_GATHER_SECONDS):
+                await self._due.wait()
+            self._wake, self._due = trio.Event(), trio.Event()
             try:
                 await self.flush()
                 if trio.current_time() >= next_refresh or next_refresh == math.inf:

@@ -200,7 +200,9 @@ async def _spawned_hold(
         return None
 
     async def restart() -> hold.Restarted:
-        await server.stop()
+        # Its whole restart may take this long: a server still closing its sockets after the
+        # stop's usual grace would be killed (the parent only: its workers would keep the port).
+        await server.stop(grace=args.hold_restart_timeout)
         gone = time.monotonic()
         await server.start(timeout=args.hold_restart_timeout)
         return hold.Restarted(server.pid, gone)

@@ -407,10 +407,14 @@ class _Session:
         restarted = await restart()
         serving = time.monotonic()
         self.pid = restarted.pid
+        started = self._read()  # the new server's start-up is not the reconnects' cost
         for worker in self.workers:
             await _send_line(worker, {"cmd": "back", "since": stopped, "timeout": timeout - (serving - stopped)})
         backs = await _read_all(self.workers, timeout + 60)
+        reconnected = self._read()
         back = sum(r["back"] for r in backs)
+        server_cpu = reconnected.cpu_seconds - started.cpu_seconds if started and reconnected else None
+        generator_cpu = sum(r["cpu"] for r in backs)
         last = max((r["last"] for r in backs), default=stopped)
         errors: dict[str, int] = {}
         for report in backs:
@@ -428,7 +432,11 @@ class _Session:
             "recovered": sum(r["recovered"] for r in backs),
             "resumable": sum(r["resumable"] for r in backs),
             "reconnect_errors": errors,
-            "generator_cpu_seconds": round(sum(r["cpu"] for r in backs), 2),
+            "generator_cpu_seconds": round(generator_cpu, 2),
+            # From the new server answering until the last socket was back (unknown without its pid).
+            "server_cpu_seconds": round(server_cpu, 2) if server_cpu is not None else None,
+            "server_cpu_ms_per_reconnect": _ratio(server_cpu * 1e3, back) if server_cpu is not None else None,
+            "generator_cpu_ms_per_reconnect": _ratio(generator_cpu * 1e3, back),
         }
         await self.stop_workers_quietly()
 

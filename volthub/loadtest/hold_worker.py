@@ -278,8 +278,7 @@ async def _await_back(
     when the last did, and how many of those that had an event to resume from recovered."""
     cpu_before = cpu_seconds()
     with trio.move_on_after(timeout):
-        while any((slot.connected_at or 0) <= since for slot in slots):
-            await trio.sleep(0.05)
+        await _until_all_connected_after(slots, since)
     back = [slot for slot in slots if (slot.connected_at or 0) > since]
     return {
         "back": len(back),
@@ -289,6 +288,19 @@ async def _await_back(
         "errors": state.connect_errors,
         "cpu": cpu_seconds() - cpu_before,
     }
+
+
+async def _until_all_connected_after(slots: list[ClientSlot], since: float) -> None:
+    """Wait until every slot connected after `since`. A slot once back stays back, so each
+    look resumes at the first slot not back yet: rescanning every slot each time cost the
+    generator CPU the server's reconnects were competing for."""
+    waiting = 0
+    while True:
+        while waiting < len(slots) and (slots[waiting].connected_at or 0) > since:
+            waiting += 1
+        if waiting == len(slots):
+            return
+        await trio.sleep(0.05)
 
 
 def _print(payload: dict[str, Any]) -> None:

@@ -252,6 +252,8 @@ def hold_text(found: dict[str, Any]) -> str:
             f"restart: back / not back        {fmt(restart.get('back'))} / {fmt(restart.get('not_back'))}",
             f"restart: all back after (s)     {fmt(restart.get('seconds_until_all_back'))}",
             f"restart: recovered / resumable  {fmt(restart.get('recovered'))} / {fmt(restart.get('resumable'))}",
+            f"restart: CPU per reconnect (ms) server {fmt(restart.get('server_cpu_ms_per_reconnect'), 3)}, "
+            f"generator {fmt(restart.get('generator_cpu_ms_per_reconnect'), 3)}",
         ]
         if restart.get("reconnect_errors"):
             lines.append(f"restart: reconnect errors {restart['reconnect_errors']}")

@@ -658,6 +658,10 @@ async def gateway_service(rt: Runtime) -> None:
     if rt.gateway is None:
         await trio.sleep_forever()
         return
+    # Bound at start-up, so connections arriving meanwhile wait in its backlog; served only
+    # once the app is ready: a client reconnecting before the relay has read the event log's
+    # tail would find its channel's resume buffer empty and not be recovered.
+    await rt.ready.wait()
     await rt.gateway.run()
 
 
