@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -98,6 +99,38 @@ def test_activity_counts_our_sleeps_and_adds_up() -> None:
     assert spent.voluntary_switches >= 5 and spent.user_seconds >= 0 and spent.system_seconds >= 0
     assert spent.plus(before) == after
     assert m.read_activity(2**22 + 17) is None
+
+
+def test_a_thread_that_ends_within_a_span_takes_nothing_off_it() -> None:
+    """Its switches leave the process's total with it: counted thread by thread, the span
+    keeps what the others did instead of going negative."""
+    proceed = threading.Event()
+
+    def sleeper() -> None:
+        for _ in range(200):
+            time.sleep(0.0005)  # switches of its own, before the span starts
+        proceed.wait()
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    while thread.is_alive() and not _slept_enough(thread):
+        time.sleep(0.01)
+    before = m.read_activity(os.getpid())
+    proceed.set()
+    thread.join()
+    time.sleep(0.001)  # one switch of this thread within the span
+    after = m.read_activity(os.getpid())
+    assert before is not None and after is not None
+    spent = after.minus(before)
+    assert spent.voluntary_switches >= 1 and spent.involuntary_switches >= 0
+    # Totals known without threads (a generator's report) still subtract as totals.
+    assert m.Activity(1.0, 1.0, 10, 2).minus(m.Activity(0.5, 0.5, 4, 1)) == m.Activity(0.5, 0.5, 6, 1)
+
+
+def _slept_enough(thread: threading.Thread) -> bool:
+    status = Path(f"/proc/{os.getpid()}/task/{thread.native_id}/status").read_text()
+    counts = m.parse_keyed_counts(status, ("voluntary_ctxt_switches",))
+    return counts.get("voluntary_ctxt_switches", 0) >= 150
 
 
 def test_switch_counts_are_read_from_status_lines() -> None:

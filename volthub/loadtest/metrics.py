@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,22 +231,51 @@ class Activity:
     system_seconds: float
     voluntary_switches: int  # the process went to sleep: a wake-up each, all threads
     involuntary_switches: int  # the process was preempted, all threads
+    # The two counts of each thread, by thread id, when read from /proc: a span is taken
+    # thread by thread, because a thread that ended within it (an idle worker thread does)
+    # takes all its switches out of the process's total, which could make a span negative.
+    threads: Mapping[int, tuple[int, int]] = field(default_factory=dict, compare=False)
+
+    def _per_thread(self) -> Mapping[int, tuple[int, int]] | None:
+        """The switches thread by thread; None when only the totals are known."""
+        if self.threads or not (self.voluntary_switches or self.involuntary_switches):
+            return self.threads
+        return None
 
     def minus(self, before: Activity) -> Activity:
-        return Activity(
-            self.user_seconds - before.user_seconds,
-            self.system_seconds - before.system_seconds,
-            self.voluntary_switches - before.voluntary_switches,
-            self.involuntary_switches - before.involuntary_switches,
+        after_threads, before_threads = self._per_thread(), before._per_thread()
+        if after_threads is None or before_threads is None:
+            return Activity(
+                self.user_seconds - before.user_seconds,
+                self.system_seconds - before.system_seconds,
+                self.voluntary_switches - before.voluntary_switches,
+                self.involuntary_switches - before.involuntary_switches,
+            )
+        # A thread that ended within the span counts nothing of it; one that started counts whole.
+        spans = {
+            tid: (voluntary - before_threads.get(tid, (0, 0))[0], involuntary - before_threads.get(tid, (0, 0))[1])
+            for tid, (voluntary, involuntary) in after_threads.items()
+        }
+        return _with_threads(
+            self.user_seconds - before.user_seconds, self.system_seconds - before.system_seconds, spans
         )
 
     def plus(self, other: Activity) -> Activity:
-        return Activity(
-            self.user_seconds + other.user_seconds,
-            self.system_seconds + other.system_seconds,
-            self.voluntary_switches + other.voluntary_switches,
-            self.involuntary_switches + other.involuntary_switches,
-        )
+        user, system = self.user_seconds + other.user_seconds, self.system_seconds + other.system_seconds
+        mine, theirs = self._per_thread(), other._per_thread()
+        if mine is None or theirs is None:
+            voluntary = self.voluntary_switches + other.voluntary_switches
+            return Activity(user, system, voluntary, self.involuntary_switches + other.involuntary_switches)
+        merged = dict(mine)
+        for tid, (voluntary, involuntary) in theirs.items():
+            known = merged.get(tid, (0, 0))
+            merged[tid] = (known[0] + voluntary, known[1] + involuntary)
+        return _with_threads(user, system, merged)
+
+
+def _with_threads(user: float, system: float, threads: Mapping[int, tuple[int, int]]) -> Activity:
+    voluntary = sum(counts[0] for counts in threads.values())
+    return Activity(user, system, voluntary, sum(counts[1] for counts in threads.values()), threads)
 
 
 def parse_proc_times(text: str) -> tuple[float, float]:
@@ -271,17 +300,16 @@ def read_activity(pid: int) -> Activity | None:
     switches = ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
     try:
         user, system = parse_proc_times(Path(f"/proc/{pid}/stat").read_text())
-        voluntary = involuntary = 0
+        threads: dict[int, tuple[int, int]] = {}
         for task in Path(f"/proc/{pid}/task").iterdir():
             try:
                 counts = parse_keyed_counts((task / "status").read_text(), switches)
             except (FileNotFoundError, ProcessLookupError):
                 continue  # a thread that ended while we looked
-            voluntary += counts.get(switches[0], 0)
-            involuntary += counts.get(switches[1], 0)
+            threads[int(task.name)] = (counts.get(switches[0], 0), counts.get(switches[1], 0))
     except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
         return None
-    return Activity(user, system, voluntary, involuntary)
+    return _with_threads(user, system, threads)
 
 
 def read_tree_activity(pid: int) -> Activity | None:
