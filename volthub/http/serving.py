@@ -404,7 +404,7 @@ def adapt(app: Any, settings: Any) -> None:
 def ending_events_first(app: Any, trigger: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
     """Hypercorn's shutdown trigger for `app`: once `trigger` fires, `begin_shutdown(app)`
     ends the Events API connections, which would otherwise hold Hypercorn's graceful wait
-    until its timeout. Every way of serving the app stops through it."""
+    until its timeout. `volthub serve` and the `hypercorn` command both stop through it."""
 
     async def fire(*args: Any) -> None:
         await trigger(*args)
