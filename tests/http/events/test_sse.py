@@ -54,11 +54,20 @@ async def sandbox(http: httpx.AsyncClient, user: Account, event_type: str, **fie
     return response.json()
 
 
+async def dispatched(events: AsyncIterator[ServerSentEvent]) -> AsyncIterator[ServerSentEvent]:
+    """The events a browser's EventSource dispatches. httpx-sse also yields a data-less event
+    for the blank line ending a keep-alive comment, carrying the last id seen; a browser
+    dispatches nothing for it, and neither do we."""
+    async for sse in events:
+        if sse.data:
+            yield sse
+
+
 class Stream:
     """An open SSE stream and its events, read as they come."""
 
     def __init__(self, events: AsyncIterator[ServerSentEvent]) -> None:
-        self._events = events
+        self._events = dispatched(events)
 
     async def next(self) -> ServerSentEvent:
         with trio.fail_after(5):
@@ -71,9 +80,8 @@ async def collect(http: httpx.AsyncClient, user: Account, until: int, **kwargs: 
     async with aconnect_sse(
         http, "GET", STREAM, headers={**user.headers, **kwargs.pop("headers", {})}, **kwargs
     ) as source:
-        events = source.aiter_sse()
         with trio.fail_after(5):
-            async for sse in events:
+            async for sse in dispatched(source.aiter_sse()):
                 found.append(sse)
                 if len(found) == until:
                     break
