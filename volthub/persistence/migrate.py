@@ -36,9 +36,15 @@ def available(dialect: str) -> list[Migration]:
 
 
 def statements(sql: str) -> list[str]:
-    """Split a script on `;` at line ends; our migrations hold no procedural bodies."""
+    """Split a script on `;` at line ends, except inside a `$$`-quoted body (a function's)."""
     without_comments = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
-    return [s.strip() for s in re.split(r";\s*(?:\n|$)", without_comments) if s.strip()]
+    found: list[str] = []
+    for piece in re.split(r";\s*(?:\n|$)", without_comments):
+        if found and found[-1].count("$$") % 2:  # still inside a body: the `;` was its own
+            found[-1] += ";\n" + piece
+        else:
+            found.append(piece)
+    return [statement.strip() for statement in found if statement.strip()]
 
 
 def _ensure_table(tx: Tx) -> set[int]:
