@@ -196,7 +196,7 @@ class PostgresRelay:
         logged = event_log.append(
             tx, [event_log.NewEntry(e.channel_id, e.id, e.name, event_body(e)) for e in events], now_ms
         )
-        return [replace(event, seq=entry.seq) for event, entry in zip(events, logged, strict=True)]
+        return [stamped(event, entry) for event, entry in zip(events, logged, strict=True)]
 
     # ------------------------------------------------------------------ the service
 
@@ -410,6 +410,12 @@ def observe_bus_lag(committed_at: float) -> None:
 
 def event_body(event: Event) -> dict[str, Any]:
     return {"d": event.data, "t": event.timestamp, "x": event.is_test}
+
+
+def stamped(event: Event, entry: event_log.LoggedEvent) -> Event:
+    """`event` as its transaction logged it: its channel position and the channel owner's
+    webhook subscriptions version."""
+    return replace(event, seq=entry.seq, webhooks_version=entry.webhooks_version)
 
 
 def event_of_row(row: event_log.LoggedEvent) -> Event:

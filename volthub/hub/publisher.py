@@ -36,6 +36,10 @@ class Event:
     # Position in its channel's event log (PostgreSQL): commit order, the same in every
     # process. None on SQLite (one process: publish order is the order) and before stamping.
     seq: int | None = None
+    # The version of the channel owner's webhook subscriptions in the transaction that logged
+    # the event (PostgreSQL; None elsewhere): the webhook outbox reads the subscribers again
+    # only when it moved.
+    webhooks_version: int | None = None
 
     def envelope(self) -> dict[str, Any]:
         """The Events API envelope: id, type, channel, timestamp and data."""

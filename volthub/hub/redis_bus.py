@@ -45,14 +45,14 @@ import logging
 import math
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
 
 from volthub import metrics
-from volthub.hub.bus import call_listener, event_body, event_of_row, observe_bus_lag
+from volthub.hub.bus import call_listener, event_body, event_of_row, observe_bus_lag, stamped
 from volthub.hub.clock import Clock, to_ms
 from volthub.hub.redis_client import make_client
 from volthub.hub.redis_sweeper import Sweeper
@@ -222,7 +222,7 @@ class RedisRelay:
             now_ms,
             notify=False,
         )
-        return [replace(event, seq=entry.seq) for event, entry in zip(events, logged, strict=True)]
+        return [stamped(event, entry) for event, entry in zip(events, logged, strict=True)]
 
     async def caught_up(self) -> None:
         """Until every event published here so far has reached this process's listeners."""

@@ -46,6 +46,9 @@ class LoggedEvent:
     name: str
     body: dict[str, Any]
     created_at: int
+    # The channel owner's webhook subscriptions version when the event was appended (what
+    # `append` returns; None when read back): a subscribers read stays good while it stands.
+    webhooks_version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +82,18 @@ def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int, *, notify: bool = T
     for entry in entries:
         counts[entry.channel_id] = counts.get(entry.channel_id, 0) + 1
     next_seq: dict[str, int] = {}
+    versions: dict[str, int] = {}
     # Sorted: two transactions touching the same channels lock them in the same order.
     for channel_id in sorted(counts):
-        last = tx.scalar(
+        position = tx.one(
             "INSERT INTO event_channel_positions (channel_id, seq) VALUES (?, ?)"
             " ON CONFLICT (channel_id) DO UPDATE SET seq = event_channel_positions.seq + EXCLUDED.seq"
-            " RETURNING seq",
+            " RETURNING seq, webhooks_version",
             (channel_id, counts[channel_id]),
         )
-        next_seq[channel_id] = int(last) - counts[channel_id] + 1
+        assert position is not None
+        next_seq[channel_id] = int(position["seq"]) - counts[channel_id] + 1
+        versions[channel_id] = int(position["webhooks_version"])
     logged = []
     for entry in entries:
         seq = next_seq[entry.channel_id]
@@ -99,7 +105,7 @@ def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int, *, notify: bool = T
                 " VALUES (?, ?, ?, ?, ?, ?) RETURNING pos",
                 (entry.channel_id, seq, entry.event_id, entry.name, body, now_ms),
             )
-            logged.append(LoggedEvent(int(pos), entry.channel_id, seq, entry.event_id, entry.name, entry.body, now_ms))
+            logged.append(_stamped(int(pos), entry, seq, now_ms, versions[entry.channel_id]))
             continue
         # One round trip per event: the row, and its NOTIFY, whose payload needs the row's
         # position (spliced in by PostgreSQL in front of the rest, `payload_tail`).
@@ -117,7 +123,7 @@ def append(tx: Tx, entries: Sequence[NewEntry], now_ms: int, *, notify: bool = T
                 payload_tail(entry.channel_id, seq, entry.event_id, entry.name, now_ms, body),
             ),
         )
-        logged.append(LoggedEvent(int(pos), entry.channel_id, seq, entry.event_id, entry.name, entry.body, now_ms))
+        logged.append(_stamped(int(pos), entry, seq, now_ms, versions[entry.channel_id]))
     return logged
 
 
@@ -127,10 +133,11 @@ def _append_one(tx: Tx, entry: NewEntry, now_ms: int) -> LoggedEvent:
     body = orjson.dumps(entry.body).decode()
     row = tx.one(
         "WITH position AS (INSERT INTO event_channel_positions (channel_id, seq) VALUES (?, 1)"
-        " ON CONFLICT (channel_id) DO UPDATE SET seq = event_channel_positions.seq + 1 RETURNING seq),"
+        " ON CONFLICT (channel_id) DO UPDATE SET seq = event_channel_positions.seq + 1 RETURNING seq, webhooks_version),"
         " logged AS (INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
         " SELECT ?, seq, ?, ?, ?, ? FROM position RETURNING pos, seq)"
-        f" SELECT pos, seq, pg_notify({_CHANNEL_SQL}, '{{\"p\":' || pos || ',\"s\":' || seq || ?) FROM logged",
+        " SELECT logged.pos, logged.seq, position.webhooks_version,"
+        f" pg_notify({_CHANNEL_SQL}, '{{\"p\":' || logged.pos || ',\"s\":' || logged.seq || ?) FROM logged, position",
         (
             entry.channel_id,
             entry.channel_id,
@@ -142,9 +149,7 @@ def _append_one(tx: Tx, entry: NewEntry, now_ms: int) -> LoggedEvent:
         ),
     )
     assert row is not None
-    return LoggedEvent(
-        int(row["pos"]), entry.channel_id, int(row["seq"]), entry.event_id, entry.name, entry.body, now_ms
-    )
+    return _stamped(int(row["pos"]), entry, int(row["seq"]), now_ms, int(row["webhooks_version"]))
 
 
 def _append_to_one_channel(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> list[LoggedEvent]:
@@ -161,13 +166,15 @@ def _append_to_one_channel(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> 
     count = len(entries)
     rows = tx.execute(
         "WITH position AS (INSERT INTO event_channel_positions (channel_id, seq) VALUES (?, ?)"
-        " ON CONFLICT (channel_id) DO UPDATE SET seq = event_channel_positions.seq + EXCLUDED.seq RETURNING seq),"
+        " ON CONFLICT (channel_id) DO UPDATE SET seq = event_channel_positions.seq + EXCLUDED.seq"
+        " RETURNING seq, webhooks_version),"
         " entries AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS e(event_id, name, body, n)),"
         " logged AS (INSERT INTO event_log (channel_id, seq, event_id, name, body, created_at)"
         " SELECT ?, position.seq - ? + e.n, e.event_id, e.name, e.body, ? FROM position, entries e RETURNING pos, seq)"
         # A sorted subquery is not flattened: the NOTIFYs are sent in seq order.
-        f" SELECT pos, seq, pg_notify({_CHANNEL_SQL}, '{{\"p\":' || pos || ',\"s\":' || seq || (?::text[])[i])"
-        " FROM (SELECT logged.pos, logged.seq, logged.seq - position.seq + ? AS i"
+        " SELECT pos, seq, webhooks_version,"
+        f" pg_notify({_CHANNEL_SQL}, '{{\"p\":' || pos || ',\"s\":' || seq || (?::text[])[i])"
+        " FROM (SELECT logged.pos, logged.seq, position.webhooks_version, logged.seq - position.seq + ? AS i"
         " FROM logged, position ORDER BY logged.seq) AS ordered",
         (
             channel_id,
@@ -182,11 +189,14 @@ def _append_to_one_channel(tx: Tx, entries: Sequence[NewEntry], now_ms: int) -> 
             count,
         ),
     )
-    by_seq = sorted((int(row["seq"]), int(row["pos"])) for row in rows)
+    by_seq = sorted((int(row["seq"]), int(row["pos"]), int(row["webhooks_version"])) for row in rows)
     return [
-        LoggedEvent(pos, channel_id, seq, entry.event_id, entry.name, entry.body, now_ms)
-        for (seq, pos), entry in zip(by_seq, entries, strict=True)
+        _stamped(pos, entry, seq, now_ms, version) for (seq, pos, version), entry in zip(by_seq, entries, strict=True)
     ]
+
+
+def _stamped(pos: int, entry: NewEntry, seq: int, now_ms: int, webhooks_version: int) -> LoggedEvent:
+    return LoggedEvent(pos, entry.channel_id, seq, entry.event_id, entry.name, entry.body, now_ms, webhooks_version)
 
 
 def payload_tail(channel_id: str, seq: int | None, event_id: str, name: str, created_at: int, body_json: str) -> str:

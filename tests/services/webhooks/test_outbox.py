@@ -279,3 +279,88 @@ async def test_authorization_events_go_to_the_authorised_apps_webhooks_only(
     revoke = await publisher.write(emit(owner, "user.authorization.revoke", {"clientId": authorised}))
     got = sorted((r["webhook_id"], r["event_id"]) for r in await deliveries(db))
     assert got == sorted([(mine, grant.id), (mine, revoke.id)])
+
+
+async def test_on_postgresql_subscribers_are_read_again_exactly_when_they_change(postgres_url: str) -> None:
+    """The event log hands each event its channel's webhook subscriptions version; the sink
+    keeps the subscribers it read while the version stands. Every change to who is
+    subscribed, made on another connection as another process would, shows in the next
+    event's deliveries."""
+    from tests.conftest import opened_database
+    from volthub.hub.bus import PostgresRelay
+    from volthub.persistence import apps as apps_repo
+
+    async with opened_database(postgres_url, pool_size=2) as db:
+        sink = OutboxSink(0, scope_check=lambda *_: True)
+        publisher = EventPublisher(db, InProcessBus(), SystemClock(), PostgresRelay(db, SystemClock()))
+        publisher.add_transaction_sink(sink)
+        owner = await make_user(db)
+        client_id = await insert_app(db, owner)
+
+        async def follow() -> tuple[int, int]:
+            """Publish a follow: (rows it got, subscriber reads it took)."""
+            before, reads = len(await deliveries(db)), sink.subscribers.reads
+            await publisher.write(emit(owner, "channel.follow", {"userId": "x"}))
+            return len(await deliveries(db)) - before, sink.subscribers.reads - reads
+
+        assert await follow() == (0, 1)  # nobody subscribed yet; read once
+        assert await follow() == (0, 0)  # kept
+        webhook_id = await make_webhook(db, client_id, ["channel.follow"])
+        assert await follow() == (1, 1)  # the new webhook is seen at once
+        assert await follow() == (1, 0)
+        await db.write(lambda tx: repo.change_webhook(tx, webhook_id, 3, events=["channel.raid"]))
+        assert await follow() == (0, 1)  # subscribed elsewhere now
+        await db.write(lambda tx: repo.change_webhook(tx, webhook_id, 4, events=["channel.follow"]))
+        assert await follow() == (1, 1)
+        await db.write(lambda tx: repo.disable_webhook(tx, webhook_id, repo.BY_OWNER, 5))
+        assert await follow() == (0, 1)
+        await db.write(lambda tx: repo.enable_webhook(tx, webhook_id, 6))
+        assert await follow() == (1, 1)
+        await db.write(lambda tx: repo.record_webhook_result(tx, webhook_id, False))  # not who is subscribed
+        assert await follow() == (1, 0)
+        await db.write(lambda tx: apps_repo.delete_app(tx, client_id))  # its webhooks go with it
+        assert await follow() == (0, 1)
+
+
+async def test_on_postgresql_removing_a_webhook_while_an_event_is_written_for_it_waits_without_deadlock(
+    postgres_url: str,
+) -> None:
+    """The publishing transaction holds its channel's position row and then writes a delivery
+    row referencing the webhook; a removal of that webhook in between must wait for it, not
+    lock the webhook first and then wait for the position row (a deadlock), and the event's
+    delivery row goes with the webhook."""
+    import threading
+
+    from tests.conftest import opened_database
+    from volthub.persistence import event_log
+
+    async with opened_database(postgres_url, pool_size=2) as db:
+        owner = await make_user(db)
+        client_id = await insert_app(db, owner)
+        webhook_id = await make_webhook(db, client_id, ["channel.follow"])
+        await db.write(lambda tx: event_log.append(tx, [event_log.NewEntry(owner, "e0", "channel.follow", {})], 1))
+        holding, removing = threading.Event(), threading.Event()
+
+        def publish(tx: Tx) -> None:
+            event_log.append(tx, [event_log.NewEntry(owner, "e1", "channel.follow", {})], 1)
+            holding.set()
+            assert removing.wait(5)
+            threading.Event().wait(0.5)  # the removal is under way meanwhile
+            repo.enqueue(tx, [repo.NewDelivery("d1", webhook_id, "e1", "channel.follow", b"{}", 1)], 1)
+
+        def remove(tx: Tx) -> bool:
+            assert holding.wait(5)
+            removing.set()
+            return repo.delete_webhook(tx, client_id, webhook_id)
+
+        removed: list[bool] = []
+
+        async def removal() -> None:
+            removed.append(await db.write(remove))
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(removal)
+                await db.write(publish)
+        assert removed == [True]
+        assert await deliveries(db) == []  # removed with its webhook
