@@ -295,9 +295,14 @@ def delete_webhook(tx: Tx, client_id: str, webhook_id: str) -> bool:
     if tx.dialect == "postgresql":
         # The owner's channel position row first, as publishing transactions take it: one of
         # them may hold it and be about to reference this webhook in a delivery row, which
-        # waits on the row this DELETE locks (a trigger moves the subscriptions version too,
-        # but only once the webhook row is locked).
-        tx.execute("SELECT webhooks_version_bump(owner_id) FROM apps WHERE client_id = ?", (client_id,))
+        # would wait on the row this DELETE locks (a deadlock; the trigger that moves the
+        # subscriptions version runs only once the webhook row is locked). An upsert, so that
+        # it also waits for a channel's first event, whose row is not committed yet.
+        tx.execute(
+            "INSERT INTO event_channel_positions (channel_id, seq) SELECT owner_id, 0 FROM apps WHERE client_id = ?"
+            " ON CONFLICT (channel_id) DO UPDATE SET webhooks_version = nextval('webhooks_versions')",
+            (client_id,),
+        )
     rows = tx.execute("DELETE FROM webhooks WHERE id = ? AND client_id = ? RETURNING id", (webhook_id, client_id))
     if rows:
         tx.execute("UPDATE apps SET webhook_count = webhook_count - 1 WHERE client_id = ?", (client_id,))

@@ -322,13 +322,15 @@ async def test_on_postgresql_subscribers_are_read_again_exactly_when_they_change
         assert await follow() == (0, 1)
 
 
+@pytest.mark.parametrize("earlier_events", [1, 0])
 async def test_on_postgresql_removing_a_webhook_while_an_event_is_written_for_it_waits_without_deadlock(
-    postgres_url: str,
+    postgres_url: str, earlier_events: int
 ) -> None:
     """The publishing transaction holds its channel's position row and then writes a delivery
     row referencing the webhook; a removal of that webhook in between must wait for it, not
-    lock the webhook first and then wait for the position row (a deadlock), and the event's
-    delivery row goes with the webhook."""
+    lock the webhook first and then wait for the position row (a deadlock), nor go first and
+    fail the publish (the channel's first event: its position row is not committed yet).
+    The event's delivery row goes with the webhook."""
     import threading
 
     from tests.conftest import opened_database
@@ -338,7 +340,9 @@ async def test_on_postgresql_removing_a_webhook_while_an_event_is_written_for_it
         owner = await make_user(db)
         client_id = await insert_app(db, owner)
         webhook_id = await make_webhook(db, client_id, ["channel.follow"])
-        await db.write(lambda tx: event_log.append(tx, [event_log.NewEntry(owner, "e0", "channel.follow", {})], 1))
+        for n in range(earlier_events):
+            entry = event_log.NewEntry(owner, f"e0-{n}", "channel.follow", {})
+            await db.write(lambda tx, entry=entry: event_log.append(tx, [entry], 1))
         holding, removing = threading.Event(), threading.Event()
 
         def publish(tx: Tx) -> None:
