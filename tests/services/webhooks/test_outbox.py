@@ -322,6 +322,37 @@ async def test_on_postgresql_subscribers_are_read_again_exactly_when_they_change
         assert await follow() == (0, 1)
 
 
+async def test_on_postgresql_a_rolled_back_first_event_leaves_no_list_that_a_later_one_takes(postgres_url: str) -> None:
+    """A channel's first event read its (empty) subscribers and then rolled back, position
+    row and all; a webhook added meanwhile moves no version (there is no row to move). The
+    next first event starts a new row: it must not find the rolled-back read as current."""
+    from tests.conftest import opened_database
+    from volthub.hub.bus import PostgresRelay
+
+    class Boom(Exception):
+        pass
+
+    async with opened_database(postgres_url, pool_size=2) as db:
+        sink = OutboxSink(0, scope_check=lambda *_: True)
+        publisher = EventPublisher(db, InProcessBus(), SystemClock(), PostgresRelay(db, SystemClock()))
+        publisher.add_transaction_sink(sink)
+
+        def fail_after_the_sink(tx: Tx, events: list[Any]) -> None:
+            raise Boom()
+
+        publisher.add_transaction_sink(fail_after_the_sink)
+        owner = await make_user(db)
+        client_id = await insert_app(db, owner)
+        with pytest.raises(Boom):
+            await publisher.write(emit(owner, "channel.follow", {"userId": "x"}))
+        assert sink.subscribers.reads == 1  # it read, and its transaction is gone
+        await make_webhook(db, client_id, ["channel.follow"])
+        publisher = EventPublisher(db, InProcessBus(), SystemClock(), PostgresRelay(db, SystemClock()))
+        publisher.add_transaction_sink(sink)
+        await publisher.write(emit(owner, "channel.follow", {"userId": "x"}))
+        assert len(await deliveries(db)) == 1
+
+
 @pytest.mark.parametrize("earlier_events", [1, 0])
 async def test_on_postgresql_removing_a_webhook_while_an_event_is_written_for_it_waits_without_deadlock(
     postgres_url: str, earlier_events: int

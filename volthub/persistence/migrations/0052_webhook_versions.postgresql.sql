@@ -9,11 +9,13 @@
 -- holding the position row may be about to reference a webhook in a delivery row, so a
 -- change should take the position row before it locks webhook rows: an app's removal does
 -- here (before its webhooks cascade); a webhook's removal takes it in the application
--- first, since PostgreSQL locks the row before a BEFORE DELETE trigger runs. A channel
--- without a position row yet has no cached subscribers anywhere: only existing rows move.
+-- first, since PostgreSQL locks the row before a BEFORE DELETE trigger runs. Versions come
+-- from one sequence and never repeat: a new position row takes a fresh one, so nothing read
+-- for a row that is gone (a channel's first event rolled back, a removed account) is taken
+-- as current, and the triggers need only move rows that exist.
 CREATE SEQUENCE webhooks_versions;
 
-ALTER TABLE event_channel_positions ADD COLUMN webhooks_version BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE event_channel_positions ADD COLUMN webhooks_version BIGINT NOT NULL DEFAULT nextval('webhooks_versions');
 
 CREATE FUNCTION webhooks_version_bump(owner TEXT) RETURNS void LANGUAGE sql AS
     'UPDATE event_channel_positions SET webhooks_version = nextval(''webhooks_versions'') WHERE channel_id = owner';
