@@ -114,6 +114,37 @@ async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres
         assert groups == [1, 6], groups  # the holder alone, then the six queued behind it together
 
 
+async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_others_whole(postgres_url: str) -> None:
+    # One that fails at its first statement is rolled back alone, and one refused before
+    # any statement undoes nothing of the others.
+    async with _database(postgres_url) as database:
+        await _table(database)
+        answers: dict[int, Any] = {}
+
+        def insert(x: int) -> Callable[[], Any]:
+            def write(tx: Any) -> int:
+                if x == 2:
+                    raise LookupError("refused before any statement")
+                tx.execute("INSERT INTO t (x) VALUES (?)", (100 if x in (3, 5) else x,))  # 3, 5: conflicts
+                tx.execute("INSERT INTO t (x) VALUES (?)", (x + 10,))
+                return x
+
+            async def send() -> None:
+                try:
+                    answers[x] = await database.write(write, order=f"channel-{x}")
+                except (IntegrityError, LookupError) as exc:
+                    answers[x] = exc
+
+            return send
+
+        await _queued_behind(_keyed(database), [insert(x) for x in range(1, 7)])
+        assert await _values(database) == [1, 4, 6, 11, 14, 16, 100]
+        assert isinstance(answers.pop(2), LookupError)
+        assert isinstance(answers.pop(3), IntegrityError)
+        assert isinstance(answers.pop(5), IntegrityError)
+        assert answers == {1: 1, 4: 4, 6: 6}
+
+
 async def test_writes_without_a_key_keep_a_transaction_of_their_own(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
         await _table(database)
