@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import secrets
+
 import trio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+from argon2.low_level import ARGON2_VERSION
 
 
 class PasswordWorkBusy(Exception):
@@ -18,7 +22,7 @@ class Passwords:
         # Bounds memory: each hash in flight holds memory_kib.
         self._limiter = trio.CapacityLimiter(parallel_hashes)
         self._max_waiting = max_waiting
-        self._dummy = self._hasher.hash("volthub-timing-equaliser")
+        self._dummy = unmatchable_hash(self._hasher)
 
     def _admit(self) -> None:
         if self._limiter.available_tokens == 0 and self._limiter.statistics().tasks_waiting >= self._max_waiting:
@@ -40,3 +44,18 @@ class Passwords:
 
         self._admit()
         return await trio.to_thread.run_sync(check, limiter=self._limiter)
+
+
+def unmatchable_hash(hasher: PasswordHasher) -> str:
+    """A hash in `hasher`'s format and parameters that no password matches (a random salt
+    and digest): verifying an unknown user's password against it costs what verifying
+    against a real hash does. Made without hashing: a real hash made at start cost every
+    server process a full argon2 run on the event loop (eight at once when `serve
+    --workers 8` starts)."""
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode().rstrip("=")
+
+    params = f"m={hasher.memory_cost},t={hasher.time_cost},p={hasher.parallelism}"
+    salt, digest = secrets.token_bytes(hasher.salt_len), secrets.token_bytes(hasher.hash_len)
+    return f"$argon2{hasher.type.name.lower()}$v={ARGON2_VERSION}${params}${b64(salt)}${b64(digest)}"
