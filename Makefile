@@ -54,11 +54,15 @@ docs-serve: $(VENV)/.installed-docs
 # once, in one worker, and no long module is left for the end. Each worker draws server
 # ports from a block of its own (tests/ports.py) and migrates its own PostgreSQL template.
 # `make test TEST_WORKERS=0` (or PYTEST_ARGS="-n 0") runs everything in one process.
+# Bytecode is cached even where the environment says PYTHONDONTWRITEBYTECODE: otherwise each
+# worker rewrites and compiles every test module (~8 s of CPU each) and every child process
+# that imports volthub (servers, CLI runs, load generators) compiles the package again
+# (~0.5 s of CPU each).
 TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test
 	@# The official socket.io-client for tests/http/events/test_socketio.py (needs Node.js + npm).
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # schemathesis over the whole OpenAPI document, every operation on both backends, many more
 # examples per operation than the few `make test` runs (which deals the operations out
