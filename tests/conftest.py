@@ -75,6 +75,64 @@ def _share_url_builders() -> None:
 _share_url_builders()
 
 
+def _share_parsed_rules() -> None:
+    """The other third of binding a rule: `Rule.compile` parses the rule text into its parts
+    (regular expressions for the matcher, weights) with a converter per variable, ~30 ms of
+    each `create_app`. The parse depends on the rule text, the map's slash, host and
+    converter settings and the converters' arguments only, so it is done once per process;
+    each rule still gets converters of its own, made for its own map as werkzeug makes them.
+    The parts are only read afterwards (by the matcher and the shared builders)."""
+    from werkzeug.routing.rules import Rule
+
+    compile_rule = Rule.compile
+    if getattr(compile_rule, "shared", False):
+        return
+    parsed: dict[tuple[Any, ...], tuple[list[Any], list[Any], list[tuple[str, str, Any, Any]]]] = {}
+
+    def shared(self: Rule) -> None:
+        rule_map = self.map
+        assert rule_map is not None, "rule not bound"
+        domain = self.host if rule_map.host_matching else self.subdomain
+        key = (
+            self.rule,
+            domain or "",
+            rule_map.host_matching,
+            self.merge_slashes,
+            tuple(rule_map.converters.items()),
+        )
+        found = parsed.get(key)
+        if found is None:
+            made: list[tuple[str, str, Any, Any]] = []
+            get_converter = self.get_converter
+
+            def recording(variable: str, converter: str, args: Any, kwargs: Any) -> Any:
+                made.append((variable, converter, args, kwargs))
+                return get_converter(variable, converter, args, kwargs)
+
+            self.get_converter = recording  # type: ignore[method-assign]
+            try:
+                compile_rule(self)
+            finally:
+                del self.get_converter
+            parsed[key] = (list(self._parts), list(self._trace), made)
+            return
+        parts, trace, made = found
+        self._parts = list(parts)
+        self._trace = list(trace)
+        self._converters = {}
+        for variable, converter, args, kwargs in made:
+            self._converters[variable] = self.get_converter(variable, converter, args, kwargs)
+            self.arguments.add(variable)
+        self._build = self._compile_builder(False).__get__(self, None)
+        self._build_unknown = self._compile_builder(True).__get__(self, None)
+
+    shared.shared = True  # type: ignore[attr-defined]
+    Rule.compile = shared  # type: ignore[method-assign]
+
+
+_share_parsed_rules()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules with a `slow` test (server subprocesses, real-time waits) run first, each kept
     whole and in its place otherwise: the xdist workers of `make test` take whole modules in
