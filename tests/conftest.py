@@ -3,7 +3,8 @@ client, users, live servers (in-process Hypercorn and `volthub serve` subprocess
 
 PostgreSQL tests use a fresh database per test on the server named by VOLTHUB_TEST_POSTGRES
 (default: the local trust-auth server), a copy of one migrated once per session. They fail,
-not skip, when CI=true and it is down.
+not skip, when CI=true and it is down. SQLite tests likewise get a copy of a file migrated
+once per session (`empty_sqlite_url` and `empty_postgres_url` are for tests of migrating).
 
 Each area keeps its own fixtures in its conftest.py (e.g. tests/http/conftest.py: the chat
 environment; tests/hub/conftest.py: a registry in the test's nursery) and its helpers in a
@@ -21,6 +22,7 @@ import contextlib
 import itertools
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -235,8 +237,30 @@ def empty_postgres_url(postgres_server: str) -> Iterator[str]:
     yield from _scratch_database(postgres_server, None)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated once per session (per xdist worker), the template of every
+    test's `sqlite_url`: copying it (~1 ms) replaces ~25 ms of migration DDL and fsyncs per
+    test. Closed after migrating, so it is one file (no write-ahead log beside it)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "volthub.db"
+    trio.run(_migrate_url, f"sqlite:///{path}")
+    leftovers = sorted(p.name for p in path.parent.iterdir() if p != path)
+    assert leftovers == [], f"the template is not one closed file: {leftovers}"
+    return path
+
+
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
+def sqlite_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """A URL of a new SQLite database, already migrated (a copy of the session's template), as
+    `postgres_url` is; `empty_sqlite_url` is one with nothing in it."""
+    path = tmp_path / "volthub.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def empty_sqlite_url(tmp_path: Path) -> str:
+    """A URL of a SQLite database not created yet: for tests of migrating itself."""
     return f"sqlite:///{tmp_path / 'volthub.db'}"
 
 

@@ -56,10 +56,10 @@ def test_bad_configuration_stops_start_naming_the_key(tmp_path):
     assert "server.port" in result.stderr
 
 
-def test_cli_migrate_and_users(tmp_path, sqlite_url):
+def test_cli_migrate_and_users(tmp_path, empty_sqlite_url):
     def run(*args, stdin=None):
         return subprocess.run(
-            [sys.executable, "-m", "volthub", *args, "--database", sqlite_url],
+            [sys.executable, "-m", "volthub", *args, "--database", empty_sqlite_url],
             input=stdin,
             capture_output=True,
             text=True,
