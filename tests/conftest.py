@@ -1,9 +1,10 @@
 """What every area's tests use: the two database backends, settings, the app and its test
 client, users, live servers (in-process Hypercorn and `volthub serve` subprocesses).
 
-PostgreSQL tests use a fresh database per test on the server named by VOLTHUB_TEST_POSTGRES
-(default: the local trust-auth server), a copy of one migrated once per session. They fail,
-not skip, when CI=true and it is down. SQLite tests likewise get a copy of a file migrated
+PostgreSQL tests use a database of their own on the server named by VOLTHUB_TEST_POSTGRES
+(default: the local trust-auth server), in the state of a fresh copy of one migrated once per
+session (recycled between tests: tests/postgres_databases.py). They fail, not skip, when
+CI=true and it is down. SQLite tests likewise get a copy of a file migrated
 once per session (`empty_sqlite_url` and `empty_postgres_url` are for tests of migrating).
 
 Each area keeps its own fixtures in its conftest.py (e.g. tests/http/conftest.py: the chat
@@ -38,6 +39,7 @@ import pytest
 import trio
 
 from tests.ports import use_worker_ports
+from tests.postgres_databases import RecycledDatabases, describe_template, scratch_databases
 from volthub.config import Settings, load_settings
 
 use_worker_ports()  # before any test module imports free_port (tests/ports.py)
@@ -219,16 +221,26 @@ def _scratch_database(server_url: str, template: str | None) -> Iterator[str]:
         connection.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-@pytest.fixture
-def postgres_url(postgres_server: str, postgres_template: str) -> Iterator[str]:
-    """A URL of a brand-new database, already migrated (a copy of the session's template)."""
-    yield from _scratch_database(postgres_server, postgres_template)
+@pytest.fixture(scope="session")
+def postgres_databases(postgres_server: str, postgres_template: str) -> Iterator[RecycledDatabases]:
+    """The test databases of this process: each in the state of a fresh copy of the template,
+    recycled rather than created and dropped for every test (tests/postgres_databases.py)."""
+    databases = RecycledDatabases(postgres_server, describe_template(postgres_server, postgres_template))
+    yield databases
+    databases.drop_all()
 
 
 @pytest.fixture
-def another_postgres_url(postgres_server: str, postgres_template: str) -> Iterator[str]:
-    """A second brand-new database, for a test that runs two deployments side by side."""
-    yield from _scratch_database(postgres_server, postgres_template)
+def postgres_url(postgres_databases: RecycledDatabases) -> Iterator[str]:
+    """A URL of a database of its own, in the state of a brand-new copy of the session's
+    migrated template."""
+    yield from scratch_databases(postgres_databases)
+
+
+@pytest.fixture
+def another_postgres_url(postgres_databases: RecycledDatabases) -> Iterator[str]:
+    """A second such database, for a test that runs two deployments side by side."""
+    yield from scratch_databases(postgres_databases)
 
 
 @pytest.fixture
