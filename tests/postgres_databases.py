@@ -193,8 +193,8 @@ class RecycledDatabases:
         new = f"t_{secrets.token_hex(6)}"
         with psycopg.connect(self.server_url, autocommit=True) as connection:
             for _ in range(5):
-                connection.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (old,)
+                connection.execute(  # each ended connection is waited for, up to 5 s
+                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = %s", (old,)
                 ).fetchall()
                 try:
                     connection.execute(f"ALTER DATABASE {old} RENAME TO {new}")
