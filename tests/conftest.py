@@ -137,6 +137,32 @@ def _share_parsed_rules() -> None:
 _share_parsed_rules()
 
 
+def _close_the_test_apps_nursery_whatever_happens() -> None:
+    """Quart-Trio's test app leaves its nursery open when the lifespan shutdown fails (it
+    timed out, say): the test then ends in Trio's "Nursery stack corrupted" and the real
+    error is lost. Its exit here cancels and closes the nursery in any case, so the
+    shutdown's own error is what the test reports."""
+    from quart_trio.testing.app import TrioTestApp
+
+    if getattr(TrioTestApp.__aexit__, "closes_nursery", False):
+        return
+
+    async def exit_closing(self: Any, exc_type: Any, exc_value: Any, tb: Any) -> None:
+        try:
+            await self.shutdown()
+        except BaseException as failed:
+            self._nursery.cancel_scope.cancel()
+            await self._nursery_manager.__aexit__(type(failed), failed, failed.__traceback__)
+            raise
+        await self._nursery_manager.__aexit__(exc_type, exc_value, tb)
+
+    exit_closing.closes_nursery = True  # type: ignore[attr-defined]
+    TrioTestApp.__aexit__ = exit_closing  # type: ignore[method-assign]
+
+
+_close_the_test_apps_nursery_whatever_happens()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules with a `slow` test (server subprocesses, real-time waits) run first, each kept
     whole and in its place otherwise: the xdist workers of `make test` take whole modules in
