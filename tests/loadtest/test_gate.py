@@ -57,22 +57,28 @@ def test_a_run_that_loses_deliveries_fails_its_check(tmp_path: Path) -> None:
     channel's actor commits them in batches, each batch puts more events at once in every
     socket's queue than its 8 places hold, and the server drops those sockets. The delivery
     check fails with exit 1 and the p99 from what little arrived is not met. (At 300 sends/s
-    the server now keeps up, so that rate no longer loses anything.)"""
-    code, summary = loadtest(
-        tmp_path,
-        "--spawn",
-        *SMALL,
-        "--rate",
-        "2000",
-        "--server-env",
-        "VOLTHUB_EVENTS__QUEUE_SIZE=8",
-        "--check",
-        "delivery.ratio>=0.999",
-        "--check",
-        "delivery.latency_ms.p99<200",
-    )
+    the server now keeps up, so that rate no longer loses anything.) It needs batches that
+    large: on a machine too busy to offer the sends fast enough, the batches stay small and
+    no socket is dropped, so such a run is tried again, three times at most (the last one
+    is judged whatever it did)."""
+    for _ in range(3):
+        code, summary = loadtest(
+            tmp_path,
+            "--spawn",
+            *SMALL,
+            "--rate",
+            "2000",
+            "--server-env",
+            "VOLTHUB_EVENTS__QUEUE_SIZE=8",
+            "--check",
+            "delivery.ratio>=0.999",
+            "--check",
+            "delivery.latency_ms.p99<200",
+        )
+        [run] = summary["runs"]
+        if run["clients"]["disconnects"] > 0:
+            break
     assert code == 1
-    [run] = summary["runs"]
     assert run["delivery"]["ratio"] < 0.5 and run["clients"]["disconnects"] > 0
     assert verdicts(summary) == {"delivery.ratio": "fail", "delivery.latency_ms.p99": "too few samples"}
     assert run["delivery"]["latency_ms"]["p99"] is None and summary["passed"] is False
