@@ -83,6 +83,20 @@ async def _queued_behind(run: Callable[[Callable[[Any], Any]], Awaitable[Any]], 
         holder.release.set()
 
 
+def _answered(
+    database: PostgresDatabase, x: int, write: Callable[[Any], Any], answers: dict[int, Any]
+) -> Callable[[], Awaitable[None]]:
+    """A keyed write (key `channel-x`) whose answer, or refusal, goes to `answers[x]`."""
+
+    async def send() -> None:
+        try:
+            answers[x] = await database.write(write, order=f"channel-{x}")
+        except (IntegrityError, LookupError) as exc:
+            answers[x] = exc
+
+    return send
+
+
 async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
         await _table(database)
@@ -98,13 +112,7 @@ async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres
                     raise LookupError("refused after writing")  # not a database error: rolled back too
                 return x * 10
 
-            async def send() -> None:
-                try:
-                    answers[x] = await database.write(write, order=f"channel-{x}")
-                except (IntegrityError, LookupError) as exc:
-                    answers[x] = exc
-
-            return send
+            return _answered(database, x, write, answers)
 
         await _queued_behind(_keyed(database), [insert(x) for x in range(1, 7)])
         assert await _values(database) == [1, 2, 4, 6, 100]  # 3 and 5 rolled back to their savepoints
@@ -129,13 +137,7 @@ async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_other
                 tx.execute("INSERT INTO t (x) VALUES (?)", (x + 10,))
                 return x
 
-            async def send() -> None:
-                try:
-                    answers[x] = await database.write(write, order=f"channel-{x}")
-                except (IntegrityError, LookupError) as exc:
-                    answers[x] = exc
-
-            return send
+            return _answered(database, x, write, answers)
 
         await _queued_behind(_keyed(database), [insert(x) for x in range(1, 7)])
         assert await _values(database) == [1, 4, 6, 11, 14, 16, 100]
