@@ -103,7 +103,7 @@ BENCH_CHECKS ?= --check 'delivery.ratio>=0.999' --check 'send.errors==0' --check
 # SQLite, and PostgreSQL when BENCH_DATABASE names a database (e.g.
 # postgresql://postgres@127.0.0.1:5432/bench).
 BENCH_DATABASE ?=
-CHAT_BENCH_ARGS ?= --seconds 10 --concurrency 16
+CHAT_BENCH_ARGS ?= --seconds 10 --concurrency 32
 BENCH_TARGETS ?= volthub,volthub-gateway,python-socketio,node
 BENCH_OUT ?= bench-results
 NODE_REF := bench/reference_node

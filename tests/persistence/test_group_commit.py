@@ -33,7 +33,8 @@ async def test_a_caller_taken_into_another_callers_group_waits_for_it_past_its_d
         for job in group:
             job.result = outcome.Value(job.order)
 
-    queue = GroupQueue(slots=2, acquire_timeout=5.0, run=run)
+    # Both slots open at once (no spare-slot delay): the two holders run side by side.
+    queue = GroupQueue(slots=2, acquire_timeout=5.0, run=run, spare_after=0)
     answers: dict[str, Any] = {}
 
     async def call(name: str) -> None:
@@ -51,3 +52,72 @@ async def test_a_caller_taken_into_another_callers_group_waits_for_it_past_its_d
         releases["a"].set()
     assert answers == {"holder1": "holder1", "holder2": "holder2", "a": "a", "b": "b"}
     assert groups == [["holder1"], ["holder2"], ["a", "b"]]
+
+
+class _Groups:
+    """A group runner that records each group's calls and the time it started, and holds
+    each group until the test releases it by its first call's name."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[float, list[str]]] = []
+        self.releases: dict[str, trio.Event] = {}
+
+    async def run(self, group: list[Any]) -> None:
+        names = [job.order for job in group]
+        self.started.append((trio.current_time(), names))
+        await self.releases.setdefault(names[0], trio.Event()).wait()
+        for job in group:
+            job.result = outcome.Value(job.order)
+
+
+async def _call(queue: GroupQueue, name: str) -> None:
+    await queue.outcome(QueuedCall(lambda tx: None, name))
+
+
+async def test_calls_queued_behind_a_quick_group_form_one_group_after_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A second slot is free, but the group in flight has not run long enough to be
+    waiting on something: the calls that queue meanwhile wait, and then run as one group."""
+    del autojump_clock
+    groups = _Groups()
+    queue = GroupQueue(slots=2, acquire_timeout=5.0, run=groups.run, spare_after=0.05)
+    async with trio.open_nursery() as nursery:
+        for name in ("first", "b", "c"):
+            nursery.start_soon(_call, queue, name)
+            await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(0.04)
+        groups.releases["first"].set()
+        await trio.testing.wait_all_tasks_blocked()
+        groups.releases["b"].set()
+    assert [names for _, names in groups.started] == [["first"], ["b", "c"]]
+    assert groups.started[1][0] == groups.started[0][0] + 0.04
+
+
+async def test_a_group_that_runs_long_lets_the_next_start_beside_it_up_to_the_slots(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A group still running after `spare_after` (waiting for a row lock, say) does not hold
+    up the calls queued behind it: the next group starts beside it then, and a third one
+    (past the two slots) waits for a slot to come free."""
+    del autojump_clock
+    groups = _Groups()
+    queue = GroupQueue(slots=2, acquire_timeout=5.0, run=groups.run, spare_after=0.05)
+    async with trio.open_nursery() as nursery:
+        for name in ("stuck", "b", "c"):
+            nursery.start_soon(_call, queue, name)
+            await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(0.1)  # `b` and `c` have started beside `stuck` by now
+        nursery.start_soon(_call, queue, "d")
+        await trio.sleep(1)  # both slots busy: `d` waits, however long they run
+        assert [names for _, names in groups.started] == [["stuck"], ["b", "c"]]
+        groups.releases["b"].set()
+        await trio.testing.wait_all_tasks_blocked()
+        groups.releases["d"].set()
+        groups.releases["stuck"].set()
+    start = groups.started[0][0]
+    assert [(round(at - start, 3), names) for at, names in groups.started] == [
+        (0, ["stuck"]),
+        (0.05, ["b", "c"]),
+        (1.1, ["d"]),
+    ]

@@ -9,7 +9,7 @@ return. Errors leave this module as our own exceptions carrying the SQLSTATE and
 message only, never DETAIL (which holds row data) or statement parameters.
 
 Writes that name an ordering key (a channel actor's, keyed by its channel) are
-group-committed: those that queue up while the group slots are busy run together in one
+group-committed: those that queue up while a group runs make the next group, run together in one
 transaction on one connection, in one worker thread hop, each inside its own SAVEPOINT, and
 commit once. Each still sees the ones before it and fails alone (rolled back to its
 savepoint, its caller gets the error, the others go on); no caller hears back before the
@@ -147,10 +147,11 @@ class PostgresDatabase(Database):
         )
         self._limiter = trio.CapacityLimiter(pool_size)
         self._threads = trio.CapacityLimiter(pool_size)
-        # Groups in flight at once. Few, so that writes arriving meanwhile queue and share
-        # the next group's transaction and thread hop; more than one, so that a group
-        # waiting for a row lock does not stop every keyed write. The other connections
-        # serve reads and writes without a key.
+        # Groups in flight at most. One runs at a time, so that writes arriving meanwhile
+        # queue and share the next group's transaction and thread hop; another starts
+        # beside it only when it has run long (waiting for a row lock, most likely), so that
+        # one waiting group does not stop every keyed write. The other connections serve
+        # reads and writes without a key.
         slots = group_slots if group_slots is not None else max(1, pool_size // 4)
         self._write_groups = GroupQueue(
             slots, acquire_timeout, lambda group: self._run_group_in_thread(group, self._run_group)
