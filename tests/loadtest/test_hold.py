@@ -254,3 +254,47 @@ async def test_the_restart_wait_ends_once_every_socket_is_back_in_whatever_order
         assert not waited, "slot 0 is not back yet"
         slots[0].connected_at = 4.0
     assert len(waited) == 1
+
+
+async def test_lost_sockets_reconnect_after_their_back_off_in_the_order_they_fall_due(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each lost socket's attempt starts once its back-off has passed and a connect slot is
+    free; an attempt that fails is tried again after the next, longer back-off."""
+    del autojump_clock
+    attempts: list[tuple[float, int]] = []
+    in_flight, most_in_flight = 0, 0
+
+    async def fake_connect(slot: client.ClientSlot, *args: Any) -> bool:
+        nonlocal in_flight, most_in_flight
+        gate: trio.Semaphore = args[-1]
+        attempts.append((trio.current_time(), slot.index))
+        in_flight += 1
+        most_in_flight = max(most_in_flight, in_flight)
+        await trio.sleep(0.2)  # the connect's round trips
+        in_flight -= 1
+        gate.release()
+        failed_before = sum(1 for _, index in attempts if index == slot.index) > 1
+        return slot.index != 0 or failed_before  # socket 0's first attempt is refused
+
+    monkeypatch.setattr(hold_worker, "connect", fake_connect)
+    state = hold_reader.HoldState(run_tag="t", start=0.0)
+    reader = hold_reader.Reader(state, "t", lambda slot: None)
+    reconnects = hold_worker.Reconnects(state, reader, Channel(0, "hold", "token"), trio.Semaphore(2))
+    options = client.SocketOptions("127.0.0.1", 1)
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reconnects.run, nursery)
+        for index in range(4):
+            reconnects.add(client.ClientSlot(index, 0, "socketio"), options)
+        await trio.sleep(20)
+        state.closing = True
+        nursery.cancel_scope.cancel()
+    reader.close()
+    firsts = [at - start for at, _ in attempts[:4]]
+    assert all(0.5 <= at <= 1.5 + 0.4 for at in firsts), "the first attempts come after 0.5-1.5 s"
+    assert firsts == sorted(firsts) and most_in_flight == 2, "in the order they fall due, two at a time"
+    retried = [at - start for at, index in attempts[4:] if index == 0]
+    assert len(attempts) == 5 and len(retried) == 1
+    first_of_0 = next(at - start for at, index in attempts if index == 0)
+    assert 1.0 <= retried[0] - (first_of_0 + 0.2) <= 3.0 + 0.4, "then after 1-3 s, the second back-off"
