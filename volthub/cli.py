@@ -8,7 +8,6 @@ command reads `--config FILE` (TOML) and `VOLTHUB_<SECTION>__<KEY>` environment 
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import signal
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 
 import trio
 
+from volthub.collector import tune_garbage_collector
 from volthub.config import ConfigError, Settings, events_ws_url, load_settings
 
 log = logging.getLogger("volthub")
@@ -116,7 +116,7 @@ async def _serve(settings: Settings, listen_fd: int | None = None) -> None:
     # A worker of `serve --workers N` serves the parent's socket.
     config = hypercorn_config(settings, bind=f"fd://{listen_fd}" if listen_fd is not None else None)
     app = create_app(settings)  # also patches Hypercorn and sets the connection caps
-    _tune_garbage_collector(settings.server.gc_gen0_threshold)
+    tune_garbage_collector(settings.server.gc_gen0_threshold)
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_wait_for_signal, stop)
@@ -135,15 +135,6 @@ async def _serve(settings: Settings, listen_fd: int | None = None) -> None:
 
 def _http_url(bind: str) -> str:
     return bind if bind.startswith("fd://") else f"http://{bind}"
-
-
-def _tune_garbage_collector(gen0_threshold: int) -> None:
-    """Thousands of long-lived connection objects make each full collection cost hundreds
-    of milliseconds (measured under `volthub loadtest`); collect the young generation less
-    often and keep start-up objects out of every collection."""
-    if gen0_threshold > 0:
-        gc.freeze()
-        gc.set_threshold(gen0_threshold, 50, 1000)
 
 
 async def _wait_for_signal(stop: trio.Event) -> None:

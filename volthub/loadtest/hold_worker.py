@@ -34,6 +34,7 @@ from typing import Any
 
 import trio
 
+from volthub.collector import GENERATOR_GEN0_THRESHOLD, tune_garbage_collector
 from volthub.loadtest import protocol as p
 from volthub.loadtest.client import (
     IP_BIND_ADDRESS_NO_PORT,
@@ -342,6 +343,7 @@ def main() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    tune_garbage_collector(GENERATOR_GEN0_THRESHOLD)
     trio.run(_worker, yield_to_server())
 
 
