@@ -74,6 +74,13 @@ async def _call(queue: GroupQueue, name: str) -> None:
     await queue.outcome(QueuedCall(lambda tx: None, name))
 
 
+async def _queue_one_by_one(nursery: trio.Nursery, queue: GroupQueue, names: tuple[str, ...]) -> None:
+    """Each call queued once the one before it is running or waiting."""
+    for name in names:
+        nursery.start_soon(_call, queue, name)
+        await trio.testing.wait_all_tasks_blocked()
+
+
 async def test_calls_queued_behind_a_quick_group_form_one_group_after_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -83,9 +90,7 @@ async def test_calls_queued_behind_a_quick_group_form_one_group_after_it(
     groups = _Groups()
     queue = GroupQueue(slots=2, acquire_timeout=5.0, run=groups.run, spare_after=0.05)
     async with trio.open_nursery() as nursery:
-        for name in ("first", "b", "c"):
-            nursery.start_soon(_call, queue, name)
-            await trio.testing.wait_all_tasks_blocked()
+        await _queue_one_by_one(nursery, queue, ("first", "b", "c"))
         await trio.sleep(0.04)
         groups.releases["first"].set()
         await trio.testing.wait_all_tasks_blocked()
@@ -104,9 +109,7 @@ async def test_a_group_that_runs_long_lets_the_next_start_beside_it_up_to_the_sl
     groups = _Groups()
     queue = GroupQueue(slots=2, acquire_timeout=5.0, run=groups.run, spare_after=0.05)
     async with trio.open_nursery() as nursery:
-        for name in ("stuck", "b", "c"):
-            nursery.start_soon(_call, queue, name)
-            await trio.testing.wait_all_tasks_blocked()
+        await _queue_one_by_one(nursery, queue, ("stuck", "b", "c"))
         await trio.sleep(0.1)  # `b` and `c` have started beside `stuck` by now
         nursery.start_soon(_call, queue, "d")
         await trio.sleep(1)  # both slots busy: `d` waits, however long they run
@@ -121,3 +124,28 @@ async def test_a_group_that_runs_long_lets_the_next_start_beside_it_up_to_the_sl
         (0.05, ["b", "c"]),
         (1.1, ["d"]),
     ]
+
+
+async def test_when_the_newer_of_two_groups_ends_the_next_is_timed_from_the_older(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Two groups in flight, the newer ends first: the older one has run past
+    `spare_after`, so a call queued now starts beside it at once."""
+    del autojump_clock
+    groups = _Groups()
+    queue = GroupQueue(slots=2, acquire_timeout=5.0, run=groups.run, spare_after=0.05)
+    async with trio.open_nursery() as nursery:
+        await _queue_one_by_one(nursery, queue, ("old", "new"))
+        await trio.sleep(0.06)  # `new` has started beside `old` at 0.05
+        groups.releases["new"].set()
+        await trio.testing.wait_all_tasks_blocked()
+        await _queue_one_by_one(nursery, queue, ("next",))
+        groups.releases.setdefault("next", trio.Event()).set()  # it ends once it has run
+        await trio.sleep(1)
+        groups.releases["old"].set()
+    start = groups.started[0][0]
+    assert [(round(at - start, 3), names) for at, names in groups.started] == [
+        (0, ["old"]),
+        (0.05, ["new"]),
+        (0.06, ["next"]),
+    ], "not 1.06, when `old` ended"

@@ -61,20 +61,24 @@ class GroupQueue:
     ) -> None:
         self.slots = slots
         self.queued: list[QueuedCall[Any]] = []
-        self.running = 0
         self._acquire_timeout = acquire_timeout
         self._run = run
         self._spare_after = spare_after
-        self._newest_start = -math.inf  # when the latest group in flight started
+        self._started: list[float] = []  # when each group in flight started
+
+    @property
+    def running(self) -> int:
+        """Groups in flight."""
+        return len(self._started)
 
     def _next_slot_at(self) -> float:
         """When the next group may start: now when none runs, never while all slots are
         busy, else once the newest group in flight has run `spare_after`."""
-        if self.running == 0:
+        if not self._started:
             return -math.inf
-        if self.running >= self.slots:
+        if len(self._started) >= self.slots:
             return math.inf
-        return self._newest_start + self._spare_after
+        return max(self._started) + self._spare_after
 
     async def outcome(self, job: QueuedCall[T]) -> outcome.Outcome[T]:
         """`job`'s outcome once its group ran. DatabaseUnavailable when it waited in the
@@ -116,8 +120,8 @@ class GroupQueue:
         await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
         if not self.queued:  # another caller took the queue (the caller's call too) meanwhile
             return
-        self.running += 1
-        self._newest_start = trio.current_time()
+        started = trio.current_time()
+        self._started.append(started)
         group, self.queued = self.queued[:MAX_GROUP], self.queued[MAX_GROUP:]
         for job in group:
             job.taken = True
@@ -126,7 +130,7 @@ class GroupQueue:
             with trio.CancelScope(shield=True):
                 await self._run(group)
         finally:
-            self.running -= 1
+            self._started.remove(started)
             for job in group:
                 job.wake.set()
             self._wake_next()
