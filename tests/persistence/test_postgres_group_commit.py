@@ -147,6 +147,31 @@ async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_other
         assert answers == {1: 1, 4: 4, 6: 6}
 
 
+async def test_writes_that_run_no_statement_or_only_batches_keep_the_savepoints_right(postgres_url: str) -> None:
+    # Writes that answer or refuse without a statement undo nothing of the others, and one
+    # that refuses after a batch of statements is rolled back alone.
+    async with _database(postgres_url) as database:
+        await _table(database)
+        answers: dict[int, Any] = {}
+
+        def write_as(x: int) -> Callable[[], Any]:
+            def write(tx: Any) -> int:
+                if x in (2, 5):  # 1 and 4 answer without a statement; 2 and 5 refuse without one
+                    raise LookupError("refused before any statement")
+                if x in (3, 6, 7):
+                    tx.execute_many("INSERT INTO t (x) VALUES (?)", [(x,), (x + 10,)])
+                    if x in (6, 7):
+                        raise LookupError("refused after its batch")  # rolled back, alone
+                return x
+
+            return _answered(database, x, write, answers)
+
+        await _queued_behind(_keyed(database), [write_as(x) for x in range(1, 8)])
+        assert await _values(database) == [3, 13, 100]
+        assert {x for x, answer in answers.items() if isinstance(answer, LookupError)} == {2, 5, 6, 7}
+        assert {x: answers[x] for x in (1, 3, 4)} == {1: 1, 3: 3, 4: 4}
+
+
 async def test_writes_without_a_key_keep_a_transaction_of_their_own(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
         await _table(database)

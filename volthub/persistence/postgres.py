@@ -52,6 +52,7 @@ from volthub.persistence.database import (
 from volthub.persistence.group_commit import GroupQueue, QueuedCall
 
 T = TypeVar("T")
+_ROWS = psycopg.pq.ExecStatus.TUPLES_OK
 A = TypeVar("A")
 R = TypeVar("R")
 
@@ -100,7 +101,10 @@ class PostgresTx(Tx):
                 cursor.execute(to_pyformat(sql), tuple(params))
             else:  # without parameters psycopg sends the text as is: no % doubling
                 cursor.execute(sql)
-            rows = cursor.fetchall() if cursor.description else []
+            # The result's status, not `cursor.description`, which builds a Column per field
+            # on every call (6 us for ten fields, a fifth of a short statement's CPU).
+            result = cursor.pgresult
+            rows = cursor.fetchall() if result is not None and result.status == _ROWS else []
         except psycopg.Error as exc:
             _translate(exc)
         self.answered += 1
