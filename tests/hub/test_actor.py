@@ -16,6 +16,7 @@ from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused
 from volthub.hub.clock import TrioClock
 from volthub.hub.components.chat import OutgoingMessage, SendMessage, UpdateSettings
 from volthub.hub.kinds import chat_kind
+from volthub.persistence.postgres import PostgresDatabase
 
 KINDS = (chat_kind(), probe.PROBE)
 
@@ -112,6 +113,47 @@ async def test_a_failing_batch_falls_back_to_one_transaction_per_command(db, sta
     actor = hub.registry.actor(channel)
     await hub.registry.call(channel, probe.Echo("still serving"))
     assert hub.registry.actor(channel) is actor
+
+
+async def test_a_batch_run_again_after_another_channels_failure_starts_from_what_is_stored(postgres_url, nursery):
+    # PostgreSQL commits the batches of several channels in one transaction; when one fails,
+    # the others are rolled back with it and run again. The countdown a batch started in
+    # its first run is not running when it runs again (which would refuse a second start),
+    # and its chat message is stored and published once.
+    database = PostgresDatabase(postgres_url, pool_size=4, group_slots=1)  # one group at a time
+    await database.open()
+    try:
+        await database.write(probe.create_table)
+        hub = CountingHub(database, kinds=(chat_kind(), probe.PROBE, probe.COUNTDOWN))
+        await nursery.start(hub.registry.run)
+        holder = await make_user(database, "holder")
+        # A group runs its batches in channel order: the one that fails comes second.
+        succeeding, failing = sorted([await make_user(database, "countdown"), await make_user(database, "exploder")])
+        for channel in (succeeding, failing):
+            await hub.registry.call(channel, probe.Echo("loaded"))  # actors up before the group forms
+        answers: dict[str, object] = {}
+
+        async def call(key, channel, command):
+            try:
+                answers[key] = await hub.registry.call(channel, command)
+            except Exception as error:
+                answers[key] = error
+
+        async with trio.open_nursery() as calls:
+            release = await hold_actor(hub, holder, calls)
+            # Both reach the idle actor before it wakes: one batch.
+            calls.start_soon(call, "countdown", succeeding, probe.StartCountdown(60))
+            calls.start_soon(call, "message", succeeding, hub_message(succeeding, succeeding))
+            calls.start_soon(call, "boom", failing, probe.Explode())
+            await trio.testing.wait_all_tasks_blocked()
+            release.set()
+        assert isinstance(answers["boom"], RuntimeError)
+        assert isinstance(answers["countdown"], int) and isinstance(answers["message"], str)
+        assert await database.read(probe.open_countdowns) == [succeeding]
+        assert [e.data["messageId"] for e in hub.named("chat.message")] == [answers["message"]]
+        assert hub.transactions == 5  # the two echoes, the hold, then one batch per channel
+    finally:
+        await database.close()
 
 
 async def test_a_full_inbox_is_refused_at_once(db, start):

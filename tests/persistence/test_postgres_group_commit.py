@@ -1,6 +1,6 @@
 """PostgreSQL group commit: keyed writes that queue up while the group slots are busy are
-committed together, each in its own savepoint, with the guarantees of one transaction each,
-taking their locks in the order of their keys."""
+committed together, with the guarantees of one transaction each (one that fails is rolled
+back alone; the others run again), taking their locks in the order of their keys."""
 
 from __future__ import annotations
 
@@ -115,11 +115,36 @@ async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres
             return _answered(database, x, write, answers)
 
         await _queued_behind(_keyed(database), [insert(x) for x in range(1, 7)])
-        assert await _values(database) == [1, 2, 4, 6, 100]  # 3 and 5 rolled back to their savepoints
+        assert await _values(database) == [1, 2, 4, 6, 100]  # 3 and 5 rolled back, the others run again
         assert isinstance(answers.pop(3), IntegrityError)
         assert isinstance(answers.pop(5), LookupError)
         assert answers == {1: 10, 2: 20, 4: 40, 6: 60}
         assert groups == [1, 6], groups  # the holder alone, then the six queued behind it together
+
+
+async def test_when_a_write_fails_the_others_run_again_and_only_their_last_run_commits(postgres_url: str) -> None:
+    # Sorted by key, 1 and 2 run before 3 fails: they run again in a new transaction, with
+    # 4 and 5, which ran once. What the first runs wrote is gone (the table has each once).
+    async with _database(postgres_url) as database:
+        await _table(database)
+        runs: dict[int, int] = {}
+        answers: dict[int, Any] = {}
+
+        def insert(x: int) -> Callable[[], Any]:
+            def write(tx: Any) -> int:
+                runs[x] = runs.get(x, 0) + 1
+                tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
+                if x == 3:
+                    raise LookupError("refused after writing")
+                return runs[x]
+
+            return _answered(database, x, write, answers)
+
+        await _queued_behind(_keyed(database), [insert(x) for x in range(1, 6)])
+        assert await _values(database) == [1, 2, 4, 5, 100]
+        assert runs == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1}
+        assert isinstance(answers.pop(3), LookupError)
+        assert answers == {1: 2, 2: 2, 4: 1, 5: 1}  # each caller has its last run's answer
 
 
 async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_others_whole(postgres_url: str) -> None:
@@ -147,7 +172,7 @@ async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_other
         assert answers == {1: 1, 4: 4, 6: 6}
 
 
-async def test_writes_that_run_no_statement_or_only_batches_keep_the_savepoints_right(postgres_url: str) -> None:
+async def test_writes_that_run_no_statement_or_only_batches_fail_alone_too(postgres_url: str) -> None:
     # Writes that answer or refuse without a statement undo nothing of the others, and one
     # that refuses after a batch of statements is rolled back alone.
     async with _database(postgres_url) as database:

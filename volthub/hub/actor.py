@@ -271,12 +271,15 @@ class ChannelActor:
         self._version = version
 
     def _lock(self, tx: Tx, now_ms: int) -> int:
-        """The channel's write lock; reloads the components when their copy is stale."""
+        """The channel's write lock; reloads the components when their copy is stale. From
+        here until the transaction's outcome is known, their copy matches no committed
+        version: a run the database rolls back and runs again starts with a reload."""
         version = channels_repo.lock(tx, self.channel_id)
         if version is None:
             raise UnknownChannel(self.channel_id)
         if version != self._version:
             self._load_components(tx, now_ms)
+        self._version = None
         return version
 
     def _load_components(self, tx: Tx, now_ms: int) -> None:

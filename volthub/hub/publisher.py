@@ -113,6 +113,7 @@ class EventPublisher:
         emitter = Emitter(now_ms=to_ms(self._clock.now()))
 
         def transaction(tx: Tx) -> T:
+            emitter.events.clear()  # a keyed write may run again: only the last run's events count
             result = change(tx, emitter)
             if emitter.events:
                 if self._log is not None:  # stamped first: sinks and the bus see `seq`

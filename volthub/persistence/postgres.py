@@ -10,13 +10,15 @@ message only, never DETAIL (which holds row data) or statement parameters.
 
 Writes that name an ordering key (a channel actor's, keyed by its channel) are
 group-committed: those that queue up while a group runs make the next group, run together in one
-transaction on one connection, in one worker thread hop, each inside its own SAVEPOINT, and
-commit once. Each still sees the ones before it and fails alone (rolled back to its
-savepoint, its caller gets the error, the others go on); no caller hears back before the
-group's COMMIT, and a failed COMMIT or a lost connection fails every caller of the group. A
-group runs its writes sorted by key, so groups of different processes that lock the same
-channels take the locks in one order and cannot deadlock. Writes without a key may lock
-anything in any order and keep a transaction of their own. `statements` callers (each
+transaction on one connection, in one worker thread hop, and commit once. Each sees the ones
+before it and fails alone: when one fails, its caller gets the error, the transaction is
+rolled back and the others run again in a new one, which is why a keyed write must be safe
+to run more than once (a savepoint per write would cost every write a round trip, to save
+work only when one fails). No caller hears back before the group's COMMIT, and a failed
+COMMIT or a lost connection fails every caller of the group. A group runs its writes
+sorted by key, so groups of different processes that lock the same channels take the locks
+in one order and cannot deadlock. Writes without a key may lock anything in any order and
+keep a transaction of their own. `statements` callers (each
 statement committed on its own) that queue up likewise share a connection and a thread
 hop, one caller after another.
 """
@@ -231,29 +233,36 @@ class PostgresDatabase(Database):
             self._pool.putconn(connection)
 
     def _run_in_one_transaction(self, connection: psycopg.Connection[Row], group: list[QueuedCall[Any]]) -> None:
+        """The group's writes one after another in the transaction `connection` is in, then
+        one COMMIT. A write that fails keeps its error; the transaction is rolled back and
+        the others run again in a new one (each round has one write fewer)."""
+        while group:
+            failed = self._run_until_one_fails(connection, group)
+            if failed is None:
+                self._commit_or_fail_all(connection, group)
+                return
+            group = [job for job in group if job is not failed]
+            try:
+                connection.execute("ROLLBACK")
+                if group:
+                    connection.execute("BEGIN")
+            except psycopg.Error as exc:  # the connection is gone: the rest hear it
+                self._fail_all(group, _translated(exc))
+                return
+
+    @staticmethod
+    def _run_until_one_fails(connection: psycopg.Connection[Row], group: list[QueuedCall[Any]]) -> QueuedCall[Any] | None:
+        """Run the writes in turn; the first that fails, with its error kept, or None."""
         tx = PostgresTx(connection)
-        # Sent ahead of the next write's first statement: the savepoint, and the release of
-        # the one before (one round trip for both; after a rollback to it, it stands).
-        pending = "SAVEPOINT grouped"
         for job in group:
             try:
-                if pending:
-                    connection.execute(pending)
                 job.result = outcome.Value(job.fn(tx))
-                pending = "RELEASE SAVEPOINT grouped; SAVEPOINT grouped"
             except BaseException as exc:
                 job.result = outcome.Error(_translated(exc) if isinstance(exc, psycopg.Error) else exc)
-                try:
-                    connection.execute("ROLLBACK TO SAVEPOINT grouped")
-                    pending = ""
-                except psycopg.Error as rollback:  # the whole transaction is gone: fail the rest
-                    with contextlib.suppress(psycopg.Error):
-                        connection.execute("ROLLBACK")
-                    self._fail_all(
-                        [rest for rest in group if rest.result is None or isinstance(rest.result, outcome.Value)],
-                        _translated(rollback),
-                    )
-                    return
+                return job
+        return None
+
+    def _commit_or_fail_all(self, connection: psycopg.Connection[Row], group: list[QueuedCall[Any]]) -> None:
         try:
             connection.execute("COMMIT")
         except psycopg.Error as exc:
