@@ -251,7 +251,9 @@ class PostgresDatabase(Database):
                 return
 
     @staticmethod
-    def _run_until_one_fails(connection: psycopg.Connection[Row], group: list[QueuedCall[Any]]) -> QueuedCall[Any] | None:
+    def _run_until_one_fails(
+        connection: psycopg.Connection[Row], group: list[QueuedCall[Any]]
+    ) -> QueuedCall[Any] | None:
         """Run the writes in turn; the first that fails, with its error kept, or None."""
         tx = PostgresTx(connection)
         for job in group:
