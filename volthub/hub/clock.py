@@ -55,7 +55,7 @@ def saturate(epoch_ms: int) -> int:
 
 
 # The last second `iso8601` wrote, and its text up to the milliseconds: events of one
-# second share it, and writing it through strftime costs ten times the rest. A tuple, so
+# second share it, and writing it through strftime costs five times the rest. A tuple, so
 # the worker threads that also write times read a matching pair.
 _last_second: tuple[int, str] = (0, "1970-01-01T00:00:00.")
 

@@ -1,10 +1,10 @@
 """Group commit: calls that queue up while the database is busy run together.
 
 Each backend decides how a group runs (one transaction in which each call fails alone, or
-one connection taking the calls one after another); this module only queues the calls, starts a
-group when a slot is free, and tells every caller its own outcome. A call that a group has
-taken is never abandoned: its caller waits for the outcome even when cancelled, as a
-transaction running in its own thread is waited for.
+one connection taking the calls one after another); this module only queues the calls,
+starts a group when a slot is free, and tells every caller its own outcome. A call that a
+group has taken is never abandoned: its caller waits for the outcome even when cancelled,
+as a transaction running in its own thread is waited for.
 """
 
 from __future__ import annotations

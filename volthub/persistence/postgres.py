@@ -9,18 +9,18 @@ return. Errors leave this module as our own exceptions carrying the SQLSTATE and
 message only, never DETAIL (which holds row data) or statement parameters.
 
 Writes that name an ordering key (a channel actor's, keyed by its channel) are
-group-committed: those that queue up while a group runs make the next group, run together in one
-transaction on one connection, in one worker thread hop, and commit once. Each sees the ones
-before it and fails alone: when one fails, its caller gets the error, the transaction is
-rolled back and the others run again in a new one, which is why a keyed write must be safe
-to run more than once (a savepoint per write would cost every write a round trip, to save
-work only when one fails). No caller hears back before the group's COMMIT, and a failed
-COMMIT or a lost connection fails every caller of the group. A group runs its writes
-sorted by key, so groups of different processes that lock the same channels take the locks
-in one order and cannot deadlock. Writes without a key may lock anything in any order and
-keep a transaction of their own. `statements` callers (each
-statement committed on its own) that queue up likewise share a connection and a thread
-hop, one caller after another.
+group-committed: those that queue up while a group runs make the next group, run together
+in one transaction on one connection, in one worker thread hop, and commit once. Each sees
+the ones before it and fails alone: when one fails, its caller gets the error, the
+transaction is rolled back and the others run again in a new one, which is why a keyed
+write must be safe to run more than once (a savepoint per write would cost every write a
+round trip, to save work only when one fails). No caller hears back before the group's
+COMMIT, and a failed COMMIT or a lost connection fails every caller of the group. A group
+runs its writes sorted by key, so groups of different processes that lock the same channels
+take the locks in one order and cannot deadlock. Writes without a key may lock anything in
+any order and keep a transaction of their own. `statements` callers (each statement
+committed on its own) that queue up likewise share a connection and a thread hop, one
+caller after another.
 """
 
 from __future__ import annotations
@@ -54,9 +54,10 @@ from volthub.persistence.database import (
 from volthub.persistence.group_commit import GroupQueue, QueuedCall
 
 T = TypeVar("T")
-_ROWS = psycopg.pq.ExecStatus.TUPLES_OK
 A = TypeVar("A")
 R = TypeVar("R")
+
+_ROWS = psycopg.pq.ExecStatus.TUPLES_OK  # a result that has rows (even none of them)
 
 
 @functools.lru_cache(maxsize=1024)
