@@ -81,6 +81,18 @@ async def test_queued_commands_share_one_transaction_and_each_gets_its_answer(db
     assert [e.data["messageId"] for e in hub.named("chat.message")] == [answers["message"]]
 
 
+def answering(hub, answers):
+    """A call of a command on a channel whose answer, or error, goes to `answers[key]`."""
+
+    async def call(key, channel, command):
+        try:
+            answers[key] = await hub.registry.call(channel, command)
+        except Exception as error:
+            answers[key] = error
+
+    return call
+
+
 def hub_message(channel, sender):
     return SendMessage(sender, OutgoingMessage("in a batch"))
 
@@ -93,18 +105,13 @@ async def test_a_failing_batch_falls_back_to_one_transaction_per_command(db, sta
     hub = await start()
     channel = await make_user(db, "fallback")
     answers: dict[str, object] = {}
-
-    async def call(key, command):
-        try:
-            answers[key] = await hub.registry.call(channel, command)
-        except Exception as error:
-            answers[key] = error
+    call = answering(hub, answers)
 
     async with trio.open_nursery() as nursery:
         release = await hold_actor(hub, channel, nursery)
-        nursery.start_soon(call, "message", hub_message(channel, channel))
-        nursery.start_soon(call, "boom", probe.Explode())
-        nursery.start_soon(call, "echo", probe.Echo("ok"))
+        nursery.start_soon(call, "message", channel, hub_message(channel, channel))
+        nursery.start_soon(call, "boom", channel, probe.Explode())
+        nursery.start_soon(call, "echo", channel, probe.Echo("ok"))
         await trio.testing.wait_all_tasks_blocked()
         release.set()
     assert isinstance(answers["boom"], RuntimeError) and answers["echo"] == "ok"
@@ -132,12 +139,7 @@ async def test_a_batch_run_again_after_another_channels_failure_starts_from_what
         for channel in (succeeding, failing):
             await hub.registry.call(channel, probe.Echo("loaded"))  # actors up before the group forms
         answers: dict[str, object] = {}
-
-        async def call(key, channel, command):
-            try:
-                answers[key] = await hub.registry.call(channel, command)
-            except Exception as error:
-                answers[key] = error
+        call = answering(hub, answers)
 
         async with trio.open_nursery() as calls:
             release = await hold_actor(hub, holder, calls)

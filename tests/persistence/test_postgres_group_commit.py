@@ -97,24 +97,29 @@ def _answered(
     return send
 
 
+async def _grouped_answers(database: PostgresDatabase, write: Callable[[Any, int], Any], count: int) -> dict[int, Any]:
+    """Keyed writes `write(tx, x)` for x in 1..count, queued behind a held group so that they
+    run as the next group; each caller's answer, or refusal, by x."""
+    answers: dict[int, Any] = {}
+    writes = [_answered(database, x, functools.partial(write, x=x), answers) for x in range(1, count + 1)]
+    await _queued_behind(_keyed(database), writes)
+    return answers
+
+
 async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
         await _table(database)
         groups = _counting_groups(database)
-        answers: dict[int, Any] = {}
 
-        def insert(x: int) -> Callable[[], Any]:
-            def write(tx: Any) -> int:
-                tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
-                if x == 3:
-                    tx.execute("INSERT INTO t (x) VALUES (100)")  # a conflict after its own insert
-                if x == 5:
-                    raise LookupError("refused after writing")  # not a database error: rolled back too
-                return x * 10
+        def write(tx: Any, x: int) -> int:
+            tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
+            if x == 3:
+                tx.execute("INSERT INTO t (x) VALUES (100)")  # a conflict after its own insert
+            if x == 5:
+                raise LookupError("refused after writing")  # not a database error: rolled back too
+            return x * 10
 
-            return _answered(database, x, write, answers)
-
-        await _queued_behind(_keyed(database), [insert(x) for x in range(1, 7)])
+        answers = await _grouped_answers(database, write, 6)
         assert await _values(database) == [1, 2, 4, 6, 100]  # 3 and 5 rolled back, the others run again
         assert isinstance(answers.pop(3), IntegrityError)
         assert isinstance(answers.pop(5), LookupError)
@@ -128,19 +133,15 @@ async def test_when_a_write_fails_the_others_run_again_and_only_their_last_run_c
     async with _database(postgres_url) as database:
         await _table(database)
         runs: dict[int, int] = {}
-        answers: dict[int, Any] = {}
 
-        def insert(x: int) -> Callable[[], Any]:
-            def write(tx: Any) -> int:
-                runs[x] = runs.get(x, 0) + 1
-                tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
-                if x == 3:
-                    raise LookupError("refused after writing")
-                return runs[x]
+        def write(tx: Any, x: int) -> int:
+            runs[x] = runs.get(x, 0) + 1
+            tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
+            if x == 3:
+                raise LookupError("refused after writing")
+            return runs[x]
 
-            return _answered(database, x, write, answers)
-
-        await _queued_behind(_keyed(database), [insert(x) for x in range(1, 6)])
+        answers = await _grouped_answers(database, write, 5)
         assert await _values(database) == [1, 2, 4, 5, 100]
         assert runs == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1}
         assert isinstance(answers.pop(3), LookupError)
@@ -152,19 +153,15 @@ async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_other
     # any statement undoes nothing of the others.
     async with _database(postgres_url) as database:
         await _table(database)
-        answers: dict[int, Any] = {}
 
-        def insert(x: int) -> Callable[[], Any]:
-            def write(tx: Any) -> int:
-                if x == 2:
-                    raise LookupError("refused before any statement")
-                tx.execute("INSERT INTO t (x) VALUES (?)", (100 if x in (3, 5) else x,))  # 3, 5: conflicts
-                tx.execute("INSERT INTO t (x) VALUES (?)", (x + 10,))
-                return x
+        def write(tx: Any, x: int) -> int:
+            if x == 2:
+                raise LookupError("refused before any statement")
+            tx.execute("INSERT INTO t (x) VALUES (?)", (100 if x in (3, 5) else x,))  # 3, 5: conflicts
+            tx.execute("INSERT INTO t (x) VALUES (?)", (x + 10,))
+            return x
 
-            return _answered(database, x, write, answers)
-
-        await _queued_behind(_keyed(database), [insert(x) for x in range(1, 7)])
+        answers = await _grouped_answers(database, write, 6)
         assert await _values(database) == [1, 4, 6, 11, 14, 16, 100]
         assert isinstance(answers.pop(2), LookupError)
         assert isinstance(answers.pop(3), IntegrityError)
@@ -177,21 +174,17 @@ async def test_writes_that_run_no_statement_or_only_batches_fail_alone_too(postg
     # that refuses after a batch of statements is rolled back alone.
     async with _database(postgres_url) as database:
         await _table(database)
-        answers: dict[int, Any] = {}
 
-        def write_as(x: int) -> Callable[[], Any]:
-            def write(tx: Any) -> int:
-                if x in (2, 5):  # 1 and 4 answer without a statement; 2 and 5 refuse without one
-                    raise LookupError("refused before any statement")
-                if x in (3, 6, 7):
-                    tx.execute_many("INSERT INTO t (x) VALUES (?)", [(x,), (x + 10,)])
-                    if x in (6, 7):
-                        raise LookupError("refused after its batch")  # rolled back, alone
-                return x
+        def write(tx: Any, x: int) -> int:
+            if x in (2, 5):  # 1 and 4 answer without a statement; 2 and 5 refuse without one
+                raise LookupError("refused before any statement")
+            if x in (3, 6, 7):
+                tx.execute_many("INSERT INTO t (x) VALUES (?)", [(x,), (x + 10,)])
+                if x in (6, 7):
+                    raise LookupError("refused after its batch")  # rolled back, alone
+            return x
 
-            return _answered(database, x, write, answers)
-
-        await _queued_behind(_keyed(database), [write_as(x) for x in range(1, 8)])
+        answers = await _grouped_answers(database, write, 7)
         assert await _values(database) == [3, 13, 100]
         assert {x for x, answer in answers.items() if isinstance(answer, LookupError)} == {2, 5, 6, 7}
         assert {x: answers[x] for x in (1, 3, 4)} == {1: 1, 3: 3, 4: 4}
