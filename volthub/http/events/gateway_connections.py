@@ -188,40 +188,42 @@ class WireConnection(Connection):
 
     def deliver(self, frames: tuple[str, ...], wire: bytes, limit: int) -> str | None:
         session = self.session
-        if self.sock is None or session.buffered or not wire:
+        if self.sock is None or session.outbox or not wire:
             if session.buffered + self.pending_frames + len(frames) > limit:
                 return None
             for frame in frames:
                 session.send_frame(frame)
             self.flush()
             return session.transport
-        if self.pending_frames + len(frames) > limit:
-            return None
-        self.write(wire, len(frames))
-        return WEBSOCKET  # a socket here is the session's WebSocket
+        # A socket here is the session's WebSocket.
+        return WEBSOCKET if self.write(wire, len(frames), limit) else None
 
-    def write(self, data: bytes, frames: int = 0) -> None:
-        """Send ``data`` now; what the kernel does not take waits for the writer task."""
+    def write(self, data: bytes, frames: int = 0, limit: float = math.inf) -> bool:
+        """Send ``data`` now; what the kernel does not take waits for the writer task. False
+        (and nothing written) when that would queue more than ``limit`` frames."""
         pending = self.pending
         if pending is not None:
+            if self.pending_frames + frames > limit:
+                return False
             pending.append((data, frames))
             self.pending_frames += frames
-            return
+            return True
         sock = self.sock
         if sock is None:
-            return
+            return True
         try:
             sent = sock.send(data)
         except BlockingIOError:
             sent = 0
         except OSError:
             self.abort()
-            return
+            return True
         if sent < len(data):
             self.pending = collections.deque(((memoryview(data)[sent:], frames),))
             self.pending_frames = frames
             if not self.gateway.spawn(self._drain):
                 self.abort()  # the gateway is no longer running: nobody could drain it
+        return True
 
     async def _drain(self) -> None:
         """The writer task: runs only while the kernel's buffer is full."""

@@ -142,8 +142,8 @@ class EngineIOSession:
         "settings",
         "transport",
         "close_reason",
-        "_closed",
-        "_outbox",
+        "closed",
+        "outbox",
         "_poll_pending",
         "_post_active",
         "_probe",
@@ -161,9 +161,13 @@ class EngineIOSession:
         self.settings = settings
         self.transport = transport
         self.close_reason: str | None = None
-        self._closed = False
+        # No more input is accepted; output may still be waiting (see ``finished``). Set by
+        # the session only; a plain attribute because every fan-out delivery reads it.
+        self.closed = False
         upgrades = [WEBSOCKET] if transport == POLLING and WEBSOCKET in settings.transports else []
-        self._outbox: list[Frame] = [
+        # Frames waiting for the transport, oldest first; changed by the session only (the
+        # adapters read it: the gateway checks it once per fan-out delivery).
+        self.outbox: list[Frame] = [
             encode_open(sid, upgrades, settings.ping_interval_ms, settings.ping_timeout_ms, settings.max_payload)
         ]
         self._poll_pending = False
@@ -179,19 +183,14 @@ class EngineIOSession:
     # ------------------------------------------------------------------ state
 
     @property
-    def closed(self) -> bool:
-        """No more input is accepted; output may still be waiting (see ``finished``)."""
-        return self._closed
-
-    @property
     def finished(self) -> bool:
         """Closed with nothing left to deliver: forget the session, close its transport."""
-        return self._closed and not self._outbox and not self._poll_pending
+        return self.closed and not self.outbox and not self._poll_pending
 
     @property
     def buffered(self) -> int:
         """Frames waiting for the transport (an adapter bounds this per subscriber)."""
-        return len(self._outbox)
+        return len(self.outbox)
 
     @property
     def upgrading(self) -> bool:
@@ -205,11 +204,11 @@ class EngineIOSession:
     @property
     def poll_ready(self) -> bool:
         """A pending polling GET can be answered now with ``poll_take()``."""
-        return self._poll_pending and (bool(self._outbox) or self.transport == WEBSOCKET or self._probe == _PROBED)
+        return self._poll_pending and (bool(self.outbox) or self.transport == WEBSOCKET or self._probe == _PROBED)
 
     def next_deadline(self) -> float | None:
         """When ``on_timer`` must next be called, or None when no timer is running."""
-        if self._closed:
+        if self.closed:
             return self._linger_deadline
         # Asked after every change of every session: no list, no min() over one.
         due = self._next_ping_at
@@ -220,10 +219,10 @@ class EngineIOSession:
 
     def on_timer(self, now: float) -> list[Event]:
         """Run whatever timers are due: send a ping, time out a pong or an upgrade."""
-        if self._closed:
+        if self.closed:
             if self._linger_deadline is not None and now >= self._linger_deadline:
                 # Nobody came to collect the last frames of a closed polling session.
-                self._outbox.clear()
+                self.outbox.clear()
                 self._linger_deadline = None
             return []
         events: list[Event] = []
@@ -233,7 +232,7 @@ class EngineIOSession:
         if self._pong_deadline is not None and now >= self._pong_deadline:
             events.extend(self._shutdown(CLOSE_PING_TIMEOUT, now, flush=False, final=CLOSE))
         elif self._next_ping_at is not None and now >= self._next_ping_at:
-            self._outbox.append(PING)
+            self.outbox.append(PING)
             self._next_ping_at = None
             # Counted from when the ping actually left, so a late tick is not held against the client.
             self._pong_deadline = now + self.settings.ping_timeout_ms / 1000
@@ -246,9 +245,9 @@ class EngineIOSession:
 
         This is the fan-out path: the same frame object goes to every subscriber.
         """
-        if self._closed:
+        if self.closed:
             return False
-        self._outbox.append(frame)
+        self.outbox.append(frame)
         return True
 
     def send_message(self, data: str | bytes) -> bool:
@@ -259,9 +258,9 @@ class EngineIOSession:
 
     def take_outgoing(self) -> list[Frame]:
         """The frames to send, in order, on the session's WebSocket (empty while polling)."""
-        if self.transport != WEBSOCKET or not self._outbox:
+        if self.transport != WEBSOCKET or not self.outbox:
             return []
-        frames, self._outbox = self._outbox, []
+        frames, self.outbox = self.outbox, []
         return frames
 
     def close(self, now: float, reason: str = CLOSE_FORCED) -> list[Event]:
@@ -276,8 +275,8 @@ class EngineIOSession:
         A second GET while one is pending breaks the protocol: the session closes (the
         pending GET gets a CLOSE packet) and EngineIOProtocolError is raised (answer 400).
         """
-        if self._closed:
-            if self.transport == POLLING and self._outbox and not self._poll_pending:
+        if self.closed:
+            if self.transport == POLLING and self.outbox and not self._poll_pending:
                 self._poll_pending = True  # collects the last frames of a closed session
                 self._linger_deadline = None
                 return None
@@ -295,9 +294,9 @@ class EngineIOSession:
         Calling it before ``poll_ready`` ends the GET with a NOOP, which clients accept.
         """
         self._poll_pending = False
-        if self.transport == POLLING and self._outbox:
-            body = encode_payload(self._outbox)
-            self._outbox = []
+        if self.transport == POLLING and self.outbox:
+            body = encode_payload(self.outbox)
+            self.outbox = []
             return body
         # Upgraded or probing: a NOOP releases the GET so the client can pause polling.
         return NOOP
@@ -307,8 +306,8 @@ class EngineIOSession:
         if not self._poll_pending:
             return []
         self._poll_pending = False
-        if self._closed:
-            self._outbox.clear()  # that GET was the one to collect the last frames
+        if self.closed:
+            self.outbox.clear()  # that GET was the one to collect the last frames
             return []
         if self._probe != _NO_PROBE or self.transport == WEBSOCKET:
             return []  # nothing lost: the client is moving to WebSocket
@@ -319,7 +318,7 @@ class EngineIOSession:
 
         A second POST while one is being read breaks the protocol (raises, answer 400).
         """
-        if self._closed:
+        if self.closed:
             return http_error(ErrorCode.UNKNOWN_SID)
         if self.transport == WEBSOCKET:
             return http_error(ErrorCode.BAD_REQUEST)
@@ -331,7 +330,7 @@ class EngineIOSession:
     def post_abort(self, now: float) -> list[Event]:
         """The POST body could not be read (the client went away)."""
         self._post_active = False
-        if self._closed:
+        if self.closed:
             return []
         return self._shutdown(CLOSE_TRANSPORT_ERROR, now, flush=False, final=CLOSE)
 
@@ -342,7 +341,7 @@ class EngineIOSession:
         applies none of the records before it.
         """
         self._post_active = False
-        if self._closed:
+        if self.closed:
             return []
         try:
             self._check_size(body)
@@ -358,7 +357,7 @@ class EngineIOSession:
 
     def receive_frame(self, frame: Frame, now: float) -> list[Event]:
         """One message of the session's WebSocket (after a WebSocket open or an upgrade)."""
-        if self._closed:
+        if self.closed:
             return []
         if self.transport != WEBSOCKET:
             raise RuntimeError("receive_frame on a polling session; use receive_probe_frame")
@@ -374,13 +373,13 @@ class EngineIOSession:
         """The client's PONG (a ``"3"`` message on the WebSocket, already recognised by the
         caller: held sockets send little else, so it is applied without decoding). It
         queues nothing and moves the next deadline later, never earlier."""
-        if self._pong_deadline is not None and not self._closed:  # a pong nobody asked for changes nothing
+        if self._pong_deadline is not None and not self.closed:  # a pong nobody asked for changes nothing
             self._pong_deadline = None
             self._next_ping_at = now + self.settings.ping_interval_ms / 1000
 
     def transport_closed(self, now: float) -> list[Event]:
         """The session's WebSocket closed under us."""
-        if self._closed:
+        if self.closed:
             return []
         return self._shutdown(CLOSE_TRANSPORT, now, flush=False, final=CLOSE)
 
@@ -389,7 +388,7 @@ class EngineIOSession:
     def upgrade_begin(self, now: float) -> HttpError | None:
         """A WebSocket arrived for this polling session; on None, feed its frames to
         ``receive_probe_frame``. A second WebSocket, or one after the upgrade, is refused."""
-        if self._closed:
+        if self.closed:
             return http_error(ErrorCode.UNKNOWN_SID)
         if self.transport == WEBSOCKET or self._probe != _NO_PROBE:
             return http_error(ErrorCode.BAD_REQUEST)
@@ -399,7 +398,7 @@ class EngineIOSession:
 
     def receive_probe_frame(self, frame: Frame, now: float) -> ProbeResult:
         """One message of the probing WebSocket: ``2probe`` → ``3probe``, then ``5``."""
-        if self._closed or self._probe == _NO_PROBE:
+        if self.closed or self._probe == _NO_PROBE:
             return _PROBE_REJECTED
         if len(frame) > _MAX_PROBE_FRAME:
             return self._cancel_probe()
@@ -475,17 +474,17 @@ class EngineIOSession:
         """Close the session once. ``flush`` keeps queued frames (a graceful server close);
         ``final`` is the frame that ends a polling client's view of the session (CLOSE, or
         NOOP when the client itself closed): a pending GET always gets it, so none hangs."""
-        if self._closed:
+        if self.closed:
             return []
-        self._closed = True
+        self.closed = True
         self.close_reason = reason
         self._probe, self._probe_deadline = _NO_PROBE, None
         self._next_ping_at = self._pong_deadline = None
         self._post_active = False
         if not flush:
-            self._outbox.clear()
+            self.outbox.clear()
         if self.transport == POLLING and (flush or self._poll_pending):
-            self._outbox.append(final)
+            self.outbox.append(final)
             if not self._poll_pending:
                 # Wait a heartbeat's worth for the client's next GET to collect it.
                 self._linger_deadline = now + self.settings.ping_timeout_ms / 1000

@@ -171,7 +171,7 @@ class BinarySocketIOSession(SocketIOSession):
             return super().emit(namespace, name, *args, ack_id=ack_id)
         if not isinstance(name, str) or name in RESERVED_EVENTS:
             raise ValueError(f"invalid event name {name!r}")
-        if self._closed or namespace not in self._joined:
+        if self.closed or namespace not in self._joined:
             return False
         for frame in encode_binary_frames(PacketType.BINARY_EVENT, namespace, [name, *args], ack_id):
             self.send_frame(frame)
@@ -182,7 +182,7 @@ class BinarySocketIOSession(SocketIOSession):
     def ack(self, namespace: str, ack_id: int, args: list[Any] | tuple[Any, ...] = ()) -> bool:
         if not has_binary(args):
             return super().ack(namespace, ack_id, args)
-        if self._closed or namespace not in self._joined:
+        if self.closed or namespace not in self._joined:
             return False
         for frame in encode_binary_frames(PacketType.BINARY_ACK, namespace, list(args), ack_id):
             self.send_frame(frame)

@@ -117,13 +117,13 @@ class SocketIOSession(EngineIOSession):
 
     def next_deadline(self) -> float | None:
         deadline = super().next_deadline()
-        if self._closed or self._connect_deadline is None:
+        if self.closed or self._connect_deadline is None:
             return deadline
         return self._connect_deadline if deadline is None else min(deadline, self._connect_deadline)
 
     def on_timer(self, now: float) -> list[Event]:
         events = super().on_timer(now)
-        if not self._closed and self._connect_deadline is not None and now >= self._connect_deadline:
+        if not self.closed and self._connect_deadline is not None and now >= self._connect_deadline:
             self._connect_deadline = None
             if not self._joined:
                 events.extend(self._shutdown(CLOSE_CONNECT_TIMEOUT, now, flush=False, final=CLOSE))
@@ -135,7 +135,7 @@ class SocketIOSession(EngineIOSession):
         """Answer a ConnectRequest with CONNECT {sid} ({sid, pid} with a connection state
         recovery id); returns the socket id, or None when there is no such request any more
         (the client left or the session closed)."""
-        if self._closed or namespace not in self._pending:
+        if self.closed or namespace not in self._pending:
             return None
         self._pending = _without(self._pending, namespace)
         socket_id = sid or new_sid()
@@ -147,7 +147,7 @@ class SocketIOSession(EngineIOSession):
 
     def reject_connect(self, namespace: str, message: str, data: Any = None) -> bool:
         """Answer a ConnectRequest with CONNECT_ERROR {message, data?}."""
-        if self._closed or namespace not in self._pending:
+        if self.closed or namespace not in self._pending:
             return False
         self._pending = _without(self._pending, namespace)
         self._remember_left(namespace)
@@ -162,7 +162,7 @@ class SocketIOSession(EngineIOSession):
         """
         if not isinstance(name, str) or name in RESERVED_EVENTS:
             raise ValueError(f"invalid event name {name!r}")
-        if self._closed or namespace not in self._joined:
+        if self.closed or namespace not in self._joined:
             return False
         self.send_frame(sio_frame(SioPacket(SioType.EVENT, namespace, [name, *args], ack_id)))
         if ack_id is not None:
@@ -171,7 +171,7 @@ class SocketIOSession(EngineIOSession):
 
     def ack(self, namespace: str, ack_id: int, args: list[Any] | tuple[Any, ...] = ()) -> bool:
         """Answer an EventReceived that carried ``ack_id``."""
-        if self._closed or namespace not in self._joined:
+        if self.closed or namespace not in self._joined:
             return False
         self.send_frame(sio_frame(SioPacket(SioType.ACK, namespace, list(args), ack_id)))
         return True
@@ -182,7 +182,7 @@ class SocketIOSession(EngineIOSession):
         The reference client does not reconnect a namespace the server disconnected; to let
         it reconnect (e.g. to another worker), ``close()`` the session instead.
         """
-        if self._closed or namespace not in self._joined:
+        if self.closed or namespace not in self._joined:
             return False
         self._leave(namespace)
         self._remember_left(namespace)
