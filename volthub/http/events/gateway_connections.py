@@ -196,34 +196,49 @@ class WireConnection(Connection):
             self.flush()
             return session.transport
         # A socket here is the session's WebSocket.
-        return WEBSOCKET if self.write(wire, len(frames), limit) else None
+        if self.pending is not None:  # the writer task is behind: queue, within the limit
+            if self.pending_frames + len(frames) > limit:
+                return None
+            self.write(wire, len(frames))
+            return WEBSOCKET
+        # Nothing waits: `write`, inlined, as this runs once per delivery.
+        try:
+            sent = self.sock.send(wire)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self.abort()
+            return WEBSOCKET
+        if sent < len(wire):
+            self._keep(wire, sent, len(frames))
+        return WEBSOCKET
 
-    def write(self, data: bytes, frames: int = 0, limit: float = math.inf) -> bool:
-        """Send ``data`` now; what the kernel does not take waits for the writer task. False
-        (and nothing written) when that would queue more than ``limit`` frames."""
+    def write(self, data: bytes, frames: int = 0) -> None:
+        """Send ``data`` now; what the kernel does not take waits for the writer task."""
         pending = self.pending
         if pending is not None:
-            if self.pending_frames + frames > limit:
-                return False
             pending.append((data, frames))
             self.pending_frames += frames
-            return True
+            return
         sock = self.sock
         if sock is None:
-            return True
+            return
         try:
             sent = sock.send(data)
         except BlockingIOError:
             sent = 0
         except OSError:
             self.abort()
-            return True
+            return
         if sent < len(data):
-            self.pending = collections.deque(((memoryview(data)[sent:], frames),))
-            self.pending_frames = frames
-            if not self.gateway.spawn(self._drain):
-                self.abort()  # the gateway is no longer running: nobody could drain it
-        return True
+            self._keep(data, sent, frames)
+
+    def _keep(self, data: bytes, sent: int, frames: int) -> None:
+        """The kernel took only ``sent`` bytes of ``data``: the writer task sends the rest."""
+        self.pending = collections.deque(((memoryview(data)[sent:], frames),))
+        self.pending_frames = frames
+        if not self.gateway.spawn(self._drain):
+            self.abort()  # the gateway is no longer running: nobody could drain it
 
     async def _drain(self) -> None:
         """The writer task: runs only while the kernel's buffer is full."""
