@@ -41,6 +41,8 @@ def test_a_partial_write_makes_the_run_invalid(
     assert "invalid run" in err
 
 
-def test_the_command_line_refuses_too_few_events() -> None:
-    with pytest.raises(SystemExit):
-        fanout_floor.main(["--events", "1"])
+@pytest.mark.parametrize("argv", [["--events", "1"], ["--sockets", "0"], ["--sockets", "100000000"]])
+def test_the_command_line_refuses_what_it_cannot_run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        fanout_floor.main(argv)
+    assert exit_.value.code == 2 and "error:" in capsys.readouterr().err

@@ -30,9 +30,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import select
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -44,6 +44,7 @@ from volthub.http.events.gateway_connections import WireConnection
 from volthub.http.events.socketio import SocketSubscriber, socket_encoder, socket_wire
 from volthub.hub.fanout import Fanout
 from volthub.hub.publisher import Event
+from volthub.loadtest.metrics import percentile
 from volthub.protocol.engineio.handshake import WEBSOCKET
 from volthub.protocol.engineio.session import EngineIOSession, Settings
 
@@ -51,6 +52,8 @@ NAMESPACE = "/"
 CHANNEL = "fanout-floor"
 # The fan-out's bound per connection (`[events] queue_size`'s default): never reached here.
 QUEUE_SIZE = 1000
+# Descriptors this process needs beside the sockets (the listener, the interpreter's own).
+RESERVED_FILES = 64
 # Between rounds: time for the reader to drain what the last round wrote.
 DRAIN_PAUSE_SECONDS = 0.003
 
@@ -65,8 +68,9 @@ class Quartiles:
 
     @classmethod
     def of(cls, samples: list[float]) -> Quartiles:
-        q1, q2, q3 = statistics.quantiles(samples, n=4)
-        return cls(round(q1, 3), round(q2, 3), round(q3, 3))
+        ordered = sorted(samples)
+        p25, median, p75 = (round(percentile(ordered, q), 3) for q in (25, 50, 75))
+        return cls(p25, median, p75)
 
 
 @dataclass(frozen=True)
@@ -206,7 +210,7 @@ def measure(sockets: int = 2000, events: int = 300, system_calls: bool = True) -
             system_calls,
             Quartiles.of(floor),
             Quartiles.of(fanned),
-            round(statistics.median(f - b for f, b in zip(fanned, floor, strict=True)), 3),
+            round(percentile(sorted(f - b for f, b in zip(fanned, floor, strict=True)), 50), 3),
             fanout.delivered,
             gateway.partial_writes,
         )
@@ -246,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.sockets < 1 or args.events < 2:
         parser.error("--sockets must be at least 1 and --events at least 2")
+    open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if args.sockets + RESERVED_FILES > open_files:
+        parser.error(f"--sockets {args.sockets} needs more than this process's {open_files} open files")
     _pin(0)
     result = measure(args.sockets, args.events, system_calls=not args.no_syscall)
     print(json.dumps(asdict(result)) if args.json else _report(result))
