@@ -1,8 +1,20 @@
-"""chat_bench's profile split: py-spy's collapsed stacks counted by layer of the send path."""
+"""chat_bench: the profile split (py-spy's collapsed stacks counted by layer of the send path),
+a short run on each listener, and the checks that decide its exit status."""
 
 from __future__ import annotations
 
-from volthub.loadtest.chat_bench import OTHER_LAYER, layer_split, run_bench
+import pytest
+
+from volthub.loadtest import chat_bench
+from volthub.loadtest.chat_bench import (
+    OTHER_LAYER,
+    Results,
+    check_runs,
+    default_checks,
+    layer_split,
+    parse_check,
+    run_bench,
+)
 
 TRUNK = "run (trio/_core/_run.py:2532);unrolled_run (trio/_core/_run.py:2866)"
 HYPERCORN = f"{TRUNK};TCPServer.run (hypercorn/trio/tcp_server.py:76)"
@@ -77,3 +89,67 @@ async def test_a_short_run_on_each_listener_counts_acknowledged_and_delivered_se
         )
         assert results.accepted > 0 and set(results.statuses) == {200}
         assert results.delivered == results.accepted
+
+
+def _report(listener: str, **figures: object) -> dict[str, object]:
+    results = Results(latencies=[0.001 * n for n in range(1, 101)], elapsed=2.0, delivered=2000)
+    results.statuses[200] = 2000
+    return {"backend": "sqlite", "listener": listener, **results.summary(), **figures}
+
+
+def test_a_run_has_the_figures_its_checks_name() -> None:
+    report = _report("gateway")
+    assert (report["sends_per_second"], report["errors"], report["undelivered"]) == (1000.0, 0, 0)
+    assert report["latency_ms"]["p99"] == 99.0  # type: ignore[index]  # nearest rank, as every harness figure
+    floor = Results(latencies=[0.001], elapsed=1.0)
+    floor.statuses[200], floor.statuses[0] = 9, 1
+    assert floor.summary(delivering=False)["undelivered"] is None
+    assert floor.summary(delivering=False)["errors"] == 1
+
+
+def test_checks_with_a_listener_prefix_hold_that_listeners_run_only() -> None:
+    reports = [_report("main", sends_per_second=600.0), _report("gateway")]
+    given = [parse_check("gateway:sends_per_second>=1000"), parse_check("latency_ms.p99<=100")]
+    outcomes = check_runs(reports, given)
+    assert [(o["target"], o["key"], o["verdict"]) for o in outcomes] == [
+        ("sqlite via main", "latency_ms.p99", "pass"),
+        ("sqlite via gateway", "sends_per_second", "pass"),
+        ("sqlite via gateway", "latency_ms.p99", "pass"),
+    ]
+    assert [o["key"] for o in reports[0]["checks"]] == ["latency_ms.p99"]  # type: ignore[union-attr]
+    failing = check_runs([_report("gateway", sends_per_second=999.9)], given[:1])
+    assert failing[0]["verdict"] == "fail"
+
+
+def test_without_checks_every_send_is_answered_and_delivered_unless_it_only_measures_the_floor() -> None:
+    assert [c.key for c in default_checks(floor=False)] == ["errors", "undelivered"]
+    assert [c.key for c in default_checks(floor=True)] == ["errors"]
+    assert check_runs([_report("gateway", undelivered=3)], default_checks(floor=False))[1]["verdict"] == "fail"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--check", "speed>=1"], "no figure named 'speed'"),
+        (["--check", "sends_per_second=>1"], "KEY OP NUMBER"),
+        (["--listener", "gateway", "--check", "main:errors==0"], "does not post to (gateway)"),
+        (["--floor", "--check", "gateway:errors==0"], "does not post to (main)"),
+    ],
+)
+def test_a_bad_check_is_a_usage_error_before_any_server_starts(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        chat_bench.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_check_not_met_makes_the_exit_status_1(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--seconds", "0.5", "--concurrency", "2", "--listener", "gateway", "--check", "undelivered==0"]
+    assert chat_bench.main([*argv, "--check", "gateway:sends_per_second>=1e9"]) == 1
+    printed = capsys.readouterr().out
+    assert "checks: 1 of 2 NOT met" in printed
+    assert "NOT met          [sqlite via gateway] gateway:sends_per_second >= 1e+09" in printed
+    assert "met              [sqlite via gateway] undelivered == 0 (measured 0)" in printed

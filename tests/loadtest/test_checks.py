@@ -38,6 +38,18 @@ def run(**delivery: Any) -> dict[str, Any]:
         ("stages.up.delivery.latency_ms.p99<9", "stages.up.delivery.latency_ms.p99", "<", 9.0),
         ("stages.up.reconnect.recovered_ratio>=1", "stages.up.reconnect.recovered_ratio", ">=", 1.0),
         ("delivery.by_kind.slow.ratio>=0", "delivery.by_kind.slow.ratio", ">=", 0.0),
+        (
+            "vs.node.server.cpu_seconds_per_1000_deliveries<=0.4",
+            "vs.node.server.cpu_seconds_per_1000_deliveries",
+            "<=",
+            0.4,
+        ),
+        (
+            "vs.python-socketio.connect.server_cpu_ms_per_connect<1",
+            "vs.python-socketio.connect.server_cpu_ms_per_connect",
+            "<",
+            1.0,
+        ),
     ],
 )
 def test_parse(text: str, key: str, op: str, limit: float) -> None:
@@ -56,6 +68,10 @@ def test_parse(text: str, key: str, op: str, limit: float) -> None:
         ("delivery.by_kind.slow.latency_ms.p99<5", "no figure named"),
         ("stages.steady.clients.requested>1", "no figure named"),
         ("stages.steady.send.per_second>1", "no figure named"),
+        ("vs.node.delivery.ratio>1", "no figure named"),
+        ("vs.server.cpu_seconds_per_1000_deliveries<1", "no figure named"),
+        ("gateway:delivery.rate>=1", "no figure named"),
+        (":delivery.ratio>=1", "KEY OP NUMBER"),
     ],
 )
 def test_parse_refuses(text: str, message: str) -> None:
@@ -127,3 +143,34 @@ def test_junit_has_one_case_per_check(tmp_path: Path) -> None:
     ]
     assert [case.find("failure") is not None for case in cases] == [True, False, True]
     assert cases[0].get("classname") == "loadtest.volthub"
+
+
+def test_a_target_prefix_applies_a_check_to_that_target_only() -> None:
+    check = checks.parse(" volthub-gateway : vs.node.server.cpu_seconds_per_1000_deliveries <= 0.4")
+    assert (check.target, check.key, check.limit) == (
+        "volthub-gateway",
+        "vs.node.server.cpu_seconds_per_1000_deliveries",
+        0.4,
+    )
+    assert check.expression == "volthub-gateway:vs.node.server.cpu_seconds_per_1000_deliveries <= 0.4"
+    assert check.applies_to("volthub-gateway") and not check.applies_to("volthub")
+    assert checks.parse("delivery.ratio>=1").applies_to("node")
+
+
+def test_a_prefix_naming_no_target_of_the_run_is_found() -> None:
+    given = [checks.parse("node:send.errors==0"), checks.parse("nginx:send.errors==0"), checks.parse("send.errors==0")]
+    assert checks.unknown_targets(given, ["volthub", "node"]) == ["nginx"]
+
+
+def test_a_tool_with_figures_of_its_own_parses_against_them() -> None:
+    check = checks.parse("main:speed>=3", known={"speed"}.__contains__, listed="in --help", example="speed>=1")
+    assert (check.target, check.key) == ("main", "speed")
+    with pytest.raises(checks.CheckError, match="listed in --help"):
+        checks.parse("delivery.ratio>=1", known={"speed"}.__contains__, listed="in --help")
+
+
+def test_a_ratio_to_a_reference_that_did_not_run_is_not_measured() -> None:
+    check = checks.parse("vs.node.server.cpu_seconds_per_1000_deliveries<=0.4")
+    ran = {"target": "volthub-gateway", "vs": {"node": {"server": {"cpu_seconds_per_1000_deliveries": 0.38}}}}
+    assert checks.evaluate(check, ran)["verdict"] == "pass"
+    assert checks.evaluate(check, {"target": "volthub-gateway"})["verdict"] == "not measured"

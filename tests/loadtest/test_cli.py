@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from volthub import cli
+from volthub.loadtest import checks
+from volthub.loadtest.cli import _checks_for, _summaries
 from volthub.loadtest.options import configure
 
 
@@ -55,6 +57,7 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
         (["--spawn", "--scenario", "no-such-scenario"], "bundled: fan-out"),
         (["--spawn", "--check", "delivery.ratio=>1"], "KEY OP NUMBER"),
         (["--spawn", "--check", "delivery.speed>1"], "no figure named"),
+        (["--spawn", "--target", "volthub,node", "--check", "nginx:send.errors==0"], "not among --target"),
         (["--url", "http://127.0.0.1:1"], "--tokens FILE"),
         (["--spawn", "--target", "node", "--tokens", "/dev/null"], "--tokens is for volthub"),
         (["--spawn", "--tokens", "/dev/null"], "no tokens"),
@@ -134,3 +137,24 @@ async def test_a_spawned_servers_restart_waits_for_its_graceful_stop_as_long_as_
     args.hold_restart_timeout = 180.0
     await loadtest_cli._spawned_hold(args, "volthub", tmp_path, [])
     assert graces[0] == 180.0  # the restart's stop; the last one ends the run
+
+
+def test_a_check_with_a_target_prefix_goes_to_that_targets_summary_only() -> None:
+    texts = ["volthub-gateway:vs.node.server.cpu_seconds_per_1000_deliveries<=0.4", "send.errors==0"]
+    args = argparse.Namespace(checks=[checks.parse(text) for text in texts], check=texts, hold_restart=False)
+
+    def ran(target: str, cpu: float) -> dict[str, Any]:
+        return {"target": target, "delivery": {"ratio": 1.0}, "server": {"cpu_seconds_per_1000_deliveries": cpu}}
+
+    summaries = {
+        s["target"]: s for s in _summaries([ran("volthub", 0.05), ran("volthub-gateway", 0.01), ran("node", 0.025)], [])
+    }
+    assert summaries["volthub-gateway"]["vs"]["node"]["server"]["cpu_seconds_per_1000_deliveries"] == 0.4
+    assert "vs" not in summaries["node"]
+    assert [c.key for c in _checks_for(args, summaries["volthub-gateway"])] == [
+        "vs.node.server.cpu_seconds_per_1000_deliveries",
+        "send.errors",
+    ]
+    assert [c.key for c in _checks_for(args, summaries["volthub"])] == ["send.errors"]
+    outcome = checks.evaluate(args.checks[0], summaries["volthub-gateway"])
+    assert (outcome["verdict"], outcome["figure"]) == ("pass", 0.4)

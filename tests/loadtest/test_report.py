@@ -105,6 +105,18 @@ def test_ratios_per_volthub_path_against_the_references_only() -> None:
     assert len(lines) == 6
 
 
+def test_compared_figures_are_what_the_ratio_lines_print() -> None:
+    runs = [result("volthub-gateway", 0.01, 6.0), result("node", 0.025, 24.0), result("python-socketio", None)]
+    found = report.compared(runs)
+    assert set(found) == {"volthub-gateway"}
+    assert found["volthub-gateway"]["node"] == {
+        "server": {"cpu_seconds_per_1000_deliveries": 0.4, "rss_growth_kib_per_connection": 0.25},
+        "connect": {"server_cpu_ms_per_connect": 1.0},
+    }
+    assert found["volthub-gateway"]["python-socketio"]["server"]["cpu_seconds_per_1000_deliveries"] is None
+    assert "volthub-gateway / node: server CPU per 1,000 deliveries = 0.40x (0.0100 vs 0.0250)" in report.ratios(runs)
+
+
 def hold_result(target: str = "volthub", **overrides: Any) -> dict[str, Any]:
     return {
         "target": target,

@@ -22,6 +22,11 @@ path) or `both` (default: one measured run each, main port first, on the same se
 senders of their own). The senders speak HTTP/1.1 on keep-alive connections written and
 read by hand, so the client takes as little of the machine's CPU as it can.
 
+`--check '[LISTENER:]KEY OP NUMBER'` holds each run to a figure, as `volthub loadtest` does
+(`gateway:sends_per_second>=1000`, `latency_ms.p99<=100`; `--help` lists the figures):
+the exit status is 1 when one is not met, 2 on a usage error. Without `--check`, every
+send must be answered 200 and, unless `--floor`, reach its channel's socket.
+
 `--profile FILE` attaches py-spy to the server for the measured window, writes its
 collapsed stacks to FILE and reports where the server's on-CPU samples went, by layer of
 the send path (`layer_split`): Hypercorn and h11, Quart, volthub's HTTP middleware and
@@ -54,7 +59,8 @@ import httpx
 import orjson
 import trio
 
-from volthub.loadtest.metrics import read_proc
+from volthub.loadtest import checks
+from volthub.loadtest.metrics import percentile, read_proc
 from volthub.loadtest.servers import free_port, profiling
 
 PASSWORD = "bench password 123"
@@ -136,19 +142,18 @@ class Results:
     def accepted(self) -> int:
         return self.statuses[200]
 
-    def percentile(self, fraction: float) -> float:
-        if not self.latencies:
-            return float("nan")
+    def summary(self, delivering: bool = True) -> dict[str, object]:
+        """The run's figures; `delivering`: the sends were chat messages, each due at its
+        channel's socket (not `--floor`'s GETs)."""
         ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-    def summary(self) -> dict[str, object]:
         return {
             "seconds": round(self.elapsed, 2),
             "accepted": self.accepted,
             "sends_per_second": round(self.accepted / self.elapsed, 1) if self.elapsed else 0.0,
             "statuses": dict(self.statuses),
+            "errors": sum(self.statuses.values()) - self.accepted,
             "delivered": self.delivered,
+            "undelivered": self.accepted - self.delivered if delivering else None,
             "server_cpu_seconds": None if self.server_cpu_seconds is None else round(self.server_cpu_seconds, 3),
             "server_cpu_ms_per_send": (
                 round(1000 * self.server_cpu_seconds / self.accepted, 3)
@@ -158,11 +163,54 @@ class Results:
             **({"profile_percent": self.profile} if self.profile is not None else {}),
             "latency_ms": {
                 "mean": round(statistics.fmean(self.latencies) * 1000, 2) if self.latencies else None,
-                "p50": round(self.percentile(0.50) * 1000, 2),
-                "p95": round(self.percentile(0.95) * 1000, 2),
-                "p99": round(self.percentile(0.99) * 1000, 2),
+                "p50": round(percentile(ordered, 50) * 1000, 2),
+                "p95": round(percentile(ordered, 95) * 1000, 2),
+                "p99": round(percentile(ordered, 99) * 1000, 2),
             },
         }
+
+
+# The figures a --check may name, in each run's report.
+CHECK_KEYS: dict[str, str] = {
+    "sends_per_second": "sends answered 200 per second over the measured window",
+    "accepted": "sends answered 200",
+    "errors": "sends answered otherwise, or not at all",
+    "undelivered": "sends answered 200 whose chat.message never reached the channel's socket",
+    "server_cpu_ms_per_send": "the server's CPU per accepted send (ms, whole process)",
+    "latency_ms.p50": "POST to answer (ms); also p95, p99, mean",
+    "latency_ms.p95": "",
+    "latency_ms.p99": "",
+    "latency_ms.mean": "",
+}
+
+
+def parse_check(text: str) -> checks.Check:
+    return checks.parse(
+        text, known=CHECK_KEYS.__contains__, listed="in --help", example="gateway:sends_per_second>=1000"
+    )
+
+
+def default_checks(floor: bool) -> list[checks.Check]:
+    """Without --check: every send answered 200 and (posting chat) delivered."""
+    found = [checks.Check("errors", "==", 0, "every send is answered 200")]
+    if not floor:
+        found.append(checks.Check("undelivered", "==", 0, "every acknowledged send reaches its channel's socket"))
+    return found
+
+
+def check_runs(reports: list[dict[str, object]], given: list[checks.Check]) -> list[dict[str, object]]:
+    """Each check over each run whose listener it applies to; each outcome also goes into
+    its run's report under `checks`."""
+    outcomes: list[dict[str, object]] = []
+    for report in reports:
+        listener = str(report["listener"])
+        for check in given:
+            if check.applies_to(listener):
+                outcome = checks.evaluate(check, report)
+                outcome["target"] = f"{report['backend']} via {listener}"
+                report.setdefault("checks", []).append(outcome)  # type: ignore[attr-defined]
+                outcomes.append(outcome)
+    return outcomes
 
 
 def _ratelimit_switch_exists() -> bool:
@@ -433,9 +481,13 @@ async def run_bench(
         return results
 
 
+def _listeners(args: argparse.Namespace) -> list[str]:
+    return ["main"] if args.floor else (list(LISTENERS) if args.listener == "both" else [args.listener])
+
+
 async def _main(args: argparse.Namespace) -> list[dict[str, object]]:
     """One measured run per listener, on one server (each run with senders of its own)."""
-    listeners = ["main"] if args.floor else (list(LISTENERS) if args.listener == "both" else [args.listener])
+    listeners = _listeners(args)
     reports: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="volthub-bench-") as tmp:
         workdir = Path(tmp)
@@ -467,7 +519,7 @@ async def _main(args: argparse.Namespace) -> list[dict[str, object]]:
                         "concurrency": args.concurrency,
                         "channels": args.channels or args.concurrency,
                         "ratelimit_disabled": not args.rate_limits and _ratelimit_switch_exists(),
-                        **results.summary(),
+                        **results.summary(delivering=not args.floor),
                     }
                 )
         finally:
@@ -509,13 +561,38 @@ def main(argv: list[str] | None = None) -> int:
         help="where the senders post: the main port, the Events API gateway (the same route on its own "
         "h11 listener), or both, one measured run after the other on the same server (default both)",
     )
+    parser.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="'[LISTENER:]KEY OP NUMBER' over each run's figures (repeatable), e.g. "
+        "'gateway:sends_per_second>=1000' or 'latency_ms.p99<=100'; exit status 1 when one is not met. "
+        "Replaces the default checks (errors==0, and undelivered==0 unless --floor). Figures: "
+        + "; ".join(f"{key}: {text}" for key, text in CHECK_KEYS.items() if text),
+    )
     parser.add_argument("--json", action="store_true", help="print each run's result as one JSON object per line")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.seconds <= 0:
         parser.error("--concurrency must be >= 1 and --seconds > 0")
-    for report in trio.run(_main, args):
+    try:
+        given = [parse_check(text) for text in args.check] or default_checks(args.floor)
+    except checks.CheckError as exc:
+        parser.error(str(exc))
+    strays = checks.unknown_targets(given, list(_listeners(args)))
+    if strays:
+        parser.error(
+            f"--check names {', '.join(strays)}, which this run does not post to ({', '.join(_listeners(args))})"
+        )
+    reports = trio.run(_main, args)
+    outcomes = check_runs(reports, given)
+    for report in reports:
         _print(report, args.json)
-    return 0
+    if not args.json:
+        held = checks.passed(outcomes)
+        failed = sum(1 for outcome in outcomes if outcome["verdict"] != "pass")
+        print(f"checks: {'all held' if held else f'{failed} of {len(outcomes)} NOT met'}\n{checks.table(outcomes)}")
+    return 0 if checks.passed(outcomes) else 1
 
 
 def _print(report: dict[str, object], as_json: bool) -> None:

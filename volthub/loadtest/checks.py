@@ -1,7 +1,10 @@
-"""Checks over a run's figures: `KEY OP NUMBER`, evaluated into pass / fail, and JUnit XML.
+"""Checks over a run's figures: `[TARGET:]KEY OP NUMBER`, evaluated into pass / fail, and JUnit XML.
 
 KEY is a dotted path into one run's summary (what `--json` writes under `runs`), e.g.
-`delivery.ratio`, `delivery.latency_ms.p99`, `stages.steady.send.errors`. A check whose
+`delivery.ratio`, `delivery.latency_ms.p99`, `stages.steady.send.errors`, or
+`vs.node.server.cpu_seconds_per_1000_deliveries` (a volthub target's figure over the same
+figure of a reference server run in the same invocation). A `TARGET:` prefix applies the
+check to that target's run only (`volthub-gateway:vs.node...<=0.4`). A check whose
 figure is missing fails as "not measured"; a latency percentile from too few samples fails
 as "too few samples" (see `metrics.percentile_coverage`): a gate never passes on a figure
 the run did not measure.
@@ -27,7 +30,8 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
 }
 _EXPR = re.compile(
-    r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*(<=|>=|==|!=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+    r"^\s*(?:([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*:)?"  # the target it applies to, when not every one
+    r"\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*(<=|>=|==|!=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
 )
 
 # The figures a check may name: KEY -> what it is. `stages.NAME.` before one of _STAGE_KEYS
@@ -116,6 +120,12 @@ _STAGE_KEYS = {
     and not key.startswith("send.latency_ms")
 }
 _KIND_KEYS = ("ratio", "expected", "received", "drops")
+# The figures compared with a reference server's (under vs.REFERENCE.): lower is better.
+VS_KEYS = (
+    "server.cpu_seconds_per_1000_deliveries",
+    "server.rss_growth_kib_per_connection",
+    "connect.server_cpu_ms_per_connect",
+)
 PERCENTILE = re.compile(r"\.(p\d+(?:\.\d+)?|max)$")
 
 
@@ -129,10 +139,15 @@ class Check:
     op: str
     limit: float
     name: str = ""  # what it checks, for reports and JUnit; the expression when not given
+    target: str | None = None  # the one target (or run) it applies to; None: every one
 
     @property
     def expression(self) -> str:
-        return f"{self.key} {self.op} {self.limit:g}"
+        where = f"{self.target}:" if self.target else ""
+        return f"{where}{self.key} {self.op} {self.limit:g}"
+
+    def applies_to(self, target: str) -> bool:
+        return self.target is None or self.target == target
 
     @property
     def title(self) -> str:
@@ -147,19 +162,32 @@ def known_key(key: str) -> bool:
         return any(".".join(parts[start:]) in _STAGE_KEYS for start in range(2, len(parts)))
     if len(parts) == 4 and parts[:2] == ["delivery", "by_kind"]:
         return parts[3] in _KIND_KEYS
+    if len(parts) > 2 and parts[0] == "vs":
+        return ".".join(parts[2:]) in VS_KEYS
     return False
 
 
-def parse(text: str, name: str = "") -> Check:
+def parse(
+    text: str,
+    name: str = "",
+    known: Callable[[str], bool] = known_key,
+    listed: str = "at the end of `volthub loadtest --help`",
+    example: str = "delivery.ratio>=0.999",
+) -> Check:
+    """A check from its expression; `known` tells the figures a check may name (listed
+    where `listed` says), for tools with figures of their own."""
     match = _EXPR.match(text)
     if match is None:
-        raise CheckError(f"--check {text!r}: expected KEY OP NUMBER, e.g. 'delivery.ratio>=0.999'")
-    key, op, number = match.groups()
-    if not known_key(key):
-        raise CheckError(
-            f"--check {text!r}: no figure named {key!r} (the figures are listed at the end of `volthub loadtest --help`)"
-        )
-    return Check(key, op, float(number), name)
+        raise CheckError(f"--check {text!r}: expected [TARGET:]KEY OP NUMBER, e.g. {example!r}")
+    target, key, op, number = match.groups()
+    if not known(key):
+        raise CheckError(f"--check {text!r}: no figure named {key!r} (the figures are listed {listed})")
+    return Check(key, op, float(number), name, target)
+
+
+def unknown_targets(given: Sequence[Check], targets: Sequence[str]) -> list[str]:
+    """The TARGET: prefixes that name none of `targets` (a check that would never run)."""
+    return sorted({check.target for check in given if check.target is not None and check.target not in targets})
 
 
 # When no --check is given (and the scenario names none): what a healthy run of a hub looks like.
@@ -269,4 +297,9 @@ def keys_table() -> str:
     lines = [f"{key:<{width}}  {text}" for key, text in KEYS.items() if text]
     lines.append(f"{'stages.NAME.<key>':<{width}}  one stage's figure (delivery.*, send.*, clients.*, reconnect.*)")
     lines.append(f"{'delivery.by_kind.KIND.ratio':<{width}}  one client kind's (also expected, received, drops)")
+    lines.append(
+        f"{'vs.REF.server.cpu_seconds_per_1000_deliveries':<{width}}  a volthub target's figure over reference REF's"
+        " (node, python-socketio) in the same run; also vs.REF.server.rss_growth_kib_per_connection,"
+        " vs.REF.connect.server_cpu_ms_per_connect"
+    )
     return "\n".join(lines)

@@ -349,8 +349,11 @@ def _summarise(
 
 
 def _summaries(results: list[dict[str, Any]], holds: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One summary per target: its run's figures, and its hold under `hold`."""
+    """One summary per target: its run's figures, its figures over each reference server's
+    under `vs` (volthub targets), and its hold under `hold`."""
     by_target: dict[str, dict[str, Any]] = {result["target"]: result for result in results}
+    for subject, references in report.compared(results).items():
+        by_target[subject]["vs"] = references
     for found in holds:
         by_target.setdefault(found["target"], {"target": found["target"]})["hold"] = found
     return list(by_target.values())
@@ -370,7 +373,7 @@ RESTART_CHECKS = (checks.Check("hold.restart.not_back", "==", 0, "every socket i
 def _checks_for(args: argparse.Namespace, summary: dict[str, Any]) -> list[checks.Check]:
     """hold.* checks go to a target that held sockets, the others to a target that ran; the
     defaults (the scenario's, else DEFAULT_CHECKS, and HOLD_CHECKS) when no --check is given."""
-    given: list[checks.Check] = list(args.checks)
+    given = [check for check in args.checks if check.applies_to(summary["target"])]
     defaults = list(HOLD_CHECKS) + (list(RESTART_CHECKS) if args.hold_restart else [])
     holding = [check for check in given if check.key.startswith("hold.")] if args.check else defaults
     running = [check for check in given if not check.key.startswith("hold.")]

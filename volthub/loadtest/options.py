@@ -86,7 +86,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "  taskset -c 1 volthub loadtest --spawn --server-cpus 0 --target volthub,python-socketio,node \\\n"
         "      --json bench.json --plot bench.png      (what `make bench` runs)\n\n"
         f"bundled scenarios: {', '.join(BUNDLED)}\n\n"
-        "figures a --check may name (KEY OP NUMBER, OP one of < <= > >= == !=):\n"
+        "figures a --check may name ([TARGET:]KEY OP NUMBER, OP one of < <= > >= == !=):\n"
         + textwrap.indent(checks.keys_table(), "  ")
         + "\n\ndefault checks (when no --check is given and the scenario names none):\n"
         + "\n".join(f"  {check.expression:<32} {check.name}" for check in checks.DEFAULT_CHECKS)
@@ -365,10 +365,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="EXPR",
-        help="'KEY OP NUMBER' over a run's figures, e.g. 'delivery.ratio>=0.999' or "
+        help="'[TARGET:]KEY OP NUMBER' over a run's figures, e.g. 'delivery.ratio>=0.999' or "
         "'stages.steady.delivery.latency_ms.p99<200' (repeatable; the figures are listed below). "
         "Replaces the default checks; hold.* checks apply to targets that held sockets (--hold), "
-        "the others to targets that ran",
+        "the others to targets that ran; with TARGET: only to that one, e.g. "
+        "'volthub-gateway:vs.node.server.cpu_seconds_per_1000_deliveries<=0.4'",
     )
     out.add_argument(
         "--junit", type=Path, metavar="FILE", help="write the checks as JUnit XML, one test case per check and target"
@@ -427,6 +428,9 @@ def validate(args: argparse.Namespace) -> str | None:
         )
     plan: Scenario = args.plan
     args.checks = [checks.parse(text) for text in args.check] or list(plan.checks) or list(checks.DEFAULT_CHECKS)
+    strays = checks.unknown_targets(args.checks, args.target)
+    if strays:
+        return f"--check names {', '.join(strays)}, which is not among --target {','.join(args.target)}"
     runs = plan.peak_clients > 0
     if not runs and not args.hold:
         return "nothing to do: no clients (--clients and --sse are 0)"

@@ -182,6 +182,31 @@ def ratios(results: Sequence[dict[str, Any]], subjects: Sequence[str] = SUBJECTS
     unit of work: CPU per 1,000 deliveries, RSS growth and CPU per connection (lower is better)."""
     by_name = {r["target"]: r for r in results}
     lines = []
+    for subject, references in compared(results, subjects).items():
+        for reference, figures in references.items():
+            for label, path in _COMPARED:
+                a, b = _get(by_name[subject], *path), _get(by_name[reference], *path)
+                ratio = figures[path[0]][path[1]]
+                lines.append(f"{subject} / {reference}: {label} = {fmt(ratio, 2)}x ({fmt(a, 4)} vs {fmt(b, 4)})")
+    return lines
+
+
+# (label, where in a run) of each figure `compared` divides; checks name them vs.REF.<where>.
+_COMPARED = (
+    ("server CPU per 1,000 deliveries", ("server", "cpu_seconds_per_1000_deliveries")),
+    ("RSS growth per connection", ("server", "rss_growth_kib_per_connection")),
+    ("server CPU per connect", ("connect", "server_cpu_ms_per_connect")),
+)
+
+
+def compared(
+    results: Sequence[dict[str, Any]], subjects: Sequence[str] = SUBJECTS
+) -> dict[str, dict[str, dict[str, dict[str, float | None]]]]:
+    """{volthub target: {reference: {section: {figure: volthub's over the reference's}}}} for
+    every volthub path and reference server that ran, to four decimals (None where either
+    lacks the figure)."""
+    by_name = {r["target"]: r for r in results}
+    found: dict[str, dict[str, dict[str, dict[str, float | None]]]] = {}
     for subject in subjects:
         mine = by_name.get(subject)
         if mine is None:
@@ -189,16 +214,13 @@ def ratios(results: Sequence[dict[str, Any]], subjects: Sequence[str] = SUBJECTS
         for other in results:
             if other["target"] in subjects:
                 continue
-            for label, path in (
-                ("server CPU per 1,000 deliveries", ("server", "cpu_seconds_per_1000_deliveries")),
-                ("RSS growth per connection", ("server", "rss_growth_kib_per_connection")),
-                ("server CPU per connect", ("connect", "server_cpu_ms_per_connect")),
-            ):
-                a, b = _get(mine, *path), _get(other, *path)
-                lines.append(
-                    f"{subject} / {other['target']}: {label} = {fmt(_ratio(a, b), 2)}x ({fmt(a, 4)} vs {fmt(b, 4)})"
-                )
-    return lines
+            figures: dict[str, dict[str, float | None]] = {}
+            for _, (section, name) in _COMPARED:
+                ratio = _ratio(_get(mine, section, name), _get(other, section, name))
+                # Four decimals, as the figures under it are printed: a check reads what a person does.
+                figures.setdefault(section, {})[name] = None if ratio is None else round(ratio, 4)
+            found.setdefault(subject, {})[other["target"]] = figures
+    return found
 
 
 def _ratio(a: Any, b: Any) -> float | None:
