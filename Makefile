@@ -151,10 +151,11 @@ bench-hold: $(VENV)/.installed-bench
 	mkdir -p $(BENCH_OUT)
 	status=0; \
 	$(VENV)/bin/volthub loadtest $(HOLD_COMMON) --server-workers 14 --server-env VOLTHUB_DATABASE__POOL_SIZE=4 \
-		--hold 250000 --ramp-timeout 900 --json $(BENCH_OUT)/hold-250k.json --check 'hold.connect_failures==0' \
+		--hold 250000 --ramp-timeout 900 --json $(BENCH_OUT)/hold-250k.json --check 'hold.connected>=250000' \
+		--check 'hold.connect_failures==0' \
 		--check 'hold.server.cpu_ms_per_connect<=0.5' --check 'hold.server.rss_growth_kib_per_connection<=8' || status=1; \
 	$(VENV)/bin/volthub loadtest $(HOLD_COMMON) --server-workers 8 --hold 100000 --ramp-timeout 600 \
-		--hold-restart --hold-restart-timeout 180 --json $(BENCH_OUT)/hold-100k.json \
+		--hold-restart --hold-restart-timeout 180 --json $(BENCH_OUT)/hold-100k.json --check 'hold.connected>=100000' \
 		--check 'hold.broadcasts.latency_ms.p99<1000' --check 'hold.restart.not_back==0' \
 		--check 'hold.restart.seconds_until_all_back<=60' || status=1; \
 	exit $$status
