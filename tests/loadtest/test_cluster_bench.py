@@ -1,9 +1,10 @@
 """The multi-process benchmark (volthub/loadtest/cluster_bench.py) runs end to end, small,
-with each broker."""
+with each broker; its checks decide its exit status."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -11,7 +12,19 @@ import trio.testing
 from trio_websocket import CloseReason, ConnectionClosed
 
 from tests.redis_support import Broker, broker
-from volthub.loadtest.cluster_bench import Lockstep, Plan, _lost_connection, _table, run_once, run_side_by_side
+from volthub.loadtest import checks
+from volthub.loadtest.cluster_bench import (
+    CHECK_KEYS,
+    DEFAULT_CHECKS,
+    Lockstep,
+    Plan,
+    _lost_connection,
+    _table,
+    check_results,
+    main,
+    run_once,
+    run_side_by_side,
+)
 
 __all__ = ["broker"]  # fixture
 
@@ -25,6 +38,7 @@ async def test_a_small_two_process_run_delivers_everything(postgres_url: str, tm
     assert result["disconnects"] == 0 and result["disconnect_reasons"] == {}
     assert result["messages_accepted"] == 4
     assert result["deliveries"] == result["deliveries_expected"] == 12
+    assert result["deliveries_missed"] == 0
     assert result["relay_cpu_ms_per_event_per_process"] is not None
     assert result["wakeups_per_event_per_process"] > 0, "a delivered event wakes its process"
     assert (result["redis_cpu_ms_per_event"] is not None) == (broker.name == "redis")
@@ -63,3 +77,39 @@ async def test_side_by_side_measures_every_process_count_at_once(postgres_url: s
     for result in (one, two):
         assert result["side_by_side"] is True and result["messages_accepted"] == 4
         assert result["deliveries"] == result["deliveries_expected"] == 8
+
+
+def _result(processes: int, **figures: Any) -> dict[str, Any]:
+    return {"processes": processes, "connect_failures": 0, "disconnects": 0, "deliveries_missed": 0, **figures}
+
+
+def test_checks_hold_each_process_count_or_only_the_one_they_name() -> None:
+    results = [_result(1, latency_p99_ms=80.0), _result(2, latency_p99_ms=700.0, deliveries_missed=3)]
+    given = [
+        checks.parse(text, known=CHECK_KEYS.__contains__) for text in ("2:latency_p99_ms<500", "deliveries_missed==0")
+    ]
+    outcomes = check_results(results, given)
+    assert [(o["target"], o["key"], o["verdict"]) for o in outcomes] == [
+        ("1 process", "deliveries_missed", "pass"),
+        ("2 processes", "latency_p99_ms", "fail"),
+        ("2 processes", "deliveries_missed", "fail"),
+    ]
+    assert checks.verdict(outcomes) == "2 of 3 NOT met"
+    assert [o["verdict"] for o in check_results([_result(4)], list(DEFAULT_CHECKS))] == ["pass"] * 3
+    assert check_results([_result(4, disconnects=1)], list(DEFAULT_CHECKS))[1]["verdict"] == "fail"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--check", "speed>1"], "no figure named 'speed'"),
+        (["--processes", "1,2", "--check", "4:disconnects==0"], "--processes 1,2 does not run"),
+    ],
+)
+def test_a_bad_check_is_a_usage_error_before_anything_starts(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--database", "postgresql://nowhere/none", *argv])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -53,6 +53,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -198,19 +199,11 @@ def default_checks(floor: bool) -> list[checks.Check]:
     return found
 
 
-def check_runs(reports: list[dict[str, object]], given: list[checks.Check]) -> list[dict[str, object]]:
-    """Each check over each run whose listener it applies to; each outcome also goes into
-    its run's report under `checks`."""
-    outcomes: list[dict[str, object]] = []
-    for report in reports:
-        listener = str(report["listener"])
-        for check in given:
-            if check.applies_to(listener):
-                outcome = checks.evaluate(check, report)
-                outcome["target"] = f"{report['backend']} via {listener}"
-                report.setdefault("checks", []).append(outcome)  # type: ignore[attr-defined]
-                outcomes.append(outcome)
-    return outcomes
+def check_runs(reports: list[dict[str, Any]], given: list[checks.Check]) -> list[dict[str, Any]]:
+    """Each check over each run whose listener it applies to (also under the run's `checks`)."""
+    return checks.evaluate_each(
+        reports, given, lambda run: str(run["listener"]), lambda run: f"{run['backend']} via {run['listener']}"
+    )
 
 
 def _ratelimit_switch_exists() -> bool:
@@ -589,9 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     for report in reports:
         _print(report, args.json)
     if not args.json:
-        held = checks.passed(outcomes)
-        failed = sum(1 for outcome in outcomes if outcome["verdict"] != "pass")
-        print(f"checks: {'all held' if held else f'{failed} of {len(outcomes)} NOT met'}\n{checks.table(outcomes)}")
+        print(f"checks: {checks.verdict(outcomes)}\n{checks.table(outcomes)}")
     return 0 if checks.passed(outcomes) else 1
 
 

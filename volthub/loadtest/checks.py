@@ -249,8 +249,33 @@ def _too_few(run: dict[str, Any], key: str) -> bool:
     return isinstance(group, dict) and group.get("too_few_samples") is True
 
 
+def evaluate_each(
+    runs: Sequence[dict[str, Any]],
+    given: Sequence[Check],
+    target: Callable[[dict[str, Any]], str],
+    label: Callable[[dict[str, Any]], str],
+) -> list[dict[str, Any]]:
+    """Each check over each run it applies to (`target(run)`: what a TARGET: prefix names),
+    shown as `label(run)`; each outcome also goes into its run under `checks`."""
+    outcomes = []
+    for run in runs:
+        for check in given:
+            if check.applies_to(target(run)):
+                outcome = evaluate(check, run)
+                outcome["target"] = label(run)
+                run.setdefault("checks", []).append(outcome)
+                outcomes.append(outcome)
+    return outcomes
+
+
 def passed(outcomes: Sequence[dict[str, Any]]) -> bool:
     return all(outcome["verdict"] == "pass" for outcome in outcomes)
+
+
+def verdict(outcomes: Sequence[dict[str, Any]]) -> str:
+    """`all held`, or how many of the checks were not met."""
+    failed = sum(1 for outcome in outcomes if outcome["verdict"] != "pass")
+    return "all held" if not failed else f"{failed} of {len(outcomes)} NOT met"
 
 
 def table(outcomes: Sequence[dict[str, Any]]) -> str:

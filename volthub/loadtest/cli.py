@@ -318,9 +318,7 @@ def _summarise(
             summary.setdefault("checks", []).append(outcome)
             outcomes.append(outcome)
     held = checks.passed(outcomes)
-    failed = sum(1 for outcome in outcomes if outcome["verdict"] != "pass")
-    verdict = "all held" if held else f"{failed} of {len(outcomes)} NOT met"
-    print(f"\n== checks ({_load(args)}): {verdict} ==\n{checks.table(outcomes)}")
+    print(f"\n== checks ({_load(args)}): {checks.verdict(outcomes)} ==\n{checks.table(outcomes)}")
     if args.json:
         payload = {
             "argv": sys.argv,

@@ -35,6 +35,11 @@ figure that compares process counts: what events cost), and the observer's less 
 
 One generator process drives everything; on a small machine it competes with the servers
 for CPU, so compare runs of the same machine and load only.
+
+`--check '[N:]KEY OP NUMBER'` holds each process count's run (or only N's) to a figure, as
+`volthub loadtest` does, e.g. `deliveries_missed==0` or `2:latency_p99_ms<500`; without
+it, every socket connects and stays and every delivery arrives. Exit status 1 when a check
+is not met, 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ import orjson
 import trio
 from trio_websocket import ConnectionClosed, connect_websocket_url
 
+from volthub.loadtest import checks
 from volthub.loadtest.metrics import Activity, machine_busy_seconds, percentile, read_activity, read_proc
 from volthub.loadtest.servers import free_port
 
@@ -405,6 +411,7 @@ async def _measure(serving: list[Server], observer: Server, plan: Plan, lockstep
         "messages_accepted": accepted,
         "deliveries": delivered,
         "deliveries_expected": expected,
+        "deliveries_missed": expected - delivered,
         "deliveries_per_second": round(delivered / elapsed, 1),
         "latency_p50_ms": round(percentile(ordered, 50) * 1000, 2) if ordered else None,
         "latency_p99_ms": round(percentile(ordered, 99) * 1000, 2) if ordered else None,
@@ -471,6 +478,42 @@ def _table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# The figures a --check may name, in each process count's result.
+CHECK_KEYS = (
+    "sockets_connected",
+    "connect_failures",
+    "disconnects",
+    "messages_accepted",
+    "deliveries",
+    "deliveries_expected",
+    "deliveries_missed",
+    "deliveries_per_second",
+    "latency_p50_ms",
+    "latency_p99_ms",
+    "post_p50_ms",
+    "server_cpu_ms_per_delivery",
+    "server_cpu_ms_per_event_per_process",
+    "server_event_cpu_ms_per_event_per_process",
+    "relay_cpu_ms_per_event_per_process",
+    "redis_cpu_ms_per_event",
+)
+DEFAULT_CHECKS = (
+    checks.Check("connect_failures", "==", 0, "every socket connects"),
+    checks.Check("disconnects", "==", 0, "no socket lost"),
+    checks.Check("deliveries_missed", "==", 0, "every message reaches every socket of its channel"),
+)
+
+
+def check_results(results: list[dict[str, Any]], given: list[checks.Check]) -> list[dict[str, Any]]:
+    """Each check over each process count's result it applies to (also under its `checks`)."""
+    return checks.evaluate_each(
+        results,
+        given,
+        lambda result: str(result["processes"]),
+        lambda result: f"{result['processes']} process{'' if result['processes'] == 1 else 'es'}",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database", required=True, help="postgresql://… (a fresh schema is made per run)")
@@ -497,11 +540,31 @@ def main(argv: list[str] | None = None) -> int:
         "same load (the machine carries their sum), so that comparing them is not comparing "
         "two moments of a machine whose speed drifts",
     )
+    parser.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="'[N:]KEY OP NUMBER' over each process count's figures (repeatable; N: that count's "
+        "only), e.g. 'deliveries_missed==0' or '2:latency_p99_ms<500'; exit status 1 when one is not "
+        "met. Replaces the default checks (connect_failures==0, disconnects==0, deliveries_missed==0). "
+        f"Figures: {', '.join(CHECK_KEYS)}",
+    )
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     args = parser.parse_args(argv)
     if not args.database.startswith(("postgresql://", "postgres://")):
         parser.error("--database must be a PostgreSQL URL")
     counts = [int(n) for n in args.processes.split(",") if n.strip()]
+    try:
+        given = [
+            checks.parse(text, known=CHECK_KEYS.__contains__, listed="in --help", example="deliveries_missed==0")
+            for text in args.check
+        ] or list(DEFAULT_CHECKS)
+    except checks.CheckError as exc:
+        parser.error(str(exc))
+    strays = checks.unknown_targets(given, [str(count) for count in counts])
+    if strays:
+        parser.error(f"--check names {', '.join(strays)} processes, which --processes {args.processes} does not run")
     import tempfile
 
     results = []
@@ -531,11 +594,13 @@ def main(argv: list[str] | None = None) -> int:
             if redis is not None:
                 redis.kill()
                 redis.wait()
+    outcomes = check_results(results, given)
     print()
     print(_table(results))
+    print(f"\nchecks: {checks.verdict(outcomes)}\n{checks.table(outcomes)}")
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
-    return 0
+    return 0 if checks.passed(outcomes) else 1
 
 
 if __name__ == "__main__":
