@@ -185,10 +185,7 @@ CHECK_KEYS: dict[str, str] = {
 }
 
 
-def parse_check(text: str) -> checks.Check:
-    return checks.parse(
-        text, known=CHECK_KEYS.__contains__, listed="in --help", example="gateway:sends_per_second>=1000"
-    )
+EXAMPLE_CHECK = "gateway:sends_per_second>=1000"
 
 
 def default_checks(floor: bool) -> list[checks.Check]:
@@ -568,15 +565,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.seconds <= 0:
         parser.error("--concurrency must be >= 1 and --seconds > 0")
-    try:
-        given = [parse_check(text) for text in args.check] or default_checks(args.floor)
-    except checks.CheckError as exc:
-        parser.error(str(exc))
-    strays = checks.unknown_targets(given, list(_listeners(args)))
-    if strays:
-        parser.error(
-            f"--check names {', '.join(strays)}, which this run does not post to ({', '.join(_listeners(args))})"
-        )
+    given = checks.from_options(
+        parser, args.check, CHECK_KEYS.__contains__, default_checks(args.floor), EXAMPLE_CHECK, _listeners(args)
+    )
     reports = trio.run(_main, args)
     outcomes = check_runs(reports, given)
     for report in reports:

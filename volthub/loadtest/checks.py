@@ -12,6 +12,7 @@ the run did not measure.
 
 from __future__ import annotations
 
+import argparse
 import math
 import operator
 import re
@@ -183,6 +184,29 @@ def parse(
     if not known(key):
         raise CheckError(f"--check {text!r}: no figure named {key!r} (the figures are listed {listed})")
     return Check(key, op, float(number), name, target)
+
+
+def from_options(
+    parser: argparse.ArgumentParser,
+    texts: Sequence[str],
+    known: Callable[[str], bool],
+    defaults: Sequence[Check],
+    example: str,
+    targets: Sequence[str] = (),
+) -> list[Check]:
+    """A tool's --check expressions over its own figures, or `defaults` when none is given.
+    A bad expression, or a TARGET: prefix naming none of `targets` (a check that would
+    never run), ends the program with a usage error (exit status 2)."""
+    try:
+        given = [parse(text, known=known, listed="in --help", example=example) for text in texts] or list(defaults)
+    except CheckError as exc:
+        parser.error(str(exc))
+    strays = unknown_targets(given, targets)
+    if strays and not targets:
+        parser.error("--check takes no TARGET: prefix here (one run)")
+    if strays:
+        parser.error(f"--check names {', '.join(strays)}, which is none of this run's: {', '.join(targets)}")
+    return given
 
 
 def unknown_targets(given: Sequence[Check], targets: Sequence[str]) -> list[str]:

@@ -555,16 +555,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.database.startswith(("postgresql://", "postgres://")):
         parser.error("--database must be a PostgreSQL URL")
     counts = [int(n) for n in args.processes.split(",") if n.strip()]
-    try:
-        given = [
-            checks.parse(text, known=CHECK_KEYS.__contains__, listed="in --help", example="deliveries_missed==0")
-            for text in args.check
-        ] or list(DEFAULT_CHECKS)
-    except checks.CheckError as exc:
-        parser.error(str(exc))
-    strays = checks.unknown_targets(given, [str(count) for count in counts])
-    if strays:
-        parser.error(f"--check names {', '.join(strays)} processes, which --processes {args.processes} does not run")
+    given = checks.from_options(
+        parser, args.check, CHECK_KEYS.__contains__, DEFAULT_CHECKS, "deliveries_missed==0", [str(n) for n in counts]
+    )
     import tempfile
 
     results = []

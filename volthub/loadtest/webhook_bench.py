@@ -5,9 +5,15 @@
 
 Writes `--count` events through the real publisher and outbox sink, then starts the
 dispatcher (the same code `volthub serve` runs) and times until every delivery has
-succeeded. The receiver is a separate Hypercorn process with a trustme certificate
-(needs the test extra: `pip install -e '.[test]'`), answering 204 at once, so the figure
-is the dispatcher's: claim, sign, POST over TLS with keep-alive, record the attempt.
+succeeded, or `--timeout` seconds have passed. The receiver is a separate Hypercorn process
+with a trustme certificate (needs the test extra: `pip install -e '.[test]'`), answering
+204 at once, so the figure is the dispatcher's: claim, sign, POST over TLS with keep-alive,
+record the attempt.
+
+Its checks decide the exit status, as `volthub loadtest`'s do: by default every delivery
+succeeded (`failed==0`, `pending==0`); `--check 'KEY OP NUMBER'` replaces them, over
+`per_second`, `seconds`, `succeeded`, `failed`, `pending` and `latency_ms`. Exit status 1
+when one is not met, 2 on a usage error.
 
 Measured on the 2-vCPU development VM (receiver and PostgreSQL on the same machine, other
 work running, so the spread is wide), 3,000 deliveries:
@@ -35,6 +41,7 @@ from volthub.config import load_settings
 from volthub.hub.bus import InProcessBus
 from volthub.hub.clock import SystemClock
 from volthub.hub.publisher import Emitter, EventPublisher
+from volthub.loadtest import checks
 from volthub.loadtest.servers import free_port
 from volthub.persistence import Database, Tx, migrate, open_database, users
 from volthub.persistence import webhooks as repo
@@ -155,7 +162,7 @@ async def _count(database: Database, webhook_id: str, state: str) -> int:
     )
 
 
-async def run(count: int, workers: int, database_url: str, port: int, ca_file: str) -> dict[str, float]:
+async def run(count: int, workers: int, database_url: str, port: int, ca_file: str, timeout: float) -> dict[str, float]:
     database = open_database(database_url, max(8, workers + 2))
     await database.open()
     await migrate(database)
@@ -165,10 +172,12 @@ async def run(count: int, workers: int, database_url: str, port: int, ca_file: s
         started = time.perf_counter()
         async with trio.open_nursery() as nursery:
             await nursery.start(dispatcher.run)
-            while await _count(database, webhook_id, repo.SUCCEEDED) < count:
-                await trio.sleep(0.05)
+            with trio.move_on_after(timeout):
+                while await _count(database, webhook_id, repo.SUCCEEDED) < count:
+                    await trio.sleep(0.05)
             elapsed = time.perf_counter() - started
             nursery.cancel_scope.cancel()
+        succeeded = await _count(database, webhook_id, repo.SUCCEEDED)
         failed = await _count(database, webhook_id, repo.FAILED)
         latency = await database.read(
             lambda tx: tx.scalar(
@@ -179,13 +188,22 @@ async def run(count: int, workers: int, database_url: str, port: int, ca_file: s
         )
         return {
             "deliveries": count,
-            "seconds": elapsed,
-            "per_second": count / elapsed,
+            "succeeded": succeeded,
             "failed": failed,
+            "pending": count - succeeded - failed,  # neither, when the time ran out
+            "seconds": elapsed,
+            "per_second": succeeded / elapsed,
             "latency_ms": float(latency or 0),
         }
     finally:
         await database.close()
+
+
+CHECK_KEYS = ("per_second", "seconds", "succeeded", "failed", "pending", "latency_ms")
+DEFAULT_CHECKS = (
+    checks.Check("failed", "==", 0, "no delivery failed"),
+    checks.Check("pending", "==", 0, "every delivery succeeded within --timeout"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +211,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=3000)
     parser.add_argument("--workers", type=int, default=load_settings(None, environ={}).webhooks.workers)
     parser.add_argument("--database", help="database URL (default: a temporary SQLite file)")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="give up waiting for the deliveries after this (default 300 s)"
+    )
+    parser.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help=f"'KEY OP NUMBER' over the run's figures ({', '.join(CHECK_KEYS)}), e.g. 'per_second>=200' "
+        "(repeatable); exit status 1 when one is not met. Replaces the default checks (failed==0, pending==0)",
+    )
     args = parser.parse_args(argv)
+    if args.count < 1 or args.timeout <= 0:
+        parser.error("--count must be >= 1 and --timeout > 0")
+    given = checks.from_options(parser, args.check, CHECK_KEYS.__contains__, DEFAULT_CHECKS, "per_second>=200")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         ca, cert, key = _tls_files(directory)
@@ -201,17 +233,20 @@ def main(argv: list[str] | None = None) -> int:
         process = _start_receiver(cert, key, port)
         try:
             url = args.database or f"sqlite:///{directory / 'bench.db'}"
-            result = trio.run(run, args.count, args.workers, url, port, str(ca))
+            result = trio.run(run, args.count, args.workers, url, port, str(ca), args.timeout)
         finally:
             process.terminate()
             process.wait(10)
     backend = "postgresql" if url.startswith("postgres") else "sqlite"
     print(
-        f"{backend}: {result['deliveries']} deliveries with {args.workers} workers in "
+        f"{backend}: {result['succeeded']:.0f} of {result['deliveries']} deliveries with {args.workers} workers in "
         f"{result['seconds']:.2f} s = {result['per_second']:.0f} deliveries/s "
-        f"(mean attempt {result['latency_ms']:.1f} ms, failed: {result['failed']:.0f})"
+        f"(mean attempt {result['latency_ms']:.1f} ms, failed: {result['failed']:.0f}, "
+        f"pending: {result['pending']:.0f})"
     )
-    return 0
+    outcomes = checks.evaluate_each([result], given, lambda run: backend, lambda run: backend)
+    print(f"checks: {checks.verdict(outcomes)}\n{checks.table(outcomes)}")
+    return 0 if checks.passed(outcomes) else 1
 
 
 if __name__ == "__main__":
