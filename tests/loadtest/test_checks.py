@@ -157,9 +157,14 @@ def test_a_target_prefix_applies_a_check_to_that_target_only() -> None:
     assert checks.parse("delivery.ratio>=1").applies_to("node")
 
 
-def test_a_prefix_naming_no_target_of_the_run_is_found() -> None:
+def test_a_prefix_naming_no_target_of_the_run_is_a_usage_problem() -> None:
     given = [checks.parse("node:send.errors==0"), checks.parse("nginx:send.errors==0"), checks.parse("send.errors==0")]
-    assert checks.unknown_targets(given, ["volthub", "node"]) == ["nginx"]
+    assert (
+        checks.stray_targets(given, ["volthub", "node"])
+        == "--check names nginx, which is none of this run's: volthub, node"
+    )
+    assert checks.stray_targets(given[:1], ["node"]) is None
+    assert checks.stray_targets(given[:1], []) == "--check takes no TARGET: prefix here (one run)"
 
 
 def test_a_tool_with_figures_of_its_own_parses_against_them() -> None:

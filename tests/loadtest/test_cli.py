@@ -57,7 +57,10 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
         (["--spawn", "--scenario", "no-such-scenario"], "bundled: fan-out"),
         (["--spawn", "--check", "delivery.ratio=>1"], "KEY OP NUMBER"),
         (["--spawn", "--check", "delivery.speed>1"], "no figure named"),
-        (["--spawn", "--target", "volthub,node", "--check", "nginx:send.errors==0"], "not among --target"),
+        (
+            ["--spawn", "--target", "volthub,node", "--check", "nginx:send.errors==0"],
+            "none of this run's: volthub, node",
+        ),
         (["--url", "http://127.0.0.1:1"], "--tokens FILE"),
         (["--spawn", "--target", "node", "--tokens", "/dev/null"], "--tokens is for volthub"),
         (["--spawn", "--tokens", "/dev/null"], "no tokens"),

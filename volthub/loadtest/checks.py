@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from volthub.loadtest.report import COMPARED
+
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
     ">=": operator.ge,
@@ -122,11 +124,7 @@ _STAGE_KEYS = {
 }
 _KIND_KEYS = ("ratio", "expected", "received", "drops")
 # The figures compared with a reference server's (under vs.REFERENCE.): lower is better.
-VS_KEYS = (
-    "server.cpu_seconds_per_1000_deliveries",
-    "server.rss_growth_kib_per_connection",
-    "connect.server_cpu_ms_per_connect",
-)
+VS_KEYS = tuple(".".join(path) for _, path in COMPARED)
 PERCENTILE = re.compile(r"\.(p\d+(?:\.\d+)?|max)$")
 
 
@@ -201,17 +199,21 @@ def from_options(
         given = [parse(text, known=known, listed="in --help", example=example) for text in texts] or list(defaults)
     except CheckError as exc:
         parser.error(str(exc))
-    strays = unknown_targets(given, targets)
-    if strays and not targets:
-        parser.error("--check takes no TARGET: prefix here (one run)")
-    if strays:
-        parser.error(f"--check names {', '.join(strays)}, which is none of this run's: {', '.join(targets)}")
+    problem = stray_targets(given, targets)
+    if problem is not None:
+        parser.error(problem)
     return given
 
 
-def unknown_targets(given: Sequence[Check], targets: Sequence[str]) -> list[str]:
-    """The TARGET: prefixes that name none of `targets` (a check that would never run)."""
-    return sorted({check.target for check in given if check.target is not None and check.target not in targets})
+def stray_targets(given: Sequence[Check], targets: Sequence[str]) -> str | None:
+    """The usage problem when a TARGET: prefix names none of `targets` (a check that would
+    never run), or None."""
+    strays = sorted({check.target for check in given if check.target is not None and check.target not in targets})
+    if not strays:
+        return None
+    if not targets:
+        return "--check takes no TARGET: prefix here (one run)"
+    return f"--check names {', '.join(strays)}, which is none of this run's: {', '.join(targets)}"
 
 
 # When no --check is given (and the scenario names none): what a healthy run of a hub looks like.

@@ -428,9 +428,9 @@ def validate(args: argparse.Namespace) -> str | None:
         )
     plan: Scenario = args.plan
     args.checks = [checks.parse(text) for text in args.check] or list(plan.checks) or list(checks.DEFAULT_CHECKS)
-    strays = checks.unknown_targets(args.checks, args.target)
-    if strays:
-        return f"--check names {', '.join(strays)}, which is not among --target {','.join(args.target)}"
+    problem = checks.stray_targets(args.checks, args.target)
+    if problem is not None:
+        return problem
     runs = plan.peak_clients > 0
     if not runs and not args.hold:
         return "nothing to do: no clients (--clients and --sse are 0)"

@@ -184,7 +184,7 @@ def ratios(results: Sequence[dict[str, Any]], subjects: Sequence[str] = SUBJECTS
     lines = []
     for subject, references in compared(results, subjects).items():
         for reference, figures in references.items():
-            for label, path in _COMPARED:
+            for label, path in COMPARED:
                 a, b = _get(by_name[subject], *path), _get(by_name[reference], *path)
                 ratio = figures[path[0]][path[1]]
                 lines.append(f"{subject} / {reference}: {label} = {fmt(ratio, 2)}x ({fmt(a, 4)} vs {fmt(b, 4)})")
@@ -192,7 +192,7 @@ def ratios(results: Sequence[dict[str, Any]], subjects: Sequence[str] = SUBJECTS
 
 
 # (label, where in a run) of each figure `compared` divides; checks name them vs.REF.<where>.
-_COMPARED = (
+COMPARED = (
     ("server CPU per 1,000 deliveries", ("server", "cpu_seconds_per_1000_deliveries")),
     ("RSS growth per connection", ("server", "rss_growth_kib_per_connection")),
     ("server CPU per connect", ("connect", "server_cpu_ms_per_connect")),
@@ -215,7 +215,7 @@ def compared(
             if other["target"] in subjects:
                 continue
             figures: dict[str, dict[str, float | None]] = {}
-            for _, (section, name) in _COMPARED:
+            for _, (section, name) in COMPARED:
                 ratio = _ratio(_get(mine, section, name), _get(other, section, name))
                 # Four decimals, as the figures under it are printed: a check reads what a person does.
                 figures.setdefault(section, {})[name] = None if ratio is None else round(ratio, 4)
