@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
+import pytest
 import trio
 import trio.testing
 
@@ -21,9 +22,9 @@ from volthub.persistence.postgres import PostgresDatabase
 
 
 @asynccontextmanager
-async def _database(url: str, acquire_timeout: float = 5.0) -> AsyncIterator[PostgresDatabase]:
+async def _database(url: str, acquire_timeout: float = 5.0, lockstep: bool = True) -> AsyncIterator[PostgresDatabase]:
     # One group at a time: whatever queues behind it forms the next group.
-    database = PostgresDatabase(url, pool_size=4, acquire_timeout=acquire_timeout, group_slots=1)
+    database = PostgresDatabase(url, pool_size=4, acquire_timeout=acquire_timeout, group_slots=1, lockstep=lockstep)
     await database.open()
     try:
         yield database
@@ -38,6 +39,11 @@ async def _table(database: PostgresDatabase) -> None:
 
 async def _values(database: PostgresDatabase) -> list[int]:
     return [row["x"] for row in await database.read(lambda tx: tx.execute("SELECT x FROM t ORDER BY x"))]
+
+
+# The failure tests hold for both ways a group runs: in lockstep, and one write after another
+# (what lockstep falls back to).
+BOTH_WAYS = pytest.mark.parametrize("lockstep", [True, False], ids=["lockstep", "one_after_another"])
 
 
 def _counting_groups(database: PostgresDatabase) -> list[int]:
@@ -106,8 +112,9 @@ async def _grouped_answers(database: PostgresDatabase, write: Callable[[Any, int
     return answers
 
 
-async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres_url: str) -> None:
-    async with _database(postgres_url) as database:
+@BOTH_WAYS
+async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres_url: str, lockstep: bool) -> None:
+    async with _database(postgres_url, lockstep=lockstep) as database:
         await _table(database)
         groups = _counting_groups(database)
 
@@ -127,10 +134,19 @@ async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres
         assert groups == [1, 6], groups  # the holder alone, then the six queued behind it together
 
 
-async def test_when_a_write_fails_the_others_run_again_and_only_their_last_run_commits(postgres_url: str) -> None:
-    # Sorted by key, 1 and 2 run before 3 fails: they run again in a new transaction, with
-    # 4 and 5, which ran once. What the first runs wrote is gone (the table has each once).
-    async with _database(postgres_url) as database:
+@pytest.mark.parametrize(
+    ("lockstep", "runs_of_4_and_5"),
+    # In lockstep all five have run their insert when 3 fails after its own, so 4 and 5
+    # run again too; one after another, sorted by key, 4 and 5 had not started.
+    [(True, 2), (False, 1)],
+    ids=["lockstep", "one_after_another"],
+)
+async def test_when_a_write_fails_the_others_run_again_and_only_their_last_run_commits(
+    postgres_url: str, lockstep: bool, runs_of_4_and_5: int
+) -> None:
+    # 1 and 2 ran before 3 failed: they run again in a new transaction. What the first
+    # runs wrote is gone (the table has each once).
+    async with _database(postgres_url, lockstep=lockstep) as database:
         await _table(database)
         runs: dict[int, int] = {}
 
@@ -143,15 +159,19 @@ async def test_when_a_write_fails_the_others_run_again_and_only_their_last_run_c
 
         answers = await _grouped_answers(database, write, 5)
         assert await _values(database) == [1, 2, 4, 5, 100]
-        assert runs == {1: 2, 2: 2, 3: 1, 4: 1, 5: 1}
+        runs_again = runs_of_4_and_5
+        assert runs == {1: 2, 2: 2, 3: 1, 4: runs_again, 5: runs_again}
         assert isinstance(answers.pop(3), LookupError)
-        assert answers == {1: 2, 2: 2, 4: 1, 5: 1}  # each caller has its last run's answer
+        assert answers == {1: 2, 2: 2, 4: runs_again, 5: runs_again}  # each has its last run's answer
 
 
-async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_others_whole(postgres_url: str) -> None:
+@BOTH_WAYS
+async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_others_whole(
+    postgres_url: str, lockstep: bool
+) -> None:
     # One that fails at its first statement is rolled back alone, and one refused before
     # any statement undoes nothing of the others.
-    async with _database(postgres_url) as database:
+    async with _database(postgres_url, lockstep=lockstep) as database:
         await _table(database)
 
         def write(tx: Any, x: int) -> int:
@@ -169,10 +189,11 @@ async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_other
         assert answers == {1: 1, 4: 4, 6: 6}
 
 
-async def test_writes_that_run_no_statement_or_only_batches_fail_alone_too(postgres_url: str) -> None:
+@BOTH_WAYS
+async def test_writes_that_run_no_statement_or_only_batches_fail_alone_too(postgres_url: str, lockstep: bool) -> None:
     # Writes that answer or refuse without a statement undo nothing of the others, and one
     # that refuses after a batch of statements is rolled back alone.
-    async with _database(postgres_url) as database:
+    async with _database(postgres_url, lockstep=lockstep) as database:
         await _table(database)
 
         def write(tx: Any, x: int) -> int:
@@ -188,6 +209,56 @@ async def test_writes_that_run_no_statement_or_only_batches_fail_alone_too(postg
         assert await _values(database) == [3, 13, 100]
         assert {x for x, answer in answers.items() if isinstance(answer, LookupError)} == {2, 5, 6, 7}
         assert {x: answers[x] for x in (1, 3, 4)} == {1: 1, 3: 3, 4: 4}
+
+
+async def test_a_groups_writes_run_in_lockstep_each_step_in_one_round_trip(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each write inserts its row, then counts the table: in lockstep every write's insert
+    # has run before any count, and each step's four statements went in one pipeline.
+    async with _database(postgres_url) as database:
+        await _table(database)
+        pipelines: list[int] = []
+        original = psycopg.Connection.pipeline
+
+        @contextlib.contextmanager
+        def counted(self: Any) -> Any:
+            with original(self) as pipeline:
+                pipelines.append(1)
+                yield pipeline
+
+        def write(tx: Any, x: int) -> int:
+            tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
+            return int(tx.scalar("SELECT count(*) AS n FROM t"))
+
+        monkeypatch.setattr(psycopg.Connection, "pipeline", counted)
+        answers = await _grouped_answers(database, write, 4)
+        assert answers == {1: 5, 2: 5, 3: 5, 4: 5}  # 100 and the four inserts
+        assert len(pipelines) == 2  # the inserts' step and the counts' step
+        assert await _values(database) == [1, 2, 3, 4, 100]
+
+
+async def test_a_write_that_takes_a_savepoint_makes_its_group_run_one_write_after_another(
+    postgres_url: str,
+) -> None:
+    # A savepoint's rollback would undo the other writes' statements after it in lockstep:
+    # the group runs again one write after another, where the savepoint is the write's own.
+    async with _database(postgres_url) as database:
+        await _table(database)
+        counts: dict[int, int] = {}
+
+        def write(tx: Any, x: int) -> int:
+            tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
+            if x == 2:
+                with contextlib.suppress(IntegrityError), tx.savepoint():
+                    tx.execute("INSERT INTO t (x) VALUES (100)")  # a conflict, undone alone
+            counts[x] = int(tx.scalar("SELECT count(*) AS n FROM t"))
+            return x
+
+        answers = await _grouped_answers(database, write, 3)
+        assert answers == {1: 1, 2: 2, 3: 3}
+        assert counts == {1: 2, 2: 3, 3: 4}  # one after another: each sees the ones before it
+        assert await _values(database) == [1, 2, 3, 100]
 
 
 async def test_writes_without_a_key_keep_a_transaction_of_their_own(postgres_url: str) -> None:
@@ -281,8 +352,9 @@ async def test_groups_take_their_locks_in_key_order_and_cannot_deadlock(postgres
         assert sorted(answers) == ["a", "a", "b", "b"], answers
 
 
-async def test_a_lost_connection_fails_every_caller_of_the_group(postgres_url: str) -> None:
-    async with _database(postgres_url) as database:
+@BOTH_WAYS
+async def test_a_lost_connection_fails_every_caller_of_the_group(postgres_url: str, lockstep: bool) -> None:
+    async with _database(postgres_url, lockstep=lockstep) as database:
         await _table(database)
         answers: list[Any] = []
 
@@ -371,12 +443,15 @@ async def test_a_keyed_write_queued_past_the_acquire_timeout_fails_and_never_run
         assert await _values(database) == [100]
 
 
-async def test_grouped_publishing_writes_publish_after_the_commit_and_a_failed_one_nothing(postgres_url: str) -> None:
+@BOTH_WAYS
+async def test_grouped_publishing_writes_publish_after_the_commit_and_a_failed_one_nothing(
+    postgres_url: str, lockstep: bool
+) -> None:
     from volthub.hub.bus import InProcessBus
     from volthub.hub.clock import TrioClock
     from volthub.hub.publisher import EventPublisher
 
-    async with _database(postgres_url) as database:
+    async with _database(postgres_url, lockstep=lockstep) as database:
         await _table(database)
         bus, published = InProcessBus(), []
 

@@ -130,9 +130,11 @@ class Database(ABC):
         `order` names the lock `fn` takes first (a channel actor's channel) when that is
         the only kind of row lock it takes out of order with other writers: a backend may
         then commit it in one transaction with other writes that name one, taking them in
-        the order of their keys, and may run `fn` more than once (each run in a new
-        transaction, only the last committed): what `fn` keeps outside the database must
-        start over with each run. Without it, `fn` runs once, in a transaction of its own."""
+        the order of their keys, may interleave their statements (so `fn` keeps to rows of
+        its key, or to statements atomic on their own, such as a guarded UPDATE), and may
+        run `fn` more than once (each run in a new transaction, only the last committed):
+        what `fn` keeps outside the database must start over with each run. Without it,
+        `fn` runs once, in a transaction of its own."""
 
     async def statements(self, fn: Callable[[Tx], T]) -> T:
         """Run `fn` on a worker thread with each statement committed on its own: for work

@@ -10,15 +10,17 @@ message only, never DETAIL (which holds row data) or statement parameters.
 
 Writes that name an ordering key (a channel actor's, keyed by its channel) are
 group-committed: those that queue up while a group runs make the next group, run together
-in one transaction on one connection, in one worker thread hop, and commit once. Each sees
-the ones before it and fails alone: when one fails, its caller gets the error, the
-transaction is rolled back and the others run again in a new one, which is why a keyed
-write must be safe to run more than once (a savepoint per write would cost every write a
-round trip, to save work only when one fails). No caller hears back before the group's
-COMMIT, and a failed COMMIT or a lost connection fails every caller of the group. A group
-runs its writes sorted by key, so groups of different processes that lock the same channels
-take the locks in one order and cannot deadlock. Writes without a key may lock anything in
-any order and keep a transaction of their own. `statements` callers (each statement
+in one transaction on one connection, in one worker thread hop, and commit once. The writes
+run in lockstep, statement by statement, each step's statements sent together in one round
+trip (`postgres_lockstep`), or one after another when lockstep cannot serve them. Each
+fails alone: when one fails, its caller gets the error, the transaction is rolled back and
+the others run again in a new one, which is why a keyed write must be safe to run more than
+once (a savepoint per write would cost every write a round trip, to save work only when one
+fails). No caller hears back before the group's COMMIT, and a failed COMMIT or a lost
+connection fails every caller of the group. A group runs its writes sorted by key, so
+groups of different processes that lock the same channels take the locks in one order and
+cannot deadlock. Writes without a key may lock anything in any order and keep a
+transaction of their own. `statements` callers (each statement
 committed on its own) that queue up likewise share a connection and a thread hop, one
 caller after another.
 """
@@ -52,6 +54,7 @@ from volthub.persistence.database import (
     count_query_error,
 )
 from volthub.persistence.group_commit import GroupQueue, QueuedCall
+from volthub.persistence.postgres_lockstep import RunOneAfterAnother, run_in_lockstep
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -137,9 +140,17 @@ class PostgresDatabase(Database):
     dialect = "postgresql"
 
     def __init__(
-        self, url: str, pool_size: int = 8, acquire_timeout: float = 5.0, group_slots: int | None = None
+        self,
+        url: str,
+        pool_size: int = 8,
+        acquire_timeout: float = 5.0,
+        group_slots: int | None = None,
+        lockstep: bool = True,
     ) -> None:
         self.url = url
+        # A group's writes interleaved statement by statement, one round trip per step
+        # (`postgres_lockstep`); False runs them one after another.
+        self.lockstep = lockstep
         self.acquire_timeout = acquire_timeout
         self._pool: ConnectionPool[psycopg.Connection[Row]] = _Pool(
             url,
@@ -234,15 +245,24 @@ class PostgresDatabase(Database):
             self._pool.putconn(connection)
 
     def _run_in_one_transaction(self, connection: psycopg.Connection[Row], group: list[QueuedCall[Any]]) -> None:
-        """The group's writes one after another in the transaction `connection` is in, then
-        one COMMIT. A write that fails keeps its error; the transaction is rolled back and
-        the others run again in a new one (each round has one write fewer)."""
+        """The group's writes in the transaction `connection` is in, in lockstep
+        (`postgres_lockstep`) or else one after another, then one COMMIT. A write that fails
+        keeps its error; the transaction is rolled back and the others run again in a new
+        one (each round has one write fewer)."""
+        lockstep = self.lockstep
         while group:
-            failed = self._run_until_one_fails(connection, group)
-            if failed is None:
-                self._commit_or_fail_all(connection, group)
-                return
-            group = [job for job in group if job is not failed]
+            try:
+                if lockstep:
+                    failed = run_in_lockstep(connection, group, to_pyformat)
+                else:
+                    failed = self._run_until_one_fails(connection, group)
+            except RunOneAfterAnother:
+                failed, lockstep = None, False
+            else:
+                if failed is None:
+                    self._commit_or_fail_all(connection, group)
+                    return
+                group = [job for job in group if job is not failed]
             try:
                 connection.execute("ROLLBACK")
                 if group:
