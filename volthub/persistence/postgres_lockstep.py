@@ -9,8 +9,10 @@ sending it: the runner sends every write's next statement together (psycopg's pi
 mode: one flush, one wait), then gives each write its result and collects the next ones. A
 group of sends is then four round trips, whatever its size.
 
-The writes of a group are interleaved statement by statement in the one transaction, in key
-order at every step, so the channels' locks are still taken in one order. A write sees the
+The writes of a group are interleaved statement by statement in the one transaction. At
+each step the statements of one text go together, in the writes' key order (every keyed
+write's first statement is its channel's lock), so the channels' locks are still taken in
+one order. A write sees the
 statements the others ran before its own at each step (as concurrent transactions would see
 each other's commits, or less), which is what keyed writes are written for: each keeps to
 its own channel's rows, or to statements that are atomic on their own (a guarded UPDATE).
@@ -134,23 +136,50 @@ def _resume(state: _Running, value: Any) -> bool:
 
 
 def _step(connection: psycopg.Connection[Row], statements: list[_Statement]) -> list[list[Row]]:
-    """Every waiting write's next statement in one round trip; their rows, in order."""
-    cursors = [connection.cursor() for _ in statements]
+    """Every waiting write's next statement in one round trip; their rows, in order. The
+    writes' statements of one text (each write's channel lock, say) go as one `executemany`,
+    in the writes' key order: psycopg then prepares and adapts the text once, not once per
+    write."""
+    alike: dict[str, list[int]] = {}  # statements with parameters, by text
+    others: list[int] = []  # batches, and statements without parameters
+    for index, statement in enumerate(statements):
+        if statement.params and not statement.many:
+            alike.setdefault(statement.sql, []).append(index)
+        else:
+            others.append(index)
+    rows: list[list[Row]] = [[] for _ in statements]
+    sent: list[tuple[psycopg.Cursor[Row], list[int]]] = []
     try:
         if len(statements) == 1:  # nothing to pipeline
-            _send(cursors[0], statements[0])
-        else:
-            with connection.pipeline() as pipeline:
-                for cursor, statement in zip(cursors, statements, strict=True):
-                    _send(cursor, statement)
-                pipeline.sync()
-        return [_rows(cursor) for cursor in cursors]
+            cursor = connection.cursor()
+            sent.append((cursor, [0]))
+            _send(cursor, statements[0])
+            return [_rows(cursor)]
+        with connection.pipeline() as pipeline:
+            for sql, indexes in alike.items():
+                cursor = connection.cursor()
+                sent.append((cursor, indexes))
+                if len(indexes) == 1:
+                    cursor.execute(sql, statements[indexes[0]].params)
+                else:
+                    cursor.executemany(sql, [statements[index].params for index in indexes], returning=True)
+            for index in others:
+                cursor = connection.cursor()
+                sent.append((cursor, [index]))
+                _send(cursor, statements[index])
+            pipeline.sync()
+            for cursor, indexes in sent:
+                for nth, index in enumerate(indexes):
+                    if nth:
+                        cursor.nextset()
+                    rows[index] = _rows(cursor)
+        return rows
     except psycopg.Error as exc:
         # Which write the statement was is told by running them one at a time; a lost
         # connection fails that rollback, and every caller hears it.
         raise RunOneAfterAnother(f"a statement failed in a pipeline: {exc.sqlstate}") from None
     finally:
-        for cursor in cursors:
+        for cursor, _ in sent:
             cursor.close()
 
 
