@@ -140,9 +140,18 @@ def _is_file(handler: logging.Handler) -> bool:
     return isinstance(handler, logging.FileHandler)
 
 
+_ACCESS = logging.getLogger(ACCESS_LOGGER)
+
+
 def access(message: str, fields: dict[str, Any]) -> None:
-    """One access line: `message` for text, `fields` merged into the JSON object."""
-    logging.getLogger(ACCESS_LOGGER).info("%s", message, extra={"fields": fields})
+    """One access line: `message` for text, `fields` merged into the JSON object.
+
+    The record is made and handled directly: `Logger.info` would first walk the call stack
+    for the caller's file and line, which an access line does not show, once per request."""
+    if not _ACCESS.isEnabledFor(logging.INFO):
+        return
+    record = _ACCESS.makeRecord(ACCESS_LOGGER, logging.INFO, "", 0, "%s", (message,), None, extra={"fields": fields})
+    _ACCESS.handle(record)
 
 
 def startup_summary(settings: Any, version: str, workers: int) -> str:
