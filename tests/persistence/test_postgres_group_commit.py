@@ -227,13 +227,14 @@ async def test_a_groups_writes_run_in_lockstep_each_step_in_one_round_trip(
                 pipelines.append(1)
                 yield pipeline
 
-        def write(tx: Any, x: int) -> int:
-            tx.execute("INSERT INTO t (x) VALUES (?)", (x,))
-            return int(tx.scalar("SELECT count(*) AS n FROM t"))
+        def write(tx: Any, x: int) -> tuple[list[Any], int]:
+            inserted = tx.execute("INSERT INTO t (x) VALUES (?) RETURNING x, x * 2 AS twice", (x,))
+            return inserted, int(tx.scalar("SELECT count(*) AS n FROM t"))
 
         monkeypatch.setattr(psycopg.Connection, "pipeline", counted)
         answers = await _grouped_answers(database, write, 4)
-        assert answers == {1: 5, 2: 5, 3: 5, 4: 5}  # 100 and the four inserts
+        # Each write has its own insert's row, and every count is 100 and the four inserts.
+        assert answers == {x: ([{"x": x, "twice": 2 * x}], 5) for x in (1, 2, 3, 4)}
         assert len(pipelines) == 2  # the inserts' step and the counts' step
         assert await _values(database) == [1, 2, 3, 4, 100]
 
