@@ -73,11 +73,11 @@ async def test_references_need_no_provisioning() -> None:
     assert all(c.token == c.id for c in channels)
 
 
-def test_the_gateway_target_is_volthub_with_sockets_elsewhere() -> None:
+def test_the_gateway_target_is_volthub_with_sockets_and_chat_sends_on_the_gateways_port() -> None:
     target = make_target("volthub-gateway", "http://127.0.0.1:8080/", "http://127.0.0.1:9090")
     assert target.name == "volthub-gateway" and target.supports_sse
     assert (target.base_url, target.socket_url) == ("http://127.0.0.1:8080", "http://127.0.0.1:9090")
     url, _, _ = target.publish(Channel(0, "c1", "tok"), "hi")
-    assert url.startswith("http://127.0.0.1:8080/api/"), "REST stays on the main port"
+    assert url == "http://127.0.0.1:9090/api/integrations/oauth/chat/channels/c1/messages", "chat send's fast path"
     plain = make_target("volthub", "http://127.0.0.1:8080")
     assert plain.socket_url == plain.base_url and plain.name == "volthub"

@@ -111,7 +111,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--ws-url",
         metavar="URL",
         help="with --url: where the Socket.IO clients connect, when not at --url (volthub's own "
-        "Events API listener, [events] gateway_port); REST stays at --url",
+        "Events API listener, [events] gateway_port), and where volthub's chat sends go (that "
+        "listener serves chat send too); the rest of REST stays at --url",
     )
     where.add_argument(
         "--target",

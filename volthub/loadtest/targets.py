@@ -20,7 +20,8 @@ import trio
 
 TARGETS = ("volthub", "volthub-gateway", "python-socketio", "node")
 # volthub-gateway: the same server with the Events API WebSocket on its own listener
-# (`[events] gateway_port`); REST stays on the main port.
+# (`[events] gateway_port`), where the chat messages are posted too (the route's fast
+# path, the port bots post to); the rest of REST stays on the main port.
 VOLTHUB_TARGETS = ("volthub", "volthub-gateway")
 PASSWORD = "loadtest password 123"
 
@@ -136,8 +137,10 @@ class VolthubTarget(Target):
         return [channel for channel in channels if channel is not None]
 
     def publish(self, channel: Channel, text: str) -> tuple[str, dict[str, Any], dict[str, str]]:
+        # Where the sockets connect: the gateway's port serves chat send as well, for less
+        # per request than the main port (and is where a bot that posts a lot posts).
         return (
-            f"{self.base_url}/api/integrations/oauth/chat/channels/{channel.id}/messages",
+            f"{self.socket_url}/api/integrations/oauth/chat/channels/{channel.id}/messages",
             {"message": text},
             {"Authorization": f"Bearer {channel.token}"},
         )
