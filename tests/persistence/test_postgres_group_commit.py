@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -260,6 +261,28 @@ async def test_a_write_that_takes_a_savepoint_makes_its_group_run_one_write_afte
         assert answers == {1: 1, 2: 2, 3: 3}
         assert counts == {1: 2, 2: 3, 3: 4}  # one after another: each sees the ones before it
         assert await _values(database) == [1, 2, 3, 100]
+
+
+async def test_a_statement_failing_in_a_pipeline_is_its_writes_alone_and_logs_no_warning(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The conflict comes first among many inserts: its error is back while the others are
+    # still being sent, and the pipeline's exit then finds the rest of it aborted.
+    async with _database(postgres_url) as database:
+        await _table(database)
+
+        def write(tx: Any, x: int) -> int:
+            tx.execute("SELECT count(*) AS n FROM t WHERE x < ?", (x,))
+            tx.execute("INSERT INTO t (x) VALUES (?) RETURNING x", (100 if x == 1 else x,))  # 1: a conflict
+            return x
+
+        with caplog.at_level(logging.WARNING, logger="psycopg"):
+            for _ in range(3):
+                await database.write(lambda tx: tx.execute("DELETE FROM t WHERE x < 100"))
+                answers = await _grouped_answers(database, write, 40)
+                assert isinstance(answers.pop(1), IntegrityError)
+                assert answers == {x: x for x in range(2, 41)}
+        assert [record.getMessage() for record in caplog.records if record.name.startswith("psycopg")] == []
 
 
 async def test_writes_without_a_key_keep_a_transaction_of_their_own(postgres_url: str) -> None:

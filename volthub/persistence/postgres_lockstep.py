@@ -155,24 +155,32 @@ def _step(connection: psycopg.Connection[Row], statements: list[_Statement]) -> 
             sent.append((cursor, [0]))
             _send(cursor, statements[0])
             return [_rows(cursor)]
+        failure: psycopg.Error | None = None
         with connection.pipeline() as pipeline:
-            for sql, indexes in alike.items():
-                cursor = connection.cursor()
-                sent.append((cursor, indexes))
-                if len(indexes) == 1:
-                    cursor.execute(sql, statements[indexes[0]].params)
-                else:
-                    cursor.executemany(sql, [statements[index].params for index in indexes], returning=True)
-            for index in others:
-                cursor = connection.cursor()
-                sent.append((cursor, [index]))
-                _send(cursor, statements[index])
-            pipeline.sync()
-            for cursor, indexes in sent:
-                for nth, index in enumerate(indexes):
-                    if nth:
-                        cursor.nextset()
-                    rows[index] = _rows(cursor)
+            try:
+                for sql, indexes in alike.items():
+                    cursor = connection.cursor()
+                    sent.append((cursor, indexes))
+                    if len(indexes) == 1:
+                        cursor.execute(sql, statements[indexes[0]].params)
+                    else:
+                        cursor.executemany(sql, [statements[index].params for index in indexes], returning=True)
+                for index in others:
+                    cursor = connection.cursor()
+                    sent.append((cursor, [index]))
+                    _send(cursor, statements[index])
+                pipeline.sync()
+                for cursor, indexes in sent:
+                    for nth, index in enumerate(indexes):
+                        if nth:
+                            cursor.nextset()
+                        rows[index] = _rows(cursor)
+            except psycopg.Error as exc:
+                # Raised once the pipeline is left: raised inside it, the pipeline's exit
+                # would log the aborted rest of it as a warning besides.
+                failure = exc
+        if failure is not None:
+            raise failure
         return rows
     except psycopg.Error as exc:
         # Which write the statement was is told by running them one at a time; a lost
