@@ -12,10 +12,10 @@ group of sends is then four round trips, whatever its size.
 The writes of a group are interleaved statement by statement in the one transaction. At
 each step the statements of one text go together, in the writes' key order (every keyed
 write's first statement is its channel's lock), so the channels' locks are still taken in
-one order. A write sees the
-statements the others ran before its own at each step (as concurrent transactions would see
-each other's commits, or less), which is what keyed writes are written for: each keeps to
-its own channel's rows, or to statements that are atomic on their own (a guarded UPDATE).
+one order. A write sees the statements the others ran before its own at each step (as
+concurrent transactions would see each other's commits, or less), which is what keyed
+writes are written for: each keeps to its own channel's rows, or to statements that are
+atomic on their own (a guarded UPDATE).
 
 What lockstep does not give, the group gets one write after another instead: a write that
 asks for a savepoint (whose rollback would undo the others' statements after it), and a
@@ -154,7 +154,7 @@ def _step(connection: psycopg.Connection[Row], statements: list[_Statement]) -> 
             cursor = connection.cursor()
             sent.append((cursor, [0]))
             _send(cursor, statements[0])
-            return [_rows(cursor)]
+            return [rows_of(cursor)]
         failure: psycopg.Error | None = None
         with connection.pipeline() as pipeline:
             try:
@@ -174,7 +174,7 @@ def _step(connection: psycopg.Connection[Row], statements: list[_Statement]) -> 
                     for nth, index in enumerate(indexes):
                         if nth:
                             cursor.nextset()
-                        rows[index] = _rows(cursor)
+                        rows[index] = rows_of(cursor)
             except psycopg.Error as exc:
                 # Raised once the pipeline is left: raised inside it, the pipeline's exit
                 # would log the aborted rest of it as a warning besides.
@@ -200,6 +200,9 @@ def _send(cursor: psycopg.Cursor[Row], statement: _Statement) -> None:
         cursor.execute(statement.sql)
 
 
-def _rows(cursor: psycopg.Cursor[Row]) -> list[Row]:
+def rows_of(cursor: psycopg.Cursor[Row]) -> list[Row]:
+    """The rows of the cursor's result; none for a statement without a result set. Told by
+    the result's status, not `cursor.description`, which builds a Column per field on every
+    call (6 us for ten fields, a fifth of a short statement's CPU)."""
     result = cursor.pgresult
     return cursor.fetchall() if result is not None and result.status == _ROWS else []
