@@ -1,5 +1,5 @@
 """Rate-limit budgets kept in the database (PostgreSQL only: SQLite counts in memory): a
-compare-and-set outside a transaction, or a hit that locks its key's row for its
+batch of compare-and-sets outside a transaction, or a hit that locks its key's row for its
 transaction; either way a budget's last unit is spent once."""
 
 from __future__ import annotations
@@ -89,66 +89,100 @@ async def test_a_key_in_use_is_locked_and_spent_in_two_statements(postgres_url: 
         assert await database.write(spend) == (False, ["SELECT"])  # refused: nothing spent, nothing written
 
 
-async def test_compare_and_set_spends_a_key_in_two_statements_outside_a_transaction(postgres_url: str) -> None:
+def batch(*spends: tuple[str, Rate]) -> list[repo.Spend]:
+    return [repo.Spend(key, rate, NOW_NS) for key, rate in spends]
+
+
+def counted_batch(spends: list[repo.Spend]) -> Callable[[Any], tuple[list[bool | None], list[str]]]:
+    """`compare_and_set_many` of `spends`, as (each allowed or None, the statements it ran)."""
+
+    def run(tx: Any) -> tuple[list[bool | None], list[str]]:
+        counting = CountingTx(tx)
+        decisions = repo.compare_and_set_many(counting, spends)
+        return [None if d is None else d.allowed for d in decisions], counting.statements
+
+    return run
+
+
+async def test_a_batch_spends_its_keys_in_two_statements_outside_a_transaction(postgres_url: str) -> None:
     async with opened_database(postgres_url) as database:
         rate = Rate.per(2, 60)
-        spend = counted(repo.compare_and_set, "ip:swapped", rate)
-        assert await database.statements(spend) == (True, ["SELECT", "INSERT"])  # a new key
-        assert await database.statements(spend) == (True, ["SELECT", "UPDATE"])
-        assert await database.statements(spend) == (False, ["SELECT"])  # refused: nothing written
-        # The locking hit reads what the compare-and-sets wrote: the budget is spent.
+        spend = counted_batch(batch(("ip:swapped", rate)))
+        assert await database.statements(spend) == ([True], ["SELECT", "INSERT"])  # a new key
+        assert await database.statements(spend) == ([True], ["SELECT", "WITH"])
+        assert await database.statements(spend) == ([False], ["SELECT"])  # refused: nothing written
+        # The locking hit reads what the batches wrote: the budget is spent.
         assert not (await database.write(lambda tx: repo.hit(tx, "ip:swapped", rate, NOW_NS))).allowed
+        # Keys known and new in one batch: one read, one update (WITH ...), one insert, however many.
+        spends = batch(("ip:a", rate), ("ip:b", rate), ("ip:c", rate))
+        await database.statements(lambda tx: repo.compare_and_set_many(tx, spends[:1]))
+        assert await database.statements(counted_batch(spends)) == ([True] * 3, ["SELECT", "WITH", "INSERT"])
 
 
-async def test_compare_and_set_writes_only_over_the_number_it_read(postgres_url: str) -> None:
-    """Another process spends between the read and the write: the write misses, the
-    budget is read again, and a key that keeps changing is left to the row lock (None)."""
+async def test_requests_of_one_key_in_a_batch_are_counted_in_their_order(postgres_url: str) -> None:
+    async with opened_database(postgres_url) as database:
+        rate, roomy = Rate.per(2, 60), Rate.per(100, 60)
+        spends = batch(("ip:busy", rate), ("ip:roomy", roomy), ("ip:busy", rate), ("ip:busy", rate))
+        assert await database.statements(counted_batch(spends)) == ([True, True, True, False], ["SELECT", "INSERT"])
+        decisions = await database.statements(lambda tx: repo.compare_and_set_many(tx, batch(("ip:roomy", roomy))))
+        assert decisions[0] is not None and decisions[0].remaining == 98  # the batch's one unit was stored
+
+
+async def test_a_batch_writes_only_over_the_number_it_read(postgres_url: str) -> None:
+    """Another process spends between the read and the write: the key's write misses, its
+    requests are decided again on a fresh read, and a key that keeps changing is left to
+    the row lock (None) while the batch's other keys are counted."""
     async with opened_database(postgres_url) as database:
         rate = Rate.per(10, 60)
         await database.write(lambda tx: repo.hit(tx, "ip:contended", rate, NOW_NS))
+        await database.write(lambda tx: repo.hit(tx, "ip:calm", rate, NOW_NS))
 
         class Interfering(CountingTx):
-            """Before each of this transaction's writes, another request spends a unit."""
+            """Before each of this batch's writes, another request spends a unit of the
+            contended key."""
 
             def __init__(self, tx, interfere: int) -> None:
                 super().__init__(tx)
                 self.interfere = interfere
 
             def execute(self, sql, params=()):
-                if sql.startswith("UPDATE") and self.interfere:
+                if sql.startswith("WITH") and self.interfere:
                     self.interfere -= 1
                     self._tx.execute(
                         "UPDATE rate_limit_budgets SET tat = tat + ? WHERE key = ?", (rate.period_ns, "ip:contended")
                     )
                 return super().execute(sql, params)
 
-        def spend(interfere: int):
+        def spend(interfere: int, spends: list[repo.Spend]):
             def run(tx):
                 interfering = Interfering(tx, interfere)
-                return repo.compare_and_set(interfering, "ip:contended", rate, NOW_NS), interfering.statements
+                return repo.compare_and_set_many(interfering, spends), interfering.statements
 
             return run
 
-        decision, statements = await database.statements(spend(1))
-        assert decision is not None and decision.allowed
-        assert statements == ["SELECT", "UPDATE", "SELECT", "UPDATE"]  # lost once, then won
+        decisions, statements = await database.statements(spend(1, batch(("ip:contended", rate))))
+        assert decisions[0] is not None and decisions[0].allowed
+        assert statements == ["SELECT", "WITH", "SELECT", "WITH"]  # lost once, then won
         # One unit by the first hit, one by the interference, one by this spend: 7 left.
-        assert decision.remaining == 7
-        decision, statements = await database.statements(spend(100))
-        assert decision is None and statements == ["SELECT", "UPDATE"] * 4
+        assert decisions[0].remaining == 7
+        decisions, statements = await database.statements(spend(100, batch(("ip:contended", rate), ("ip:calm", rate))))
+        assert decisions[0] is None and statements == ["SELECT", "WITH"] * 4
+        assert decisions[1] is not None and decisions[1].allowed and decisions[1].remaining == 8
 
 
-async def test_concurrent_compare_and_sets_of_a_key_spend_its_last_unit_once(postgres_url: str) -> None:
-    # Two processes' requests (one process runs its queued compare-and-sets one after another).
+async def test_concurrent_batches_of_a_key_spend_its_last_unit_once(postgres_url: str) -> None:
+    # Two processes' batches, each read before either writes.
     async with opened_database(postgres_url, 4) as database, opened_database(postgres_url, 4) as other:
         for key, stored in (("chat_send:new-cas", False), ("chat_send:known-cas", True)):
             rate = Rate.per(2 if stored else 1, 60)
             if stored:  # one unit of two left
-                await database.statements(lambda tx, key=key, rate=rate: repo.compare_and_set(tx, key, rate, NOW_NS))
+                await database.statements(
+                    lambda tx, key=key, rate=rate: repo.compare_and_set_many(tx, batch((key, rate)))
+                )
             both_read = threading.Barrier(2, timeout=5)
 
             class ReadTogether(CountingTx):
-                """Both requests have read the budget before either writes."""
+                """Both batches have read the budget before either writes."""
 
                 def execute(self, sql, params=()):
                     if not sql.startswith("SELECT") and self.statements.count("SELECT") == 1:
@@ -158,10 +192,60 @@ async def test_concurrent_compare_and_sets_of_a_key_spend_its_last_unit_once(pos
             decisions = []
 
             async def spend(db, key=key, rate=rate, decisions=decisions) -> None:
-                decision = await db.statements(lambda tx: repo.compare_and_set(ReadTogether(tx), key, rate, NOW_NS))
-                decisions.append(decision)
+                found = await db.statements(lambda tx: repo.compare_and_set_many(ReadTogether(tx), batch((key, rate))))
+                decisions.extend(found)
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(spend, database)
                 nursery.start_soon(spend, other)
             assert sorted(d.allowed for d in decisions) == [False, True], key
+
+
+async def test_shared_budgets_count_the_requests_in_flight_together(postgres_url: str) -> None:
+    async with opened_database(postgres_url, 4) as database:
+        runs = 0
+        statements = database.statements
+
+        async def counting_statements(fn):
+            nonlocal runs
+            runs += 1
+            return await statements(fn)
+
+        database.statements = counting_statements
+        budgets = repo.SharedBudgets(database, acquire_timeout=5)
+        rate = Rate.per(10, 60)
+        decisions = []
+
+        async def spend() -> None:
+            decisions.append(await budgets.spend(repo.Spend("ip:crowd", rate, NOW_NS)))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(25):
+                nursery.start_soon(spend)
+        assert sorted(d.allowed for d in decisions) == [False] * 15 + [True] * 10
+        assert runs < 25 / 2
+
+
+async def test_forgetting_full_budgets_skips_a_row_in_use(postgres_url: str) -> None:
+    async with opened_database(postgres_url, 4) as database:
+        rate = Rate.per(1, 60)
+        for key in ("ip:idle", "ip:in-use"):
+            await database.write(lambda tx, key=key: repo.hit(tx, key, rate, NOW_NS))
+        locked, forgotten = threading.Event(), threading.Event()
+
+        def hold(tx):
+            tx.execute("SELECT key FROM rate_limit_budgets WHERE key = 'ip:in-use' FOR UPDATE")
+            locked.set()
+            assert forgotten.wait(5)
+
+        async def forget() -> None:
+            await trio.to_thread.run_sync(locked.wait, 5)
+            count = await database.write(lambda tx: repo.forget_full(tx, NOW_NS + 120 * 10**9))
+            forgotten.set()
+            assert count == 1  # without waiting for the row in use
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(database.write, hold)
+            nursery.start_soon(forget)
+        keys = await database.read(lambda tx: tx.execute("SELECT key FROM rate_limit_budgets WHERE key LIKE 'ip:%'"))
+        assert [row["key"] for row in keys] == ["ip:in-use"]

@@ -160,6 +160,7 @@ class RateLimits:
         # Counted in the database, shared by every process (decided at the first request,
         # once the database is open); False: in this process's memory.
         self.shared: bool | None = None
+        self.in_database: rate_limits_repo.SharedBudgets | None = None  # when shared
         self._hits = 0
         self.per_ip = Gcra(Rate.per(settings.global_per_ip_per_minute, 60))
         self.budgets = {
@@ -216,6 +217,8 @@ async def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_proc
     assert limits is not None, "spent only when rate limiting is enabled"
     if limits.shared is None:
         limits.shared = rt.db.dialect == "postgresql" and rt.settings.cluster.shared_rate_limits
+        if limits.shared:
+            limits.in_database = rate_limits_repo.SharedBudgets(rt.db, rt.settings.database.acquire_timeout)
     if not limits.shared or in_process:
         return limiter.hit(key, now_ns)
     stored_key = f"{name}:{key!r}:{limiter.rate.limit}/{limiter.rate.period_ns}"
@@ -224,8 +227,10 @@ async def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_proc
     in_broker = await rt.bus.spend(stored_key, limiter.rate, now_ns) if isinstance(rt.bus, RedisRelay) else None
     if in_broker is not None:
         return in_broker
-    # Two statements without a transaction's BEGIN and COMMIT; the row lock when contended.
-    decision = await rt.db.statements(lambda tx: rate_limits_repo.compare_and_set(tx, stored_key, limiter.rate, now_ns))
+    # Counted with the other requests in flight, without a transaction's BEGIN and COMMIT;
+    # the row lock when contended.
+    assert limits.in_database is not None
+    decision = await limits.in_database.spend(rate_limits_repo.Spend(stored_key, limiter.rate, now_ns))
     if decision is None:
         decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
     limits._hits += 1

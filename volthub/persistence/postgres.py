@@ -169,7 +169,7 @@ class PostgresDatabase(Database):
         self._write_groups = GroupQueue(
             slots, acquire_timeout, lambda group: self._run_group_in_thread(group, self._run_group)
         )
-        # `statements` callers (budget compare-and-sets) share thread hops the same way,
+        # `statements` callers (the rate-limit budgets' batches) share thread hops the same way,
         # each statement still committed on its own.
         self._statement_groups = GroupQueue(
             slots, acquire_timeout, lambda group: self._run_group_in_thread(group, self._run_statement_group)
