@@ -108,10 +108,13 @@ BENCH_RATIO_CHECKS ?= $(if $(and $(findstring volthub-gateway,$(BENCH_TARGETS)),
 # SQLite, and PostgreSQL when BENCH_DATABASE names a database (e.g.
 # postgresql://postgres@127.0.0.1:5432/bench). The gateway, the bots' path, is held to
 # 1,000 sends/s with a p99 of 100 ms; every send, on either port, answered and delivered.
+# On PostgreSQL the gateway runs once more with rate limits on, as a deployment has them
+# (budgets stored in the database): reported, and held to every send answered and delivered.
 BENCH_DATABASE ?=
 CHAT_BENCH_CHECKS ?= --check 'gateway:sends_per_second>=1000' --check 'gateway:latency_ms.p99<=100' \
 	--check 'errors==0' --check 'undelivered==0'
 CHAT_BENCH_ARGS ?= --seconds 10 --concurrency 32 $(CHAT_BENCH_CHECKS)
+CHAT_BENCH_LIMITED_ARGS ?= --seconds 10 --concurrency 32 --listener gateway --rate-limits
 BENCH_OUT ?= bench-results
 NODE_REF := bench/reference_node
 # On two or more cores the servers get core 0 and the generator core 1, so neither
@@ -137,6 +140,7 @@ bench: $(VENV)/.installed-bench $(NODE_REF)/node_modules/.installed
 		--plot $(BENCH_OUT)/bench.png $(BENCH_ARGS) $(BENCH_HOLD) $(BENCH_CHECKS) || status=1; \
 	$(PY) -m volthub.loadtest.chat_bench $(CHAT_BENCH_ARGS) || status=1; \
 	$(if $(BENCH_DATABASE),$(PY) -m volthub.loadtest.chat_bench $(CHAT_BENCH_ARGS) --database $(BENCH_DATABASE) || status=1;) \
+	$(if $(BENCH_DATABASE),$(PY) -m volthub.loadtest.chat_bench $(CHAT_BENCH_LIMITED_ARGS) --database $(BENCH_DATABASE) || status=1;) \
 	exit $$status
 
 # `make bench-hold`: the large holds on the gateway of `serve --workers` on PostgreSQL

@@ -584,7 +584,8 @@ def _print(report: dict[str, object], as_json: bool) -> None:
     latency: dict[str, float] = report["latency_ms"]  # type: ignore[assignment]
     print(
         f"{'floor ' + FLOOR_PATH + ' on ' if 'floor' in report else ''}"
-        f"{report['backend']} via {report['listener']}: {report['sends_per_second']} sends/s accepted "
+        f"{report['backend']} via {report['listener']}{'' if report['ratelimit_disabled'] else ', rate limits on'}: "
+        f"{report['sends_per_second']} sends/s accepted "
         f"({report['accepted']} in {report['seconds']} s, {report['concurrency']} senders, "
         f"{report['channels']} channels); latency ms p50 {latency['p50']} p95 {latency['p95']} "
         f"p99 {latency['p99']}; statuses {report['statuses']}; delivered {report['delivered']}; "
