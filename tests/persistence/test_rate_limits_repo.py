@@ -12,6 +12,7 @@ import trio
 
 from tests.conftest import opened_database
 from volthub.persistence import rate_limits as repo
+from volthub.persistence.database import DatabaseUnavailable
 from volthub.protocol.ratelimit import Decision, Rate
 
 NOW_NS = 1_000_000_000_000
@@ -249,3 +250,24 @@ async def test_forgetting_full_budgets_skips_a_row_in_use(postgres_url: str) -> 
             nursery.start_soon(forget)
         keys = await database.read(lambda tx: tx.execute("SELECT key FROM rate_limit_budgets WHERE key LIKE 'ip:%'"))
         assert [row["key"] for row in keys] == ["ip:in-use"]
+
+
+async def test_every_spend_of_a_failed_batch_hears_the_failure_on_its_own() -> None:
+    class Unreachable:
+        async def statements(self, fn):
+            await trio.sleep(0)
+            raise DatabaseUnavailable("no database connection became free in time")
+
+    budgets = repo.SharedBudgets(Unreachable(), acquire_timeout=5)  # type: ignore[arg-type]
+    failures: list[BaseException] = []
+
+    async def spend(key: str) -> None:
+        try:
+            await budgets.spend(repo.Spend(key, Rate.per(10, 60), NOW_NS))
+        except DatabaseUnavailable as exc:
+            failures.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        for key in ("ip:one", "ip:two", "ip:three"):
+            nursery.start_soon(spend, key)
+    assert len(failures) == 3 and len({id(failure) for failure in failures}) == 3
