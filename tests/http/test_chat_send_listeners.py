@@ -164,3 +164,42 @@ async def test_the_gateway_answers_expect_100_continue_before_reading_the_body(s
                 while b'"success":true' not in answer:
                     answer += await stream.receive_some(4096)
             assert answer.startswith(b"HTTP/1.1 200 ")
+
+
+async def test_the_gateway_waits_for_a_late_body_and_answers_408_when_it_stops_coming(sqlite_url, mock_clock):
+    import time
+
+    import trio
+    from trio.testing import wait_all_tasks_blocked
+
+    async def pass_seconds(seconds: int) -> None:
+        """Move the clock on a second at a time, letting the server's database threads
+        finish between steps (a task waiting for a thread counts as blocked)."""
+        for _ in range(seconds):
+            await trio.to_thread.run_sync(time.sleep, 0.01)
+            await wait_all_tasks_blocked()
+            mock_clock.jump(1)
+        await wait_all_tasks_blocked()
+
+    app = chat_app(sqlite_url)
+    async with app.test_app():
+        env = ChatEnv(app, "gateway")
+        streamer = await env.user()
+        body = b'{"message": "late but welcome"}'
+        head = (
+            f"POST {PATH.format(streamer.id)} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {streamer.token}\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        for rest_after, status in ((20, b"200"), (31, b"408")):
+            stream = await trio.open_tcp_stream("127.0.0.1", env.rt.gateway.address[1])
+            async with stream:
+                await stream.send_all(head + body[:10])
+                await pass_seconds(rest_after)
+                if status == b"200":
+                    await stream.send_all(body[10:])
+                answer = b""
+                while not answer.endswith(b"}"):
+                    answer += await stream.receive_some(4096)
+            assert answer.startswith(b"HTTP/1.1 " + status), answer
+            if status == b"408":
+                assert b'"request_timeout"' in answer

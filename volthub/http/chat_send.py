@@ -21,6 +21,7 @@ to the access log under the route's template, as on the main port.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -171,17 +172,22 @@ async def _read_body(link: Link, limit: int) -> bytes:
     to refuse up front)."""
     chunks: list[bytes] = []
     size = 0
-    with trio.move_on_after(BODY_TIMEOUT_SECONDS):
-        try:
-            while link.reading_body:
-                event = await link.body_events()
-                if isinstance(event, h11.Data):
-                    size += len(event.data)
-                    request_rules.check_body_size(size, limit)
-                    chunks.append(bytes(event.data))
-                elif isinstance(event, h11.EndOfMessage):
-                    break
-        except h11.RemoteProtocolError:
-            raise ApiError(400, "bad_request", "the request body could not be read") from None
-        return b"".join(chunks)
-    raise ApiError(408, "request_timeout", "the request body did not arrive in time")
+    deadline = math.inf  # armed at the first wait: a body that came with its head needs no timer
+    try:
+        while link.reading_body:
+            event = link.buffered_event()
+            if event is None:
+                deadline = min(deadline, trio.current_time() + BODY_TIMEOUT_SECONDS)
+                with trio.move_on_at(deadline):
+                    event = await link.body_events()
+                if event is None:
+                    raise ApiError(408, "request_timeout", "the request body did not arrive in time")
+            if isinstance(event, h11.Data):
+                size += len(event.data)
+                request_rules.check_body_size(size, limit)
+                chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                break
+    except h11.RemoteProtocolError:
+        raise ApiError(400, "bad_request", "the request body could not be read") from None
+    return b"".join(chunks)

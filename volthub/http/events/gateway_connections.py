@@ -552,6 +552,14 @@ class Link:
     async def body_events(self) -> Any:
         return await self._event()
 
+    def buffered_event(self) -> Any | None:
+        """The next event when what was received already holds it, else None (without
+        waiting)."""
+        http = self._http
+        assert http is not None
+        event = http.next_event()
+        return None if event is h11.NEED_DATA else event
+
     async def skip_body(self, limit: int = 65536) -> None:
         """Read the rest of a request we answer without its body (so the connection can
         be kept alive); beyond ``limit`` bytes it is left unread and the answer closes."""
