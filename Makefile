@@ -87,20 +87,27 @@ format: $(VENV)/.installed-lint
 # with [events] gateway_port: target volthub-gateway), python-socketio (uvicorn) and Node
 # socket.io under the same load, one after another; prints a table per server, all side by
 # side, each volthub path's ratios to the references, a hold of BENCH_HOLD sockets per volthub
-# path, and BENCH_CHECKS for every server (met / NOT met / too few samples); writes the JSON
-# summary, the checks as JUnit XML and a plot to BENCH_OUT, and fails when a check does not
-# hold. The default load: 2,000 sockets on one channel at 5 msg/s. Scale it with BENCH_ARGS
+# path, and BENCH_CHECKS (met / NOT met / too few samples); writes the JSON summary, the
+# checks as JUnit XML and a plot to BENCH_OUT, and fails when a check does not hold. The default load: 2,000 sockets on one channel at 5 msg/s. Scale it with BENCH_ARGS
 # and BENCH_HOLD (see `volthub loadtest --help`), e.g.
 #   make bench BENCH_ARGS="--clients 5000 --channels 10 --rate 20 --duration 60" BENCH_HOLD="--hold 5000 --hold-seconds 30"
 BENCH_ARGS ?= --clients 2000 --channels 1 --rate 5 --duration 20 --connect-concurrency 128
 # One process holds at most its open-file limit less what it keeps for itself (19,728 on a
 # machine limited to 20,000 per process); `make bench-hold` goes past it with workers.
 BENCH_HOLD ?= --hold 19000 --hold-seconds 60
-BENCH_CHECKS ?= --check 'delivery.ratio>=0.999' --check 'send.errors==0' --check 'delivery.latency_ms.p99<200' \
-	--check 'server.rss_growth_kib_per_connection<=25' --check 'connect.per_second>=1500' \
-	--check 'clients.disconnects==0' --check 'hold.connected>=19000' --check 'hold.disconnects==0' \
-	$(BENCH_RATIO_CHECKS)
+# The checks gate one server, BENCH_GATED: the gateway (what `make serve` serves Socket.IO
+# on), or the single-port mount when the gateway does not run. The others run under the
+# same load to be compared with, side by side, and are not gated: Node's own RSS per socket
+# (about 26 KiB) is above the 25 KiB the gateway is held to, and the mount's limits on
+# Hypercorn are on the load-testing page.
+BENCH_GATE ?= delivery.ratio>=0.999 send.errors==0 delivery.latency_ms.p99<200 \
+	server.rss_growth_kib_per_connection<=25 connect.per_second>=1500 clients.disconnects==0 \
+	hold.connected>=19000 hold.disconnects==0
+BENCH_CHECKS ?= $(if $(BENCH_GATED),$(foreach check,$(BENCH_GATE),--check '$(BENCH_GATED):$(check)')) $(BENCH_RATIO_CHECKS)
 BENCH_TARGETS ?= volthub,volthub-gateway,python-socketio,node
+_BENCH_TARGET_LIST = $(subst $(COMMA), ,$(BENCH_TARGETS))
+BENCH_GATED ?= $(firstword $(filter volthub-gateway,$(_BENCH_TARGET_LIST)) $(filter volthub,$(_BENCH_TARGET_LIST)))
+COMMA := ,
 # The gateway against Node's socket.io, when both run: at most 0.4 times its CPU per delivery.
 BENCH_RATIO_CHECKS ?= $(if $(and $(findstring volthub-gateway,$(BENCH_TARGETS)),$(findstring node,$(BENCH_TARGETS))),\
 	--check 'volthub-gateway:vs.node.server.cpu_seconds_per_1000_deliveries<=0.4')
