@@ -116,6 +116,30 @@ async def test_unknown_path_is_404_and_the_connection_stays_usable(gateway: Gate
     assert response.status == 200 and response.body.startswith(b"0{")
 
 
+async def test_a_keep_alive_connection_left_idle_is_closed_after_the_keep_alive_timeout(
+    gateway: Gateway, mock_clock: trio.testing.MockClock
+) -> None:
+    """The timeout counts the wait for each next request (5 s here), not the connection's age."""
+    conn = await raw(gateway)
+    for path in ("/api/users/me", f"{EIO}?EIO=4&transport=polling", "/api/users/me"):
+        await conn.send(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert (await conn.response()).status in (200, 404)  # answered, and kept alive
+        await wait_all_tasks_blocked()
+        mock_clock.jump(4.9)
+        await wait_all_tasks_blocked()
+    mock_clock.jump(0.2)
+    async with trio.open_nursery() as nursery:
+
+        async def give_up_once_all_wait() -> None:
+            await wait_all_tasks_blocked()
+            mock_clock.jump(1)  # fails the test below rather than hang it
+
+        nursery.start_soon(give_up_once_all_wait)
+        with trio.fail_after(1):
+            assert await conn.closed_by_server()
+        nursery.cancel_scope.cancel()
+
+
 @pytest.mark.parametrize(
     "request_bytes",
     [
