@@ -81,7 +81,7 @@ def _write(tx: Tx, stored: dict[str, int], tats: dict[str, int], expiry: dict[st
             " ON spent.key = budget.key AND budget.tat = spent.old ORDER BY budget.key FOR UPDATE OF budget)"
             " UPDATE rate_limit_budgets budget SET tat = spent.tat, expires_ns = spent.expires_ns"
             " FROM spent JOIN locked USING (key) WHERE budget.key = spent.key RETURNING budget.key",
-            (known, [stored[key] or 0 for key in known], [tats[key] for key in known], [expiry[key] for key in known]),
+            (known, [stored[key] for key in known], [tats[key] for key in known], [expiry[key] for key in known]),
         )
         won.update(row["key"] for row in rows)
     new = sorted(key for key in expiry if key not in stored)
