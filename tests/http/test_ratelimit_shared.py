@@ -5,14 +5,17 @@ lives in Redis."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import trio
+from trio.testing import wait_all_tasks_blocked
 
 from tests.conftest import make_settings
 from tests.redis_support import RedisServer, redis_server
+from volthub.http import ratelimit
 from volthub.http.app import create_app
 from volthub.hub.clock import TrioClock
 
@@ -51,6 +54,27 @@ async def test_processes_on_postgresql_spend_one_budget(postgres_url: str, mock_
         mock_clock.jump(20)  # one request's worth of budget (3 per minute) comes back
         assert await statuses(two, 2) == [200, 429]
         await trio.sleep(0)
+
+
+async def test_each_process_deletes_the_rows_of_full_budgets_in_the_background(
+    postgres_url: str, mock_clock: Any
+) -> None:
+    async with apps(postgres_url, 1) as (one,):
+        rt = one.extensions["volthub"]
+        assert await statuses(one, 1) == [200]
+
+        async def stored() -> int:
+            return await rt.db.read(lambda tx: tx.scalar("SELECT count(*) FROM rate_limit_budgets"))
+
+        assert await stored() >= 1
+        await wait_all_tasks_blocked()
+        mock_clock.jump(ratelimit.FORGET_EVERY_SECONDS)  # the budget (3 a minute) is full again by then
+        for _ in range(500):  # the deletion runs in a database thread: up to 5 s of real time
+            if not await stored():
+                break
+            await trio.to_thread.run_sync(time.sleep, 0.01)
+        assert await stored() == 0
+        assert await statuses(one, 3) == [200, 200, 200]  # a deleted row is a full budget
 
 
 async def test_each_process_counts_alone_when_sharing_is_off(postgres_url: str, mock_clock: Any) -> None:

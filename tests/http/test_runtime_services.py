@@ -45,6 +45,7 @@ async def test_services_are_typed_attributes_made_at_start(sqlite_url: str) -> N
             "role-expiry",
             "points-earning",
             "metrics",
+            "rate-limit-pruning",
         }
     assert all(count == 0 for count in supervisor.restarts.values())
     assert supervisor._stopped.is_set()  # after_serving stopped every background service

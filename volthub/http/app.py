@@ -92,6 +92,7 @@ SERVICES: list[tuple[str, BackgroundService]] = [
     ("role-expiry", channel_roles_blueprint.run_expiry),
     ("points-earning", channel_points_blueprint.run_watch_earnings),
     ("metrics", observe.sampler_service),
+    ("rate-limit-pruning", ratelimit.forget_full_budgets),
 ]
 
 

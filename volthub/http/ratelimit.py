@@ -42,6 +42,7 @@ import ipaddress
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+import trio
 from quart import Quart, Response, current_app, g, request
 
 from volthub.config import RateLimitSettings
@@ -66,8 +67,8 @@ BUDGETS: dict[str, tuple[str, int]] = {
     "roles_write": ("roles_write_per_minute", 60),
     "interactive": ("interactive_per_minute", 60),
 }
-# Shared mode: every this many hits a process deletes the rows of full budgets.
-_FORGET_EVERY = 1000
+# Shared mode: how often each process deletes the rows of budgets that are full again.
+FORGET_EVERY_SECONDS = 60.0
 # Client-chosen strings end up in keys: cap them so keys stay small.
 _MAX_CLIENT_ID = 128
 _IN_PROCESS = "__volthub_rate_limited_in_process__"
@@ -161,7 +162,6 @@ class RateLimits:
         # once the database is open); False: in this process's memory.
         self.shared: bool | None = None
         self.in_database: rate_limits_repo.SharedBudgets | None = None  # when shared
-        self._hits = 0
         self.per_ip = Gcra(Rate.per(settings.global_per_ip_per_minute, 60))
         self.budgets = {
             category: Gcra(Rate.per(getattr(settings, field), window)) for category, (field, window) in BUDGETS.items()
@@ -216,7 +216,7 @@ async def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_proc
     limits = rt.rate_limits
     assert limits is not None, "spent only when rate limiting is enabled"
     if limits.shared is None:
-        limits.shared = rt.db.dialect == "postgresql" and rt.settings.cluster.shared_rate_limits
+        limits.shared = counted_in_database(rt)
         if limits.shared:
             limits.in_database = rate_limits_repo.SharedBudgets(rt.db, rt.settings.database.acquire_timeout)
     if not limits.shared or in_process:
@@ -233,10 +233,26 @@ async def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_proc
     decision = await limits.in_database.spend(rate_limits_repo.Spend(stored_key, limiter.rate, now_ns))
     if decision is None:
         decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
-    limits._hits += 1
-    if limits._hits % _FORGET_EVERY == 0:  # full budgets mean the same as no row
-        await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns))
     return decision
+
+
+def counted_in_database(rt: Runtime) -> bool:
+    """Whether budgets are rows of the database, shared by every process (PostgreSQL with
+    `[cluster] shared_rate_limits`), rather than counts in this process's memory."""
+    return rt.db.dialect == "postgresql" and rt.settings.cluster.shared_rate_limits
+
+
+async def forget_full_budgets(rt: Runtime) -> None:
+    """Background service: every `FORGET_EVERY_SECONDS`, delete the rows of budgets that are
+    full again (they mean the same as no row), off the requests' path. Nothing to do when
+    budgets are counted in memory."""
+    if rt.rate_limits is None or not counted_in_database(rt):
+        return
+    while True:
+        await trio.sleep(FORGET_EVERY_SECONDS)
+        now_ns = to_ns(rt.clock.now())
+        while await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns)) >= rate_limits_repo.FORGET_BATCH:
+            await trio.lowlevel.checkpoint()  # a full batch: there may be more
 
 
 def _counted_in_process() -> bool:

@@ -160,7 +160,11 @@ def _locked_tat(tx: Tx, key: str) -> int | None:
     return int(stored) if stored else None
 
 
-def forget_full(tx: Tx, now_ns: int, batch: int = 5_000) -> int:
+# Rows `forget_full` deletes at most in one statement.
+FORGET_BATCH = 5_000
+
+
+def forget_full(tx: Tx, now_ns: int, batch: int = FORGET_BATCH) -> int:
     """Delete rows whose budget is full again (they mean the same as no row)."""
     # SKIP LOCKED: a row a batch is writing is left for next time, so the delete never waits
     # for a batch (which locks its rows in key order) while holding rows the batch wants.
