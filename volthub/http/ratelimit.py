@@ -162,6 +162,8 @@ class RateLimits:
         # once the database is open); False: in this process's memory.
         self.shared: bool | None = None
         self.in_database: rate_limits_repo.SharedBudgets | None = None  # when shared
+        # Set by a spend counted in the database: there may be rows to delete again.
+        self.spent_in_database = trio.Event()
         self.per_ip = Gcra(Rate.per(settings.global_per_ip_per_minute, 60))
         self.budgets = {
             category: Gcra(Rate.per(getattr(settings, field), window)) for category, (field, window) in BUDGETS.items()
@@ -233,6 +235,7 @@ async def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_proc
     decision = await limits.in_database.spend(rate_limits_repo.Spend(stored_key, limiter.rate, now_ns))
     if decision is None:
         decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
+    limits.spent_in_database.set()
     return decision
 
 
@@ -243,13 +246,16 @@ def counted_in_database(rt: Runtime) -> bool:
 
 
 async def forget_full_budgets(rt: Runtime) -> None:
-    """Background service: every `FORGET_EVERY_SECONDS`, delete the rows of budgets that are
-    full again (they mean the same as no row), off the requests' path. Nothing to do when
-    budgets are counted in memory."""
-    if rt.rate_limits is None or not counted_in_database(rt):
+    """Background service: `FORGET_EVERY_SECONDS` after budgets were spent, delete the rows
+    of those that are full again (they mean the same as no row), off the requests' path. A
+    process that spends none does not wake. Nothing to do when budgets are counted in memory."""
+    limits = rt.rate_limits
+    if limits is None or not counted_in_database(rt):
         return
     while True:
+        await limits.spent_in_database.wait()
         await trio.sleep(FORGET_EVERY_SECONDS)
+        limits.spent_in_database = trio.Event()  # spends from now on call for the next round
         now_ns = to_ns(rt.clock.now())
         while await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns)) >= rate_limits_repo.FORGET_BATCH:
             await trio.lowlevel.checkpoint()  # a full batch: there may be more
