@@ -47,6 +47,13 @@ class QueuedCall(Generic[T]):
         self.wake = trio.Event()  # its group finished, or a group slot came free
 
 
+def fail_all(jobs: list[QueuedCall[Any]], exc: Exception) -> None:
+    """A group failed as a whole: every job hears it, each through an exception of its own
+    (one exception raised in several tasks would share a traceback)."""
+    for job in jobs:
+        job.result = outcome.Error(type(exc)(*exc.args))
+
+
 class GroupQueue:
     """Calls waiting to run as groups: one group in flight, up to `slots` when the ones in
     flight have all run `spare_after` seconds or more; what queues up meanwhile forms the

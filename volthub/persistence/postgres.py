@@ -53,7 +53,7 @@ from volthub.persistence.database import (
     Tx,
     count_query_error,
 )
-from volthub.persistence.group_commit import GroupQueue, QueuedCall
+from volthub.persistence.group_commit import GroupQueue, QueuedCall, fail_all
 from volthub.persistence.postgres_lockstep import RunOneAfterAnother, rows_of, run_in_lockstep
 
 T = TypeVar("T")
@@ -223,7 +223,7 @@ class PostgresDatabase(Database):
         try:
             await self._in_thread(run, group)
         except DatabaseUnavailable as exc:  # no slot in time: the group never ran
-            self._fail_all(group, exc)
+            fail_all(group, exc)
 
     def _run_group(self, group: list[QueuedCall[Any]], timeout: float) -> None:
         if len(group) == 1:
@@ -232,7 +232,7 @@ class PostgresDatabase(Database):
         try:
             connection = self._begun(time.monotonic() + timeout)
         except QUERY_ERRORS as exc:
-            self._fail_all(group, exc)
+            fail_all(group, exc)
             return
         try:
             self._run_in_one_transaction(connection, sorted(group, key=lambda job: job.order))
@@ -263,7 +263,7 @@ class PostgresDatabase(Database):
                 if group:
                     connection.execute("BEGIN")
             except psycopg.Error as exc:  # the connection is gone: the rest hear it
-                self._fail_all(group, _translated(exc))
+                fail_all(group, _translated(exc))
                 return
 
     @staticmethod
@@ -286,7 +286,7 @@ class PostgresDatabase(Database):
         except psycopg.Error as exc:
             with contextlib.suppress(psycopg.Error):
                 connection.execute("ROLLBACK")
-            self._fail_all(group, _translated(exc))
+            fail_all(group, _translated(exc))
 
     def _run_statement_group(self, group: list[QueuedCall[Any]], timeout: float) -> None:
         """Each job's statements on one connection in autocommit, one job after another; a
@@ -300,7 +300,7 @@ class PostgresDatabase(Database):
         try:
             connection = self._pool.getconn(timeout=timeout)
         except PoolTimeout:
-            self._fail_all(group, DatabaseUnavailable("no database connection within the acquire timeout"))
+            fail_all(group, DatabaseUnavailable("no database connection within the acquire timeout"))
             return
         held = True
         try:
@@ -315,7 +315,7 @@ class PostgresDatabase(Database):
                     try:
                         connection = self._checked_connection(max(0.01, deadline - time.monotonic()))
                     except DatabaseUnavailable as gone:
-                        self._fail_all(group[index:], gone)
+                        fail_all(group[index:], gone)
                         return
                     held = True
                     if not tx.answered and not again:  # nothing of it ran: once more
@@ -328,13 +328,6 @@ class PostgresDatabase(Database):
         finally:
             if held:
                 self._pool.putconn(connection)
-
-    @staticmethod
-    def _fail_all(jobs: list[QueuedCall[Any]], exc: Exception) -> None:
-        """The group's transaction failed: every job hears it, each through an exception of
-        its own (one exception raised in several tasks would share a traceback)."""
-        for job in jobs:
-            job.result = outcome.Error(type(exc)(*exc.args))
 
     async def _call(self, fn: Callable[[Tx], T]) -> T:
         try:

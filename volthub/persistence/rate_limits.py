@@ -20,7 +20,7 @@ from typing import Any
 import outcome
 
 from volthub.persistence.database import Database, Tx
-from volthub.persistence.group_commit import GroupQueue, QueuedCall
+from volthub.persistence.group_commit import GroupQueue, QueuedCall, fail_all
 from volthub.protocol.ratelimit import Decision, Rate, decide
 
 # Rounds in which a batch's key may lose its write before `compare_and_set_many` leaves its
@@ -125,9 +125,8 @@ class SharedBudgets:
         spends = [job.spend for job in batch if isinstance(job, _QueuedSpend)]
         try:
             decisions = await self._database.statements(lambda tx: compare_and_set_many(tx, spends))
-        except Exception as exc:  # each caller hears it through an exception of its own
-            for job in batch:
-                job.result = outcome.Error(type(exc)(*exc.args))
+        except Exception as exc:
+            fail_all(batch, exc)
             return
         for job, decision in zip(batch, decisions, strict=True):
             job.result = outcome.Value(decision)
