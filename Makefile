@@ -88,8 +88,9 @@ format: $(VENV)/.installed-lint
 # socket.io under the same load, one after another; prints a table per server, all side by
 # side, each volthub path's ratios to the references, a hold of BENCH_HOLD sockets per volthub
 # path, and BENCH_CHECKS (met / NOT met / too few samples); writes the JSON summary, the
-# checks as JUnit XML and a plot to BENCH_OUT, and fails when a check does not hold. The default load: 2,000 sockets on one channel at 5 msg/s. Scale it with BENCH_ARGS
-# and BENCH_HOLD (see `volthub loadtest --help`), e.g.
+# checks as JUnit XML and a plot to BENCH_OUT, and fails when a check does not hold. The
+# default load: 2,000 sockets on one channel at 5 msg/s. Scale it with BENCH_ARGS and
+# BENCH_HOLD (see `volthub loadtest --help`), e.g.
 #   make bench BENCH_ARGS="--clients 5000 --channels 10 --rate 20 --duration 60" BENCH_HOLD="--hold 5000 --hold-seconds 30"
 BENCH_ARGS ?= --clients 2000 --channels 1 --rate 5 --duration 20 --connect-concurrency 128
 # One process holds at most its open-file limit less what it keeps for itself (19,728 on a
