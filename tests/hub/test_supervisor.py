@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
@@ -119,3 +120,25 @@ async def test_cancelling_the_enclosing_scope_stops_the_supervisor(mock_clock: t
         await supervisor.run([Service("failing", failing)])
     assert scope.cancelled_caught
     assert supervisor.restarts["failing"] == 1  # restarted at 5 s; cancelled waiting for 15 s
+
+
+async def test_a_service_failing_as_it_is_stopped_is_logged_and_the_stop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def fails_when_cancelled() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)  # cancelled too: the two end as one group
+            try:
+                await trio.sleep_forever()
+            finally:  # as a database read in a worker thread failing during an outage
+                raise RuntimeError("the database went away")
+
+    supervisor = Supervisor()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(supervisor.run, [Service("relay", fails_when_cancelled)])
+        await trio.testing.wait_all_tasks_blocked()
+        await supervisor.stop()
+    failures = [record for record in caplog.records if "relay" in record.getMessage()]
+    assert [record.levelname for record in failures] == ["ERROR"]
+    assert "the database went away" in caplog.text
+    assert supervisor.restarts == {"relay": 0}

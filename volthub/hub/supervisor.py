@@ -6,7 +6,8 @@ started again after an exponential back-off (doubling from `initial_delay` up to
 for `healthy_after` seconds before it failed starts again from `initial_delay`: the back-off
 grows only while it keeps failing fast. A service that returns is done and not restarted.
 Cancelling the supervisor (`stop`, or cancelling the enclosing scope) stops every service;
-the back-off waits are Trio sleeps, so MockClock drives them in tests.
+a service that fails while it is being stopped has its error logged, and the stop goes on.
+The back-off waits are Trio sleeps, so MockClock drives them in tests.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ class Supervisor:
                 failures += 1
                 delay = self.backoff.delay(failures)
                 log.exception("background service %s crashed; restarting it in %g s", service.name, delay)
+            except BaseExceptionGroup as group:
+                raise _left_to_raise(service.name, group) from None
             else:
                 # Several services have nothing to do in some setups (the relay on SQLite).
                 log.debug("service %s has nothing (more) to do", service.name)
@@ -96,3 +99,19 @@ class Supervisor:
             await trio.sleep(delay)
             self.restarts[service.name] += 1
             metrics.SERVICE_RESTARTS.labels(service.name).inc()
+
+
+def _left_to_raise(name: str, group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What to raise for a service that failed while it was being cancelled: its error and
+    the cancellation of its other tasks end as one group, which no `except Exception`
+    catches. The error is logged and only the cancellation goes on, so a failure as the
+    process stops (a database read meeting an outage, say) never escapes the supervisor.
+    Any other group is raised as it is."""
+    cancelled, rest = group.split(trio.Cancelled)
+    if cancelled is None or rest is None:
+        return group
+    errors, others = rest.split(Exception)
+    if others is not None:
+        return group
+    log.error("background service %s failed as it was stopped", name, exc_info=errors)
+    return cancelled
