@@ -166,9 +166,9 @@ async def test_websocket_echoes_text_and_binary(server: str, nursery: trio.Nurse
     ws = await open_ws(nursery, server, EIO)
     handshake(await receive(ws))
     await ws.send_message("4hello")
-    assert await receive(ws) == "4hello"
+    assert await receive(ws, skip_pings=True) == "4hello"
     await ws.send_message(bytes([1, 2, 3, 4]))
-    assert await receive(ws) == bytes([1, 2, 3, 4])
+    assert await receive(ws, skip_pings=True) == bytes([1, 2, 3, 4])
     await ws.aclose()
 
 
@@ -244,13 +244,13 @@ async def test_upgrade_from_polling(http: httpx.AsyncClient, server: str, nurser
     assert (polled.status_code, polled.text) == (200, "6")  # NOOP ends the poll cleanly
     await ws.send_message("5")
     await ws.send_message("4hello")
-    assert await receive(ws) == "4hello"
+    assert await receive(ws, skip_pings=True) == "4hello"
     # After the upgrade, polling is refused and a second WebSocket with that sid is closed.
     assert (await poll(http, EIO, sid)).status_code == 400
     second = await open_ws(nursery, server, EIO, sid=sid)
     assert await closed(second)
     await ws.send_message("4still here")
-    assert await receive(ws) == "4still here"
+    assert await receive(ws, skip_pings=True) == "4still here"
     await ws.aclose()
 
 
@@ -272,10 +272,10 @@ async def test_polling_right_after_a_hasty_upgrade_is_400(
     assert await receive(ws) == "3probe"
     if path == EIO:
         await ws.send_message("4hello")
-        assert await receive(ws) == "4hello"
+        assert await receive(ws, skip_pings=True) == "4hello"
     else:
         await ws.send_message("40")
-        assert (await receive(ws)).startswith("40")
+        assert (await receive(ws, skip_pings=True)).startswith("40")
     await ws.aclose()
 
 
@@ -292,10 +292,10 @@ async def test_second_websocket_right_after_a_hasty_upgrade_is_closed(
     assert await receive(ws) == "3probe"
     if path == EIO:
         await ws.send_message("4hello")
-        assert await receive(ws) == "4hello"
+        assert await receive(ws, skip_pings=True) == "4hello"
     else:
         await ws.send_message("40")
-        assert (await receive(ws)).startswith("40")
+        assert (await receive(ws, skip_pings=True)).startswith("40")
     await ws.aclose()
 
 
@@ -310,7 +310,7 @@ async def test_second_websocket_while_probing_is_closed_and_the_probe_goes_on(
     assert await closed(second)
     await ws.send_message("5")
     await ws.send_message("4hello")
-    assert await receive(ws) == "4hello"
+    assert await receive(ws, skip_pings=True) == "4hello"
     await ws.aclose()
 
 
@@ -332,7 +332,7 @@ async def test_pending_poll_during_upgrade_gets_noop(
     assert results["poll"].text == "6"
     await ws.send_message("5")
     await ws.send_message("4up")
-    assert await receive(ws) == "4up"
+    assert await receive(ws, skip_pings=True) == "4up"
     await ws.aclose()
 
 
@@ -352,7 +352,7 @@ async def sio_connect(server: str, nursery: trio.Nursery, connect: str = "40") -
     ws = await open_ws(nursery, server, SIO)
     handshake(await receive(ws))
     await ws.send_message(connect)
-    ack = await receive(ws)
+    ack = await receive(ws, skip_pings=True)
     return ws, ack
 
 
@@ -373,7 +373,7 @@ async def test_connect_ack_then_auth_event(
     assert isinstance(ack, str) and ack.startswith(prefix)
     assert set(orjson.loads(ack[len(prefix) :])) == {"sid"}
     namespace = prefix[2:]
-    assert await receive(ws) == f'42{namespace}["auth",{auth}]'
+    assert await receive(ws, skip_pings=True) == f'42{namespace}["auth",{auth}]'
 
 
 async def test_unknown_namespace_gets_connect_error(server: str, nursery: trio.Nursery) -> None:
@@ -387,8 +387,8 @@ async def test_invalid_packets_close_the_connection(server: str, nursery: trio.N
     handshake(await receive(ws))
     if frame != "4abc":
         await ws.send_message("40")
-        await receive(ws)
-        await receive(ws)
+        await receive(ws, skip_pings=True)
+        await receive(ws, skip_pings=True)
     await ws.send_message(frame)
     assert await closed(ws)
 
@@ -401,14 +401,14 @@ async def test_no_connect_packet_closes(server: str, nursery: trio.Nursery, auto
 
 async def test_disconnect_main_namespace_keeps_the_connection(server: str, nursery: trio.Nursery) -> None:
     ws, _ = await sio_connect(server, nursery)
-    await receive(ws)  # auth
+    await receive(ws, skip_pings=True)  # auth
     await ws.send_message("41")
     assert await receive(ws) == "2"  # still open: the next thing is a ping
 
 
 async def test_custom_namespace_connect_then_disconnect(server: str, nursery: trio.Nursery) -> None:
     ws, _ = await sio_connect(server, nursery)
-    await receive(ws)  # auth
+    await receive(ws, skip_pings=True)  # auth
     await ws.send_message("40/custom")
     assert (await receive(ws, skip_pings=True)).startswith("40/custom,")
     assert await receive(ws, skip_pings=True) == '42/custom,["auth",{}]'
@@ -419,7 +419,7 @@ async def test_custom_namespace_connect_then_disconnect(server: str, nursery: tr
 
 async def test_message_and_ack(server: str, nursery: trio.Nursery) -> None:
     ws, _ = await sio_connect(server, nursery)
-    await receive(ws)
+    await receive(ws, skip_pings=True)
     await ws.send_message('42["message",1,"2",{"3":[true]}]')
     assert await receive(ws, skip_pings=True) == '42["message-back",1,"2",{"3":[true]}]'
     await ws.send_message('42456["message-with-ack",1,"2",{"3":[false]}]')
@@ -428,7 +428,7 @@ async def test_message_and_ack(server: str, nursery: trio.Nursery) -> None:
 
 async def test_binary_attachments_and_binary_ack(server: str, nursery: trio.Nursery) -> None:
     ws, _ = await sio_connect(server, nursery)
-    await receive(ws)
+    await receive(ws, skip_pings=True)
     await ws.send_message('452-["message",{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]')
     await ws.send_message(bytes([1, 2, 3]))
     await ws.send_message(bytes([4, 5, 6]))
