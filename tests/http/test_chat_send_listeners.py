@@ -5,9 +5,12 @@ across both, and the same request id, metrics and access line."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
+import trio
 from prometheus_client import REGISTRY
+from trio.testing import wait_all_tasks_blocked
 
 from tests.http.chat_env import ChatEnv, chat_app, gateway_request
 from volthub.http.chat_send import ROUTE
@@ -141,8 +144,6 @@ async def test_the_gateway_answers_other_methods_on_the_route_with_405(sqlite_ur
 
 
 async def test_the_gateway_answers_expect_100_continue_before_reading_the_body(sqlite_url):
-    import trio
-
     app = chat_app(sqlite_url)
     async with app.test_app():
         env = ChatEnv(app, "gateway")
@@ -167,11 +168,6 @@ async def test_the_gateway_answers_expect_100_continue_before_reading_the_body(s
 
 
 async def test_the_gateway_waits_for_a_late_body_and_answers_408_when_it_stops_coming(sqlite_url, mock_clock):
-    import time
-
-    import trio
-    from trio.testing import wait_all_tasks_blocked
-
     async def pass_seconds(seconds: int) -> None:
         """Move the clock on a second at a time, letting the server's database threads
         finish between steps (a task waiting for a thread counts as blocked)."""
