@@ -102,7 +102,8 @@ def serve(args: argparse.Namespace) -> int:
     if args.workers > 1:  # a parent that runs N of these (volthub/cli_workers.py)
         from volthub import cli_workers
 
-        return cli_workers.run(args, settings)
+        entry = cli_workers.Entry(main=main, migrate=lambda found: migrations_report(apply_migrations(found)))
+        return cli_workers.run(args, settings, entry)
     trio.run(_serve, settings, args.listen_fd)
     return 0
 

@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import NoReturn, Protocol
@@ -67,17 +68,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
+@dataclass(frozen=True)
+class Entry:
+    """What the parent takes from `volthub.cli` (which imports this module, not the other
+    way round): the command line a forked worker runs, and the migrations it applies at
+    start (the lines to log)."""
+
+    main: Callable[[list[str]], int]
+    migrate: Callable[[Settings], list[str]]
+
+
+def run(args: argparse.Namespace, settings: Settings, entry: Entry) -> int:
     if settings.database.url.startswith("sqlite"):
         print("error: --workers needs PostgreSQL ([database] url); SQLite serves one process", file=sys.stderr)
         return 2
     metrics_dir, own_dir = _metrics_dir()  # before anything imports prometheus_client
     try:
-        if _migrate_here(settings) != 0:
+        if _migrate_here(settings, entry.migrate) != 0:
             return 1
         listener = _bind(settings)
         _preload()
-        parent = Parent(args, listener, args.workers, settings.server.shutdown_timeout)
+        parent = Parent(args, entry, listener, args.workers, settings.server.shutdown_timeout)
         log.info("%s", logs.startup_summary(settings, version(), workers=args.workers))
         code = parent.run()
         log.info("volthub stopped (all workers have exited)")
@@ -135,17 +146,15 @@ def _interpreter() -> list[str]:
     return [sys.executable, "-m", "volthub"]
 
 
-def _migrate_here(settings: Settings) -> int:
+def _migrate_here(settings: Settings, migrate: Callable[[Settings], list[str]]) -> int:
     """At start, in this process: the code that runs is the code the workers will run, and
     a child's interpreter start would add to every start (a restart's clients wait on it)."""
-    from volthub.cli import apply_migrations, migrations_report
-
     try:
-        applied = apply_migrations(settings)
+        report = migrate(settings)
     except Exception:
         log.exception("migrations failed")
         return 1
-    for line in migrations_report(applied):
+    for line in report:
         log.info("migrations: %s", line)
     return 0
 
@@ -211,7 +220,7 @@ class Forked:
             os.kill(self.pid, signal.SIGKILL)
 
 
-def _run_forked(argv: list[str], env: dict[str, str], parents_fd: int) -> NoReturn:
+def _run_forked(main: Callable[[list[str]], int], argv: list[str], env: dict[str, str], parents_fd: int) -> NoReturn:
     """The forked worker: `volthub serve` with its own arguments and environment, as a
     fresh interpreter would run it (`parents_fd`, the parent's end of the readiness pipe,
     closed). It never returns into the parent's code (whose `finally` blocks would remove
@@ -222,8 +231,6 @@ def _run_forked(argv: list[str], env: dict[str, str], parents_fd: int) -> NoRetu
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
         os.environ.update(env)
-        from volthub.cli import main
-
         code = main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -246,6 +253,7 @@ class Worker:
 @dataclass
 class Parent:
     args: argparse.Namespace
+    entry: Entry
     listener: socket.socket
     count: int
     graceful_timeout: float
@@ -313,7 +321,7 @@ class Parent:
         if fork:
             pid = os.fork()
             if pid == 0:
-                _run_forked(argv, env, read_fd)
+                _run_forked(self.entry.main, argv, env, read_fd)
             process = Forked(pid)
         else:
             process = subprocess.Popen(_interpreter() + argv, env={**os.environ, **env}, pass_fds=(fd, write_fd))

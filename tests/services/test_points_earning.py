@@ -63,7 +63,7 @@ async def points(db: Database, channel_id: str, user_id: str) -> int:
 
 
 def earner(db: Database, viewers: Viewers, clock: TrioClock | None = None) -> WatchEarnings:
-    return WatchEarnings(db, clock or TrioClock(START), lambda: viewers, points=POINTS, interval_seconds=INTERVAL)
+    return WatchEarnings(db, clock or TrioClock(START), viewers, points=POINTS, interval_seconds=INTERVAL)
 
 
 async def test_present_viewers_of_live_channels_earn_once_per_interval(db: Database) -> None:
@@ -143,7 +143,7 @@ async def test_no_points_configured_means_no_earning(db: Database, mock_clock: t
     await live(db, channel)
     viewers = Viewers()
     viewers.present = {channel: [viewer]}
-    service = WatchEarnings(db, TrioClock(START), lambda: viewers, points=0, interval_seconds=INTERVAL)
+    service = WatchEarnings(db, TrioClock(START), viewers, points=0, interval_seconds=INTERVAL)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(service.run)
         await trio.testing.wait_all_tasks_blocked()

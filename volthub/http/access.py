@@ -13,14 +13,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from quart import Quart, g, request
 
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
-from volthub.http.runtime import Runtime, runtime
-from volthub.services.tokens import ACCESS, TokenError
+from volthub.http.runtime import Runtime, Services, runtime
+from volthub.services.tokens import ACCESS, TokenError, TokenService
 
 F = TypeVar("F", bound=Callable[..., Any])
 ATTRIBUTE = "__volthub_access__"
@@ -213,11 +213,20 @@ def bearer_token(authorization: str | None) -> str | None:
     return value.strip()
 
 
-async def authenticate(raw_token: str, rt: Runtime | None = None) -> Principal:
-    """Verify a token (also used by the Events API connections, which pass their runtime
-    rather than push an app context per connect)."""
+class Verifier(Protocol):
+    """What verifying a token reads: the `Runtime`, or the Events API's part of it."""
+
+    @property
+    def tokens(self) -> TokenService: ...
+
+    @property
+    def services(self) -> Services: ...
+
+
+async def authenticate(raw_token: str, rt: Verifier | None = None) -> Principal:
+    """Verify a token (also used by the Events API connections, which pass their part of the
+    runtime rather than push an app context per connect)."""
     rt = rt or runtime()
-    assert rt.tokens is not None
     try:
         claims = rt.tokens.verify(raw_token)
     except TokenError as exc:
@@ -225,12 +234,12 @@ async def authenticate(raw_token: str, rt: Runtime | None = None) -> Principal:
         raise unauthorized("invalid_token", text) from None
     if claims.kind != ACCESS:
         # The stored session behind the token must still stand (tokens without one do).
-        active = await rt.services.sessions.active(claims) if rt.started else claims.session_id is None
+        active = await rt.services.sessions.active(claims)
         if not active:
             raise unauthorized("invalid_token", "token has been revoked")
         return Principal(claims.user_id, FIRST_PARTY, session_id=claims.session_id)
     # The grant behind the token decides what it may do now (None: revoked or gone).
-    scopes = await rt.services.oauth.token_scopes(claims) if rt.started else None
+    scopes = await rt.services.oauth.token_scopes(claims)
     if scopes is None:
         raise unauthorized("invalid_token", "token has been revoked")
     return Principal(claims.user_id, OAUTH, scopes, claims.client_id, claims.grant_id)

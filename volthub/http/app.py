@@ -2,15 +2,15 @@
 
     hypercorn --worker-class trio "volthub.http.app:create_app()"
 
-The app's lifespan owns everything long-lived: the database, the typed `Services`
-(`_make_services`), and one `volthub.hub.supervisor.Supervisor` (under a cancel scope it
-owns) that runs the background services and restarts a crashed one with
-back-off; after_serving stops it.
+`create_app` makes the Quart app: its hooks, blueprints, the Engine.IO mount and the ASGI
+layers around it, none of which needs the database. Everything long-lived is built by the
+composition root (`http/composition.py`): the app's lifespan enters `compose` at start-up
+(in the app's nursery), points `app.extensions["volthub"]` at the complete `Runtime`, and
+leaves it at shutdown, which stops the background services and closes the database.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -27,73 +27,15 @@ from quart_trio.wrappers.request import TrioRequest
 
 from volthub import logs, metrics, version
 from volthub.config import Settings, load_settings
-from volthub.http import access, chat_send, cluster, observe, ratelimit, request_rules, serving
+from volthub.http import access, observe, ratelimit, request_rules, serving
 from volthub.http.blueprints import BLUEPRINTS
-from volthub.http.blueprints import channel_points as channel_points_blueprint
-from volthub.http.blueprints import channel_roles as channel_roles_blueprint
-from volthub.http.blueprints import chat as chat_blueprint
-from volthub.http.blueprints import interactive as interactive_blueprint
-from volthub.http.blueprints import subscriptions as subscriptions_blueprint
+from volthub.http.composition import compose
 from volthub.http.errors import ApiError, install_error_handlers
-from volthub.http.events import socketio as events_api
+from volthub.http.events import listeners as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
-from volthub.http.runtime import Runtime, Services, runtime
-from volthub.hub.bus import InProcessBus, PostgresRelay, RelaySettings
-from volthub.hub.clock import Clock, SystemClock, to_ms
-from volthub.hub.publisher import EventPublisher
-from volthub.hub.redis_bus import RedisRelay, RedisSettings
-from volthub.hub.supervisor import Service, Supervisor
-from volthub.persistence import Database, migrate, open_database
-from volthub.persistence import secrets as secret_store
-from volthub.services import webhooks as webhook_delivery
-from volthub.services.accounts import Accounts
-from volthub.services.apps import Apps
-from volthub.services.bots import Bots
-from volthub.services.catalogue import BadgeCatalogue, Teams
-from volthub.services.categories import Categories
-from volthub.services.channel_points import ChannelPoints, Redemptions
-from volthub.services.channel_roles import ChannelRoles
-from volthub.services.emotes import Emotes
-from volthub.services.extvideo import ExtVideo
-from volthub.services.idempotency import Idempotency
-from volthub.services.journals import Journals
-from volthub.services.media import MediaStore
-from volthub.services.oauth import build_oauth_service
-from volthub.services.passwords import Passwords
-from volthub.services.sessions import build_sessions
-from volthub.services.streams import Streams
-from volthub.services.subscriptions import Subscriptions
-from volthub.services.tokens import TokenService
-from volthub.services.users import Users
-from volthub.services.volts import Volts
-from volthub.services.webhooks import Dispatcher, WebhookAdmin
+from volthub.hub.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
-
-# A background service runs in the supervisor's nursery until shutdown; if it fails, the
-# supervisor restarts it with back-off (volthub.hub.supervisor).
-BackgroundService = Callable[[Runtime], Awaitable[None]]
-StartupHook = Callable[[Runtime], Awaitable[None]]
-
-# Wiring run once `Runtime.services` exists: the Events API fan-out and presence.
-STARTUP_HOOKS: list[StartupHook] = [events_api.install]
-# Long-lived tasks: webhook delivery workers, channel actors, Engine.IO session drivers.
-SERVICES: list[tuple[str, BackgroundService]] = [
-    ("webhooks", webhook_delivery.service),
-    ("chat", chat_blueprint.run_chat_hub),
-    ("engineio", events_api.service),
-    ("recovery", events_api.recovery_service),
-    ("gateway", events_api.gateway_service),
-    ("ingest-silence", lambda rt: rt.services.streams.watch_silence()),
-    ("relay", cluster.relay_service),
-    ("presence", cluster.presence_service),
-    ("interactive", interactive_blueprint.run_interactive_feed),
-    ("subscription-expiry", subscriptions_blueprint.run_expiry),
-    ("role-expiry", channel_roles_blueprint.run_expiry),
-    ("points-earning", channel_points_blueprint.run_watch_earnings),
-    ("metrics", observe.sampler_service),
-    ("rate-limit-pruning", ratelimit.forget_full_budgets),
-]
 
 
 class OrjsonProvider(DefaultJSONProvider):
@@ -141,33 +83,56 @@ def create_app(
         openapi_provider_class=VolthubOpenAPIProvider,
     )
     app.json = OrjsonProvider(app)
-    app.extensions["volthub"] = Runtime(settings=settings, clock=clock or SystemClock(), bus=InProcessBus())
 
     install_error_handlers(app)
     app.url_value_preprocessor(_note_route)  # runs before every before_request hook
     app.before_request(_refuse_nul_in_url)
     access.install(app)  # authentication and scopes before anything about the body
-    app.before_request(_limit_body)
+    app.before_request(_body_limiter(settings.server.small_body_bytes, settings.server.max_body_bytes))
     app.before_request(_require_json_body)
-    ratelimit.install(app)  # after access; puts its per-IP check first of all hooks
+    ratelimit.install(app, settings.ratelimit)  # after access; puts its per-IP check first of all hooks
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     _declare_openapi_route(app)
     events_api.mount(app)  # Engine.IO paths (/ws/events, /socket.io) served ahead of Quart
-    chat_send.install(app.extensions["volthub"])  # chat send on the gateway too: the bots' fast path
     serving.adapt(app, settings)  # Hypercorn's close fix, connection caps, early body reads
     # Outermost: request ids, access lines and HTTP metrics for everything, Engine.IO included.
     app.asgi_app = observe.middleware(app.asgi_app, settings.logging.access_log)  # type: ignore[method-assign, assignment, arg-type]
 
-    @app.before_serving
-    async def _startup() -> None:
-        await _start(app)
-
-    @app.after_serving
-    async def _shutdown() -> None:
-        await _stop(app)
-
+    lifespan = Lifespan(app, settings, clock or SystemClock())
+    app.before_serving(lifespan.start)
+    app.after_serving(lifespan.stop)
     return app
+
+
+class Lifespan:
+    """The composed runtime, held from the app's start to its stop by a task of the app's
+    nursery (so the supervisor's nursery inside `compose` has one owner throughout)."""
+
+    def __init__(self, app: QuartTrio, settings: Settings, clock: Clock) -> None:
+        self._app = app
+        self._settings = settings
+        self._clock = clock
+        self._stopping = trio.Event()
+        self._stopped = trio.Event()
+
+    async def start(self) -> None:
+        self._stopping, self._stopped = trio.Event(), trio.Event()
+        await self._app.nursery.start(self._hold)
+        _log_started(self._settings)
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        await self._stopped.wait()
+
+    async def _hold(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with compose(self._settings, self._clock) as runtime:
+                self._app.extensions["volthub"] = runtime
+                task_status.started()
+                await self._stopping.wait()
+        finally:
+            self._stopped.set()
 
 
 def _declare_openapi_route(app: Quart) -> None:
@@ -190,16 +155,18 @@ async def _refuse_nul_in_url() -> None:
     request_rules.refuse_nul_in_url(request.path, request.query_string)
 
 
-async def _limit_body() -> None:
-    """Each route's body limit (`[server] small_body_bytes`, or `max_body_bytes` for the
-    routes marked `access.large_body`): 413 past it, before the body is used."""
-    view = _view(request.endpoint) if request.endpoint else None
-    server = runtime().settings.server
-    limit = access.body_limit_of(view, server.small_body_bytes, server.max_body_bytes)
-    length = request.content_length
-    if length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
-        length = len(await request.get_data(cache=True))  # at most max_body_bytes, read ahead
-    request_rules.check_body_size(length, limit)
+def _body_limiter(small_body_bytes: int, max_body_bytes: int) -> Callable[[], Awaitable[None]]:
+    async def limit_body() -> None:
+        """Each route's body limit (`[server] small_body_bytes`, or `max_body_bytes` for the
+        routes marked `access.large_body`): 413 past it, before the body is used."""
+        view = _view(request.endpoint) if request.endpoint else None
+        limit = access.body_limit_of(view, small_body_bytes, max_body_bytes)
+        length = request.content_length
+        if length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+            length = len(await request.get_data(cache=True))  # at most max_body_bytes, read ahead
+        request_rules.check_body_size(length, limit)
+
+    return limit_body
 
 
 async def _require_json_body() -> None:
@@ -221,152 +188,10 @@ def _has_body() -> bool:
     return bool(length) or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
 
 
-async def _start(app: QuartTrio) -> None:
-    rt: Runtime = app.extensions["volthub"]
-    database = open_database(
-        rt.settings.database.url, rt.settings.database.pool_size, rt.settings.database.acquire_timeout
-    )
-    await database.open()
-    if rt.settings.database.migrate_on_start:
-        await migrate(database)
-    rt.database = database
-    relay = _relay_for(rt, database)
-    secret = rt.settings.auth.token_secret or await database.write(
-        secret_store.get_or_create("token_secret", to_ms(rt.clock.now()))
-    )
-    rt.tokens = TokenService(secret, rt.clock, rt.settings.auth.session_ttl_seconds)
-    rt.publisher = EventPublisher(database, rt.bus, rt.clock, event_log=relay)
-    rt.services = await _make_services(rt, database, rt.publisher)
-    for hook in STARTUP_HOOKS:
-        await hook(rt)
-    cluster.install(rt, relay)  # PostgreSQL: resume backfill, presence over all processes
-    await app.nursery.start(_supervise, rt)
-    await cluster.wait_for_relay(rt)
-    rt.ready.set()
-    cluster.report_ready()
-    _log_started(rt)
-
-
-def _log_started(rt: Runtime) -> None:
+def _log_started(settings: Settings) -> None:
     """One line an operator can act on: what serves where, on what."""
-    settings = rt.settings
     worker = os.environ.get(logs.WORKER_ENV)
     if worker is not None:  # the parent of `volthub serve --workers` logs the summary once
         log.info("worker %s ready (pid %d)", worker, os.getpid())
         return
     log.info("%s", logs.startup_summary(settings, version(), workers=1))
-
-
-def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | RedisRelay | None:
-    """On PostgreSQL the bus relays between processes: LISTEN/NOTIFY, or Redis when
-    `[cluster] broker = "redis"`; both log events in the database."""
-    if database.dialect != "postgresql":
-        return None
-    cluster = rt.settings.cluster
-    relay: PostgresRelay | RedisRelay
-    if cluster.broker == "redis":
-        relay = RedisRelay(
-            database,
-            rt.clock,
-            RedisSettings(
-                url=cluster.redis_url,
-                cluster_nodes=tuple(cluster.redis_cluster_nodes),
-                unsubscribe_after_seconds=cluster.redis_unsubscribe_after_seconds,
-                ca_file=cluster.redis_ca_file,
-                sweep_seconds=cluster.redis_sweep_interval_seconds,
-                sweep_grace_seconds=cluster.redis_sweep_grace_seconds,
-                history=max(1, rt.settings.events.resume_buffer_size),
-                retention_seconds=cluster.event_log_retention_seconds,
-            ),
-        )
-    else:
-        relay = PostgresRelay(
-            database,
-            rt.clock,
-            RelaySettings(retention_seconds=cluster.event_log_retention_seconds, warm_rows=cluster.warm_start_rows),
-        )
-    rt.bus = relay
-    return relay
-
-
-async def _make_services(rt: Runtime, database: Database, publisher: EventPublisher) -> Services:
-    """Every long-lived service of the app, made once the database is open."""
-    settings, clock = rt.settings, rt.clock
-    passwords = Passwords(
-        settings.auth.argon2_time_cost,
-        settings.auth.argon2_memory_kib,
-        settings.auth.hash_concurrency,
-        settings.auth.hash_queue,
-    )
-    assert rt.tokens is not None
-    oauth = build_oauth_service(database, publisher, clock, settings.oauth)
-    csrf_key = await database.write(secret_store.get_or_create("oauth_csrf_key", to_ms(clock.now())))
-    dispatcher = Dispatcher.from_settings(database, clock, settings.webhooks)
-    webhook_delivery.install(dispatcher, publisher)  # the outbox sink and its wake-up listener
-    media = MediaStore(database, clock, storage=settings.media.storage, directory=settings.media.directory)
-    return Services(
-        accounts=Accounts(database, publisher, passwords, follow_bonus=settings.channel_points.follow_bonus),
-        users=Users(database),
-        apps=Apps(database, clock, oauth),
-        oauth=oauth,
-        oauth_csrf_key=csrf_key,
-        sessions=build_sessions(database, publisher, clock, rt.tokens, settings.oauth.grant_cache_seconds),
-        webhooks=dispatcher,
-        webhook_admin=WebhookAdmin(database, clock, dispatcher),
-        channel_points=ChannelPoints(database, clock),
-        redemptions=Redemptions(database, publisher),
-        streams=await _make_streams(rt, database, publisher),
-        bots=Bots(database, clock, hold_days=settings.bots.name_hold_days),
-        media=media,
-        emotes=Emotes(
-            database, clock, media, max_bytes=settings.media.emote_max_bytes, max_side=settings.media.emote_max_side
-        ),
-        badges=BadgeCatalogue(database, clock),
-        teams=Teams(database, clock),
-        journals=Journals(
-            database,
-            clock,
-            media,
-            image_max_bytes=settings.media.journal_image_max_bytes,
-            image_max_side=settings.media.journal_image_max_side,
-        ),
-        extvideo=ExtVideo(database, clock, settings.extvideo, settings.server.public_url),
-        idempotency=Idempotency(database, clock),
-        volts=Volts(database, publisher, clock, settings.volts),
-        subscriptions=Subscriptions(
-            database, publisher, clock, settings.subscriptions, settings.volts, settings.channel_points
-        ),
-        channel_roles=ChannelRoles(database, clock, lambda: chat_blueprint.hub_for(rt)),
-    )
-
-
-async def _make_streams(rt: Runtime, database: Database, publisher: EventPublisher) -> Streams:
-    """Streams need the categories file and the stream-key secret (config, or kept in the database)."""
-    ingest = rt.settings.ingest
-    key_secret = ingest.stream_key_secret or await database.write(
-        secret_store.get_or_create("stream_key_secret", to_ms(rt.clock.now()))
-    )
-    if not ingest.hook_secret:
-        log.warning("[ingest] hook_secret is not set: media-server hooks are refused, no stream can go live")
-    categories = Categories.load(rt.settings.streams.categories_file)
-    return Streams(
-        database, publisher, rt.clock, categories, key_secret, ingest.silence_timeout_seconds, ingest.offers()
-    )
-
-
-async def _supervise(rt: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Own the background services under a supervisor: cancelled in after_serving, never
-    left running, and a crashed service is restarted rather than tearing down the app."""
-    supervisor = rt.supervisor = Supervisor()
-    services = [Service(name, functools.partial(run, rt)) for name, run in SERVICES]
-    await supervisor.run(services, task_status=task_status)
-
-
-async def _stop(app: Quart) -> None:
-    rt: Runtime = app.extensions["volthub"]
-    if rt.supervisor is not None:
-        await rt.supervisor.stop()
-    if rt.gateway is not None:
-        rt.gateway.stop_accepting()
-    if rt.database is not None:
-        await rt.database.close()

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING
 
 import trio
 
-from volthub.http.runtime import Runtime
+from volthub.config import Settings
+from volthub.http.events.registry import ConnectionRegistry
+from volthub.http.runtime import Presence, Runtime
 from volthub.hub.bus import PostgresRelay
+from volthub.hub.clock import Clock
+from volthub.hub.fanout import Fanout
 from volthub.hub.presence import ClusterPresence, RedisPresenceStore
 from volthub.hub.redis_bus import RedisRelay
+
+if TYPE_CHECKING:
+    from volthub.persistence import Database
 
 # Set by `volthub serve --workers N` in each worker's environment: a pipe to write one byte
 # to once the app has started.
@@ -28,22 +36,28 @@ RELAY_START_WAIT_SECONDS = 10.0
 log = logging.getLogger(__name__)
 
 
-def install(rt: Runtime, relay: PostgresRelay | RedisRelay | None) -> None:
-    """After the start-up hooks: on PostgreSQL, resume buffers filled from the event log
-    (or from the broker's streams, per channel followed here) and presence added up over
-    every process."""
+def install(
+    settings: Settings,
+    clock: Clock,
+    database: Database,
+    relay: PostgresRelay | RedisRelay | None,
+    fanout: Fanout,
+    connections: ConnectionRegistry,
+) -> Presence:
+    """The presence of the deployment; on PostgreSQL also the resume buffers filled from the
+    event log (or from the broker's streams, per channel followed here), and presence added
+    up over every process."""
     if relay is None:
-        return
-    fanout = rt.services.fanout
+        return fanout  # snapshot(channel_id) -> (user ids, anonymous count)
     if isinstance(relay, RedisRelay):
         fanout.interest = relay.channel_interest
-        rt.services.connections.interest = relay.user_interest
+        connections.interest = relay.user_interest
         relay.add_history(fanout.replace_recent)
     else:
         relay.add_backfill(fanout.remember)
     store = RedisPresenceStore(relay) if isinstance(relay, RedisRelay) else None
-    interval = rt.settings.cluster.presence_interval_seconds
-    rt.services.presence = ClusterPresence(rt.db, rt.clock, fanout, interval, store)
+    interval = settings.cluster.presence_interval_seconds
+    return ClusterPresence(database, clock, fanout, interval, store)
 
 
 async def wait_for_relay(rt: Runtime) -> None:

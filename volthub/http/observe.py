@@ -14,15 +14,15 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
 from volthub import logs, metrics
 
 if TYPE_CHECKING:
-    from volthub.http.runtime import Runtime
+    from volthub.services.webhooks import Dispatcher
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -179,49 +179,57 @@ def session_ended(
 # ---------------------------------------------------------------------- sampled gauges
 
 
-def sample(rt: Runtime) -> None:
+class SampledEndpoint(Protocol):
+    """An Engine.IO endpoint, as the gauges count its sessions."""
+
+    listener: str
+
+    @property
+    def sessions(self) -> Mapping[str, Any]: ...
+
+
+class PooledDatabase(Protocol):
+    def pool_stats(self) -> dict[str, int]: ...
+
+
+def sample(endpoints: Iterable[SampledEndpoint], database: PooledDatabase) -> None:
     """Set this process's sampled gauges: Events API connections (Engine.IO sessions by
     transport and listener) and the database pool. SSE streams count themselves."""
     counts: dict[tuple[str, str], int] = {
         (transport, path): 0 for transport in ("websocket", "polling") for path in ("mount", "gateway")
     }
-    endpoints = list(getattr(rt, "engineio_endpoints", {}).values())
-    gateway = getattr(rt, "gateway", None)
-    if gateway is not None:
-        endpoints += list(gateway.endpoints.values())
     for endpoint in endpoints:
-        listener = getattr(endpoint, "listener", "mount")
         for conn in endpoint.sessions.values():
             session = conn.session
             if not session.closed:
-                key = (session.transport, listener)
+                key = (session.transport, endpoint.listener)
                 counts[key] = counts.get(key, 0) + 1
     for (transport, path), count in counts.items():
         metrics.EVENTS_CONNECTIONS.labels(transport, path).set(count)
-    database = getattr(rt, "database", None)
-    if database is not None:
-        for state, value in database.pool_stats().items():
-            metrics.DB_POOL_CONNECTIONS.labels(state).set(value)
+    for state, value in database.pool_stats().items():
+        metrics.DB_POOL_CONNECTIONS.labels(state).set(value)
 
 
 SAMPLE_SECONDS: Final = 5.0
 
 
-async def sampler_service(rt: Runtime) -> None:
+async def sampler_service(
+    endpoints: Callable[[], Iterable[SampledEndpoint]], database: PooledDatabase, enabled: bool
+) -> None:
     """Under `--workers`: keep this worker's sampled gauges fresh for scrapes another
     worker answers. One process samples at scrape time instead (no timer)."""
-    if metrics.multiprocess_dir() is None or not rt.settings.metrics.enabled:
+    if metrics.multiprocess_dir() is None or not enabled:
         return
     while True:
-        sample(rt)
+        sample(endpoints(), database)
         await trio.sleep(SAMPLE_SECONDS)
 
 
-async def scrape(rt: Runtime) -> bytes:
+async def scrape(endpoints: Iterable[SampledEndpoint], database: PooledDatabase, webhooks: Dispatcher) -> bytes:
     """The exposition a scrape gets: every family, this process's gauges sampled now, and
     the webhook outbox read from the database (the same for every process)."""
-    sample(rt)
-    pending, age = await rt.services.webhooks.outbox_summary()
+    sample(endpoints, database)
+    pending, age = await webhooks.outbox_summary()
     return metrics.exposition(
         metrics.Sampled(
             {

@@ -48,25 +48,16 @@ from quart import Quart, Response, current_app, g, request
 from volthub.config import RateLimitSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
+from volthub.http.rate_budgets import BUDGETS, RateLimits
 from volthub.http.runtime import Runtime, runtime
 from volthub.hub.redis_bus import RedisRelay
 from volthub.persistence import rate_limits as rate_limits_repo
 from volthub.protocol.oauth.client_auth import MalformedBasic, parse_basic
-from volthub.protocol.ratelimit import Decision, Gcra, Rate, tightest, to_ns
+from volthub.protocol.ratelimit import Decision, Gcra, tightest, to_ns
 
 F = TypeVar("F", bound=Callable[..., Any])
 ATTRIBUTE = "__volthub_rate_category__"
 CATEGORIES = ("chat_send", "moderation", "token", "app_create", "subscriptions", "roles_write", "interactive")
-# category -> (settings field, window in seconds)
-BUDGETS: dict[str, tuple[str, int]] = {
-    "chat_send": ("chat_send_per_minute", 60),
-    "moderation": ("moderation_per_minute", 60),
-    "token": ("token_per_minute", 60),
-    "app_create": ("app_create_per_hour", 3600),
-    "subscriptions": ("subscriptions_per_minute", 60),
-    "roles_write": ("roles_write_per_minute", 60),
-    "interactive": ("interactive_per_minute", 60),
-}
 # Shared mode: how often each process deletes the rows of budgets that are full again.
 FORGET_EVERY_SECONDS = 60.0
 # Client-chosen strings end up in keys: cap them so keys stay small.
@@ -150,33 +141,11 @@ def basic_client_id(authorization: str | None) -> str | None:
     return (credentials.client_id or None) if credentials else None
 
 
-# --- the process's budgets --------------------------------------------------------------------
-
-
-class RateLimits:
-    """One GCRA per budget: the global per-IP one and one per category."""
-
-    def __init__(self, settings: RateLimitSettings) -> None:
-        self.settings = settings
-        # Counted in the database, shared by every process (decided at the first request,
-        # once the database is open); False: in this process's memory.
-        self.shared: bool | None = None
-        self.in_database: rate_limits_repo.SharedBudgets | None = None  # when shared
-        # Set by a spend counted in the database: there may be rows to delete again.
-        self.spent_in_database = trio.Event()
-        self.per_ip = Gcra(Rate.per(settings.global_per_ip_per_minute, 60))
-        self.budgets = {
-            category: Gcra(Rate.per(getattr(settings, field), window)) for category, (field, window) in BUDGETS.items()
-        }
-
-
-def install(app: Quart) -> None:
-    """Register the hooks. Call once, after `access.install(app)`."""
-    rt = app.extensions["volthub"]
-    settings: RateLimitSettings = rt.settings.ratelimit
+def install(app: Quart, settings: RateLimitSettings) -> None:
+    """Register the hooks. Call once, after `access.install(app)`; the budgets themselves
+    (`rate_budgets.RateLimits`) are made by the composition root."""
     if not settings.enabled:
         return
-    rt.rate_limits = RateLimits(settings)
     # The per-IP check must precede every other hook (access, body-type checks), so that
     # no request — unauthenticated, malformed, or for a missing route — goes uncounted.
     # Quart has no public "register first"; its hook list is a plain list we prepend to.

@@ -1,13 +1,15 @@
-"""What the running app holds: settings, database, clock, bus, publisher, tokens, services.
+"""What the running app holds, made whole by the composition root (`http/composition.py`).
 
-`Runtime` is made with the app (`create_app`); `Runtime.services` is made once the database
-is open (`app._start`). Each long-lived service is one typed attribute of `Services`, so a
-reader can see what exists and a typo is a type error, not a `KeyError` at run time.
+A `Runtime` and its `Services` are made once, complete, in `compose`: every field has its
+value from the start, none is filled in later. Routes and hooks reach the runtime of the
+app that serves them with `runtime()`; code that runs outside a request is handed what it
+needs when the root makes it. Each long-lived service is one typed attribute of
+`Services`, so a reader can see what exists and a typo is a type error.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
@@ -17,6 +19,7 @@ from volthub.config import Settings
 from volthub.hub.bus import Bus
 from volthub.hub.clock import Clock
 from volthub.hub.publisher import EventPublisher
+from volthub.hub.supervisor import Supervisor
 from volthub.persistence import Database
 from volthub.services.sessions import Sessions
 from volthub.services.tokens import TokenService
@@ -25,11 +28,10 @@ if TYPE_CHECKING:
     from volthub.http.events.engineio import EngineIOEndpoint
     from volthub.http.events.gateway import Gateway
     from volthub.http.events.registry import ConnectionRegistry
-    from volthub.http.ratelimit import RateLimits
+    from volthub.http.rate_budgets import RateLimits
     from volthub.hub.fanout import Fanout
     from volthub.hub.recovery_store import RecoveryStore
     from volthub.hub.registry import ActorRegistry
-    from volthub.hub.supervisor import Supervisor
     from volthub.services.accounts import Accounts
     from volthub.services.apps import Apps
     from volthub.services.bots import Bots
@@ -38,7 +40,9 @@ if TYPE_CHECKING:
     from volthub.services.channel_roles import ChannelRoles
     from volthub.services.emotes import Emotes
     from volthub.services.extvideo import ExtVideo
+    from volthub.services.health import Readiness
     from volthub.services.idempotency import Idempotency
+    from volthub.services.interactive import InteractiveReads
     from volthub.services.journals import Journals
     from volthub.services.media import MediaStore
     from volthub.services.oauth import OAuthService
@@ -57,7 +61,7 @@ class Presence(Protocol):
 
 @dataclass(eq=False)
 class Services:
-    """The app's long-lived services, one typed attribute each (made in `app._start`)."""
+    """The app's long-lived services, one typed attribute each (made by `compose`)."""
 
     accounts: Accounts
     users: Users
@@ -83,61 +87,50 @@ class Services:
     volts: Volts
     subscriptions: Subscriptions
     channel_roles: ChannelRoles
-    # The channel actors' registry: made on first use (blueprints.chat.hub_for).
-    chat: ActorRegistry | None = None
-    # Set by the Events API start-up hook (http/events/socketio.install), which runs right
-    # after this object is made; reading them earlier is an AttributeError, not a None.
-    fanout: Fanout = field(init=False, repr=False)
-    presence: Presence = field(init=False, repr=False)
+    # The channel actors' registry: every chat and interactive write goes to a channel's actor.
+    chat: ActorRegistry
+    # Reads of the interactive features' current state (active poll, goals, timers ...).
+    interactive: InteractiveReads
+    # Whether this process can serve (`/healthz`): database and broker.
+    readiness: Readiness
+    # The Events API fan-out: per-channel subscribers and resume buffers of this process.
+    fanout: Fanout
+    # The fan-out itself on one process; added up over every process on PostgreSQL.
+    presence: Presence
     # Open Events API connections by token (http/events/registry): revocation ends them;
     # `connections.close_all(reason)` ends every one.
-    connections: ConnectionRegistry = field(init=False, repr=False)
+    connections: ConnectionRegistry
 
 
 @dataclass(eq=False)
 class Runtime:
     settings: Settings
     clock: Clock
+    db: Database
+    # The event bus: in-process, or the relay between processes on PostgreSQL.
     bus: Bus
-    database: Database | None = None
-    publisher: EventPublisher | None = None
-    tokens: TokenService | None = None
-    # Present from create_app on (None when rate limiting is disabled).
-    rate_limits: RateLimits | None = None
+    publisher: EventPublisher
+    tokens: TokenService
+    services: Services
+    # Where Socket.IO connection states wait for recovery (shared by every process, or in this one).
+    recovery: RecoveryStore
+    # None when rate limiting is disabled ([ratelimit] enabled = false).
+    rate_limits: RateLimits | None
     # The Engine.IO paths served ahead of Quart (http/events/socketio.mount), by path.
-    engineio_endpoints: dict[str, EngineIOEndpoint] = field(default_factory=dict)
+    engineio_endpoints: dict[str, EngineIOEndpoint]
     # The Events API's own listener ([events] gateway_port), None when off.
-    gateway: Gateway | None = None
-    # The background services' supervisor, while the app serves.
-    supervisor: Supervisor | None = None
-    # Where Socket.IO connection states wait for recovery (set at start-up by the Events API).
-    recovery: RecoveryStore | None = None
+    gateway: Gateway | None
+    # Runs the background services (`composition.background_services`) while the app serves.
+    supervisor: Supervisor
     # Set once the start-up is done (the relay caught up with the event log, where it can).
-    ready: trio.Event = field(default_factory=trio.Event)
-    _services: Services | None = field(default=None, repr=False)
+    ready: trio.Event
 
-    @property
-    def db(self) -> Database:
-        assert self.database is not None, "database is opened in before_serving"
-        return self.database
-
-    @property
-    def events(self) -> EventPublisher:
-        assert self.publisher is not None, "publisher is created in before_serving"
-        return self.publisher
-
-    @property
-    def services(self) -> Services:
-        assert self._services is not None, "services are made in before_serving"
-        return self._services
-
-    @services.setter
-    def services(self, services: Services) -> None:
-        self._services = services
-
-    @property
-    def started(self) -> bool:
-        return self._services is not None
+    def all_engineio_endpoints(self) -> list[EngineIOEndpoint]:
+        """Every Engine.IO endpoint of this process: the mount's and the gateway's."""
+        found = list(self.engineio_endpoints.values())
+        if self.gateway is not None:
+            found += list(self.gateway.endpoints.values())
+        return found
 
 
 def runtime() -> Runtime:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -414,7 +413,7 @@ class WatchEarnings:
         self,
         database: Database,
         clock: Clock,
-        presence: Callable[[], Presence | None],
+        presence: Presence,
         *,
         points: int,
         interval_seconds: float,
@@ -439,7 +438,7 @@ class WatchEarnings:
         channels = await self._db.read(repo.live_channels)
         credited: dict[str, list[str]] = {}
         for channel_id in channels:
-            viewers, _ = await presence_snapshot(self._presence(), channel_id)
+            viewers, _ = await presence_snapshot(self._presence, channel_id)
             present = sorted({viewer for viewer in viewers if viewer != channel_id})
             paid = await self._db.write(
                 functools.partial(self._credit_channel, channel_id=channel_id, viewers=present, interval=interval)

@@ -14,7 +14,6 @@ process ends the grants that expired while it was down.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import trio
@@ -59,9 +58,9 @@ def _roles(tx: Tx, channel_id: str, now_ms: int) -> list[dict[str, Any]]:
 
 
 class ChannelRoles:
-    """`hub` gives the process's actor registry (made on first use by the HTTP layer)."""
+    """Roles of channel members; grants and removals are commands to the channel's actor (`hub`)."""
 
-    def __init__(self, database: Database, clock: Clock, hub: Callable[[], RoleCommands]) -> None:
+    def __init__(self, database: Database, clock: Clock, hub: RoleCommands) -> None:
         self._db = database
         self._clock = clock
         self._hub = hub
@@ -94,7 +93,7 @@ class ChannelRoles:
         await self._commands().call(channel_id, roles.RemoveRole(member_id, role))
 
     def _commands(self) -> RoleCommands:
-        return self._hub()
+        return self._hub
 
     # -- expiry (a source of services.expiry.ExpiryService) --
 

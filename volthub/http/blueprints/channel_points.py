@@ -23,10 +23,10 @@ from volthub.http import access
 from volthub.http.documented import error_responses
 from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
-from volthub.http.runtime import Runtime, runtime
+from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model, Query
 from volthub.services import channel_points as points
-from volthub.services.channel_points import ChannelPoints, Redemptions, WatchEarnings, rest_shape
+from volthub.services.channel_points import ChannelPoints, Redemptions, rest_shape
 
 blueprint = Blueprint("channel_points", __name__, url_prefix="/api/channel-points")
 
@@ -270,15 +270,3 @@ async def reject(channel_id: str, redemption_id: str) -> RedemptionOut:
     goes back to the viewer, once (409 `redemption_resolved` when it was fulfilled or
     rejected already)."""
     return await _resolve(channel_id, redemption_id, "rejected")
-
-
-async def run_watch_earnings(rt: Runtime) -> None:
-    """App service: viewers earn points by watching ([channel_points], services.channel_points)."""
-    config = rt.settings.channel_points
-    await WatchEarnings(
-        rt.db,
-        rt.clock,
-        lambda: getattr(rt.services, "presence", None),  # set by the Events API start-up hook
-        points=config.points_per_interval,
-        interval_seconds=config.watch_interval_seconds,
-    ).run()

@@ -19,11 +19,10 @@ from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
-from volthub.http.runtime import Runtime, runtime
+from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
 from volthub.hub.components import roles
 from volthub.services.channel_roles import ChannelRoles
-from volthub.services.expiry import ExpiryService
 
 blueprint = Blueprint("channel_roles", __name__, url_prefix="/api/integrations/oauth/channel-roles")
 
@@ -118,8 +117,3 @@ async def delete_role(member_id: str, role_type: str) -> tuple[str, int]:
         raise ApiError(400, "validation_error", "roleType must be vip or moderator", {"field": "roleType"})
     await _service().revoke(access.principal().user_id, member_id, role_type)
     return "", 204
-
-
-async def run_expiry(rt: Runtime) -> None:
-    """App service: ends role grants at their expiresAt (services.channel_roles.ChannelRoles)."""
-    await ExpiryService(rt.services.channel_roles, rt.clock, rt.settings.channel_roles.poll_seconds).run()

@@ -1,9 +1,8 @@
 """Chat for integrations: send, moderate, chat modes.
 
 Every state change goes to the channel's actor (volthub/hub/actor.py), which checks the
-rules, stores the change and publishes its events before it answers. This module also
-wires the actor registry into the app: `run_chat_hub` is one of the app's SERVICES and
-`chat_hub()` is how any route (the sandbox, interactive features) reaches it, e.g.
+rules, stores the change and publishes its events before it answers. Routes reach the
+registry as `runtime().services.chat` (`chat_hub()`), e.g.
 `await chat_hub().post_card(channel_id, "sticker-send", {...})`.
 """
 
@@ -35,38 +34,17 @@ from volthub.services.chat import ChatReads
 
 blueprint = Blueprint("chat", __name__, url_prefix="/api/integrations/oauth/chat")
 
-# --- the hub service -------------------------------------------------------------------------
-
-
-def hub_for(rt: Runtime) -> ActorRegistry:
-    """The process's actor registry, made on first use (after start-up opened the store)."""
-    registry = rt.services.chat
-    if registry is None:
-        registry = ActorRegistry(
-            rt.db,
-            rt.events,
-            rt.clock,
-            inbox_size=rt.settings.chat.inbox_size,
-            idle_seconds=rt.settings.chat.actor_idle_seconds,
-            history_limit=rt.settings.chat.history_limit,
-        )
-        rt.services.chat = registry
-    return registry
+# --- the actor registry -----------------------------------------------------------------------
 
 
 def chat_hub() -> ActorRegistry:
-    return hub_for(runtime())
+    return runtime().services.chat
 
 
 def _has_actor(rt: Runtime, channel_id: str) -> bool:
     """A channel with a running actor exists (or its actor answers 404 itself): sends in
     it skip the existence read."""
-    return hub_for(rt).actor(channel_id) is not None
-
-
-async def run_chat_hub(rt: Runtime) -> None:
-    """App service: the registry's nursery holds every channel actor until shutdown."""
-    await hub_for(rt).run()
+    return rt.services.chat.actor(channel_id) is not None
 
 
 # --- shapes ----------------------------------------------------------------------------------
@@ -283,7 +261,7 @@ async def post_message(rt: Runtime, caller: access.Principal, channel_id: str, d
         if channel_id != caller.user_id:  # a channel that does not exist is 404 before this 403
             await access.check_channel_exists(channel_id, caller=caller, rt=rt)
         bot = await channel_bot(channel_id, caller, rt)
-    message_id = await hub_for(rt).send_message(channel_id, caller.user_id, outgoing, bot)
+    message_id = await rt.services.chat.send_message(channel_id, caller.user_id, outgoing, bot)
     return SendOut(success=True, messageId=message_id)
 
 

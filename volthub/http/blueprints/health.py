@@ -26,9 +26,7 @@ async def healthz() -> StatusOut:
     `storage_unavailable`) while it does not, within `[database] acquire_timeout`; 503
     `broker_unavailable` while the event broker between processes is unreachable or this
     process's subscriptions on it are lost (the message says which)."""
-    rt = runtime()
-    await rt.db.read(lambda tx: tx.scalar("SELECT 1"))
-    problem = rt.bus.problem
+    problem = await runtime().services.readiness.problem()
     if problem is not None:
         raise ApiError(503, "broker_unavailable", problem)
     return StatusOut(status="ok")
@@ -60,7 +58,7 @@ async def metrics() -> Response:
     settings = rt.settings.metrics
     if not settings.enabled or not _allowed(request.scope.get("client"), settings.allow):
         raise NotFound()
-    body = await observe.scrape(rt)
+    body = await observe.scrape(rt.all_engineio_endpoints(), rt.db, rt.services.webhooks)
     return Response(body, status=200, content_type=CONTENT_TYPE_LATEST)
 
 

@@ -301,7 +301,7 @@ async def publish_test(
     to_sockets = body.eventsApi and catalogue.delivered_over_events_api(name)
     if not to_sockets and not body.webhooks:
         raise _invalid("webhooks", f"the Events API does not carry {name}: send it with webhooks: true")
-    event = rt.events.publish_ephemeral(channel.id, name, payload, publish=to_sockets)
+    event = rt.publisher.publish_ephemeral(channel.id, name, payload, publish=to_sockets)
     tried: list[TestDelivery] = []
     if body.webhooks and logged:
         await rt.services.webhooks.enqueue_test(event, client_id)

@@ -226,9 +226,7 @@ async def post_raid(data: RaidBody) -> RaidOut:
     target), `details.retryAfterSeconds` and `Retry-After`; a refused raid starts no cooldown."""
     rt = runtime()
     cooldowns = Cooldowns(rt.settings.raids.raider_cooldown_seconds, rt.settings.raids.target_cooldown_seconds)
-    done = await raid(
-        rt.events, getattr(rt.services, "presence", None), access.principal().user_id, data.targetUsername, cooldowns
-    )
+    done = await raid(rt.publisher, rt.services.presence, access.principal().user_id, data.targetUsername, cooldowns)
     return RaidOut(
         targetChannelId=done.target_id,
         targetUsername=done.target_username,

@@ -17,9 +17,9 @@ from volthub.http.errors import ApiError
 from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
-from volthub.http.runtime import Runtime, runtime
+from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model, PersonOut, Query
-from volthub.services.subscriptions import ExpiryService, Subscriptions, roster_item, subscription_shape
+from volthub.services.subscriptions import Subscriptions, roster_item, subscription_shape
 
 blueprint = Blueprint("subscriptions", __name__)
 
@@ -298,8 +298,3 @@ async def manage(data: ManageBody) -> OneSubscriptionOut:
             raise ApiError(400, "validation_error", "action update needs a tier")
         sub = await _service().change_tier(me, creator_id, data.tier)
     return OneSubscriptionOut(subscription=_out(sub))
-
-
-async def run_expiry(rt: Runtime) -> None:
-    """App service: ends subscriptions at their expiry (services.subscriptions.ExpiryService)."""
-    await ExpiryService(rt.services.subscriptions, rt.clock, rt.settings.subscriptions.poll_seconds).run()

@@ -38,30 +38,29 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 import trio
-from quart import Quart
 
-from volthub.http import observe, ratelimit
+from volthub.config import Settings as AppSettings
 from volthub.http.access import Principal, authenticate
 from volthub.http.errors import ApiError
-from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
+from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER
 from volthub.http.events.connection import Connection
-from volthub.http.events.engineio import SHUTTING_DOWN, EngineIOEndpoint
-from volthub.http.events.gateway import Gateway
-from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore, missed_events, note_start, store_for
+from volthub.http.events.engineio import SHUTTING_DOWN
+from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore, missed_events, note_start
 from volthub.http.events.registry import AUTHORIZATION_REVOKED, ConnectionRegistry, Key
 from volthub.http.params import uuid_param
-from volthub.http.runtime import Runtime
-from volthub.http.serving import LIMITS, OVER_CAPACITY_RESPONSE
+from volthub.http.runtime import Services
+from volthub.hub.bus import Bus
+from volthub.hub.clock import Clock
 from volthub.hub.fanout import Fanout, Subscription
 from volthub.hub.publisher import Event as PlatformEvent
 from volthub.protocol import sse
-from volthub.protocol.engineio.session import Event, SessionClosed, Settings, new_sid
-from volthub.protocol.ratelimit import to_ns
+from volthub.protocol.engineio.session import Event, SessionClosed, new_sid
 from volthub.protocol.socketio.packets import encode_event_frame
 from volthub.protocol.socketio.session import AckReceived, ConnectRequest, Disconnected, EventReceived
 from volthub.protocol.websocket import message_frame
 from volthub.services.channel_points import ChannelPoints, socket_shape
 from volthub.services.lookup_cache import LookupCache
+from volthub.services.tokens import TokenService
 from volthub.services.users import User
 
 log = logging.getLogger(__name__)
@@ -69,6 +68,8 @@ log = logging.getLogger(__name__)
 ENGINEIO_PATH: Final = "/ws/events"
 DEFAULT_PATH: Final = "/socket.io"
 SPEC_NAMESPACE: Final = "/ws/events"
+# Each Engine.IO path and the Socket.IO namespaces it serves (on the main port and the gateway).
+ENGINEIO_PATHS: Final = ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"}))
 # A client request that needs the database gets this long before it is answered with an error.
 REQUEST_TIMEOUT_SECONDS: Final = 5.0
 
@@ -234,12 +235,22 @@ class _Joined:
     sid: str = ""  # the socket id given to the namespace
 
 
+@dataclass(frozen=True, eq=False)
+class EventsContext:
+    """What the Events API application reads of the app: the runtime's pieces it is made
+    from (the composition root makes the listeners before the `Runtime` that holds them)."""
+
+    settings: AppSettings
+    clock: Clock
+    bus: Bus
+    tokens: TokenService
+    services: Services
+    recovery: RecoveryStore
+
+
 class EventsSocketHandler:
-    def __init__(self, app: Quart, rt: Runtime) -> None:
-        self._app = app
+    def __init__(self, rt: EventsContext) -> None:
         self._rt = rt
-        # In-process until start-up chooses the deployment's store (`install`).
-        self._local_recovery = RecoveryStore(rt.settings.events.recovery_window_seconds)
         # Connects read only a user's id and username, which never change and whose users
         # are never deleted: caching them (for good) spares a database round trip per connect.
         self._users: LookupCache[User | None] = LookupCache(rt.clock, math.inf, _USER_CACHE_SIZE)
@@ -250,8 +261,7 @@ class EventsSocketHandler:
 
     @property
     def recovery(self) -> RecoveryStore:
-        shared = self._rt.recovery
-        return shared if shared is not None else self._local_recovery
+        return self._rt.recovery
 
     @property
     def connections(self) -> ConnectionRegistry:
@@ -527,153 +537,3 @@ class EventsSocketHandler:
 
     def _error(self, conn: Connection, event: EventReceived, code: str, message: str) -> None:
         self._reply(conn, event, "error", {"code": code, "message": message, "event": event.name})
-
-
-# ---------------------------------------------------------------------- wiring
-
-
-def protocol_settings(rt: Runtime) -> Settings:
-    events = rt.settings.events
-    return Settings(
-        ping_interval_ms=events.ping_interval_ms,
-        ping_timeout_ms=events.ping_timeout_ms,
-        max_payload=events.max_payload,
-        connect_timeout_ms=events.connect_timeout_ms,
-        upgrade_timeout_ms=events.upgrade_timeout_ms,
-    )
-
-
-async def install(rt: Runtime) -> None:
-    """Start-up hook: the fan-out on the bus, and presence."""
-    events = rt.settings.events
-    fanout = Fanout(resume_size=events.resume_buffer_size, resume_channels=events.resume_channels)
-    for namespace in ("/", SPEC_NAMESPACE):
-        for offsets in (False, True):
-            fanout.register_wire(socket_wire(namespace, offsets), socket_encoder(namespace, offsets))
-    for form, encoder in SSE_ENCODERS.items():
-        fanout.register_wire(sse_wire(form), encoder)
-    rt.services.fanout = fanout
-    rt.recovery = store_for(events.recovery_window_seconds, rt.clock, rt.bus, rt.db)
-    rt.services.presence = fanout  # snapshot(channel_id) -> (user ids, anonymous count)
-    rt.bus.subscribe(fanout.publish)
-    connections = rt.services.connections = ConnectionRegistry()
-    rt.bus.subscribe(connections.on_event)
-    # A shutdown ends every Events API connection through the registry: its namespaces and
-    # streams, then the sessions of both paths that never joined one.
-    for endpoint in rt.engineio_endpoints.values():
-        connections.hold_sessions(endpoint)
-    if rt.gateway is not None:
-        connections.hold_sessions(rt.gateway)
-    if rt.gateway is not None:
-        host, port = rt.gateway.bind()  # here, so a taken port fails the start
-        log.debug("Events API gateway listening on %s:%d", host, port)
-
-
-def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
-    """New Engine.IO sessions count against the global per-IP budget, as any request does."""
-
-    def admit(scope: Scope) -> Refusal | None:
-        limits = rt.rate_limits
-        if limits is None:
-            return None
-        peer = (scope.get("client") or (None,))[0]
-        forwarded = next(
-            (v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"x-forwarded-for"), None
-        )
-        ip = ratelimit.client_ip(peer, forwarded, limits.settings.trust_forwarded_for)
-        decision = limits.per_ip.hit(("ip", ip), to_ns(rt.clock.now()))
-        if decision.allowed:
-            return None
-        error = ratelimit.too_many_requests(decision, "global")
-        return Refusal(error.status, error.body(), error.headers)
-
-    return admit
-
-
-def mount(app: Quart) -> None:
-    """Serve both Engine.IO paths ahead of Quart (ASGI level), and run their sessions."""
-    rt: Runtime = app.extensions["volthub"]
-    handler = EventsSocketHandler(app, rt)
-    settings = protocol_settings(rt)
-    cors, admission = rt.settings.events.cors_origins, _admission(rt)
-    endpoints = {
-        path: EngineIOEndpoint(settings, handler, namespaces=namespaces, cors_origins=cors, admission=admission)
-        for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"}))
-    }
-    rt.engineio_endpoints = endpoints
-    rt.gateway = _gateway(rt, handler, settings, admission) if rt.settings.events.gateway_port else None
-    gateway_endpoints = rt.gateway.endpoints if rt.gateway is not None else {}
-    for listener, found in (("mount", endpoints), ("gateway", gateway_endpoints)):
-        for path, endpoint in found.items():
-            observe.FIXED_ROUTES[path] = path + "/"
-            endpoint.describe(path + "/", listener, access_log=rt.settings.logging.access_log)
-    inner = app.asgi_app
-
-    # Quart types its ASGI callable with Hypercorn's TypedDict scopes; this layer passes the
-    # plain dicts of ASGI through unchanged, hence the two targeted ignores.
-    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket"):
-            path = scope.get("path", "")
-            endpoint = endpoints.get(path[:-1] if path.endswith("/") else path)
-            if endpoint is not None:
-                await endpoint(scope, receive, send)
-                return
-        await inner(scope, receive, send)  # type: ignore[arg-type]
-
-    app.asgi_app = asgi  # type: ignore[method-assign, assignment]
-
-
-def _gateway(
-    rt: Runtime, handler: EventsSocketHandler, settings: Settings, admission: Callable[[Scope], Refusal | None]
-) -> Gateway:
-    """The same two paths, application and admission on the gateway's own port."""
-    server, events = rt.settings.server, rt.settings.events
-    gateway = Gateway(
-        events.gateway_host or server.host,
-        events.gateway_port,
-        keep_alive_timeout=server.keep_alive_timeout,
-        backlog=server.listen_backlog,
-        admit=LIMITS.admit,  # the same connection caps as the main port (one count per process)
-        release=LIMITS.release,
-        refusal=OVER_CAPACITY_RESPONSE,
-        reuse_port=events.gateway_reuse_port,
-    )
-    for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"})):
-        gateway.add_endpoint(
-            path, settings, handler, namespaces=namespaces, cors_origins=events.cors_origins, admission=admission
-        )
-    return gateway
-
-
-async def recovery_service(rt: Runtime) -> None:
-    """Write dropped connections' states where every process finds them (shared stores)."""
-    if rt.recovery is None:
-        await trio.sleep_forever()
-        return
-    await rt.recovery.run()
-
-
-async def gateway_service(rt: Runtime) -> None:
-    """Serve the gateway (when `[events] gateway_port` is set) for the app's lifetime."""
-    if rt.gateway is None:
-        await trio.sleep_forever()
-        return
-    # Bound at start-up, so connections arriving meanwhile wait in its backlog; served only
-    # once the app is ready: a client reconnecting before the relay has read the event log's
-    # tail would find its channel's resume buffer empty and not be recovered.
-    await rt.ready.wait()
-    await rt.gateway.run()
-
-
-async def service(rt: Runtime) -> None:
-    """Run the Engine.IO endpoints' session drivers for the app's lifetime."""
-    endpoints = rt.engineio_endpoints
-    async with trio.open_nursery() as own:
-        for endpoint in endpoints.values():
-            await own.start(_supervised, endpoint)
-
-
-async def _supervised(
-    endpoint: EngineIOEndpoint, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-) -> None:
-    await endpoint.run(task_status=task_status)

@@ -16,7 +16,6 @@ check the same limits again (a command may come from elsewhere, e.g. a chat bot)
 from __future__ import annotations
 
 from volthub.http import access
-from volthub.http.blueprints.chat import hub_for
 from volthub.http.blueprints.interactive import giveaways, goals, polls, predictions, timers
 from volthub.http.blueprints.interactive.common import (
     READ_SCOPE,
@@ -25,8 +24,6 @@ from volthub.http.blueprints.interactive.common import (
     oauth_blueprint,
     streams_blueprint,
 )
-from volthub.http.runtime import Runtime
-from volthub.hub.interactive_feed import InteractiveFeed
 
 for blueprint, read, write, label in (
     (oauth_blueprint, access.token(READ_SCOPE), access.token(WRITE_SCOPE), "Interactive control"),
@@ -36,8 +33,3 @@ for blueprint, read, write, label in (
         area.owner_routes(blueprint, read, write, label)
 
 BLUEPRINTS = [oauth_blueprint, dashboard_blueprint, streams_blueprint]
-
-
-async def run_interactive_feed(rt: Runtime) -> None:
-    """App service: goals and subathon timers follow the platform's events."""
-    await InteractiveFeed(rt.bus, hub_for(rt)).run()

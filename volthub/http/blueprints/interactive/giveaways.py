@@ -25,7 +25,6 @@ from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, ErrorBody, Model, PersonOut
-from volthub.hub import interactive_store as reads
 from volthub.hub.components import giveaways
 
 # --- shapes ---
@@ -91,8 +90,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
     @validate_response(GiveawayEnvelope, 200)
     async def active_giveaway() -> GiveawayEnvelope:
         """The open giveaway with its entry count, or `{giveaway: null}`."""
-        rt = runtime()
-        return _giveaway(await rt.db.read(lambda tx: reads.read_active_giveaway(tx, me())))
+        return _giveaway(await runtime().services.interactive.active_giveaway(me()))
 
     @blueprint.post("/giveaways")
     @write
@@ -145,7 +143,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
 async def stream_active_giveaway(username: str) -> GiveawayEnvelope:
     """The channel's open giveaway, or `{giveaway: null}`."""
     channel_id = await channel_of(username)
-    return _giveaway(await runtime().db.read(lambda tx: reads.read_active_giveaway(tx, channel_id)))
+    return _giveaway(await runtime().services.interactive.active_giveaway(channel_id))
 
 
 @streams_blueprint.post("/giveaways")

@@ -22,7 +22,6 @@ from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, ErrorBody, Model
-from volthub.hub import interactive_store as reads
 from volthub.hub.components import goals
 
 # --- shapes ---
@@ -81,7 +80,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
     async def list_goals() -> GoalsOut:
         """The channel's goals, oldest first."""
         rt = runtime()
-        found = await rt.db.read(lambda tx: reads.read_goals(tx, me()))
+        found = await rt.services.interactive.goals(me())
         return GoalsOut(goals=[GoalOut(**goal.as_api()) for goal in found])
 
     @blueprint.post("/goals")
@@ -149,5 +148,5 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
 async def stream_goals(username: str) -> GoalsOut:
     """The channel's goals (for overlays)."""
     channel_id = await channel_of(username)
-    found = await runtime().db.read(lambda tx: reads.read_goals(tx, channel_id))
+    found = await runtime().services.interactive.goals(channel_id)
     return GoalsOut(goals=[GoalOut(**goal.as_api()) for goal in found])

@@ -25,7 +25,6 @@ from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, ErrorBody, Model
-from volthub.hub import interactive_store as reads
 from volthub.hub.components import polls
 
 # --- shapes ---
@@ -88,8 +87,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
     @validate_response(PollEnvelope, 200)
     async def active_poll() -> PollEnvelope:
         """The open poll of the caller's channel with its votes so far, or `{poll: null}`."""
-        rt = runtime()
-        return _poll(await rt.db.read(lambda tx: reads.read_active_poll(tx, me())))
+        return _poll(await runtime().services.interactive.active_poll(me()))
 
     @blueprint.post("/polls")
     @write
@@ -129,7 +127,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
 async def stream_active_poll(username: str) -> PollEnvelope:
     """The channel's open poll with its votes so far, or `{poll: null}`."""
     channel_id = await channel_of(username)
-    return _poll(await runtime().db.read(lambda tx: reads.read_active_poll(tx, channel_id)))
+    return _poll(await runtime().services.interactive.active_poll(channel_id))
 
 
 @streams_blueprint.post("/polls")

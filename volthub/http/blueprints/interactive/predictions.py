@@ -23,7 +23,6 @@ from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, ErrorBody, Model
-from volthub.hub import interactive_store as reads
 from volthub.hub.components import predictions
 
 # --- shapes ---
@@ -96,8 +95,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
     @validate_response(PredictionEnvelope, 200)
     async def active_prediction() -> PredictionEnvelope:
         """The open or locked prediction with the points on each outcome, or `{prediction: null}`."""
-        rt = runtime()
-        return _prediction(await rt.db.read(lambda tx: reads.read_active_prediction(tx, me())))
+        return _prediction(await runtime().services.interactive.active_prediction(me()))
 
     @blueprint.post("/predictions")
     @write
@@ -163,7 +161,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
 async def stream_active_prediction(username: str) -> PredictionEnvelope:
     """The channel's open or locked prediction, or `{prediction: null}` (for viewers and overlays)."""
     channel_id = await channel_of(username)
-    return _prediction(await runtime().db.read(lambda tx: reads.read_active_prediction(tx, channel_id)))
+    return _prediction(await runtime().services.interactive.active_prediction(channel_id))
 
 
 @streams_blueprint.post("/predictions/<prediction_id>/bet")

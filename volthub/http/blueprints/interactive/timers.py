@@ -24,7 +24,6 @@ from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, ErrorBody, Model
-from volthub.hub import interactive_store as reads
 from volthub.hub.components import timers
 
 # --- shapes ---
@@ -101,7 +100,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
     async def list_timers() -> TimersOut:
         """The channel's timers, newest first (at most 100), with their remaining time now."""
         rt = runtime()
-        found = await rt.db.read(lambda tx: reads.read_timers(tx, me()))
+        found = await rt.services.interactive.timers(me())
         now = now_ms(rt)
         return TimersOut(timers=[TimerOut(**timer.as_api(now)) for timer in found])
 
@@ -166,6 +165,6 @@ async def stream_timers(username: str) -> TimersOut:
     """The channel's timers with their remaining time now (for overlays)."""
     rt = runtime()
     channel_id = await channel_of(username)
-    found = await rt.db.read(lambda tx: reads.read_timers(tx, channel_id))
+    found = await rt.services.interactive.timers(channel_id)
     now = now_ms(rt)
     return TimersOut(timers=[TimerOut(**timer.as_api(now)) for timer in found])

@@ -219,7 +219,6 @@ async def _by_refresh(app: App, params: Mapping[str, str]) -> Issued:
 def _token_response(issued: Issued) -> Response:
     rt = runtime()
     ttl = rt.settings.oauth.access_token_ttl_seconds
-    assert rt.tokens is not None
     access_token, _ = rt.tokens.issue_access(issued.user_id, issued.client_id, issued.scope, issued.grant_id, ttl)
     body = TokenOut(access_token=access_token, expires_in=ttl, refresh_token=issued.refresh_token, scope=issued.scope)
     response = jsonify(body.model_dump())
@@ -271,7 +270,7 @@ async def _revoke(app: App, token_value: str) -> None:
     service = oauth_service()
     if token_value.count(".") == 2:  # a JWT: our access tokens
         try:
-            claims = runtime().tokens.verify(token_value)  # type: ignore[union-attr]
+            claims = runtime().tokens.verify(token_value)
         except TokenError:
             return  # expired or not ours: nothing to revoke
         if claims.kind == ACCESS and claims.grant_id is not None:
