@@ -90,12 +90,12 @@ async def test_a_scrape_under_load_shows_every_family_move(
     stop = trio.Event()
     server = await serve_app(nursery, settings, stop)
     rt = server.app.extensions["volthub"]
-    postgres = rt.database.dialect == "postgresql"
+    postgres = rt.db.dialect == "postgresql"
     async with httpx.AsyncClient(base_url=server.url, timeout=WAIT) as http:
         before = await scrape(http)
         owner = await register_live(server.url)
         fan = await register_live(server.url)
-        client_id = await insert_app(rt.database, owner.id)
+        client_id = await insert_app(rt.db, owner.id)
         hook = await http.post(
             f"/api/developer/apps/{client_id}/webhooks",
             json={"url": receiver.url(), "events": ["channel.follow"]},
@@ -173,7 +173,7 @@ async def test_a_scrape_under_load_shows_every_family_move(
         rt.services.streams._went_live.set()  # wake the watcher: it reads, crashes, is restarted
         if postgres:  # the bus relay loses its LISTEN connection and reconnects
             backend = rt.bus.backend_pid
-            await rt.database.write(lambda tx: tx.scalar("SELECT pg_terminate_backend(?)", (backend,)))
+            await rt.db.write(lambda tx: tx.scalar("SELECT pg_terminate_backend(?)", (backend,)))
 
         checks = [
             ("volthub_http_requests_total", {"route": "/api/auth/register", "status": "201"}),
@@ -272,7 +272,7 @@ async def test_db_query_errors_count_failed_transactions_and_not_control_flow(da
     application = create_app(make_settings(database_url))
     async with application.test_app():
         client = application.test_client()
-        database = application.extensions["volthub"].database
+        database = application.extensions["volthub"].db
         backend = database.dialect
         kinds = ("unavailable", "storage", "constraint", "invalid_input", "other")
         before = {kind: await db_query_errors(client, backend, kind) for kind in kinds}

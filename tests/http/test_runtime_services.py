@@ -1,36 +1,36 @@
-"""The app's typed services and the supervisor that runs its background services."""
+"""The composition root: a complete runtime with typed services, and the supervisor that
+runs its background services."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.conftest import make_settings
 from volthub.http.runtime import Runtime, Services
+from volthub.hub.registry import ActorRegistry
+from volthub.hub.supervisor import Service
 from volthub.services.accounts import Accounts
 from volthub.services.apps import Apps
 from volthub.services.oauth import OAuthService
 from volthub.services.webhooks import Dispatcher, WebhookAdmin
 
 
-async def test_services_are_typed_attributes_made_at_start(sqlite_url: str) -> None:
+async def test_the_runtime_is_complete_once_the_app_has_started(sqlite_url: str) -> None:
     from volthub.http.app import create_app
 
     application = create_app(make_settings(sqlite_url))
-    rt: Runtime = application.extensions["volthub"]
-    assert not rt.started
-    with pytest.raises(AssertionError):
-        rt.services  # noqa: B018  (made in before_serving, not before)
+    assert "volthub" not in application.extensions  # composed at start-up, not before
     async with application.test_app():
+        rt: Runtime = application.extensions["volthub"]
         services = rt.services
         assert isinstance(services, Services)
         assert isinstance(services.accounts, Accounts) and isinstance(services.apps, Apps)
         assert isinstance(services.oauth, OAuthService) and services.oauth_csrf_key
         assert isinstance(services.webhooks, Dispatcher) and isinstance(services.webhook_admin, WebhookAdmin)
-        assert services.presence is services.fanout  # set by the Events API start-up hook
+        assert isinstance(services.chat, ActorRegistry)  # made with the others, not on first use
+        assert services.presence is services.fanout  # one process: the fan-out knows who is here
+        assert rt.ready.is_set()
         supervisor = rt.supervisor
-        assert supervisor is not None
         assert set(supervisor.restarts) == {
             "webhooks",
             "chat",
@@ -56,18 +56,20 @@ async def test_a_crashing_background_service_is_restarted_not_fatal(
 ) -> None:
     import trio
 
-    from volthub.http import app as app_module
+    from volthub.http import composition
+    from volthub.http.app import create_app
     from volthub.hub.clock import TrioClock
 
     runs = 0
 
-    async def crashing(rt: Runtime) -> None:
+    async def crashing() -> None:
         nonlocal runs
         runs += 1
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(app_module, "SERVICES", [*app_module.SERVICES, ("crashing", crashing)])
-    application = app_module.create_app(make_settings(sqlite_url), clock=TrioClock())
+    listed = composition.background_services
+    monkeypatch.setattr(composition, "background_services", lambda rt: [*listed(rt), Service("crashing", crashing)])
+    application = create_app(make_settings(sqlite_url), clock=TrioClock())
     async with application.test_app():
         # Virtual time (jumping only once start-up's database threads are done): the
         # back-off waits 1 + 2 + 4 s, then 8 s, while the app keeps serving.

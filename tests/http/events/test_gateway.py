@@ -23,7 +23,7 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from tests.http.rawhttp import RawConnection
-from volthub.http.events import socketio as events_api
+from volthub.http.events import listeners as events_api
 from volthub.http.events.gateway import Gateway, GatewayEndpoint
 from volthub.http.events.gateway_connections import WireConnection
 from volthub.protocol.engineio.session import EngineIOSession, Settings

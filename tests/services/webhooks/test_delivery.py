@@ -279,7 +279,7 @@ async def test_owner_pause_parks_pending_retries(env: Env, io_clock: MockClock) 
 async def test_legacy_cheer_name_redelivery_and_secret_rotation(env: Env, io_clock: MockClock) -> None:
     hook = await env.create(["channel.cheer", "user.follow"])
     rt = env.app.extensions["volthub"]
-    await rt.events.write(lambda tx, emit: emit.emit(env.owner.id, "channel.volts", {"amount": 100}))
+    await rt.publisher.write(lambda tx, emit: emit.emit(env.owner.id, "channel.volts", {"amount": 100}))
     await arrivals(env, 1)
     first = env.receiver.received[0]
     body = orjson.loads(first.body)
@@ -309,7 +309,7 @@ async def test_events_of_other_channels_and_sandbox_events_are_not_delivered(env
     # other's channel gets a follow: not the app owner's channel.
     response = await env.client.post(f"/api/users/follow/{other.id}", headers=env.fan.headers)
     assert response.status_code == 200
-    rt.events.publish_ephemeral(env.owner.id, "channel.volts", {"amount": 1})
+    rt.publisher.publish_ephemeral(env.owner.id, "channel.volts", {"amount": 1})
     # The owner follows someone: user.follow on the owner's channel is delivered.
     await env.client.post(f"/api/users/follow/{other.id}", headers=env.owner.headers)
     await arrivals(env, 1)
