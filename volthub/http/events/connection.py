@@ -7,8 +7,8 @@ A :class:`Connection` pairs a sans-IO session with the signals its tasks wait on
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 import trio
 
@@ -17,8 +17,14 @@ from volthub.metrics import observe_lag
 from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClosed
 from volthub.protocol.socketio.session import Disconnected, SocketIOSession
 
-if TYPE_CHECKING:  # the endpoint owns its connections; only the type is needed here
-    from volthub.http.events.engineio import EngineIOEndpoint
+
+class Endpoint(Protocol):
+    """The endpoint that owns a connection (`engineio.EngineIOEndpoint`), as the connection
+    and the application use it."""
+
+    def now(self) -> float: ...
+
+    def dispatch_leave(self, conn: Connection, events: Iterable[Event]) -> None: ...
 
 
 class Handler(Protocol):
@@ -78,7 +84,7 @@ class Connection:
         self,
         sid: str,
         session: EngineIOSession,
-        endpoint: EngineIOEndpoint,
+        endpoint: Endpoint,
         query: Mapping[str, str],
         client: tuple[str, int] | None,
     ) -> None:

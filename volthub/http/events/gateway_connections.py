@@ -18,7 +18,7 @@ import select
 import socket
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import h11
 import orjson
@@ -30,7 +30,7 @@ from volthub.http.events.asgi import (
     header,
     websocket_frame,
 )
-from volthub.http.events.connection import Connection
+from volthub.http.events.connection import Connection, Endpoint
 from volthub.metrics import observe_lag
 from volthub.protocol.engineio.handshake import WEBSOCKET
 from volthub.protocol.engineio.packets import PacketType
@@ -48,9 +48,6 @@ from volthub.protocol.websocket import (
 log = logging.getLogger(__name__)
 
 READ_SIZE: Final = 65536
-
-if TYPE_CHECKING:
-    from volthub.http.events.gateway import GatewayEndpoint
 
 # Longest request line plus headers; longer is refused (431).
 MAX_HEAD_BYTES: Final = 16384
@@ -116,6 +113,24 @@ def close_socket(sock: socket.socket) -> None:
 # ---------------------------------------------------------------------- connection
 
 
+class Listener(Protocol):
+    """The gateway (`gateway.Gateway`), as its connections use it."""
+
+    @property
+    def ticker(self) -> Ticker: ...
+
+    def spawn(self, task: Callable[[], Any]) -> bool: ...
+
+
+class GatewayPath(Endpoint, Protocol):
+    """One Engine.IO path of the gateway (`gateway.GatewayEndpoint`), as its connections use it."""
+
+    @property
+    def gateway(self) -> Listener: ...
+
+    def forget(self, conn: WireConnection) -> None: ...
+
+
 class WireConnection(Connection):
     """An Engine.IO session served by the gateway. While a WebSocket carries it, ``sock``
     is that socket and output is written to it at once (``flush``)."""
@@ -126,7 +141,7 @@ class WireConnection(Connection):
         self,
         sid: str,
         session: EngineIOSession,
-        endpoint: GatewayEndpoint,
+        endpoint: GatewayPath,
         query: Mapping[str, str],
         client: tuple[str, int] | None,
     ) -> None:
