@@ -14,8 +14,6 @@ from werkzeug.exceptions import HTTPException
 from volthub.http.observe import request_id
 from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused, UnknownChannel
 from volthub.hub.clock import iso8601
-from volthub.persistence import DatabaseUnavailable, InvalidData, StorageUnavailable
-from volthub.persistence.pagination import InvalidCursor
 from volthub.protocol.webhooks import InvalidTarget
 from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected, NotABotApp
@@ -36,6 +34,7 @@ from volthub.services.emotes import EmoteExists, EmoteNotFound
 from volthub.services.extvideo import InvalidState, ProviderError, ReauthRequired
 from volthub.services.extvideo import NotConfigured as ExtNotConfigured
 from volthub.services.extvideo import NotConnected as ExtNotConnected
+from volthub.services.faults import DatabaseUnavailable, InvalidCursor, InvalidData, StorageUnavailable
 from volthub.services.idempotency import KeyInFlight, KeyReused
 from volthub.services.journals import JournalNotFound, SlugTaken, TooCostly, TooManyImages
 from volthub.services.media import UploadRefused

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from volthub.http.schemas import UserOut
 from volthub.hub.clock import iso8601
-from volthub.persistence.users import User
+from volthub.services.users import User
 
 
 def user_out(user: User) -> UserOut:
