@@ -61,6 +61,7 @@ from volthub.services.health import Readiness
 from volthub.services.idempotency import Idempotency
 from volthub.services.interactive import InteractiveReads
 from volthub.services.journals import Journals
+from volthub.services.login_throttle import LoginThrottle
 from volthub.services.media import MediaStore
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
@@ -183,6 +184,7 @@ async def _build(settings: Settings, clock: Clock, database: Database) -> Runtim
         engineio_endpoints=listeners.endpoints,
         gateway=listeners.gateway,
         supervisor=Supervisor(),
+        login_throttle=LoginThrottle(settings.auth),
         ready=trio.Event(),
     )
     chat_send.install(runtime)  # chat send on the gateway too: the bots' fast path

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from volthub.services.idempotency import Idempotency
     from volthub.services.interactive import InteractiveReads
     from volthub.services.journals import Journals
+    from volthub.services.login_throttle import LoginThrottle
     from volthub.services.media import MediaStore
     from volthub.services.oauth import OAuthService
     from volthub.services.streams import Streams
@@ -116,12 +117,14 @@ class Runtime:
     recovery: RecoveryStore
     # None when rate limiting is disabled ([ratelimit] enabled = false).
     rate_limits: RateLimits | None
-    # The Engine.IO paths served ahead of Quart (http/events/socketio.mount), by path.
+    # The Engine.IO paths served ahead of Quart (http/events/listeners.mount), by path.
     engineio_endpoints: dict[str, EngineIOEndpoint]
     # The Events API's own listener ([events] gateway_port), None when off.
     gateway: Gateway | None
     # Runs the background services (`composition.background_services`) while the app serves.
     supervisor: Supervisor
+    # Failed logins per account and per client address, counted in this process.
+    login_throttle: LoginThrottle
     # Set once the start-up is done (the relay caught up with the event log, where it can).
     ready: trio.Event
 

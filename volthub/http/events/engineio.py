@@ -4,7 +4,7 @@ One :class:`EngineIOEndpoint` per Engine.IO path. It speaks raw ASGI rather than
 through Quart routes: a polling request or a WebSocket frame then costs a dict lookup and
 the session's own parsing, not Quart's request/response objects, context variables and
 hook chain, which matters at thousands of connections per core (`volthub loadtest` measures the
-CPU per delivery). :func:`volthub.http.events.socketio.mount` puts the product's two
+CPU per delivery). :func:`volthub.http.events.listeners.mount` puts the product's two
 endpoints in front of the Quart app; the conformance mode serves its own. The connection
 and handler types are in :mod:`.connection`, the ASGI byte-level helpers in :mod:`.asgi`.
 
