@@ -39,14 +39,14 @@ async def sign_in(user_id: str) -> tuple[str, int]:
 async def session_claims(raw: str | None) -> Claims | None:
     """The claims of a first-party session token (a cookie's value) whose session still
     stands, or None."""
-    tokens = runtime().tokens
-    if not raw or tokens is None:
+    if not raw:
         return None
+    rt = runtime()
     try:
-        claims = tokens.verify(raw)
+        claims = rt.tokens.verify(raw)
     except TokenError:
         return None
-    if claims.kind != SESSION or not await runtime().services.sessions.active(claims):
+    if claims.kind != SESSION or not await rt.services.sessions.active(claims):
         return None
     return claims
 

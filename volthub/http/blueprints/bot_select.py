@@ -135,12 +135,12 @@ async def bot_select_submit() -> Response:
 
 
 async def _login(bot: Bot, username: str, password: str, seed: str) -> Response:
-    user = None
+    rt, user = runtime(), None
     if _USERNAME.fullmatch(username) and 0 < len(password) <= 128:
-        user = await runtime().services.accounts.login(username, password)
+        user = await rt.services.accounts.login(username, password)
     if user is None:
         return await _render(bot, None, seed, error="Wrong username or password.")
     session_token, expires_at = await sign_in(user.id)
     response = _redirect(f"{BOT_SELECT_ACTION}?client_id={bot.client_id}")
-    _set_cookie(response, SESSION_COOKIE, session_token, max(0, int(expires_at - runtime().clock.now())))
+    _set_cookie(response, SESSION_COOKIE, session_token, max(0, int(expires_at - rt.clock.now())))
     return response

@@ -330,7 +330,8 @@ async def webhook_page(client_id: str, webhook_id: str) -> Response:
     if user is None:
         return _redirect(developer_page.BASE)
     seed = _seed()
-    admin, apps = runtime().services.webhook_admin, runtime().services.apps
+    services = runtime().services
+    admin, apps = services.webhook_admin, services.apps
     try:
         app = await apps.owned(user.id, client_id)
         webhook = await admin.check_webhook(user.id, client_id, webhook_id)
