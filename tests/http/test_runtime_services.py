@@ -80,3 +80,33 @@ async def test_a_crashing_background_service_is_restarted_not_fatal(
         assert (await client.get("/healthz")).status_code == 200
         supervisor = application.extensions["volthub"].supervisor
         assert runs == 4 and supervisor.restarts["crashing"] == 3
+
+
+async def test_compose_stops_the_background_services_before_it_closes_the_database(
+    sqlite_url: str, monkeypatch: Any
+) -> None:
+    import trio
+
+    from volthub.http import composition
+    from volthub.hub.clock import SystemClock
+
+    order: list[str] = []
+
+    async def last_words() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            order.append("service stopped")
+
+    listed = composition.background_services
+    monkeypatch.setattr(composition, "background_services", lambda rt: [*listed(rt), Service("last-words", last_words)])
+    async with composition.compose(make_settings(sqlite_url), SystemClock()) as rt:
+        assert rt.ready.is_set()
+        close = rt.db.close
+
+        async def recorded_close() -> None:
+            order.append("database closed")
+            await close()
+
+        monkeypatch.setattr(rt.db, "close", recorded_close)
+    assert order == ["service stopped", "database closed"]
