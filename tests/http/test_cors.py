@@ -5,6 +5,7 @@ and the gateway; the gateway's chat send. A refused origin gets no CORS headers 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -268,3 +269,19 @@ async def test_chat_send_on_the_gateway_answers_browsers_like_the_main_port(
     assert refused.status_code == 401
     assert_no_cors(refused)
     assert refused_count("api") == before + 2
+
+
+async def test_the_openapi_document_says_which_operations_answer_cross_origin(client: Any) -> None:
+    document = await (await client.get("/api/openapi.json")).get_json()
+    marks = {
+        (path, method): operation["x-cross-origin"]
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if isinstance(operation, dict) and "responses" in operation
+    }
+    assert marks[("/api/developer/oauth/token", "post")] is True
+    assert marks[("/.well-known/oauth-authorization-server", "get")] is True
+    assert marks[("/api/events/stream", "get")] is True
+    assert marks[("/oauth/authorize", "get")] is False and marks[("/docs", "get")] is False
+    assert all(marks[key] is key[0].startswith(("/api/", "/.well-known/")) for key in marks)
+    assert "x-cross-origin" in document["info"]["description"]
