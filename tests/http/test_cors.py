@@ -169,7 +169,7 @@ async def test_a_refused_origin_gets_no_cors_headers_and_is_counted(server: Live
 
 @pytest.mark.parametrize("path", ["/oauth/authorize?client_id=x", "/developer", "/docs", "/", "/healthz"])
 async def test_html_pages_and_probes_stay_same_origin(server: LiveServer, path: str) -> None:
-    async with httpx.AsyncClient(base_url=server.url) as http:
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:  # /docs renders the whole API
         response = await http.get(path, headers={"Origin": ALLOWED, "Accept": "text/html"})
         preflight = await http.options(path, headers=preflight_headers(ALLOWED, "POST"))
     assert response.status_code < 500
