@@ -15,12 +15,11 @@ import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import orjson
 
-if TYPE_CHECKING:  # session.py builds on this module; the event type is all we need of it
-    from volthub.protocol.engineio.session import SessionEvent
+from volthub.protocol.engineio.events import SessionEvent
 
 PROTOCOL_VERSION: Final = 4
 SEPARATOR: Final = "\x1e"
