@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from volthub.hub.bus import Bus
+from volthub.hub.publisher import Bus
 from volthub.hub.components import goals, timers
 
 if TYPE_CHECKING:
