@@ -441,6 +441,7 @@ class PostgresBroker:
         return DatabaseRecoveryStore(window_seconds, self._clock, self._database)
 
 
+# mypy holds each class to the interface here.
 _: type[Broker] = InProcessBroker
 _ = PostgresBroker
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from volthub.hub.publisher import Bus
 from volthub.hub.components import goals, timers
+from volthub.hub.publisher import Bus
 
 if TYPE_CHECKING:
     from volthub.hub.publisher import Event

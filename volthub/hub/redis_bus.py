@@ -627,6 +627,7 @@ class RedisBroker:
                 self._made_progress()
 
 
+# mypy holds the class to the interface here.
 _: type[Broker] = RedisBroker
 
 
