@@ -89,7 +89,9 @@ def deployment_url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def start_process(deployment_url: str, tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Callable[..., Any]]:
+async def start_process(
+    deployment_url: str, tmp_path: Path, nursery: trio.Nursery
+) -> AsyncIterator[Callable[..., Any]]:
     """`await start_process(kind, run=True, clock=None, shared_budgets=False, **settings)`:
     a new process of the deployment (the same database, the same redis-server), its broker
     running and connected unless `run=False`. `settings`: the broker's own settings

@@ -68,9 +68,7 @@ async def test_a_removed_listener_hears_no_more_and_a_failing_one_starves_no_oth
     assert texts(after_the_failing_one) == ["a", "b"]
 
 
-async def test_the_event_log_stamps_channel_positions_where_processes_share_it(
-    kind: str, start_process: Any
-) -> None:
+async def test_the_event_log_stamps_channel_positions_where_processes_share_it(kind: str, start_process: Any) -> None:
     one = await start_process(kind, run=False)
     events = [Event(str(uuid.uuid4()), "chat.message", "c1", {"n": n}, "2026-01-01T00:00:00+00:00") for n in range(2)]
     stamped = await one.database.write(lambda tx: one.broker.append(tx, events, 1))
@@ -141,7 +139,7 @@ async def test_presence_adds_up_every_process_and_a_stopped_one_leaves(kind: str
     processes = await deployment(kind, start_process)
     mine = Local({"c1": (["alice"], 2)})
     theirs = Local({"c1": (["bob"], 1), "c2": (["carol"], 0)})
-    presences = [process.broker.presence(local, 5.0) for process, local in zip(processes, (mine, theirs))]
+    presences = [process.broker.presence(local, 5.0) for process, local in zip(processes, (mine, theirs), strict=False)]
     everyone = (["alice", "bob"], 3) if kind in SHARED else (["alice"], 2)
 
     async def seen(channel_id: str) -> tuple[list[str], int]:
