@@ -1,5 +1,5 @@
-"""Several processes on one PostgreSQL database (docs/architecture.md, "The publish path, the
-bus and the brokers").
+"""Several processes on one PostgreSQL database (docs/architecture.md, "The publish path and
+the brokers").
 
 The app's side of it: the broker and presence as background services, and the readiness
 report a worker of `volthub serve --workers N` sends its parent (so a rolling restart
