@@ -30,6 +30,9 @@ from tests.conftest import RegisteredUser, make_settings, register_live, serve_a
 from tests.http.oauth.test_consent_browser import CHROMIUM, CHROMIUM_ARGS, chromium  # noqa: F401  (fixture)
 from tests.js_client import JS_DIR
 
+# A minute of Chromium: run among the first modules (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 PAGES = REPO / "docs" / "examples" / "browser"
 SOCKET_IO = JS_DIR / "node_modules" / "socket.io-client" / "dist" / "socket.io.min.js"
