@@ -13,7 +13,7 @@ preflight from one gets 403 `origin_not_allowed`, and both are counted
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
 
 import orjson
@@ -55,7 +55,7 @@ def events_policy(settings: Settings) -> CorsPolicy:
     return CorsPolicy.of(settings.events.origins_for_browsers(settings.server), ENGINEIO_METHODS)
 
 
-def judged(policy: CorsPolicy, method: str, headers: Any, paths: str) -> Verdict:
+def judged(policy: CorsPolicy, method: str, headers: Iterable[tuple[bytes, bytes]], paths: str) -> Verdict:
     """The policy's verdict on a request, a refusal counted under `paths` (api, events)."""
     verdict = policy.judge(method, headers)
     if verdict.refused:
