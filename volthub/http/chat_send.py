@@ -10,12 +10,14 @@ channel rule), through the same functions the app's hooks call (`access`, `ratel
 connection and stream objects, Quart's request context, the hooks' dispatch), which costs
 more per request than the send.
 
-Order of the checks (the app's before_request hooks, then the view's decorators):
-the per-IP budget; NUL in the URL; the token and its scope; the body's size (413) and
-type (415); the route's budget; the JSON body and its model (400); the channel (400
-`invalid_id`, 404, 403); the send. Every answer carries `X-Request-Id` and, when rate
-limiting is on, the `X-RateLimit-*` headers; it is counted in the HTTP metrics and written
-to the access log under the route's template, as on the main port.
+Order of the checks (the app's before_request hooks, then the view's decorators): a
+browser's preflight is answered first, by the policy of the main port's API paths
+(`volthub.http.cors`); then the per-IP budget; NUL in the URL; the token and its scope;
+the body's size (413) and type (415); the route's budget; the JSON body and its model
+(400); the channel (400 `invalid_id`, 404, 403); the send. Every answer carries
+`X-Request-Id`, the CORS headers and, when rate limiting is on, the `X-RateLimit-*`
+headers; it is counted in the HTTP metrics and written to the access log under the
+route's template, as on the main port.
 """
 
 from __future__ import annotations
