@@ -134,6 +134,7 @@ def test_cors_origins_come_from_the_environment_and_the_events_paths_follow_the_
     own = load_settings(environ={"VOLTHUB_EVENTS__CORS_ORIGINS": "https://b.example"})
     assert own.events.origins_for_browsers(own.server) == ["https://b.example"]
     assert own.server.cors_origins == ["*"]
+    assert load_settings(environ={"VOLTHUB_SERVER__CORS_ORIGINS": "null"}).server.cors_origins == ["null"]
 
 
 @pytest.mark.parametrize("value", ["https://a.example/", "a.example", "https://a.example/path"])

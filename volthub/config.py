@@ -56,9 +56,9 @@ class ServerSettings(Section):
 
 def _checked_origins(origins: list[str]) -> list[str]:
     for origin in origins:
-        if origin != "*" and not is_origin(origin.lower()):
+        if origin not in ("*", "null") and not is_origin(origin.lower()):
             raise ValueError(
-                f'not an origin: {origin!r}; write "*" or scheme://host[:port] with no path,'
+                f'not an origin: {origin!r}; write "*", "null" or scheme://host[:port] with no path,'
                 " e.g. https://overlay.example"
             )
     return origins

@@ -115,3 +115,9 @@ def test_origins_are_scheme_host_and_port_only(text: str, valid: bool) -> None:
 def test_vary_is_extended_not_repeated() -> None:
     merged = with_headers([(b"Vary", b"Accept"), (b"content-type", b"text/plain")], [(b"vary", b"Origin")])
     assert merged == [(b"Vary", b"Accept, Origin"), (b"content-type", b"text/plain")]
+
+
+def test_pages_without_an_origin_of_their_own_are_allowed_only_when_null_is_listed() -> None:
+    assert LISTED.judge("GET", headers_of(Origin="null")).refused
+    answer = dict(CorsPolicy.of(["null"]).judge("GET", headers_of(Origin="null")).headers)
+    assert answer[b"access-control-allow-origin"] == b"null"
