@@ -28,7 +28,6 @@ async def test_the_runtime_is_complete_once_the_app_has_started(sqlite_url: str)
         assert isinstance(services.oauth, OAuthService) and services.oauth_csrf_key
         assert isinstance(services.webhooks, Dispatcher) and isinstance(services.webhook_admin, WebhookAdmin)
         assert isinstance(services.chat, ActorRegistry)  # made with the others, not on first use
-        assert services.presence is services.fanout  # one process: the fan-out knows who is here
         assert rt.ready.is_set()
         supervisor = rt.supervisor
         assert set(supervisor.restarts) == {

@@ -6,8 +6,8 @@
 `compose` opens (and, when configured, migrates) the database, then builds every
 long-lived piece in dependency order, each complete when made:
 
-    secrets and tokens -> bus (the relay between processes on PostgreSQL) -> publisher
-    -> actor registry -> fan-out and connection registry -> services -> presence
+    broker (hub.brokers.open_broker) -> secrets and tokens -> publisher
+    -> actor registry -> fan-out, connection registry and presence -> services
     -> recovery store -> rate limits -> Events API listeners -> Runtime
 
 then starts the background services (`background_services`, the one list of them) under
@@ -32,16 +32,16 @@ import trio
 from volthub.config import Settings
 from volthub.http import chat_send, cluster, observe, ratelimit
 from volthub.http.events import listeners as events_api
-from volthub.http.events.recovery import store_for
 from volthub.http.events.registry import ConnectionRegistry
 from volthub.http.rate_budgets import RateLimits
-from volthub.http.runtime import Presence, Runtime, Services
-from volthub.hub.bus import Bus, InProcessBus, PostgresRelay, RelaySettings
+from volthub.http.runtime import Runtime, Services
+from volthub.hub.broker import Broker
+from volthub.hub.brokers import open_broker
 from volthub.hub.clock import Clock, to_ms
 from volthub.hub.fanout import Fanout
 from volthub.hub.interactive_feed import InteractiveFeed
+from volthub.hub.presence import Presence
 from volthub.hub.publisher import EventPublisher
-from volthub.hub.redis_bus import RedisRelay, RedisSettings
 from volthub.hub.registry import ActorRegistry
 from volthub.hub.supervisor import Service, Supervisor
 from volthub.persistence import Database, migrate, open_database
@@ -75,8 +75,6 @@ from volthub.services.webhooks import Dispatcher, WebhookAdmin
 
 log = logging.getLogger(__name__)
 
-Relay = PostgresRelay | RedisRelay
-
 
 @asynccontextmanager
 async def compose(settings: Settings, clock: Clock) -> AsyncIterator[Runtime]:
@@ -87,7 +85,7 @@ async def compose(settings: Settings, clock: Clock) -> AsyncIterator[Runtime]:
         async with trio.open_nursery() as nursery:
             await nursery.start(functools.partial(runtime.supervisor.run, background_services(runtime)))
             try:
-                await cluster.wait_for_relay(runtime)  # broker wiring: hear the other processes first
+                await cluster.wait_for_relay(runtime)  # hear the other processes first
                 runtime.ready.set()
                 cluster.report_ready()
                 yield runtime
@@ -111,8 +109,8 @@ def background_services(rt: Runtime) -> list[Service]:
         Service("recovery", rt.recovery.run),
         Service("gateway", functools.partial(events_api.gateway_service, rt)),
         Service("ingest-silence", services.streams.watch_silence),
-        Service("relay", functools.partial(cluster.relay_service, rt)),  # broker wiring
-        Service("presence", functools.partial(cluster.presence_service, rt)),  # broker wiring
+        Service("relay", functools.partial(cluster.relay_service, rt)),
+        Service("presence", functools.partial(cluster.presence_service, rt)),
         Service("interactive", lambda: InteractiveFeed(rt.bus, services.chat).run()),
         Service(
             "subscription-expiry",
@@ -146,11 +144,10 @@ async def _open_database(settings: Settings) -> Database:
 
 async def _build(settings: Settings, clock: Clock, database: Database) -> Runtime:
     """Every long-lived piece, in dependency order, into one complete `Runtime`."""
-    relay = _relay_for(settings, clock, database)  # broker construction
-    bus: Bus = relay if relay is not None else InProcessBus()
+    broker = open_broker(settings, database, clock)
     secret = settings.auth.token_secret or await _stored_secret(database, clock, "token_secret")
     tokens = TokenService(secret, clock, settings.auth.session_ttl_seconds)
-    publisher = EventPublisher(database, bus, clock, event_log=relay)
+    publisher = EventPublisher(database, broker, clock, event_log=broker)
     chat = ActorRegistry(
         database,
         publisher,
@@ -159,23 +156,24 @@ async def _build(settings: Settings, clock: Clock, database: Database) -> Runtim
         idle_seconds=settings.chat.actor_idle_seconds,
         history_limit=settings.chat.history_limit,
     )
-    fanout = events_api.make_fanout(settings.events)
-    connections = ConnectionRegistry()
-    presence = cluster.install(settings, clock, database, relay, fanout, connections)  # broker wiring
+    fanout = events_api.make_fanout(settings.events, broker)
+    broker.add_history(fanout.replace_recent)  # resume buffers filled by the other processes
+    connections = ConnectionRegistry(interest=broker.member_interest)
+    presence = broker.presence(fanout, settings.cluster.presence_interval_seconds)
     services = await _make_services(
-        settings, clock, database, bus, publisher, tokens, chat, fanout, presence, connections
+        settings, clock, database, broker, publisher, tokens, chat, fanout, presence, connections
     )
     # After the services' own listeners (the webhook workers' wake-up), as ever.
-    bus.subscribe(fanout.publish)
-    bus.subscribe(connections.on_event)
-    recovery = store_for(settings.events.recovery_window_seconds, clock, bus, database)
+    broker.subscribe(fanout.publish)
+    broker.subscribe(connections.on_event)
+    recovery = broker.recovery_store(settings.events.recovery_window_seconds)
     rate_limits = RateLimits(settings.ratelimit) if settings.ratelimit.enabled else None
-    listeners = events_api.make_listeners(settings, clock, bus, tokens, services, recovery, rate_limits)
+    listeners = events_api.make_listeners(settings, clock, broker, tokens, services, recovery, rate_limits)
     runtime = Runtime(
         settings=settings,
         clock=clock,
         db=database,
-        bus=bus,
+        bus=broker,
         publisher=publisher,
         tokens=tokens,
         services=services,
@@ -192,36 +190,6 @@ async def _build(settings: Settings, clock: Clock, database: Database) -> Runtim
     return runtime
 
 
-def _relay_for(settings: Settings, clock: Clock, database: Database) -> Relay | None:
-    """On PostgreSQL the bus relays between processes: LISTEN/NOTIFY, or Redis when
-    `[cluster] broker = "redis"`; both log events in the database."""
-    if database.dialect != "postgresql":
-        return None
-    cluster_settings = settings.cluster
-    if cluster_settings.broker == "redis":
-        return RedisRelay(
-            database,
-            clock,
-            RedisSettings(
-                url=cluster_settings.redis_url,
-                cluster_nodes=tuple(cluster_settings.redis_cluster_nodes),
-                unsubscribe_after_seconds=cluster_settings.redis_unsubscribe_after_seconds,
-                ca_file=cluster_settings.redis_ca_file,
-                sweep_seconds=cluster_settings.redis_sweep_interval_seconds,
-                sweep_grace_seconds=cluster_settings.redis_sweep_grace_seconds,
-                history=max(1, settings.events.resume_buffer_size),
-                retention_seconds=cluster_settings.event_log_retention_seconds,
-            ),
-        )
-    return PostgresRelay(
-        database,
-        clock,
-        RelaySettings(
-            retention_seconds=cluster_settings.event_log_retention_seconds, warm_rows=cluster_settings.warm_start_rows
-        ),
-    )
-
-
 async def _stored_secret(database: Database, clock: Clock, name: str) -> str:
     """A secret kept in the database (made on the first start), so every process agrees."""
     secret: str = await database.write(secret_store.get_or_create(name, to_ms(clock.now())))
@@ -232,7 +200,7 @@ async def _make_services(
     settings: Settings,
     clock: Clock,
     database: Database,
-    bus: Bus,
+    broker: Broker,
     publisher: EventPublisher,
     tokens: TokenService,
     chat: ActorRegistry,
@@ -287,7 +255,7 @@ async def _make_services(
         channel_roles=ChannelRoles(database, clock, chat),
         chat=chat,
         interactive=InteractiveReads(database),
-        readiness=Readiness(database, bus),
+        readiness=Readiness(database, broker),
         fanout=fanout,
         presence=presence,
         connections=connections,

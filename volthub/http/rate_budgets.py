@@ -1,12 +1,9 @@
-"""The process's rate-limit budgets (one GCRA each), made by the composition root and
-spent by `http/ratelimit.py`."""
+"""The rate-limit budgets (one GCRA each), made by the composition root and spent by
+`http/ratelimit.py` where the broker keeps the counts."""
 
 from __future__ import annotations
 
-import trio
-
 from volthub.config import RateLimitSettings
-from volthub.persistence import rate_limits as rate_limits_repo
 from volthub.protocol.ratelimit import Gcra, Rate
 
 # category -> (settings field, window in seconds)
@@ -26,12 +23,6 @@ class RateLimits:
 
     def __init__(self, settings: RateLimitSettings) -> None:
         self.settings = settings
-        # Counted in the database, shared by every process (decided at the first request,
-        # once the database is open); False: in this process's memory.
-        self.shared: bool | None = None
-        self.in_database: rate_limits_repo.SharedBudgets | None = None  # when shared
-        # Set by a spend counted in the database: there may be rows to delete again.
-        self.spent_in_database = trio.Event()
         self.per_ip = Gcra(Rate.per(settings.global_per_ip_per_minute, 60))
         self.budgets = {
             category: Gcra(Rate.per(getattr(settings, field), window)) for category, (field, window) in BUDGETS.items()

@@ -10,14 +10,15 @@ needs when the root makes it. Each long-lived service is one typed attribute of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import trio
 from quart import current_app
 
 from volthub.config import Settings
-from volthub.hub.bus import Bus
+from volthub.hub.broker import Broker
 from volthub.hub.clock import Clock
+from volthub.hub.presence import Presence
 from volthub.hub.publisher import EventPublisher
 from volthub.hub.supervisor import Supervisor
 from volthub.persistence import Database
@@ -52,12 +53,6 @@ if TYPE_CHECKING:
     from volthub.services.users import Users
     from volthub.services.volts import Volts
     from volthub.services.webhooks import Dispatcher, WebhookAdmin
-
-
-class Presence(Protocol):
-    """Who is connected to a channel: (signed-in user ids, anonymous count)."""
-
-    def snapshot(self, channel_id: str) -> Any: ...
 
 
 @dataclass(eq=False)
@@ -108,8 +103,8 @@ class Runtime:
     settings: Settings
     clock: Clock
     db: Database
-    # The event bus: in-process, or the relay between processes on PostgreSQL.
-    bus: Bus
+    # The broker (hub.broker.Broker): in-process, or between processes on PostgreSQL.
+    bus: Broker
     publisher: EventPublisher
     tokens: TokenService
     services: Services

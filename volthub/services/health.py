@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from volthub.hub.bus import Bus
+from volthub.hub.broker import Broker
 from volthub.persistence import Database
 
 
 class Readiness:
-    def __init__(self, database: Database, bus: Bus) -> None:
+    def __init__(self, database: Database, bus: Broker) -> None:
         self._db = database
         self._bus = bus
 

@@ -15,6 +15,7 @@ from quart import Quart
 from volthub.config import EventsSettings
 from volthub.config import Settings as AppSettings
 from volthub.http import observe, ratelimit
+from volthub.http.cors import events_policy
 from volthub.http.events.asgi import Receive, Refusal, Scope, Send
 from volthub.http.events.engineio import EngineIOEndpoint
 from volthub.http.events.gateway import Gateway
@@ -33,7 +34,7 @@ from volthub.http.events.socketio import (
 from volthub.http.rate_budgets import RateLimits
 from volthub.http.runtime import Runtime, Services
 from volthub.http.serving import LIMITS, OVER_CAPACITY_RESPONSE
-from volthub.hub.bus import Bus
+from volthub.hub.broker import Broker
 from volthub.hub.clock import Clock
 from volthub.hub.fanout import Fanout
 from volthub.protocol.engineio.session import Settings
@@ -53,9 +54,12 @@ def protocol_settings(events: EventsSettings) -> Settings:
     )
 
 
-def make_fanout(events: EventsSettings) -> Fanout:
-    """The fan-out with every wire form of the Events API registered."""
-    fanout = Fanout(resume_size=events.resume_buffer_size, resume_channels=events.resume_channels)
+def make_fanout(events: EventsSettings, broker: Broker) -> Fanout:
+    """The fan-out with every wire form of the Events API registered; the broker hears of
+    the channels it serves."""
+    fanout = Fanout(
+        resume_size=events.resume_buffer_size, resume_channels=events.resume_channels, interest=broker.channel_interest
+    )
     for namespace in ("/", SPEC_NAMESPACE):
         for offsets in (False, True):
             fanout.register_wire(socket_wire(namespace, offsets), socket_encoder(namespace, offsets))
@@ -75,7 +79,7 @@ class Listeners:
 def make_listeners(
     settings: AppSettings,
     clock: Clock,
-    bus: Bus,
+    bus: Broker,
     tokens: TokenService,
     services: Services,
     recovery: RecoveryStore,
@@ -84,9 +88,9 @@ def make_listeners(
     """Both Engine.IO paths on the main port (served by `mount`) and on the gateway's own."""
     handler = EventsSocketHandler(EventsContext(settings, clock, bus, tokens, services, recovery))
     protocol = protocol_settings(settings.events)
-    cors, admission = settings.events.cors_origins, _admission(rate_limits, clock)
+    cors, admission = events_policy(settings), _admission(rate_limits, clock)
     endpoints = {
-        path: EngineIOEndpoint(protocol, handler, namespaces=namespaces, cors_origins=cors, admission=admission)
+        path: EngineIOEndpoint(protocol, handler, namespaces=namespaces, cors=cors, admission=admission)
         for path, namespaces in ENGINEIO_PATHS
     }
     gateway = _gateway(settings, handler, protocol, admission) if settings.events.gateway_port else None
@@ -170,7 +174,7 @@ def _gateway(
     )
     for path, namespaces in ENGINEIO_PATHS:
         gateway.add_endpoint(
-            path, settings, handler, namespaces=namespaces, cors_origins=events.cors_origins, admission=admission
+            path, settings, handler, namespaces=namespaces, cors=events_policy(app_settings), admission=admission
         )
     return gateway
 

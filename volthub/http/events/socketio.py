@@ -49,7 +49,7 @@ from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore, misse
 from volthub.http.events.registry import AUTHORIZATION_REVOKED, ConnectionRegistry, Key
 from volthub.http.params import uuid_param
 from volthub.http.runtime import Services
-from volthub.hub.bus import Bus
+from volthub.hub.broker import Broker
 from volthub.hub.clock import Clock
 from volthub.hub.fanout import Fanout, Subscription
 from volthub.hub.publisher import Event as PlatformEvent
@@ -242,7 +242,7 @@ class EventsContext:
 
     settings: AppSettings
     clock: Clock
-    bus: Bus
+    bus: Broker
     tokens: TokenService
     services: Services
     recovery: RecoveryStore
