@@ -17,8 +17,6 @@ the hub clock and every wait from Trio's, so MockClock drives the whole schedule
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from volthub.hub.publisher import EventPublisher
 from volthub.services.webhooks.admin import (
     MAX_WEBHOOKS_PER_APP,
@@ -65,7 +63,6 @@ __all__ = [
     "event_time_ms",
     "install",
     "make_ssl_context",
-    "service",
 ]
 
 
@@ -74,21 +71,3 @@ def install(dispatcher: Dispatcher, publisher: EventPublisher) -> None:
     post-commit bus listener that wakes the workers for rows just written."""
     publisher.add_transaction_sink(dispatcher.sink)
     publisher.bus.subscribe(dispatcher.on_event)
-
-
-class _HasDispatcher(Protocol):
-    @property
-    def webhooks(self) -> Dispatcher: ...
-
-
-class _Runtime(Protocol):
-    """What `service` reads of the app's runtime (services do not import the http layer)."""
-
-    @property
-    def services(self) -> _HasDispatcher: ...
-
-
-async def service(rt: _Runtime) -> None:
-    """Background service: the dispatcher until shutdown. Should it fail, the app's
-    supervisor restarts it with back-off (pending rows wait; none is lost)."""
-    await rt.services.webhooks.run()
