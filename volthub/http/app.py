@@ -33,6 +33,7 @@ from volthub.http.composition import compose
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import listeners as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
+from volthub.http.runtime import SETTINGS_KEY
 from volthub.hub.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ def create_app(
         openapi_provider_class=VolthubOpenAPIProvider,
     )
     app.json = OrjsonProvider(app)
+    app.extensions[SETTINGS_KEY] = settings
 
     install_error_handlers(app)
     app.url_value_preprocessor(_note_route)  # runs before every before_request hook

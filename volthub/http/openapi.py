@@ -27,6 +27,7 @@ from quart_schema.openapi import OpenAPIProvider
 from werkzeug.routing import Rule
 
 from volthub.http.access import JSON_ONLY, accepted_body_types, body_limit_of, declaration_of
+from volthub.http.runtime import SETTINGS_KEY
 from volthub.protocol.cors import answers_cross_origin
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
@@ -82,7 +83,7 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
         return document
 
     def _body_limit(self, view: Any) -> int:
-        server = self._app.extensions["volthub"].settings.server
+        server = self._app.extensions[SETTINGS_KEY].server
         return body_limit_of(view, server.small_body_bytes, server.max_body_bytes)
 
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -131,6 +131,11 @@ class Runtime:
         return found
 
 
+# Where `create_app` keeps its settings, readable before the runtime is composed (the
+# OpenAPI document is built from an app that never starts).
+SETTINGS_KEY = "volthub.settings"
+
+
 def runtime() -> Runtime:
     rt: Runtime = current_app.extensions["volthub"]
     return rt
