@@ -154,6 +154,8 @@ class EventsSettings(Section):
     ping_timeout_ms: int = Field(20_000, ge=50, le=3_600_000)
     # Largest polling POST body or WebSocket message accepted; larger closes the connection.
     max_payload: int = Field(100_000, ge=1024, le=16 * 1024 * 1024)
+    # Frames one fragmented WebSocket message may take; more closes the connection (1009).
+    max_message_frames: int = Field(128, ge=1, le=1_000_000)
     # A connection that has not joined a namespace this long after opening is closed.
     connect_timeout_ms: int = Field(45_000, ge=100, le=3_600_000)
     # A WebSocket probing an upgrade that does not complete in this long is closed.

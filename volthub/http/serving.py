@@ -19,9 +19,15 @@ the Hypercorn versions it was written against; on any other version it is not ap
 warning says so (tests/http/test_connections.py fails then, showing whether the upstream
 code still needs it).
 
-Two more narrow changes ride along: when the peer closes, the idle timer is stopped at once
-(upstream keeps the descriptor until keep_alive_timeout runs out); and the 400/431 answers
-Hypercorn writes itself for unparsable requests carry a JSON error body.
+More narrow changes ride along: when the peer closes, the idle timer is stopped at once
+(upstream keeps the descriptor until keep_alive_timeout runs out); the 400/431 answers
+Hypercorn writes itself for unparsable requests carry a JSON error body; and a WebSocket
+message is refused (1009) past `[events] max_message_frames` frames, where upstream
+(`WebsocketBuffer`) bounds only its bytes, so endless empty continuation frames were read;
+and a client frame wsproto cannot accept (a close code nobody may send, say) is answered with
+a close frame carrying wsproto's code (1002) before the connection closes, where upstream
+dropped the TCP connection without one (wsproto reports the failure as a `CloseConnection`
+while the connection is still open, which Hypercorn takes for nothing to answer).
 
 The patched `run` counts connections: past `[server] max_connections` in total or
 `max_connections_per_address` from one address, a new connection gets a 503 and is closed at
@@ -118,12 +124,16 @@ def install_hypercorn_fixes() -> bool:
         )
         return False
     from hypercorn.protocol.h11 import H11Protocol
+    from hypercorn.protocol import ws_stream
+    from hypercorn.protocol.ws_stream import WebsocketBuffer
     from hypercorn.trio.tcp_server import TCPServer
 
     TCPServer.protocol_send = _shielded(TCPServer.protocol_send)  # type: ignore[method-assign, assignment]
     TCPServer.run = _capped(TCPServer.run)  # type: ignore[method-assign, assignment]
     TCPServer._read_data = _then_stop_idle_timer(TCPServer._read_data)  # type: ignore[method-assign, assignment]
     H11Protocol._send_error_response = _json_error_response  # type: ignore[method-assign]
+    WebsocketBuffer.extend = _frame_counted(WebsocketBuffer.extend)  # type: ignore[method-assign]
+    ws_stream.Connection = _connection_answering_failures(ws_stream.Connection)  # type: ignore[misc]
     _installed = True
     return True
 
@@ -159,6 +169,50 @@ def _then_stop_idle_timer(
 
     read_data_then_stop_idle_timer.__wrapped__ = read_data  # type: ignore[attr-defined]
     return read_data_then_stop_idle_timer
+
+
+@dataclass
+class WebSocketLimits:
+    """What the patched WebSocket buffer allows (set from `[events]` by `adapt`)."""
+
+    max_message_frames: int = 128
+
+
+WEBSOCKET_LIMITS = WebSocketLimits()
+
+
+def _frame_counted(extend: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    def extend_counting_frames(self: Any, event: Any) -> None:
+        from hypercorn.protocol.ws_stream import FrameTooLargeError
+
+        if self.value is None:  # a new message
+            self.volthub_frames = 0
+        if event.frame_finished:  # wsproto may hand over one frame in several events
+            if self.volthub_frames >= WEBSOCKET_LIMITS.max_message_frames:
+                raise FrameTooLargeError()
+            self.volthub_frames += 1
+        extend(self, event)
+
+    extend_counting_frames.__wrapped__ = extend  # type: ignore[attr-defined]
+    return extend_counting_frames
+
+
+def _connection_answering_failures(connection: type[Any]) -> type[Any]:
+    from wsproto.connection import ConnectionState
+    from wsproto.events import CloseConnection
+
+    class ConnectionAnsweringFailures(connection):  # type: ignore[misc, valid-type]
+        """wsproto's server connection whose parse failures are answered with their close code."""
+
+        def events(self) -> Any:
+            for event in super().events():
+                if isinstance(event, CloseConnection) and self.state is ConnectionState.OPEN:
+                    # A frame wsproto refused (a real close frame moves the state on first):
+                    # as the peer closing, so Hypercorn answers with this event's code.
+                    self._state = ConnectionState.REMOTE_CLOSING
+                yield event
+
+    return ConnectionAnsweringFailures
 
 
 def _capped(run: Callable[[Any], Coroutine[Any, Any, None]]) -> Callable[[Any], Coroutine[Any, Any, None]]:
@@ -397,6 +451,7 @@ def adapt(app: Any, settings: Any) -> None:
             settings.server.port,
         )
     configure_limits(settings.server.max_connections, settings.server.max_connections_per_address)
+    WEBSOCKET_LIMITS.max_message_frames = settings.events.max_message_frames
     app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes)
     _end_events_first_under_the_hypercorn_command(app)
 

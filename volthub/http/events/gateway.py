@@ -76,6 +76,7 @@ from volthub.protocol.engineio.session import Event, SessionClosed, Settings, Up
 from volthub.protocol.socketio.session import Disconnected
 from volthub.protocol.websocket import (
     CLOSE_NORMAL,
+    DEFAULT_MAX_FRAGMENTS,
     OP_PONG,
     Close,
     FrameReader,
@@ -327,8 +328,10 @@ class Gateway:
         release: Callable[[str], None] | None = None,
         refusal: bytes = b"",
         reuse_port: bool = False,
+        max_message_frames: int = DEFAULT_MAX_FRAGMENTS,
     ) -> None:
         self.host, self.port = host, port
+        self._max_message_frames = max_message_frames
         self._reuse_port = reuse_port
         self.endpoints: dict[str, GatewayEndpoint] = {}
         self.routes: list[tuple[Callable[[str], bool], HttpRoute]] = []
@@ -452,7 +455,8 @@ class Gateway:
             if not admitted:
                 await send_all(sock, self._refusal)
                 return
-            link = Link(sock, (client[0], client[1]) if isinstance(client, tuple) else None, self._max_message())
+            address = (client[0], client[1]) if isinstance(client, tuple) else None
+            link = Link(sock, address, self._max_message(), self._max_message_frames)
             opened = await self._requests(link)
             if opened is not None:
                 conn, backlog = opened

@@ -498,10 +498,12 @@ class Link:
 
     __slots__ = ("sock", "client", "reader", "_http", "_key", "_leftover")
 
-    def __init__(self, sock: socket.socket, client: tuple[str, int] | None, max_message: int) -> None:
+    def __init__(
+        self, sock: socket.socket, client: tuple[str, int] | None, max_message: int, max_fragments: int
+    ) -> None:
         self.sock = sock
         self.client = client
-        self.reader = FrameReader(max_message)
+        self.reader = FrameReader(max_message, max_fragments)
         self._http: h11.Connection | None = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._key = ""
         self._leftover = b""

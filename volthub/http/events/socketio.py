@@ -637,6 +637,7 @@ def _gateway(
         release=LIMITS.release,
         refusal=OVER_CAPACITY_RESPONSE,
         reuse_port=events.gateway_reuse_port,
+        max_message_frames=events.max_message_frames,
     )
     for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"})):
         gateway.add_endpoint(
