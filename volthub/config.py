@@ -35,6 +35,9 @@ class ServerSettings(Section):
     shutdown_timeout: float = Field(5.0, ge=0, le=600)
     # An idle kept-alive HTTP connection is closed after this long.
     keep_alive_timeout: float = Field(5.0, gt=0, le=3600)
+    # A request body must arrive within this long (seconds) of its first wait; a client that
+    # stops sending gets 408 and its connection is closed, on the main port and the gateway.
+    body_timeout: float = Field(30.0, gt=0, le=3600)
     # Open connections per process (0: the descriptor limit minus a reserve) and per client
     # address (0: a third of the total); past either, a new connection gets 503 and is closed.
     max_connections: int = Field(0, ge=0, le=10_000_000)

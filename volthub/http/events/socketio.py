@@ -632,6 +632,8 @@ def _gateway(
         events.gateway_host or server.host,
         events.gateway_port,
         keep_alive_timeout=server.keep_alive_timeout,
+        body_timeout=server.body_timeout,
+        access_log=rt.settings.logging.access_log,
         backlog=server.listen_backlog,
         admit=LIMITS.admit,  # the same connection caps as the main port (one count per process)
         release=LIMITS.release,
