@@ -165,6 +165,9 @@ class EventsSettings(Section):
     upgrade_timeout_ms: int = Field(10_000, ge=100, le=3_600_000)
     # Channels one Socket.IO connection may `subscribe` to besides its own.
     max_subscriptions: int = Field(20, ge=0, le=10_000)
+    # `subscribe` requests one Socket.IO connection may send a minute (a burst of this many,
+    # then one every 60/N seconds); past it they are refused with LIMIT_EXCEEDED.
+    subscribe_attempts_per_minute: int = Field(60, ge=1, le=100_000)
     # Origins allowed to reach the Engine.IO endpoints from a browser; "*" allows any.
     cors_origins: list[str] = Field(["*"], max_length=1000)
     # Socket.IO connection state recovery (v4.6+ clients that ask with auth.recovery): a
