@@ -75,9 +75,7 @@ BROKEN_BODIES = {
 
 
 def problems(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [
-        record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR or record.exc_info
-    ]
+    return [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR or record.exc_info]
 
 
 @pytest.mark.parametrize("case", list(BROKEN_BODIES))
