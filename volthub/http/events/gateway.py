@@ -517,23 +517,36 @@ class Gateway:
                 await self._refuse(link, scope, 400, "bad_request", AMBIGUOUS_LENGTH)
                 return None
             try:
-                opened = await self._request(link, scope, endpoint, path)
+                if not has_body(scope):
+                    await link.skip_body()  # its end, so the connection can be kept alive
+                if endpoint is not None and "websocket" in (header(scope, b"upgrade") or "").lower():
+                    return await self._websocket(link, scope, endpoint)
+                await self._request(link, scope, endpoint, path)
             except h11.RemoteProtocolError:  # the body's framing: chunk sizes, an early end
                 await self._refuse(link, scope, 400, "bad_request", "the request body could not be read")
                 return None
             except BodyTimeout:
                 await self._refuse(link, scope, 408, "request_timeout", "the request body did not arrive in time")
                 return None
-            if opened is not None or not link.reusable:
-                return opened
+            if not link.reusable:
+                return None
 
-    async def _request(
-        self, link: Link, scope: Scope, endpoint: GatewayEndpoint | None, path: str
+    async def _websocket(
+        self, link: Link, scope: Scope, endpoint: GatewayEndpoint
     ) -> tuple[WireConnection, list[Received]] | None:
-        """Answer one request; a WebSocket it opened (the session it carries) or None."""
-        upgrade = (header(scope, b"upgrade") or "").lower()
-        if not has_body(scope):
-            await link.skip_body()  # its end, so the connection can be kept alive
+        """A WebSocket request: the session it now carries, or None (refused: the
+        connection ends)."""
+        key = header(scope, b"sec-websocket-key")
+        if scope["method"] != "GET" or not valid_client_key(key) or header(scope, b"sec-websocket-version") != "13":
+            await link.respond_error(400, "bad_request", "not a valid WebSocket upgrade request", close=True)
+            return None
+        assert key is not None
+        await link.start_websocket(key)
+        scope["type"] = "websocket"
+        return await endpoint.open_websocket(link, scope, query_params(scope))
+
+    async def _request(self, link: Link, scope: Scope, endpoint: GatewayEndpoint | None, path: str) -> None:
+        """Answer one plain HTTP request."""
         route = self._route(path) if endpoint is None else None
         if route is not None:
             await route(scope, link)
@@ -542,18 +555,8 @@ class Gateway:
             await link.respond_error(
                 404, "not_found", "the gateway serves only the Events API's Engine.IO paths and its added routes"
             )
-        elif "websocket" in upgrade:
-            key = header(scope, b"sec-websocket-key")
-            if scope["method"] != "GET" or not valid_client_key(key) or header(scope, b"sec-websocket-version") != "13":
-                await link.respond_error(400, "bad_request", "not a valid WebSocket upgrade request", close=True)
-                return None
-            assert key is not None
-            await link.start_websocket(key)
-            scope["type"] = "websocket"
-            return await endpoint.open_websocket(link, scope, query_params(scope))
         else:
             await endpoint._http(scope, self._receive(link), self._send(link))
-        return None
 
     async def _refuse(self, link: Link, scope: Scope, status: int, code: str, message: str) -> None:
         """Answer a request the connection cannot go on from, when nothing of its answer was
