@@ -512,7 +512,7 @@ class Link:
     ) -> None:
         self.sock = sock
         self.client = client
-        self.reader = FrameReader(max_message, max_fragments)
+        self.reader = FrameReader(max_message, max_fragments=max_fragments)
         self._http: h11.Connection | None = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._key = ""
         self._leftover = b""
