@@ -199,9 +199,10 @@ def test_resume_off() -> None:
     assert hub.since("c1", "e0").events == []
 
 
-def test_interest_is_told_at_a_channels_first_subscription_and_after_its_last(fanout: Fanout) -> None:
+def test_interest_is_told_at_a_channels_first_subscription_and_after_its_last() -> None:
     told: list[tuple[str, bool]] = []
-    fanout.interest = lambda channel, wanted: told.append((channel, wanted))
+    fanout = Fanout(interest=lambda channel, wanted: told.append((channel, wanted)))
+    fanout.register_wire("a", lambda event: b"")
     one, two = Sub(), Sub()
     first = fanout.subscribe(one, "c1", owner=True)
     fanout.subscribe(two, "c1", owner=False)
