@@ -68,7 +68,9 @@ _HEADERS = Draft202012Validator(event_schemas.delivery_headers_schema())
 def _check(validator: Draft202012Validator, value: Any, what: str, seen_at: str) -> None:
     errors = sorted(validator.iter_errors(value), key=lambda error: list(error.absolute_path))
     if errors:
-        details = "; ".join(f"{'/'.join(map(str, error.absolute_path)) or '(top)'}: {error.message}" for error in errors)
+        details = "; ".join(
+            f"{'/'.join(map(str, error.absolute_path)) or '(top)'}: {error.message}" for error in errors
+        )
         raise PayloadMismatch(f"{what} does not match its schema: {details}\n{value!r}")
     CHECKED[seen_at] += 1
 

@@ -36,7 +36,9 @@ def test_what_trigger_sends_for_every_event_matches_its_schemas(name: str) -> No
     if catalogue.WEBHOOKS in catalogue.BY_NAME[name].transports:
         # A legacy name is delivered under its own name with its event's payload.
         body = encode_delivery_body("9b7c2d1e-0000-4000-8000-000000000001", name, AT, data)
-        headers = delivery_headers(generate_secret(), "9b7c2d1e-0000-4000-8000-000000000001", name, 1_772_366_400_000, body)
+        headers = delivery_headers(
+            generate_secret(), "9b7c2d1e-0000-4000-8000-000000000001", name, 1_772_366_400_000, body
+        )
         event_payloads.check_delivery(headers, body)
 
 

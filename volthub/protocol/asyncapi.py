@@ -41,6 +41,10 @@ def _ref(kind: str, key: str) -> dict[str, str]:
     return {"$ref": f"#/components/{kind}/{key}"}
 
 
+def _root(kind: str, key: str) -> dict[str, str]:
+    return {"$ref": f"#/{kind}/{key}"}
+
+
 def _stable_ids(value: Any, seen: dict[str, str], seed: str) -> Any:
     """The sampled payload with its random UUIDs replaced by ones derived from the event
     name, so the document is the same on every build."""
@@ -166,7 +170,15 @@ def _control_messages() -> dict[str, dict[str, Any]]:
     channel_ref = _object({"channelId": _STRING, "channel": {**_STRING, "description": "a channel's username"}}, [])
     return {
         "connected": _control(
-            "connected", "Sent once a Socket.IO connection joins.", connected, {"channelUsername": "streamer"}
+            "connected",
+            "Sent once a Socket.IO connection joins.",
+            connected,
+            {
+                "channelUsername": "streamer",
+                "channelId": _EXAMPLE_CHANNEL.id,
+                "authenticated": True,
+                "autoSubscribed": True,
+            },
         ),
         "sseConnected": _control(
             "connected",
@@ -187,7 +199,10 @@ def _control_messages() -> dict[str, dict[str, Any]]:
             {"reason": "server shutting down"},
         ),
         "subscribe": _control(
-            "subscribe", "Subscribe to a channel's public events (anonymous connections).", channel_ref, {}
+            "subscribe",
+            "Subscribe to a channel's public events (anonymous connections).",
+            channel_ref,
+            {"channel": "streamer"},
         ),
         "subscribed": _control(
             "subscribed",
@@ -195,7 +210,9 @@ def _control_messages() -> dict[str, dict[str, Any]]:
             _object({"channelId": _STRING, "channelUsername": _STRING}),
             {"channelId": _EXAMPLE_CHANNEL.id, "channelUsername": "streamer"},
         ),
-        "unsubscribe": _control("unsubscribe", "Stop a subscription.", _object({"channelId": _STRING}), {}),
+        "unsubscribe": _control(
+            "unsubscribe", "Stop a subscription.", _object({"channelId": _STRING}), {"channelId": _EXAMPLE_CHANNEL.id}
+        ),
         "unsubscribed": _control(
             "unsubscribed",
             "The answer to unsubscribe.",
@@ -310,8 +327,8 @@ def _channels(entries: list[EventType]) -> dict[str, Any]:
             "address": "/ws/events",
             "title": "Socket.IO: /ws/events",
             "description": "Engine.IO path /ws/events, Socket.IO namespace `/`."
-            " `io(\"<wsUrl>\", {path: \"/ws/events\"})`." + _SOCKETIO_FRAMES,
-            "servers": [_ref("servers", "gateway"), _ref("servers", "api")],
+            ' `io("<wsUrl>", {path: "/ws/events"})`.' + _SOCKETIO_FRAMES,
+            "servers": [_root("servers", "gateway"), _root("servers", "api")],
             "messages": socket_messages,
             "bindings": bindings,
         },
@@ -319,9 +336,8 @@ def _channels(entries: list[EventType]) -> dict[str, Any]:
             "address": "/socket.io",
             "title": "Socket.IO: /socket.io, namespace /ws/events",
             "description": "The default Engine.IO path /socket.io with the Socket.IO namespace"
-            " `/ws/events` (namespace `/` works too), so `io(\"<wsUrl>/ws/events\")` connects."
-            + _SOCKETIO_FRAMES,
-            "servers": [_ref("servers", "gateway"), _ref("servers", "api")],
+            ' `/ws/events` (namespace `/` works too), so `io("<wsUrl>/ws/events")` connects.' + _SOCKETIO_FRAMES,
+            "servers": [_root("servers", "gateway"), _root("servers", "api")],
             "messages": socket_messages,
             "bindings": bindings,
         },
@@ -333,14 +349,14 @@ def _channels(entries: list[EventType]) -> dict[str, Any]:
             " `id: <event id>`, `data: <envelope JSON>` (`messages=unnamed` sends unnamed messages"
             " instead, `both` both forms); `events=a,b` keeps only those names; comment lines keep"
             " the stream alive; Last-Event-ID resumes after the given event.",
-            "servers": [_ref("servers", "api")],
+            "servers": [_root("servers", "api")],
             "messages": sse_messages,
         },
         "webhooks": {
             "address": None,
             "title": "Webhooks",
             "description": _WEBHOOKS,
-            "servers": [_ref("servers", "webhookReceiver")],
+            "servers": [_root("servers", "webhookReceiver")],
             "messages": webhook_messages,
         },
     }
@@ -364,7 +380,7 @@ def _operations(channels: dict[str, Any]) -> dict[str, Any]:
     def operation(channel: str, action: str, title: str, keys: list[str], **extra: Any) -> dict[str, Any]:
         return {
             "action": action,
-            "channel": _ref("channels", channel),
+            "channel": _root("channels", channel),
             "title": title,
             "messages": [{"$ref": f"#/channels/{channel}/messages/{key}"} for key in keys],
             **extra,
