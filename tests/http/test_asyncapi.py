@@ -136,3 +136,8 @@ async def test_the_asyncapi_cli_validates_the_served_document(client: Any, tmp_p
     assert result.returncode == 0, output
     assert "is valid" in output, output
     assert "0 errors, 0 warnings" in output or "problem" not in output, output
+
+
+async def test_the_index_links_the_document(client: Any) -> None:
+    index = await (await client.get("/", headers={"Accept": "application/json"})).get_json()
+    assert index["links"]["asyncapi"] == "/api/asyncapi.json"
