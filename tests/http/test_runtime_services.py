@@ -29,6 +29,8 @@ async def test_the_runtime_is_complete_once_the_app_has_started(sqlite_url: str)
         assert isinstance(services.webhooks, Dispatcher) and isinstance(services.webhook_admin, WebhookAdmin)
         assert isinstance(services.chat, ActorRegistry)  # made with the others, not on first use
         assert rt.ready.is_set()
+        # One process: presence is the fan-out's own count (the broker's choice).
+        assert services.presence.snapshot == services.fanout.snapshot
         supervisor = rt.supervisor
         assert set(supervisor.restarts) == {
             "webhooks",

@@ -166,11 +166,14 @@ def _gateway(
         events.gateway_host or server.host,
         events.gateway_port,
         keep_alive_timeout=server.keep_alive_timeout,
+        body_timeout=server.body_timeout,
+        access_log=app_settings.logging.access_log,
         backlog=server.listen_backlog,
         admit=LIMITS.admit,  # the same connection caps as the main port (one count per process)
         release=LIMITS.release,
         refusal=OVER_CAPACITY_RESPONSE,
         reuse_port=events.gateway_reuse_port,
+        max_message_frames=events.max_message_frames,
     )
     for path, namespaces in ENGINEIO_PATHS:
         gateway.add_endpoint(
