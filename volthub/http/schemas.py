@@ -86,5 +86,11 @@ class UserOut(Model):
     createdAt: str
 
 
+class CountOut(Model):
+    """How many there are."""
+
+    count: int
+
+
 class StatusOut(Model):
     status: str

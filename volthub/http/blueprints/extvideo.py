@@ -48,7 +48,7 @@ class AccountOut(Model):
     url: str | None = Field(description="an absolute http(s) address or null")
 
 
-class StatusOut(Model):
+class ExternalVideoStatusOut(Model):
     configured: bool = Field(description="whether this server has the integration set up")
     connected: bool
     status: str | None = Field(description="connected | reauth_required; null when not connected")
@@ -57,12 +57,12 @@ class StatusOut(Model):
     connectedAt: str | None
 
 
-def status_out(configured: bool, connection: Connection | None) -> StatusOut:
+def status_out(configured: bool, connection: Connection | None) -> ExternalVideoStatusOut:
     if connection is None:
-        return StatusOut(
+        return ExternalVideoStatusOut(
             configured=configured, connected=False, status=None, account=None, scope=None, connectedAt=None
         )
-    return StatusOut(
+    return ExternalVideoStatusOut(
         configured=configured,
         connected=connection.status == "connected",
         status=connection.status,
@@ -150,8 +150,8 @@ async def auth_url() -> AuthUrlOut:
 @tag(["External video"])
 @error_responses(409, 502)
 @validate_querystring(CallbackQuery)
-@validate_response(StatusOut)
-async def auth_callback(query_args: CallbackQuery) -> StatusOut:
+@validate_response(ExternalVideoStatusOut)
+async def auth_callback(query_args: CallbackQuery) -> ExternalVideoStatusOut:
     """Where the provider sends the person back (`code` and `state`). 400 `invalid_state`
     for an unknown, used or expired state, or one that was started in another browser (its
     cookie is missing or different); 400 `access_denied` when the person declined."""
@@ -164,8 +164,8 @@ async def auth_callback(query_args: CallbackQuery) -> StatusOut:
 @blueprint.get("/status")
 @access.token("extvideo:read")
 @tag(["External video"])
-@validate_response(StatusOut)
-async def status() -> StatusOut:
+@validate_response(ExternalVideoStatusOut)
+async def status() -> ExternalVideoStatusOut:
     found = await extvideo().status(access.principal().user_id)
     return status_out(found.configured, found.connection)
 
@@ -226,8 +226,8 @@ async def widget(username: str) -> WidgetOut:
 @blueprint.post("/disconnect")
 @access.token("extvideo:manage")
 @tag(["External video"])
-@validate_response(StatusOut)
-async def disconnect() -> StatusOut:
+@validate_response(ExternalVideoStatusOut)
+async def disconnect() -> ExternalVideoStatusOut:
     """Forget the connection (and revoke its token at the provider, best effort)."""
     me = access.principal().user_id
     await extvideo().disconnect(me)

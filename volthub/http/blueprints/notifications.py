@@ -11,7 +11,7 @@ from quart_schema import tag, validate_querystring, validate_response
 from volthub.http import access
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Model, PageQuery
+from volthub.http.schemas import CountOut, Model, PageQuery
 from volthub.hub.clock import iso8601
 from volthub.services.notifications import Notification, Notifications
 
@@ -36,10 +36,6 @@ class NotificationOut(Model):
 class NotificationPage(Model):
     items: list[NotificationOut]
     nextCursor: str | None
-
-
-class CountOut(Model):
-    count: int
 
 
 class ReadAllOut(Model):

@@ -18,7 +18,7 @@ from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import Runtime, runtime
-from volthub.http.schemas import Body, Model, PersonOut, Query
+from volthub.http.schemas import Body, CountOut, Model, PersonOut, Query
 from volthub.services.subscriptions import ExpiryService, Subscriptions, roster_item, subscription_shape
 
 blueprint = Blueprint("subscriptions", __name__)
@@ -50,10 +50,6 @@ class SubscribersOut(Model):
     total: int
     page: int
     perPage: int
-
-
-class CountOut(Model):
-    count: int
 
 
 class RosterQuery(Query):

@@ -82,7 +82,7 @@ class PurchaseBody(Body):
     amount: int = Field(ge=1, le=MAX_PURCHASE)
 
 
-class SendBody(Body):
+class VoltSendBody(Body):
     creatorId: str = Field(max_length=64)
     amount: int = Field(ge=1, le=MAX_SEND)
     message: str | None = Field(None, max_length=500)
@@ -191,9 +191,9 @@ async def purchase_callback(provider: str) -> PurchaseOut:
 @idempotent
 @access.token("payments:write")
 @tag(["Volts"])
-@validate_request(SendBody)
+@validate_request(VoltSendBody)
 @validate_response(MoneyOut)
-async def send(data: SendBody) -> MoneyOut:
+async def send(data: VoltSendBody) -> MoneyOut:
     """Send Volts to a creator: emits `channel.volts` (webhooks also `channel.cheer`).
     400 `insufficient_funds` when the wallet holds too little. Honours `Idempotency-Key`."""
     creator_id = uuid_param(data.creatorId, "creatorId")
