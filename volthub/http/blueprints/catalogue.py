@@ -202,6 +202,7 @@ async def list_teams(query_args: PageQuery) -> TeamList:
 @error_responses(404)
 @validate_response(TeamOut)
 async def get_team(slug: str) -> TeamOut:
+    """One team by its slug: its name, description and how many members it has."""
     return team_out(await teams().get(slug))
 
 

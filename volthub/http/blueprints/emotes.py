@@ -103,6 +103,7 @@ async def all_collections(query_args: ChannelQuery) -> CollectionsOut:
 @tag(["Emotes"])
 @validate_response(EmotesOut)
 async def global_emotes() -> EmotesOut:
+    """The emotes every channel's chat understands, whatever the channel."""
     return EmotesOut(emotes=[emote_out(e) for e in await emotes().global_set()])
 
 

@@ -166,6 +166,8 @@ async def auth_callback(query_args: CallbackQuery) -> ExternalVideoStatusOut:
 @tag(["External video"])
 @validate_response(ExternalVideoStatusOut)
 async def status() -> ExternalVideoStatusOut:
+    """Whether this server offers the external video integration and whether the caller is
+    connected to it (the account, the granted scope and since when)."""
     found = await extvideo().status(access.principal().user_id)
     return status_out(found.configured, found.connection)
 
@@ -189,6 +191,8 @@ async def recent_videos(query_args: LimitQuery) -> VideoList:
 @validate_querystring(LibraryQuery)
 @validate_response(LibraryOut)
 async def library(query_args: LibraryQuery) -> LibraryOut:
+    """The caller's videos at the connected provider, newest first, a page at a time
+    (`nextCursor`)."""
     found, next_cursor = await extvideo().library(access.principal().user_id, query_args.limit, query_args.cursor)
     return LibraryOut(items=[VideoOut(**video) for video in found], nextCursor=next_cursor)
 
@@ -200,6 +204,7 @@ async def library(query_args: LibraryQuery) -> LibraryOut:
 @validate_querystring(LimitQuery)
 @validate_response(PlaylistList)
 async def playlists(query_args: LimitQuery) -> PlaylistList:
+    """The caller's playlists at the connected provider, up to `limit`."""
     found = await extvideo().playlists(access.principal().user_id, query_args.limit)
     return PlaylistList(items=[PlaylistOut(**playlist) for playlist in found])
 

@@ -376,6 +376,7 @@ async def create_clip(username: str, data: ClipBody) -> tuple[ClipOut, int]:
 @validate_response(ClipOut)
 @document_response(ErrorBody, 404)
 async def get_clip(clip_id: str) -> ClipOut:
+    """One clip: its stream, its time range and who cut it."""
     return clip_out(await streams().clip(uuid_param(clip_id, "clipId")))
 
 
