@@ -34,6 +34,7 @@ ERROR_SCHEMA: dict[str, Any] = {
                 "field": {"type": "string", "description": "the input field that was refused"},
                 "fields": {"type": "array", "items": {"type": "string"}, "description": "every refused field"},
                 "status": {"type": "string", "description": "the current state, when the state forbids the action"},
+                "retry_after": {"type": "integer", "description": "429: seconds to wait (as Retry-After)"},
                 "waitSeconds": {"type": "integer", "description": "slow mode: seconds until the next message"},
                 "remainingSeconds": {"type": "integer", "description": "a timeout: seconds until it ends"},
                 "retryAfterSeconds": {"type": "integer", "description": "a cooldown: seconds until it ends"},

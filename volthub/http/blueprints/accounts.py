@@ -183,6 +183,7 @@ def _throttled(refused: Throttled) -> ApiError:
         429,
         "rate_limit_exceeded",
         message,
+        details={"retry_after": refused.retry_after},
         headers={"Retry-After": str(refused.retry_after)},
         extra={"retry_after": refused.retry_after},
     )
