@@ -62,6 +62,8 @@ TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test
 	@# The official socket.io-client for tests/http/events/test_socketio.py (needs Node.js + npm).
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
+	@# Redocly CLI, Spectral, openapi-typescript and TypeScript for tests/http/test_openapi_tools.py.
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/contract --no-audit --no-fund --silent; fi
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # schemathesis over the whole OpenAPI document, every operation on both backends, many more

@@ -49,6 +49,7 @@ _STATUS_WORDS = {
     "202": "Accepted: the work goes on after the answer",
     "204": "Done (no content)",
     "400": "Invalid input",
+    "401": "Not authenticated: the client or the credentials were refused",
     "403": "Not allowed",
     "404": "Not found",
     "409": "Conflicts with the current state",

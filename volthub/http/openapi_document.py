@@ -46,6 +46,12 @@ ERROR_SCHEMA: dict[str, Any] = {
             },
         },
         "retry_after": {"type": "integer", "description": "429 only: seconds to wait (as the Retry-After header)"},
+        "error_description": {
+            "type": "string",
+            "description": "OAuth token and revocation endpoints only: the message again, for RFC 6749"
+            " clients; `error` is then an RFC 6749 code (invalid_request, invalid_client, invalid_grant,"
+            " unauthorized_client, unsupported_grant_type, invalid_scope)",
+        },
     },
     "examples": [
         {

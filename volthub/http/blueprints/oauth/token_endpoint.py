@@ -29,6 +29,7 @@ from volthub.http.blueprints.oauth.common import (
     oauth_service,
     request_params,
 )
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError, error_response
 from volthub.http.openapi import responds
 from volthub.http.ratelimit import limited
@@ -83,14 +84,6 @@ async def _rfc_shaped(error: ApiError) -> Response:
 
 
 # --- token endpoint -------------------------------------------------------------------------------
-
-
-class OAuthErrorBody(Model):
-    error: str = Field(
-        description="RFC 6749 §5.2 code: invalid_request, invalid_client, invalid_grant, unauthorized_client, unsupported_grant_type, invalid_scope"
-    )
-    message: str
-    error_description: str = Field(description="the same text as message, for RFC 6749 clients")
 
 
 class TokenForm(Body):
@@ -163,8 +156,7 @@ async def authenticate_client(credentials: ClientCredentials) -> App:
 @tag(["OAuth"])
 @document_request(TokenForm, source=DataSource.FORM)
 @document_response(TokenOut)
-@document_response(OAuthErrorBody, 400)
-@document_response(OAuthErrorBody, 401)
+@error_responses(400, 401)
 async def token() -> Any:
     """Exchange an authorization code, or a refresh token, for an access token.
 
@@ -242,8 +234,7 @@ class RevokeForm(Body):
 @access.accepts(FORM, JSON)
 @tag(["OAuth"])
 @document_request(RevokeForm, source=DataSource.FORM)
-@document_response(OAuthErrorBody, 400)
-@document_response(OAuthErrorBody, 401)
+@error_responses(400, 401)
 @responds(200, "Revoked, or nothing to revoke (RFC 7009 §2.2)", "application/json")
 async def revoke() -> Any:
     """Revoke a token (RFC 7009); client authentication as at the token endpoint.
