@@ -37,6 +37,8 @@ def extvideo() -> ExtVideo:
 
 
 class AuthUrlOut(Model):
+    example = {"url": "https://volthub.example/url", "state": "open", "expiresAt": "2026-03-14T18:30:00Z"}
+
     url: str = Field(description="send the person here to consent at the video platform")
     state: str
     expiresAt: str
@@ -49,6 +51,19 @@ class AccountOut(Model):
 
 
 class ExternalVideoStatusOut(Model):
+    example = {
+        "configured": False,
+        "connected": False,
+        "status": "active",
+        "account": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "name": "Speedrun Club",
+            "url": "https://volthub.example/url",
+        },
+        "scope": "chat:read chat:write",
+        "connectedAt": "2026-03-14T18:30:00Z",
+    }
+
     configured: bool = Field(description="whether this server has the integration set up")
     connected: bool
     status: str | None = Field(description="connected | reauth_required; null when not connected")
@@ -93,19 +108,80 @@ class PlaylistOut(Model):
 
 
 class VideoList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "url": "https://volthub.example/url",
+                "thumbnailUrl": "https://volthub.example/thumbnailUrl",
+                "publishedAt": "2026-03-14T18:30:00Z",
+                "durationSeconds": 60,
+                "views": 1,
+            }
+        ]
+    }
+
     items: list[VideoOut]
 
 
 class LibraryOut(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "url": "https://volthub.example/url",
+                "thumbnailUrl": "https://volthub.example/thumbnailUrl",
+                "publishedAt": "2026-03-14T18:30:00Z",
+                "durationSeconds": 60,
+                "views": 1,
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[VideoOut]
     nextCursor: str | None
 
 
 class PlaylistList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "url": "https://volthub.example/url",
+                "videoCount": 3,
+            }
+        ]
+    }
+
     items: list[PlaylistOut]
 
 
 class WidgetOut(Model):
+    example = {
+        "username": "ada_streams",
+        "connected": False,
+        "account": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "name": "Speedrun Club",
+            "url": "https://volthub.example/url",
+        },
+        "videos": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "url": "https://volthub.example/url",
+                "thumbnailUrl": "https://volthub.example/thumbnailUrl",
+                "publishedAt": "2026-03-14T18:30:00Z",
+                "durationSeconds": 60,
+                "views": 1,
+            }
+        ],
+    }
+
     username: str
     connected: bool
     account: AccountOut | None

@@ -39,6 +39,27 @@ class RosterItemOut(Model):
 
 
 class RosterOut(Model):
+    example = {
+        "roster": [
+            {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "tier": "tier1",
+                "isGift": False,
+                "gifter": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "expiresAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "total": 3,
+        "page": 1,
+        "perPage": 1,
+    }
+
     roster: list[RosterItemOut]
     total: int = Field(description="all active subscribers of the channel, whatever the page")
     page: int
@@ -46,6 +67,27 @@ class RosterOut(Model):
 
 
 class SubscribersOut(Model):
+    example = {
+        "subscribers": [
+            {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "tier": "tier1",
+                "isGift": False,
+                "gifter": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "expiresAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "total": 3,
+        "page": 1,
+        "perPage": 1,
+    }
+
     subscribers: list[RosterItemOut]
     total: int
     page: int
@@ -74,14 +116,97 @@ class SubscriptionOut(Model):
 
 
 class OneSubscriptionOut(Model):
+    example = {
+        "subscription": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+            "creator": {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+            },
+            "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+            "tier": "tier1",
+            "isGift": False,
+            "gifter": {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+            },
+            "months": 1,
+            "startedAt": "2026-03-14T18:30:00Z",
+            "expiresAt": "2026-03-14T18:30:00Z",
+            "status": "active",
+            "endReason": None,
+            "endedAt": "2026-03-14T18:30:00Z",
+        }
+    }
+
     subscription: SubscriptionOut
 
 
 class MySubscriptionsOut(Model):
+    example = {
+        "subscriptions": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+                "creator": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "tier": "tier1",
+                "isGift": False,
+                "gifter": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "months": 1,
+                "startedAt": "2026-03-14T18:30:00Z",
+                "expiresAt": "2026-03-14T18:30:00Z",
+                "status": "active",
+                "endReason": None,
+                "endedAt": "2026-03-14T18:30:00Z",
+            }
+        ]
+    }
+
     subscriptions: list[SubscriptionOut]
 
 
 class GiftOut(Model):
+    example = {
+        "quantity": 1,
+        "subscriptions": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+                "creator": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "tier": "tier1",
+                "isGift": False,
+                "gifter": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "months": 1,
+                "startedAt": "2026-03-14T18:30:00Z",
+                "expiresAt": "2026-03-14T18:30:00Z",
+                "status": "active",
+                "endReason": None,
+                "endedAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+    }
+
     quantity: int = Field(description="subscriptions given (random gifts: at most the followers eligible)")
     subscriptions: list[SubscriptionOut]
 
@@ -95,6 +220,19 @@ class GiftLeaderOut(Model):
 
 
 class GiftLeaderboardOut(Model):
+    example = {
+        "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+        "leaderboard": [
+            {
+                "rank": 1,
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "gifts": 1,
+            }
+        ],
+    }
+
     creatorId: str
     leaderboard: list[GiftLeaderOut]
 
@@ -104,11 +242,20 @@ class LeaderQuery(Query):
 
 
 class SubscribeBody(Body):
+    example = {"creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000", "tier": "tier1"}
+
     creatorId: str = Field(max_length=64)
     tier: Tier = "tier1"
 
 
 class DirectGiftBody(Body):
+    example = {
+        "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+        "recipientId": "0b7e2a4c-5d1f-4e8a-9c3b-2169f42e0000",
+        "recipientUsername": "grace_plays",
+        "tier": "tier1",
+    }
+
     creatorId: str = Field(max_length=64)
     recipientId: str | None = Field(None, max_length=64)
     recipientUsername: str | None = Field(None, min_length=1, max_length=50)
@@ -122,12 +269,16 @@ class DirectGiftBody(Body):
 
 
 class RandomGiftBody(Body):
+    example = {"creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000", "tier": "tier1", "quantity": 1}
+
     creatorId: str = Field(max_length=64)
     tier: Tier = "tier1"
     quantity: int = Field(1, ge=1, le=100)
 
 
 class ManageBody(Body):
+    example = {"creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000", "action": "cancel", "tier": "tier1"}
+
     creatorId: str = Field(max_length=64)
     action: Literal["cancel", "update"]
     tier: Tier | None = None

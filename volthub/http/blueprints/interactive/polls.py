@@ -50,16 +50,38 @@ class PollOut(Model):
 
 
 class PollEnvelope(Model):
+    example = {
+        "poll": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "title": "Friday night speedrun",
+            "status": "open",
+            "options": [{"id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000", "title": "Friday night speedrun", "votes": 3}],
+            "totalVotes": 3,
+            "startedAt": "2026-03-14T18:30:00Z",
+            "endsAt": "2026-03-14T18:30:00Z",
+            "endedAt": "2026-03-14T18:30:00Z",
+            "durationSeconds": 60,
+        }
+    }
+
     poll: PollOut | None
 
 
 class VoteOut(Model):
+    example = {
+        "success": False,
+        "pollId": "0b7e2a4c-5d1f-4e8a-9c3b-fadb670c0000",
+        "optionId": "0b7e2a4c-5d1f-4e8a-9c3b-ce78b7cc0000",
+    }
+
     success: bool
     pollId: str
     optionId: str
 
 
 class PollBody(Body):
+    example = {"title": "Next game?", "options": ["Chess", "Go"], "durationSeconds": 120}
+
     title: str = Field(min_length=1, max_length=polls.TITLE_MAX)
     options: list[str] = Field(min_length=polls.OPTIONS_MIN, max_length=polls.OPTIONS_MAX)
     durationSeconds: int = Field(ge=polls.DURATION_MIN, le=polls.DURATION_MAX)
@@ -69,6 +91,8 @@ class PollBody(Body):
 
 
 class VoteBody(Body):
+    example = {"optionId": "0b7e2a4c-5d1f-4e8a-9c3b-ce78b7cc0000"}
+
     optionId: str = Field(min_length=1, max_length=64)
 
 
