@@ -23,7 +23,7 @@ import copy
 import inspect
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 from quart_schema import DataSource
@@ -36,12 +36,12 @@ from volthub.http.access import JSON_ONLY, accepted_body_types, body_limit_of, d
 from volthub.http.openapi_document import ERROR_REF
 from volthub.http.schemas import ErrorBody
 
-_ERROR_REF = ERROR_REF
 F = TypeVar("F", bound=Callable[..., Any])
 _RESPONSES = "__volthub_responses__"
 _UUID_PARAM = re.compile(r"(_id|Id)$")
 _NOT_UUID_PARAMS = frozenset({"client_id", "clientId"})
 _BODY_METHODS = frozenset({"post", "put", "patch"})
+SchemaMode = Literal["validation", "serialization"]
 _COMPONENT_PREFIX = "#/components/schemas/"
 _STATUS_WORDS = {
     "200": "OK",
@@ -86,7 +86,7 @@ def responds(
             elif content_type.startswith("text/"):
                 body = {"type": "string"}
             else:
-                body = _ERROR_REF if status >= 400 else {"type": "object"}
+                body = ERROR_REF if status >= 400 else {"type": "object"}
             media: dict[str, Any] = {"schema": body}
             if example is not None:
                 media["example"] = example
@@ -108,6 +108,7 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
 
     def schema(self) -> dict[str, Any]:
         self._named: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._nested: dict[str, dict[str, Any]] = {}
         document = super().schema()
         schemas = document["components"]["schemas"]
         schemas.pop("ErrorBody", None)
@@ -122,12 +123,16 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
         document["tags"] = openapi_document.global_tags(used)
         return document
 
-    def _component(self, model: Any, mode: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _component(self, model: Any, mode: SchemaMode) -> tuple[dict[str, Any], dict[str, Any]]:
         """The model as a `$ref`, its schema (and those it uses) as components."""
         schema = model_schema(
             model, preference=self._app.config["QUART_SCHEMA_CONVERSION_PREFERENCE"], schema_mode=mode
         )
         definitions = schema.pop("$defs", {})
+        for nested, nested_schema in definitions.items():
+            known_schema = self._nested.setdefault(nested, nested_schema)
+            if known_schema != nested_schema:
+                raise ComponentNameClash(f"two models named {nested} are used inside bodies; rename one")
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             return schema, definitions  # a list or a mapping of models: described where used
         name = str(schema.get("title") or model.__name__)
@@ -277,7 +282,7 @@ def _describe_raw_body(operation: dict[str, Any], accepted: tuple[str, ...]) -> 
 
 
 def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": _ERROR_REF}}}
+    return {"description": description, "content": {"application/json": {"schema": ERROR_REF}}}
 
 
 def _describe_idempotency(operation: dict[str, Any]) -> None:

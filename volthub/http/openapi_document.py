@@ -32,7 +32,18 @@ ERROR_SCHEMA: dict[str, Any] = {
             "properties": {
                 "requestId": {"type": "string", "description": "the request's X-Request-Id, for the operator's logs"},
                 "field": {"type": "string", "description": "the input field that was refused"},
-                "fields": {"type": "array", "items": {"type": "string"}, "description": "every refused field"},
+                "fields": {
+                    "type": "array",
+                    "description": "validation_error: every refused field of the body",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "field": {"type": "string", "description": "dotted path of the field"},
+                            "message": {"type": "string"},
+                            "type": {"type": "string", "description": "what kind of refusal"},
+                        },
+                    },
+                },
                 "status": {"type": "string", "description": "the current state, when the state forbids the action"},
                 "retry_after": {"type": "integer", "description": "429: seconds to wait (as Retry-After)"},
                 "waitSeconds": {"type": "integer", "description": "slow mode: seconds until the next message"},
