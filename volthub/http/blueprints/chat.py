@@ -144,7 +144,7 @@ class SendBody(Body):
 
 
 class SendOut(Model):
-    example = {"success": False, "messageId": "0b7e2a4c-5d1f-4e8a-9c3b-a4c3a0da0000"}
+    example = {"success": True, "messageId": "0b7e2a4c-5d1f-4e8a-9c3b-a4c3a0da0000"}
 
     success: bool
     messageId: str
@@ -254,7 +254,7 @@ class ModerateBody(Body):
 
 class ModerateOut(Model):
     example = {
-        "success": False,
+        "success": True,
         "action": "action",
         "changed": False,
         "user": {

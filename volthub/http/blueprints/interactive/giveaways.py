@@ -68,7 +68,7 @@ class GiveawayEnvelope(Model):
 
 
 class JoinOut(Model):
-    example = {"success": False, "giveawayId": "0b7e2a4c-5d1f-4e8a-9c3b-a844c9410000"}
+    example = {"success": True, "giveawayId": "0b7e2a4c-5d1f-4e8a-9c3b-a844c9410000"}
 
     success: bool
     giveawayId: str

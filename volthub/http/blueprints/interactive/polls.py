@@ -52,15 +52,18 @@ class PollOut(Model):
 class PollEnvelope(Model):
     example = {
         "poll": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "title": "Friday night speedrun",
+            "id": "6f1c2e7a-3b4d-4f5e-8a9b-0c1d2e3f4a5b",
+            "title": "Next game?",
             "status": "open",
-            "options": [{"id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000", "title": "Friday night speedrun", "votes": 3}],
-            "totalVotes": 3,
+            "options": [
+                {"id": "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", "title": "Chess", "votes": 3},
+                {"id": "2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e", "title": "Go", "votes": 1},
+            ],
+            "totalVotes": 4,
             "startedAt": "2026-03-14T18:30:00Z",
-            "endsAt": "2026-03-14T18:30:00Z",
-            "endedAt": "2026-03-14T18:30:00Z",
-            "durationSeconds": 60,
+            "endsAt": "2026-03-14T18:32:00Z",
+            "endedAt": None,
+            "durationSeconds": 120,
         }
     }
 
@@ -69,9 +72,9 @@ class PollEnvelope(Model):
 
 class VoteOut(Model):
     example = {
-        "success": False,
-        "pollId": "0b7e2a4c-5d1f-4e8a-9c3b-fadb670c0000",
-        "optionId": "0b7e2a4c-5d1f-4e8a-9c3b-ce78b7cc0000",
+        "success": True,
+        "pollId": "6f1c2e7a-3b4d-4f5e-8a9b-0c1d2e3f4a5b",
+        "optionId": "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
     }
 
     success: bool

@@ -79,7 +79,7 @@ class PredictionEnvelope(Model):
 
 class BetOut(Model):
     example = {
-        "success": False,
+        "success": True,
         "predictionId": "0b7e2a4c-5d1f-4e8a-9c3b-f49354440000",
         "outcomeId": "0b7e2a4c-5d1f-4e8a-9c3b-e072db670000",
         "points": 100,
