@@ -300,9 +300,11 @@ async def purchase_callback(provider: str) -> PurchaseOut:
 @tag(["Volts"])
 @validate_request(VoltSendBody)
 @validate_response(MoneyOut)
+@error_responses(404)
 async def send(data: VoltSendBody) -> MoneyOut:
     """Send Volts to a creator: emits `channel.volts` (webhooks also `channel.cheer`).
-    400 `insufficient_funds` when the wallet holds too little. Honours `Idempotency-Key`."""
+    400 `insufficient_funds` when the wallet holds too little; 404 when no channel has the
+    id `creatorId`. Honours `Idempotency-Key`."""
     creator_id = uuid_param(data.creatorId, "creatorId")
     balance, transaction = await _volts().send(access.principal().user_id, creator_id, data.amount, data.message)
     return _money(balance, transaction)
