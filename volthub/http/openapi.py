@@ -35,6 +35,7 @@ from volthub.http import openapi_document
 from volthub.http.access import JSON_ONLY, accepted_body_types, body_limit_of, declaration_of
 from volthub.http.openapi_document import ERROR_REF
 from volthub.http.schemas import ErrorBody
+from volthub.protocol.cors import answers_cross_origin
 
 F = TypeVar("F", bound=Callable[..., Any])
 _RESPONSES = "__volthub_responses__"
@@ -121,6 +122,7 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
         document["servers"] = openapi_document.servers(public_url)
         used = {name for item in document["paths"].values() for op in item.values() for name in op.get("tags", [])}
         document["tags"] = openapi_document.global_tags(used)
+        _describe_cross_origin(document)
         return document
 
     def _component(self, model: Any, mode: SchemaMode) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -300,3 +302,25 @@ def _describe_idempotency(operation: dict[str, Any]) -> None:
     responses = operation.setdefault("responses", {})
     responses.setdefault("409", _error("The first request with this Idempotency-Key has not finished"))
     responses.setdefault("422", _error("idempotency_key_reused: the key was used with another body"))
+
+
+_CROSS_ORIGIN_NOTE = (
+    "Browsers on other origins may call the operations marked `x-cross-origin: true` (every "
+    "path under /api/ and /.well-known/), from the origins the server's `[server] cors_origins` "
+    "allows (any by default): preflights are answered 204 before authentication and rate limits, "
+    "every answer carries `Access-Control-Allow-Origin`, errors included, and exposes "
+    "X-RateLimit-*, Retry-After and X-Request-Id. Credentials (cookies) are never allowed "
+    "cross-origin: send a bearer token. The HTML pages are same-origin only."
+)
+
+
+def _describe_cross_origin(document: dict[str, Any]) -> None:
+    """Say which operations answer browsers on other origins (CORS): `x-cross-origin` on each."""
+    for path, item in document.get("paths", {}).items():
+        for operation in item.values():
+            if isinstance(operation, dict) and "responses" in operation:
+                operation["x-cross-origin"] = answers_cross_origin(path)
+    info = document.setdefault("info", {})
+    info["description"] = (
+        f"{info['description']}\n\n{_CROSS_ORIGIN_NOTE}" if info.get("description") else _CROSS_ORIGIN_NOTE
+    )
