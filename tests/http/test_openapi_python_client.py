@@ -54,7 +54,8 @@ def generated(tmp_path: Path) -> Iterator[Any]:
 
 
 async def test_generated_python_client_drives_a_live_server(live_server: Any, tmp_path: Path, generated: Any) -> None:
-    async with httpx.AsyncClient(base_url=live_server.url) as http:
+    # Building the document takes seconds on a busy machine: a generous timeout.
+    async with httpx.AsyncClient(base_url=live_server.url, timeout=120) as http:
         document = tmp_path / "openapi.json"
         document.write_bytes((await http.get("/api/openapi.json")).content)
     made = generate_client(document, tmp_path)
@@ -69,13 +70,13 @@ async def test_generated_python_client_drives_a_live_server(live_server: Any, tm
     start_poll = generated("api.dashboard.post_dashboard_interactive_start_poll")
     active_poll = generated("api.dashboard.get_dashboard_interactive_active_poll")
 
-    public = client_module.Client(base_url=live_server.url, raise_on_unexpected_status=True)
+    public = client_module.Client(base_url=live_server.url, raise_on_unexpected_status=True, timeout=httpx.Timeout(60))
     signed_up = await register.asyncio(
         client=public, body=models.RegisterBody(username="generated_client", password="correct horse battery")
     )
     assert isinstance(signed_up, models.SessionOut), signed_up
     client = client_module.AuthenticatedClient(
-        base_url=live_server.url, token=signed_up.token, raise_on_unexpected_status=True
+        base_url=live_server.url, token=signed_up.token, raise_on_unexpected_status=True, timeout=httpx.Timeout(60)
     )
 
     me = await get_me.asyncio(client=client)

@@ -108,6 +108,14 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
     examples beside their schemas, and the document-wide parts (openapi_document.py)."""
 
     def schema(self) -> dict[str, Any]:
+        """Built once per app: the routes do not change once it serves, and building takes
+        seconds of CPU that a public route must not spend per request."""
+        cached: dict[str, Any] | None = getattr(self, "_document", None)
+        if cached is None:
+            cached = self._document = self._build()
+        return cached
+
+    def _build(self) -> dict[str, Any]:
         self._named: dict[str, tuple[Any, dict[str, Any]]] = {}
         self._nested: dict[str, dict[str, Any]] = {}
         document = super().schema()
