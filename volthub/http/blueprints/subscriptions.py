@@ -13,6 +13,7 @@ from quart import Blueprint
 from quart_schema import tag, validate_querystring, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
@@ -381,9 +382,11 @@ async def gift_leaderboard(creator_id: str, query_args: LeaderQuery) -> GiftLead
 @tag(["Subscriptions"])
 @validate_request(SubscribeBody)
 @validate_response(OneSubscriptionOut, 201)
+@error_responses(404)
 async def subscribe(data: SubscribeBody) -> tuple[OneSubscriptionOut, int]:
     """Subscribe for one period, paid in Volts at the tier's price: emits `channel.subscribe`.
-    409 `already_subscribed`; 400 `insufficient_funds`."""
+    409 `already_subscribed`; 400 `insufficient_funds`; 404 when no channel has the id
+    `creatorId`."""
     creator_id = uuid_param(data.creatorId, "creatorId")
     sub = await _service().subscribe(access.principal().user_id, creator_id, data.tier)
     return OneSubscriptionOut(subscription=_out(sub)), 201
@@ -396,9 +399,11 @@ async def subscribe(data: SubscribeBody) -> tuple[OneSubscriptionOut, int]:
 @tag(["Subscriptions"])
 @validate_request(DirectGiftBody)
 @validate_response(GiftOut, 201)
+@error_responses(404)
 async def gift_direct(data: DirectGiftBody) -> tuple[GiftOut, int]:
     """Gift one subscription (never renews): emits `channel.subscribe` (isGift) and
-    `channel.subscription.gift`. 409 `already_subscribed` when the recipient is subscribed."""
+    `channel.subscription.gift`. 409 `already_subscribed` when the recipient is subscribed;
+    404 when the channel or the recipient does not exist."""
     creator_id = uuid_param(data.creatorId, "creatorId")
     recipient_id = None if data.recipientId is None else uuid_param(data.recipientId, "recipientId")
     subs = await _service().gift(
@@ -418,9 +423,11 @@ async def gift_direct(data: DirectGiftBody) -> tuple[GiftOut, int]:
 @tag(["Subscriptions"])
 @validate_request(RandomGiftBody)
 @validate_response(GiftOut, 201)
+@error_responses(404)
 async def gift_random(data: RandomGiftBody) -> tuple[GiftOut, int]:
     """Gift up to `quantity` subscriptions to random followers of the channel (never the
-    gifter, never someone subscribed); pays for those given. 409 `no_eligible_recipients`."""
+    gifter, never someone subscribed); pays for those given. 409 `no_eligible_recipients`;
+    404 when no channel has the id `creatorId`."""
     creator_id = uuid_param(data.creatorId, "creatorId")
     subs = await _service().gift_random(access.principal().user_id, creator_id, data.tier, data.quantity)
     return GiftOut(quantity=len(subs), subscriptions=[_out(s) for s in subs]), 201
@@ -433,6 +440,7 @@ async def gift_random(data: RandomGiftBody) -> tuple[GiftOut, int]:
 @tag(["Subscriptions"])
 @validate_request(ManageBody)
 @validate_response(OneSubscriptionOut)
+@error_responses(404)
 async def manage(data: ManageBody) -> OneSubscriptionOut:
     """`cancel` ends your subscription now (`channel.subscription.end`, reason `canceled`);
     `update` changes its tier (an upgrade pays the difference). 404 `not_subscribed`."""
