@@ -15,6 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+# Node and generator subprocesses for minutes: scheduled among the slow modules.
+pytestmark = pytest.mark.slow
+
 # The image upload routes take the image's own media type; the generator knows raw bytes as
 # application/octet-stream, and still sends the real Content-Type for each.
 GENERATOR_CONFIG = """\

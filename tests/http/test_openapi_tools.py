@@ -12,6 +12,9 @@ import pytest
 
 from tests.openapi_support import CONTRACT_DIR, contract_tool, fetch_served_document, run_tool, strict_json
 
+# Node and generator subprocesses for minutes: scheduled among the slow modules.
+pytestmark = pytest.mark.slow
+
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
