@@ -67,6 +67,8 @@ test: $(VENV)/.installed-test
 	@# completion written into ~/.bashrc) are not needed to validate.
 	@if command -v npm >/dev/null 2>&1 && [ ! tests/asyncapi/node_modules/.package-lock.json -nt tests/asyncapi/package-lock.json ]; then \
 		npm ci --prefix tests/asyncapi --no-audit --no-fund --silent --ignore-scripts; fi
+	@# Redocly CLI, Spectral, openapi-typescript and TypeScript for tests/http/test_openapi_tools.py.
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/contract --no-audit --no-fund --silent; fi
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # schemathesis over the whole OpenAPI document, every operation on both backends, many more
