@@ -331,6 +331,7 @@ def _load_plugins() -> None:
         "volthub.cli_apps",
         "volthub.cli_catalogue",
         "volthub.cli_devtools",
+        "volthub.cli_backup",
     ):
         try:
             importlib.import_module(module)
