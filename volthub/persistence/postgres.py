@@ -41,6 +41,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
 from volthub import metrics
+from volthub.logs import mask_url
 from volthub.persistence.database import (
     QUERY_ERRORS,
     Database,
@@ -177,7 +178,18 @@ class PostgresDatabase(Database):
 
     async def open(self) -> None:
         metrics.start_db_errors(self.dialect)
-        await trio.to_thread.run_sync(functools.partial(self._pool.open, wait=True, timeout=15))
+        await trio.to_thread.run_sync(self._open_pool)
+
+    def _open_pool(self) -> None:
+        """One connection first: a server that is down, a wrong password or a missing
+        database fails the open at once with its cause (DatabaseUnavailable), where the
+        pool would retry for 15 s and then say only that it timed out."""
+        try:
+            psycopg.connect(self.url, connect_timeout=max(1, round(self.acquire_timeout))).close()
+        except psycopg.Error as exc:
+            cause = " ".join(str(exc).split()) or type(exc).__name__
+            raise DatabaseUnavailable(f"cannot connect to {mask_url(self.url)}: {cause}") from None
+        self._pool.open(wait=True, timeout=15)
 
     async def close(self) -> None:
         await trio.to_thread.run_sync(self._pool.close)
