@@ -67,7 +67,9 @@ GATEWAY_MOVERS = ("--gateway-port", "[events] gateway_port", "VOLTHUB_EVENTS__GA
 
 
 def test_main_port_in_use_is_one_line_naming_the_port_and_what_moves_it(taken_port: int, sqlite_url: str) -> None:
-    run = volthub("serve", "--host", "127.0.0.1", "--port", str(taken_port), "--gateway-port", "0", "--database", sqlite_url)
+    run = volthub(
+        "serve", "--host", "127.0.0.1", "--port", str(taken_port), "--gateway-port", "0", "--database", sqlite_url
+    )
     line = one_error_line(run)
     assert f"127.0.0.1:{taken_port} is already in use" in line
     assert all(mover in line for mover in MAIN_MOVERS), line
@@ -75,7 +77,15 @@ def test_main_port_in_use_is_one_line_naming_the_port_and_what_moves_it(taken_po
 
 def test_gateway_port_in_use_is_one_line_naming_the_port_and_what_moves_it(taken_port: int, sqlite_url: str) -> None:
     run = volthub(
-        "serve", "--host", "127.0.0.1", "--port", str(free_port()), "--gateway-port", str(taken_port), "--database", sqlite_url
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        "--gateway-port",
+        str(taken_port),
+        "--database",
+        sqlite_url,
     )
     line = one_error_line(run)
     assert f"gateway port 127.0.0.1:{taken_port} is already in use" in line
@@ -84,7 +94,9 @@ def test_gateway_port_in_use_is_one_line_naming_the_port_and_what_moves_it(taken
 
 def test_gateway_port_equal_to_the_main_port_is_named(sqlite_url: str) -> None:
     port = str(free_port())
-    line = one_error_line(volthub("serve", "--host", "127.0.0.1", "--port", port, "--gateway-port", port, "--database", sqlite_url))
+    line = one_error_line(
+        volthub("serve", "--host", "127.0.0.1", "--port", port, "--gateway-port", port, "--database", sqlite_url)
+    )
     assert f"gateway port 127.0.0.1:{port} is already in use" in line
 
 

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import socket
 from collections.abc import Iterator
+
 import trio
 
 from volthub.config import Settings
@@ -118,4 +119,3 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
             yield from _leaves(inner)
     else:
         yield exc
-

@@ -70,7 +70,9 @@ def restore(url: str, source: Path) -> None:
     if url.startswith("sqlite:///"):
         _sqlite_restore(source, sqlite_path(url))
     else:
-        _run_tool("pg_restore", ["--no-owner", "--no-privileges", "--single-transaction", "--exit-on-error"], url, source)
+        _run_tool(
+            "pg_restore", ["--no-owner", "--no-privileges", "--single-transaction", "--exit-on-error"], url, source
+        )
 
 
 def tables_in(url: str) -> list[str]:
