@@ -54,7 +54,7 @@ from volthub.persistence.database import (
     Tx,
     count_query_error,
 )
-from volthub.persistence.group_commit import GroupQueue, QueuedCall, fail_all
+from volthub.persistence.group_commit import GroupQueue, QueuedCall, acquire_deadline, fail_all
 from volthub.persistence.postgres_lockstep import RunOneAfterAnother, rows_of, run_in_lockstep
 
 T = TypeVar("T")
@@ -232,7 +232,7 @@ class PostgresDatabase(Database):
     async def _run_group_in_thread(
         self, group: list[QueuedCall[Any]], run: Callable[[list[QueuedCall[Any]], float], None]
     ) -> None:
-        try:
+        try:  # by the group's deadline: the calls' time in the queue counts
             await self._in_thread(run, group)
         except DatabaseUnavailable as exc:  # no slot in time: the group never ran
             fail_all(group, exc)
@@ -350,8 +350,9 @@ class PostgresDatabase(Database):
 
     async def _in_thread(self, run: Callable[[A, float], R], arg: A) -> R:
         """`run(arg, timeout)` on a worker thread holding a connection slot: waiting for the
-        slot and then for a pooled connection share one acquire_timeout."""
-        deadline = trio.current_time() + self.acquire_timeout
+        slot and then for a pooled connection share one acquire_timeout, which ends sooner
+        for a group whose calls have waited in a group-commit queue (`acquire_deadline`)."""
+        deadline = acquire_deadline(self.acquire_timeout)
         with trio.move_on_at(deadline) as waited:
             await self._limiter.acquire()
         if waited.cancelled_caught:
