@@ -99,7 +99,11 @@ class TcpProxy:
 
 
 @pytest.fixture
-async def proxied_app(postgres_url: str, nursery: trio.Nursery) -> AsyncIterator[tuple[Any, TcpProxy]]:
+async def proxied_app(
+    postgres_url: str, nursery: trio.Nursery, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[Any, TcpProxy]]:
+    """The app with `[database] acquire_timeout` 1 s (or the test's indirect parameter),
+    reaching PostgreSQL through a TcpProxy."""
     from urllib.parse import urlsplit
 
     from volthub.http.app import create_app
@@ -108,7 +112,7 @@ async def proxied_app(postgres_url: str, nursery: trio.Nursery) -> AsyncIterator
     proxy = TcpProxy(target)
     await proxy.start(nursery)
     url = postgres_url.replace(f":{target}/", f":{proxy.port}/", 1)
-    app = create_app(make_settings(url, database={"acquire_timeout": 1.0}))
+    app = create_app(make_settings(url, database={"acquire_timeout": getattr(request, "param", 1.0)}))
     async with app.test_app():
         yield app, proxy
     proxy.stop()
@@ -234,12 +238,15 @@ async def test_postgres_errors_carry_no_row_data(postgres_url: str) -> None:
         assert error.__cause__ is None and error.__suppress_context__
 
 
+# 2 s: half of it is the allowance for a machine so busy that the test's own tasks wait
+# for the CPU (a load average of 18 on two cores stalled answers by up to 0.4 s).
+@pytest.mark.parametrize("proxied_app", [2.0], indirect=True)
 async def test_during_a_cut_every_answer_comes_within_the_acquire_timeout_in_total(
     proxied_app: tuple[Any, TcpProxy],
 ) -> None:
     """Chat sends, user writes and reads from many clients at once while every connection to
     PostgreSQL is cut: each waits in the group-commit queue, for a connection slot and for
-    the pool, and all of it together is bounded by `[database] acquire_timeout` (1 s here)."""
+    the pool, and all of it together is bounded by `[database] acquire_timeout`."""
     app, proxy = proxied_app
     acquire_timeout = app.extensions["volthub"].settings.database.acquire_timeout
     client = app.test_client()
@@ -277,7 +284,7 @@ async def test_during_a_cut_every_answer_comes_within_the_acquire_timeout_in_tot
     # the cut. What comes on top is the scheduling of a few tasks and building a 503, a few
     # milliseconds; half the setting is left for it. Waits that each took the whole timeout
     # anew (a rate-limit batch's queue, then the statement queue, then the pool) made
-    # answers of 1.6-1.9 s here.
+    # answers of 1.6-1.9 times the setting here.
     slowest = max(answers, key=lambda answer: answer[2])
     print(f"{len(answers)} answers during the cut; slowest {slowest}")
     assert {status for _, status, _ in answers} <= {200, 503}
