@@ -102,11 +102,16 @@ def serve(args: argparse.Namespace) -> int:
     from volthub import cli_startup
 
     if args.listen_fd is None:  # not a worker of `serve --workers N`: its parent checked
-        cli_startup.check_before_serving(settings)
+        cli_startup.check_ports(settings)
     if args.workers > 1:  # a parent that runs N of these (volthub/cli_workers.py)
         from volthub import cli_workers
 
+        # It reaches the database when it migrates, once it has chosen where the workers
+        # keep their metrics (nothing may create a metric before): an unreachable one
+        # fails there, as one line too.
         return cli_workers.run(args, settings)
+    if args.listen_fd is None:
+        cli_startup.check_database(settings)
     try:
         trio.run(_serve, settings, args.listen_fd)
     except Exception as exc:

@@ -2,9 +2,10 @@
 
 A port in use, a database that cannot be reached: `volthub` prints one line on stderr and
 exits with status 1, no traceback. `volthub serve` checks its ports and its database before
-it starts anything (`check_before_serving`); whatever still fails during the start (another
-process took a port in between) is put into one line by `failure_line`, in the one place
-that runs the server (volthub/cli.py).
+it starts anything (`check_ports`, `check_database`; under `--workers` the parent's
+migrations reach the database); whatever still fails during the start (another process took
+a port in between) is put into one line by `failure_line`, in the one place that runs the
+server (volthub/cli.py).
 """
 
 from __future__ import annotations
@@ -88,11 +89,6 @@ def check_database(settings: Settings) -> None:
         await database.close()
 
     trio.run(reach)
-
-
-def check_before_serving(settings: Settings) -> None:
-    check_ports(settings)
-    check_database(settings)
 
 
 def failure_line(exc: BaseException, settings: Settings) -> str | None:
