@@ -27,12 +27,12 @@ $(VENV)/.installed-lint: $(VENV)/.installed pyproject.toml
 serve: $(VENV)/.installed
 	$(VENV)/bin/volthub serve --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT)
 
-# Everything the docs' guides use at once (config/demo.toml): the Events API gateway on 8081,
-# a media-server hook secret, webhooks to a local receiver (a throw-away CA in var/demo),
-# sandbox payments.
+# Everything the docs' guides use at once (config/demo.toml): the Events API gateway, a
+# media-server hook secret, webhooks to a local receiver (a throw-away CA in var/demo),
+# sandbox payments. PORT and GATEWAY_PORT move it as they move `make serve`.
 demo: $(VENV)/.installed
 	docs/examples/demo_certs.sh var/demo
-	$(VENV)/bin/volthub serve --config config/demo.toml --host $(HOST) --port $(PORT)
+	$(VENV)/bin/volthub serve --config config/demo.toml --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT)
 
 $(VENV)/.installed-docs: $(VENV)/.installed pyproject.toml
 	$(PIP) install --quiet -e '.[docs]'
