@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 
+from volthub import cli_startup
 from volthub.collector import tune_garbage_collector
 from volthub.config import ConfigError, Settings, events_ws_url, load_settings
 
@@ -99,12 +100,27 @@ def serve(args: argparse.Namespace) -> int:
             {**settings.events.model_dump(), "gateway_port": args.gateway_port}
         )
         settings = settings.model_copy(update={"events": events})
+    from volthub import cli_startup
+
+    if args.listen_fd is None:  # not a worker of `serve --workers N`: its parent checked
+        cli_startup.check_ports(settings)
     if args.workers > 1:  # a parent that runs N of these (volthub/cli_workers.py)
         from volthub import cli_workers
 
+        # It reaches the database when it migrates, once it has chosen where the workers
+        # keep their metrics (nothing may create a metric before): an unreachable one
+        # fails there, as one line too.
         entry = cli_workers.Entry(main=main, migrate=lambda found: migrations_report(apply_migrations(found)))
         return cli_workers.run(args, settings, entry)
-    trio.run(_serve, settings, args.listen_fd)
+    if args.listen_fd is None:
+        cli_startup.check_database(settings)
+    try:
+        trio.run(_serve, settings, args.listen_fd)
+    except Exception as exc:
+        line = cli_startup.failure_line(exc, settings)
+        if line is None:
+            raise
+        raise cli_startup.StartupError(line) from None
     return 0
 
 
@@ -175,12 +191,8 @@ def apply_migrations(settings: Settings) -> list[str]:
     return trio.run(run)
 
 
-async def _open(settings: Settings) -> Any:
-    from volthub.persistence import open_database
-
-    database = open_database(settings.database.url, settings.database.pool_size)
-    await database.open()
-    return database
+# Every command opens its database the one way (one line naming the cause when unreachable).
+_open = cli_startup.open_configured_database
 
 
 # --- users -------------------------------------------------------------------------------
@@ -335,6 +347,7 @@ def _load_plugins() -> None:
         "volthub.cli_apps",
         "volthub.cli_catalogue",
         "volthub.cli_devtools",
+        "volthub.cli_backup",
     ):
         try:
             importlib.import_module(module)
@@ -345,6 +358,7 @@ def _load_plugins() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from volthub import logs
+    from volthub.cli_startup import StartupError
 
     logs.configure("text", "info")  # `serve` switches to [logging] once the settings are read
     _load_plugins()
@@ -362,6 +376,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except StartupError as exc:  # a port in use, a database out of reach: the fix, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

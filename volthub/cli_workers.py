@@ -149,8 +149,12 @@ def _interpreter() -> list[str]:
 def _migrate_here(settings: Settings, migrate: Callable[[Settings], list[str]]) -> int:
     """At start, in this process: the code that runs is the code the workers will run, and
     a child's interpreter start would add to every start (a restart's clients wait on it)."""
+    from volthub.cli_startup import StartupError
+
     try:
         report = migrate(settings)
+    except StartupError:  # one line for the operator, printed by volthub.cli.main
+        raise
     except Exception:
         log.exception("migrations failed")
         return 1
