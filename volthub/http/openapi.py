@@ -125,7 +125,7 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
         schemas[openapi_document.ERROR_COMPONENT] = copy.deepcopy(openapi_document.ERROR_SCHEMA)
         document["components"]["schemas"] = dict(sorted(schemas.items()))
         document["components"]["headers"] = copy.deepcopy(HEADER_COMPONENTS)
-        public_url = self._app.extensions["volthub"].settings.server.public_url
+        public_url = self._app.extensions[SETTINGS_KEY].server.public_url
         info = document["info"]
         document["info"] = openapi_document.info(info["title"], info["version"], public_url)
         document["servers"] = openapi_document.servers(public_url)
