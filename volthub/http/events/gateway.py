@@ -313,6 +313,10 @@ class GatewayEndpoint(EngineIOEndpoint):
 # ---------------------------------------------------------------------- the listener
 
 
+def _held_nothing() -> None:
+    return None
+
+
 class Gateway:
     """The listener: accepts, parses HTTP, routes to the endpoints; owns every task."""
 
@@ -327,6 +331,7 @@ class Gateway:
         release: Callable[[str], None] | None = None,
         refusal: bytes = b"",
         reuse_port: bool = False,
+        claim_client: Callable[[Scope], Callable[[], None] | None] | None = None,
     ) -> None:
         self.host, self.port = host, port
         self._reuse_port = reuse_port
@@ -337,6 +342,8 @@ class Gateway:
         self._keep_alive = keep_alive_timeout
         self._backlog = backlog
         self._admit, self._release, self._refusal = admit, release, refusal
+        # Each request's real client (behind a trusted proxy) and its hold on the cap; None: past it.
+        self._claim_client = claim_client or (lambda scope: _held_nothing)
         self._listener: socket.socket | None = None
         self._nursery: trio.Nursery | None = None
         self.accepted = 0
@@ -448,12 +455,13 @@ class Gateway:
     async def _serve(self, sock: socket.socket, client: Any) -> None:
         peer = client[0] if isinstance(client, tuple) else "?"
         admitted = self._admit is None or self._admit(peer)
+        held: list[Callable[[], None]] = []  # the claim of the request that became a WebSocket
         try:
             if not admitted:
                 await send_all(sock, self._refusal)
                 return
             link = Link(sock, (client[0], client[1]) if isinstance(client, tuple) else None, self._max_message())
-            opened = await self._requests(link)
+            opened = await self._requests(link, held)
             if opened is not None:
                 conn, backlog = opened
                 del opened
@@ -467,13 +475,17 @@ class Gateway:
         finally:
             if admitted and self._release is not None:
                 self._release(peer)
+            for release in held:
+                release()
             close_socket(sock)
 
     def _max_message(self) -> int:
         endpoint = next(iter(self.endpoints.values()), None)
         return endpoint.settings.max_payload + 16 if endpoint is not None else 1 << 20
 
-    async def _requests(self, link: Link) -> tuple[WireConnection, list[Received]] | None:
+    async def _requests(
+        self, link: Link, held: list[Callable[[], None]]
+    ) -> tuple[WireConnection, list[Received]] | None:
         """HTTP requests on one connection until it closes (None) or becomes a WebSocket
         (the session it carries, and what the client sent after the upgrade)."""
         while True:
@@ -501,6 +513,11 @@ class Gateway:
                 "headers": list(request.headers),
                 "client": link.client,
             }
+            release = self._claim_client(scope)
+            if release is None:
+                await link.respond_error(503, "server_busy", "too many open connections; retry shortly", close=True)
+                return None
+            held.append(release)
             upgrade = (header(scope, b"upgrade") or "").lower()
             if not has_body(scope):
                 await link.skip_body()  # its end, so the connection can be kept alive
@@ -527,6 +544,8 @@ class Gateway:
                 return await endpoint.open_websocket(link, scope, query_params(scope))
             else:
                 await endpoint._http(scope, self._receive(link), self._send(link))
+            held.remove(release)
+            release()
             if not link.reusable:
                 return None
 

@@ -51,7 +51,7 @@ from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore, misse
 from volthub.http.events.registry import AUTHORIZATION_REVOKED, ConnectionRegistry, Key
 from volthub.http.params import uuid_param
 from volthub.http.runtime import Runtime
-from volthub.http.serving import LIMITS, OVER_CAPACITY_RESPONSE
+from volthub.http.serving import LIMITS, OVER_CAPACITY_RESPONSE, claim_client
 from volthub.hub.fanout import Fanout, Subscription
 from volthub.hub.publisher import Event as PlatformEvent
 from volthub.protocol import sse
@@ -576,11 +576,7 @@ def _admission(rt: Runtime) -> Callable[[Scope], Refusal | None]:
         limits = rt.rate_limits
         if limits is None:
             return None
-        peer = (scope.get("client") or (None,))[0]
-        forwarded = next(
-            (v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"x-forwarded-for"), None
-        )
-        ip = ratelimit.client_ip(peer, forwarded, limits.settings.trust_forwarded_for)
+        ip = ratelimit.client_ip((scope.get("client") or (None,))[0])
         decision = limits.per_ip.hit(("ip", ip), to_ns(rt.clock.now()))
         if decision.allowed:
             return None
@@ -635,6 +631,7 @@ def _gateway(
         backlog=server.listen_backlog,
         admit=LIMITS.admit,  # the same connection caps as the main port (one count per process)
         release=LIMITS.release,
+        claim_client=claim_client,  # behind a trusted proxy: the forwarded client, capped per request
         refusal=OVER_CAPACITY_RESPONSE,
         reuse_port=events.gateway_reuse_port,
     )
