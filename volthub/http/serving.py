@@ -255,16 +255,24 @@ def serving_middleware(app: Any, max_body_bytes: int, timeout: float = 30.0) -> 
     instead of a close with unread data (a reset)."""
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "websocket":
-            await _as_forwarded_client(app, scope, receive, send)
-            return
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await app(scope, receive, send)
             return
-        body = _RequestBody(scope, receive, timeout)
-        if _has_small_body(scope, max_body_bytes):
-            body.receive = await _read_ahead(body.receive, max_body_bytes, timeout)
-        await _as_forwarded_client(app, scope, body.tracked, body.guarded(send))
+        # First the real client and its cap: a refused request is not read any further.
+        release = claim_client(scope)
+        if release is None:
+            await _over_capacity(scope, send)
+            return
+        try:
+            if scope["type"] == "websocket":
+                await app(scope, receive, send)
+                return
+            body = _RequestBody(scope, receive, timeout)
+            if _has_small_body(scope, max_body_bytes):
+                body.receive = await _read_ahead(body.receive, max_body_bytes, timeout)
+            await app(scope, body.tracked, body.guarded(send))
+        finally:
+            release()
 
     return asgi
 
@@ -292,24 +300,12 @@ def claim_client(scope: dict[str, Any]) -> Callable[[], None] | None:
     return lambda: LIMITS.let_go(address)
 
 
-async def _as_forwarded_client(app: Any, scope: dict[str, Any], receive: Any, send: Any) -> None:
-    release = claim_client(scope)
-    if release is None:
-        await _over_capacity(scope, send)
-        return
-    try:
-        await app(scope, receive, send)
-    finally:
-        release()
-
-
 async def _over_capacity(scope: dict[str, Any], send: Any) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1013})  # try again later
         return
-    head = {"type": "http.response.start", "status": 503}
-    head["headers"] = [(b"content-type", b"application/json"), (b"retry-after", b"1")]
-    await send(head)
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"1"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
     await send({"type": "http.response.body", "body": _OVER_CAPACITY_BODY})
 
 
