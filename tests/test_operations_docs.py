@@ -1,4 +1,4 @@
-"""The Grafana dashboard and the alerting rules in docs/operations/ name only metrics the
+"""The Grafana dashboard and the alerting rules in docs/operating/ name only metrics the
 server exposes, and `promtool check rules` accepts the rules (when Prometheus's tools are
 installed: the Debian `prometheus` package, which .ci/run installs)."""
 
@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY
 
 import volthub.metrics as metrics
 
-OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operations"
+OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operating"
 # Read at scrape time from the database, not kept in the registry (volthub.http.observe.scrape).
 SAMPLED_AT_SCRAPE = {"volthub_webhook_outbox_pending", "volthub_webhook_outbox_oldest_age_seconds"}
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}

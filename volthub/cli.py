@@ -208,7 +208,7 @@ async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from volthub.http.blueprints.accounts import RegisterBody
-    from volthub.hub.bus import InProcessBus
+    from volthub.hub.bus import InProcessBroker
     from volthub.hub.clock import SystemClock
     from volthub.hub.publisher import EventPublisher
     from volthub.persistence import migrate
@@ -226,7 +226,7 @@ async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
     database = await _open(settings)
     try:
         await migrate(database)
-        publisher = EventPublisher(database, InProcessBus(), SystemClock())
+        publisher = EventPublisher(database, InProcessBroker(), SystemClock())
         passwords = Passwords(
             settings.auth.argon2_time_cost,
             settings.auth.argon2_memory_kib,

@@ -225,7 +225,7 @@ def token_command(args: argparse.Namespace) -> int:
 
 async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int:
     from volthub.cli import _open
-    from volthub.hub.bus import InProcessBus, PostgresRelay
+    from volthub.hub.bus import InProcessBroker, PostgresBroker
     from volthub.hub.clock import SystemClock, to_ms
     from volthub.hub.publisher import EventPublisher
     from volthub.persistence import migrate
@@ -246,8 +246,8 @@ async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int
         tokens = TokenService(secret, clock, settings.auth.session_ttl_seconds)
         # The grant's event reaches the app owner's webhooks (outbox) and, on PostgreSQL,
         # the running servers (event log + NOTIFY), as a consent would.
-        relay = PostgresRelay(database, clock) if database.dialect == "postgresql" else None
-        publisher = EventPublisher(database, InProcessBus(), clock, event_log=relay)
+        relay = PostgresBroker(database, clock) if database.dialect == "postgresql" else None
+        publisher = EventPublisher(database, InProcessBroker(), clock, event_log=relay)
         publisher.add_transaction_sink(OutboxSink(float(settings.webhooks.retry_delays[0])))
         if args.first_party:
             user = await database.read(lambda tx: users_repo.get_by_username_insensitive(tx, args.user))

@@ -1,7 +1,7 @@
 """The Prometheus metric families of the server (prometheus-client).
 
 Their names and labels are a contract with dashboards and alerting rules
-(`docs/operations/`): change them only together. Every layer may count into them; nothing
+(`docs/operating/`): change them only together. Every layer may count into them; nothing
 here imports the rest of volthub.
 
 One process: the families live in prometheus-client's default registry, with its process

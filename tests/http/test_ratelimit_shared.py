@@ -15,7 +15,7 @@ from trio.testing import wait_all_tasks_blocked
 
 from tests.conftest import make_settings
 from tests.redis_support import RedisServer, redis_server
-from volthub.http import ratelimit
+from volthub.hub.broker_budgets import FORGET_EVERY_SECONDS
 from volthub.http.app import create_app
 from volthub.hub.clock import TrioClock
 
@@ -68,7 +68,7 @@ async def test_each_process_deletes_the_rows_of_full_budgets_in_the_background(
 
         assert await stored() >= 1
         await wait_all_tasks_blocked()
-        mock_clock.jump(ratelimit.FORGET_EVERY_SECONDS)  # the budget (3 a minute) is full again by then
+        mock_clock.jump(FORGET_EVERY_SECONDS)  # the budget (3 a minute) is full again by then
         for _ in range(500):  # the deletion runs in a database thread: up to 5 s of real time
             if not await stored():
                 break

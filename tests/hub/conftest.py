@@ -6,11 +6,14 @@ import uuid
 
 import pytest
 
-from volthub.hub.bus import InProcessBus
+from tests.hub.brokers import deployment_url, kind, shared_kind, start_process
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import TrioClock
 from volthub.hub.publisher import EventPublisher
 from volthub.hub.registry import ActorRegistry
 from volthub.persistence import users as users_repo
+
+__all__ = ["deployment_url", "kind", "shared_kind", "start_process"]  # the broker fixtures (tests/hub/brokers.py)
 
 
 class Hub:
@@ -18,7 +21,7 @@ class Hub:
 
     def __init__(self, db, bus=None, clock=None, **options):
         self.db = db
-        self.bus = bus or InProcessBus()
+        self.bus = bus or InProcessBroker()
         self.events = []
         self.bus.subscribe(self.events.append)
         clock = clock or TrioClock()

@@ -1,7 +1,7 @@
 import pytest
 import trio
 
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import TrioClock, iso8601
 from volthub.hub.publisher import EventPublisher
 from volthub.persistence import migrate, open_database
@@ -17,7 +17,7 @@ async def db(sqlite_url):
 
 
 async def test_events_are_published_after_commit_and_sinks_see_them_inside(db):
-    bus, published, sunk = InProcessBus(), [], []
+    bus, published, sunk = InProcessBroker(), [], []
     bus.subscribe(published.append)
     publisher = EventPublisher(db, bus, TrioClock(start=1_700_000_000))
 
@@ -39,7 +39,7 @@ async def test_events_are_published_after_commit_and_sinks_see_them_inside(db):
 
 
 async def test_rolled_back_change_publishes_nothing(db):
-    bus, published = InProcessBus(), []
+    bus, published = InProcessBroker(), []
     bus.subscribe(published.append)
     publisher = EventPublisher(db, bus, TrioClock())
 
@@ -53,7 +53,7 @@ async def test_rolled_back_change_publishes_nothing(db):
 
 
 async def test_a_broken_listener_does_not_starve_others():
-    bus, seen = InProcessBus(), []
+    bus, seen = InProcessBroker(), []
 
     def broken(event):
         raise ValueError("listener bug")
@@ -82,7 +82,7 @@ def test_iso8601_is_utc_with_milliseconds():
 
 
 def test_sandbox_events_are_marked_and_not_written():
-    bus, seen = InProcessBus(), []
+    bus, seen = InProcessBroker(), []
     bus.subscribe(seen.append)
 
     class NoDatabase:

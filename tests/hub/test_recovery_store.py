@@ -3,25 +3,23 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import trio
 import trio.testing
 
+from tests.hub.brokers import Process
 from tests.redis_support import RedisServer, redis_cluster
 from volthub.hub.recovery_store import (
     LIVE_WRITE_GATHER_SECONDS,
     DatabaseRecoveryStore,
     Lost,
-    RedisRecoveryStore,
     SharedRecoveryStore,
     state_key,
 )
-from volthub.hub.redis_bus import RedisRelay, RedisSettings
 from volthub.persistence import Database, open_database
 
 __all__ = ["redis_cluster"]  # fixture
@@ -41,40 +39,19 @@ def state(channels: dict[str, bool] | None = None, user: str | None = "u1") -> L
     return Lost("sid-1", "/", user, None, channels if channels is not None else {"c1": True}, {"c1": "e1"})
 
 
-@pytest.fixture(params=["postgres", "redis"])
+@pytest.fixture
 async def stores(
-    request: pytest.FixtureRequest, postgres_url: str, tmp_path: Path, nursery: trio.Nursery
-) -> AsyncIterator[tuple[Callable[[], SharedRecoveryStore], SetClock, list[RedisServer]]]:
-    """A maker of stores on one backend (each one a process), their clock, and the Redis
-    servers (none: PostgreSQL)."""
+    shared_kind: str, start_process: Any
+) -> tuple[Callable[[], SharedRecoveryStore], SetClock, list[RedisServer]]:
+    """A maker of stores of one broker's kind (each store one process), their clock, and the
+    Redis servers (none: PostgreSQL)."""
     clock = SetClock()
-    database: Database = open_database(postgres_url, pool_size=2)
-    await database.open()
-    servers: list[RedisServer] = []
-    relay: RedisRelay | None = None
-    if request.param == "redis":
-        servers = [RedisServer(tmp_path).start()]
-        relay = RedisRelay(database, clock, RedisSettings(url=servers[0].url, sweep_seconds=0))
-    if relay is not None:
-        nursery.start_soon(relay.run)
-        with trio.fail_after(10):
-            await relay.wait_connected()
+    process: Process = await start_process(shared_kind, clock=clock)
 
     def make() -> SharedRecoveryStore:
-        if relay is not None:
-            return RedisRecoveryStore(WINDOW, clock, relay)
-        return DatabaseRecoveryStore(WINDOW, clock, database)
+        return cast(SharedRecoveryStore, process.broker.recovery_store(WINDOW))
 
-    try:
-        yield make, clock, servers
-    finally:
-        nursery.cancel_scope.cancel()
-        # Stopped before anything awaits: the teardown runs in the cancelled scope, where an
-        # await raises, and a redis-server not stopped here would outlive the run.
-        for server in servers:
-            server.stop()
-        with trio.CancelScope(shield=True):
-            await database.close()
+    return make, clock, [process.redis] if process.redis is not None else []
 
 
 async def test_a_state_is_taken_once_by_any_process_and_only_by_its_user(stores: Any) -> None:
@@ -352,32 +329,22 @@ async def test_the_service_writes_refreshes_and_writes_the_last_drops_on_shutdow
 
 
 async def test_on_a_redis_cluster_states_are_written_kept_fresh_and_taken_once(
-    postgres_url: str, redis_cluster: list[RedisServer], nursery: trio.Nursery
+    start_process: Any, redis_cluster: list[RedisServer]
 ) -> None:
     """The keys of many states live on many nodes: one pipeline writes and refreshes them
     all, split by node."""
-    clock = SetClock()
-    database: Database = open_database(postgres_url, pool_size=2)
-    await database.open()
-    settings = RedisSettings(cluster_nodes=tuple(node.node for node in redis_cluster), sweep_seconds=0)
-    relay = RedisRelay(database, clock, settings)
-    nursery.start_soon(relay.run)
-    try:
-        with trio.fail_after(10):
-            await relay.wait_connected()
-        a, b = RedisRecoveryStore(WINDOW, clock, relay), RedisRecoveryStore(WINDOW, clock, relay)
-        for n in range(6):
-            a.track(f"pid-{n}", state(user=f"u{n}"), now=0.0)
-        await a.flush()
-        await a.refresh()
-        held = [node.cli("--scan", "--pattern", "volthub:recovery:*").split() for node in redis_cluster]
-        assert sum(len(keys) for keys in held) == 6
-        assert sum(1 for keys in held if keys) > 1, "the states live on more than one node"
-        assert all([await b.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6)])
-        assert not any([await a.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6)])
-    finally:
-        nursery.cancel_scope.cancel()
-        await database.close()
+    process: Process = await start_process("redis", clock=SetClock(), nodes=tuple(node.node for node in redis_cluster))
+    a = cast(SharedRecoveryStore, process.broker.recovery_store(WINDOW))
+    b = cast(SharedRecoveryStore, process.broker.recovery_store(WINDOW))
+    for n in range(6):
+        a.track(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+    await a.flush()
+    await a.refresh()
+    held = [node.cli("--scan", "--pattern", "volthub:recovery:*").split() for node in redis_cluster]
+    assert sum(len(keys) for keys in held) == 6
+    assert sum(1 for keys in held if keys) > 1, "the states live on more than one node"
+    assert all([await b.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6)])
+    assert not any([await a.take(f"pid-{n}", f"u{n}", "/", now=0.0) for n in range(6)])
 
 
 class RecordingStore(SharedRecoveryStore):

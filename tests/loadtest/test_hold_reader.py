@@ -17,13 +17,20 @@ from hypothesis import strategies as st
 from volthub.loadtest import hold_reader as hr
 from volthub.loadtest import protocol as p
 from volthub.loadtest.client import ClientSlot
+from volthub.protocol import websocket
+from volthub.protocol.engineio import packets as engineio
+from volthub.protocol.socketio import packets as socketio
 
 TAG = "runtag"
 NOW_NS = 9_000_000_000  # every read happens at this monotonic time
 
 
 def server_frame(payload: bytes) -> bytes:
-    return p.text_frame_head(len(payload)) + payload
+    return websocket.server_frame(websocket.OP_TEXT, payload)
+
+
+def client_reader() -> websocket.FrameReader:
+    return websocket.FrameReader(1 << 24, websocket.Role.CLIENT)
 
 
 def broadcast(
@@ -49,7 +56,7 @@ class Socket:
         self.ours, self.server = socket.socketpair()
         self.ours.setblocking(False)
         self.slot = ClientSlot(index, 0, "socketio", recovery=True)
-        self.held = hr.Held(self.slot, self.ours, p.FrameParser())
+        self.held = hr.Held(self.slot, self.ours, client_reader())
         reader.add(self.held, [])
         self.reader = reader
 
@@ -77,17 +84,17 @@ def new_reader() -> tuple[hr.HoldState, hr.Reader]:
 
 
 def expected(payloads: list[bytes]) -> dict[str, Any]:
-    """What a socket must record, by the general parse (parse_socketio, parse_message)."""
+    """What a socket must record, by the general parse (the Socket.IO codec, parse_message)."""
     deliveries: dict[int, list[int]] = {}
     offset, last_seq, duplicates, pongs = None, -1, 0, 0
     for payload in payloads:
         text = payload.decode()
-        if text == p.EIO_PING:
+        if text == engineio.PING:
             pongs += 1
             continue
         if not text.startswith('42["event",'):
             continue
-        data = p.parse_socketio(text).data
+        data = socketio.decode_packet(engineio.decode_packet(text).data).data  # type: ignore[arg-type]
         if len(data) > 2 and isinstance(data[-1], str):
             offset = data[-1]
         found = p.parse_message(data[1]["data"].get("message", ""), TAG)
@@ -169,7 +176,7 @@ def test_a_broadcasts_bytes_inside_another_frame_are_not_a_delivery() -> None:
     known = server_frame(broadcast(3, 1_000))
     with frozen_clock():
         first.read(known)
-        second.read(p.text_frame_head(len(known)))  # a frame whose payload is those bytes
+        second.read(server_frame(known)[: -len(known)])  # a frame whose payload is those bytes
         second.read(known)
     assert reader.fast == 0 and list(state.by_seq[3]) == [NOW_NS - 1_000]
     assert second.slot.received == 0
@@ -199,8 +206,7 @@ def test_a_ping_is_answered_with_a_masked_pong() -> None:
     held.read(hr.PING_FRAME)
     answers = held.answers()
     assert answers == hr.PONG_FRAME
-    frames = p.FrameParser().feed(answers)
-    assert frames == [(p.OP_TEXT, b"3")] and answers[1] & 0x80, "a client's frames are masked"
+    assert websocket.FrameReader(1024).feed(answers) == ["3"], "the server's role reads it: masked"
 
 
 def test_a_close_from_the_server_is_answered_with_its_code_and_loses_the_socket() -> None:
@@ -210,7 +216,7 @@ def test_a_close_from_the_server_is_answered_with_its_code_and_loses_the_socket(
     assert held.slot.disconnected and state.disconnect_reasons == {"closed by server": 1}
     assert reader.held == {}
     answer = held.answers()
-    assert p.FrameParser().feed(answer) == [(p.OP_CLOSE, b"\x03\xe9")] and answer[1] & 0x80, "masked, code echoed"
+    assert websocket.FrameReader(1024).feed(answer) == [websocket.Close(1001, "")], "masked, code echoed"
 
 
 def packets() -> st.SearchStrategy[bytes]:

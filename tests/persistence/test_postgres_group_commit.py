@@ -471,13 +471,13 @@ async def test_a_keyed_write_queued_past_the_acquire_timeout_fails_and_never_run
 async def test_grouped_publishing_writes_publish_after_the_commit_and_a_failed_one_nothing(
     postgres_url: str, lockstep: bool
 ) -> None:
-    from volthub.hub.bus import InProcessBus
+    from volthub.hub.bus import InProcessBroker
     from volthub.hub.clock import TrioClock
     from volthub.hub.publisher import EventPublisher
 
     async with _database(postgres_url, lockstep=lockstep) as database:
         await _table(database)
-        bus, published = InProcessBus(), []
+        bus, published = InProcessBroker(), []
 
         def on_event(event: Any) -> None:  # the rows of every write of the group are committed by then
             with psycopg.connect(postgres_url, autocommit=True) as other:

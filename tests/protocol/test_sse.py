@@ -74,3 +74,37 @@ def test_round_trip(data: str, name: str) -> None:
     [(event, parsed, event_id)] = parse(sse.encode(data, event=name.strip() or "x", id="i1"))
     expected = data.replace("\r\n", "\n").replace("\r", "\n")
     assert parsed == expected and event_id == "i1"
+
+
+def read_back(stream: bytes, step: int) -> list[sse.ReceivedEvent]:
+    parser = sse.EventStreamParser()
+    events: list[sse.ReceivedEvent] = []
+    for index in range(0, len(stream), step):
+        events += parser.feed(stream[index : index + step])
+    return events
+
+
+def test_the_client_role_reads_events_across_chunks_and_any_line_break() -> None:
+    stream = (
+        b': keep-alive\n\nevent: connected\ndata: {"channelUsername":"a"}\n\n'
+        b'event: chat.message\r\nid: 17\r\ndata: {"x":\r\ndata: 1}\r\n\r\n'
+        b"data: plain\rid: bad\0id\r\r\n"
+    )
+    expected = [
+        sse.ReceivedEvent("connected", '{"channelUsername":"a"}', None),
+        sse.ReceivedEvent("chat.message", '{"x":\n1}', "17"),
+        sse.ReceivedEvent("message", "plain", "17"),  # the id carries over; one with NUL is ignored
+    ]
+    for step in (1, 2, 7, len(stream)):
+        assert read_back(stream, step) == expected
+
+
+@settings(max_examples=100, database=None)
+@given(
+    st.text(alphabet=st.characters(exclude_categories=("Cs",))),
+    st.integers(min_value=1, max_value=13),
+)
+def test_the_client_role_reads_back_what_the_server_role_writes(data: str, step: int) -> None:
+    stream = sse.comment("hi") + sse.encode(data, event="chat.message", id="e1") + sse.KEEP_ALIVE
+    expected = data.replace("\r\n", "\n").replace("\r", "\n")
+    assert read_back(stream, step) == [sse.ReceivedEvent("chat.message", expected, "e1")]

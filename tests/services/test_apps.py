@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import stored_user as _user
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import SystemClock
 from volthub.hub.publisher import EventPublisher
 from volthub.services.apps import AppFields, AppNotFound, Apps, PublicClient, owned_app
@@ -19,7 +19,7 @@ def _apps(db: Any) -> Apps:
 
     clock = SystemClock()
     oauth = build_oauth_service(
-        db, EventPublisher(db, InProcessBus(), clock), clock, load_settings(None, environ={}).oauth
+        db, EventPublisher(db, InProcessBroker(), clock), clock, load_settings(None, environ={}).oauth
     )
     return Apps(db, clock, oauth)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.publisher import Event
 from volthub.persistence.oauth import Grant
 from volthub.services import oauth as oauth_module
@@ -27,7 +27,7 @@ class CountingDatabase:
 
 class Publisher:
     def __init__(self) -> None:
-        self.bus = InProcessBus()
+        self.bus = InProcessBroker()
 
 
 GRANT = Grant("g1", "u1", "c1", "chat:read", frozenset({"chat:read"}), 1, 1, None, None)

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import insert_app, stored_user
 from tests.services.test_points_earning import live
 from tests.services.webhooks.test_outbox import deliveries, make_webhook
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import SystemClock
 from volthub.hub.publisher import EventPublisher
 from volthub.persistence import Database, Tx
@@ -36,7 +36,7 @@ def _no_scopes(tx: Tx, user_id: str, client_id: str, scope: str) -> bool:
 
 @pytest.fixture
 def publisher(db: Database) -> EventPublisher:
-    publisher = EventPublisher(db, InProcessBus(), SystemClock())
+    publisher = EventPublisher(db, InProcessBroker(), SystemClock())
     publisher.add_transaction_sink(OutboxSink(0, scope_check=_no_scopes))
     return publisher
 

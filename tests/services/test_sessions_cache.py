@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.publisher import Event
 from volthub.persistence.sessions import Session
 from volthub.services import sessions as sessions_module
@@ -31,7 +31,7 @@ class CountingDatabase:
 
 class Publisher:
     def __init__(self) -> None:
-        self.bus = InProcessBus()
+        self.bus = InProcessBroker()
 
 
 CLAIMS = Claims(SESSION, "u1", int(NOW) + 3600, "jti", session_id="s1")

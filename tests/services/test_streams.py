@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import stored_user
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import SystemClock
 from volthub.hub.publisher import Event, EventPublisher
 from volthub.services.categories import Categories
@@ -21,7 +21,7 @@ def written() -> list[Event]:
 
 @pytest.fixture
 def streams(db: Any, written: list[Event]) -> Streams:
-    publisher = EventPublisher(db, InProcessBus(), SystemClock())
+    publisher = EventPublisher(db, InProcessBroker(), SystemClock())
     publisher.add_transaction_sink(lambda tx, events: written.extend(events))  # what the webhook outbox sees
     return Streams(
         db, publisher, SystemClock(), Categories.load(), "key-secret", 0, [("rtmp", "rtmp://127.0.0.1:1935/live")]

@@ -38,10 +38,10 @@ from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import socketio as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
 from volthub.http.runtime import Runtime, Services, runtime
-from volthub.hub.bus import InProcessBus, PostgresRelay, RelaySettings
+from volthub.hub.brokers import open_broker
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import Clock, SystemClock, to_ms
 from volthub.hub.publisher import EventPublisher
-from volthub.hub.redis_bus import RedisRelay, RedisSettings
 from volthub.hub.supervisor import Service, Supervisor
 from volthub.persistence import Database, migrate, open_database
 from volthub.persistence import secrets as secret_store
@@ -141,7 +141,7 @@ def create_app(
         openapi_provider_class=VolthubOpenAPIProvider,
     )
     app.json = OrjsonProvider(app)
-    app.extensions["volthub"] = Runtime(settings=settings, clock=clock or SystemClock(), bus=InProcessBus())
+    app.extensions["volthub"] = Runtime(settings=settings, clock=clock or SystemClock(), bus=InProcessBroker())
 
     install_error_handlers(app)
     app.url_value_preprocessor(_note_route)  # runs before every before_request hook
@@ -230,16 +230,16 @@ async def _start(app: QuartTrio) -> None:
     if rt.settings.database.migrate_on_start:
         await migrate(database)
     rt.database = database
-    relay = _relay_for(rt, database)
+    rt.bus = open_broker(rt.settings, database, rt.clock)
     secret = rt.settings.auth.token_secret or await database.write(
         secret_store.get_or_create("token_secret", to_ms(rt.clock.now()))
     )
     rt.tokens = TokenService(secret, rt.clock, rt.settings.auth.session_ttl_seconds)
-    rt.publisher = EventPublisher(database, rt.bus, rt.clock, event_log=relay)
+    rt.publisher = EventPublisher(database, rt.bus, rt.clock, event_log=rt.bus)
     rt.services = await _make_services(rt, database, rt.publisher)
     for hook in STARTUP_HOOKS:
         await hook(rt)
-    cluster.install(rt, relay)  # PostgreSQL: resume backfill, presence over all processes
+    cluster.install(rt)  # resume backfill, presence over all processes
     await app.nursery.start(_supervise, rt)
     await cluster.wait_for_relay(rt)
     rt.ready.set()
@@ -255,38 +255,6 @@ def _log_started(rt: Runtime) -> None:
         log.info("worker %s ready (pid %d)", worker, os.getpid())
         return
     log.info("%s", logs.startup_summary(settings, version(), workers=1))
-
-
-def _relay_for(rt: Runtime, database: Database) -> PostgresRelay | RedisRelay | None:
-    """On PostgreSQL the bus relays between processes: LISTEN/NOTIFY, or Redis when
-    `[cluster] broker = "redis"`; both log events in the database."""
-    if database.dialect != "postgresql":
-        return None
-    cluster = rt.settings.cluster
-    relay: PostgresRelay | RedisRelay
-    if cluster.broker == "redis":
-        relay = RedisRelay(
-            database,
-            rt.clock,
-            RedisSettings(
-                url=cluster.redis_url,
-                cluster_nodes=tuple(cluster.redis_cluster_nodes),
-                unsubscribe_after_seconds=cluster.redis_unsubscribe_after_seconds,
-                ca_file=cluster.redis_ca_file,
-                sweep_seconds=cluster.redis_sweep_interval_seconds,
-                sweep_grace_seconds=cluster.redis_sweep_grace_seconds,
-                history=max(1, rt.settings.events.resume_buffer_size),
-                retention_seconds=cluster.event_log_retention_seconds,
-            ),
-        )
-    else:
-        relay = PostgresRelay(
-            database,
-            rt.clock,
-            RelaySettings(retention_seconds=cluster.event_log_retention_seconds, warm_rows=cluster.warm_start_rows),
-        )
-    rt.bus = relay
-    return relay
 
 
 async def _make_services(rt: Runtime, database: Database, publisher: EventPublisher) -> Services:

@@ -26,31 +26,29 @@ Quart): `runtime().rate_limits` is a `RateLimits` (None when disabled);
 Chat send on the gateway (`volthub/http/chat_send.py`) spends the same budgets, in the
 same order, through `spend`, so a client has one budget whichever port it posts on.
 
-The arithmetic is `protocol.ratelimit` (sans-IO). On SQLite (one process) the counts live
-in this process's memory. On PostgreSQL with `[cluster] shared_rate_limits` (the default)
-each budget is one row of the database (`persistence.rate_limits`), so every process
-spends the same budget: a client gets each budget once, whichever process it reaches.
-With `[cluster] broker = "redis"` the budgets live in Redis instead (one key each, changed
-by compare-and-set), falling back to the database while Redis does not answer.
-New Engine.IO sessions (checked synchronously, outside Quart) are counted against the
+The arithmetic is `protocol.ratelimit` (sans-IO). Where the counts live is the broker's
+(`rt.bus.budgets`, chosen with it at start-up): on SQLite (one process) in this process's
+memory; on PostgreSQL with `[cluster] shared_rate_limits` (the default) each budget is one
+row of the database, so every process spends the same budget: a client gets each budget
+once, whichever process it reaches. With `[cluster] broker = "redis"` the budgets live in
+Redis instead (one key each, changed by compare-and-set), falling back to the database
+while Redis does not answer. New Engine.IO sessions (checked synchronously, outside Quart) are counted against the
 per-IP budget in memory in either mode. `[ratelimit] enabled = false` installs nothing.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
-import trio
 from quart import Quart, Response, current_app, g, request
 
 from volthub.config import RateLimitSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.runtime import Runtime, runtime
-from volthub.hub.redis_bus import RedisRelay
-from volthub.persistence import rate_limits as rate_limits_repo
+from volthub.hub.broker_budgets import LocalBudgets
 from volthub.protocol.oauth.client_auth import MalformedBasic, parse_basic
 from volthub.protocol.ratelimit import Decision, Gcra, Rate, tightest, to_ns
 
@@ -67,11 +65,11 @@ BUDGETS: dict[str, tuple[str, int]] = {
     "roles_write": ("roles_write_per_minute", 60),
     "interactive": ("interactive_per_minute", 60),
 }
-# Shared mode: how often each process deletes the rows of budgets that are full again.
-FORGET_EVERY_SECONDS = 60.0
 # Client-chosen strings end up in keys: cap them so keys stay small.
 _MAX_CLIENT_ID = 128
 _IN_PROCESS = "__volthub_rate_limited_in_process__"
+# Where the routes marked `counted_in_process` spend, whatever the broker keeps.
+_IN_MEMORY = LocalBudgets()
 
 
 def limited(category: str) -> Callable[[F], F]:
@@ -153,12 +151,6 @@ class RateLimits:
 
     def __init__(self, settings: RateLimitSettings) -> None:
         self.settings = settings
-        # Counted in the database, shared by every process (decided at the first request,
-        # once the database is open); False: in this process's memory.
-        self.shared: bool | None = None
-        self.in_database: rate_limits_repo.SharedBudgets | None = None  # when shared
-        # Set by a spend counted in the database: there may be rows to delete again.
-        self.spent_in_database = trio.Event()
         self.per_ip = Gcra(Rate.per(settings.global_per_ip_per_minute, 60))
         self.budgets = {
             category: Gcra(Rate.per(getattr(settings, field), window)) for category, (field, window) in BUDGETS.items()
@@ -204,55 +196,20 @@ async def _spend(limiter: Gcra, key: Hashable, name: str) -> None:
         raise too_many_requests(decision, name)
 
 
-async def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_process: bool = False) -> Decision:
+def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_process: bool = False) -> Awaitable[Decision]:
     """Count one request against `limiter`'s budget for `key` (`name`: its category, or
-    "global"): in this process's memory, or shared by every process (PostgreSQL rows, or
-    Redis with that broker). `in_process`: this route is always counted in memory."""
-    now_ns = to_ns(rt.clock.now())
-    limits = rt.rate_limits
-    assert limits is not None, "spent only when rate limiting is enabled"
-    if limits.shared is None:
-        limits.shared = counted_in_database(rt)
-        if limits.shared:
-            limits.in_database = rate_limits_repo.SharedBudgets(rt.db, rt.settings.database.acquire_timeout)
-    if not limits.shared or in_process:
-        return limiter.hit(key, now_ns)
-    stored_key = f"{name}:{key!r}:{limiter.rate.limit}/{limiter.rate.period_ns}"
-    # With the Redis broker the budgets live in Redis (a hot path kept off PostgreSQL);
-    # while Redis does not answer, in the database.
-    in_broker = await rt.bus.spend(stored_key, limiter.rate, now_ns) if isinstance(rt.bus, RedisRelay) else None
-    if in_broker is not None:
-        return in_broker
-    # Counted with the other requests in flight, without a transaction's BEGIN and COMMIT;
-    # the row lock when contended.
-    assert limits.in_database is not None
-    decision = await limits.in_database.spend(rate_limits_repo.Spend(stored_key, limiter.rate, now_ns))
-    if decision is None:
-        decision = await rt.db.write(lambda tx: rate_limits_repo.hit(tx, stored_key, limiter.rate, now_ns))
-    limits.spent_in_database.set()
-    return decision
-
-
-def counted_in_database(rt: Runtime) -> bool:
-    """Whether budgets are rows of the database, shared by every process (PostgreSQL with
-    `[cluster] shared_rate_limits`), rather than counts in this process's memory."""
-    return rt.db.dialect == "postgresql" and rt.settings.cluster.shared_rate_limits
+    "global") where the broker keeps budgets: in this process's memory, or shared by every
+    process. `in_process`: this route is always counted in memory. A plain function that
+    hands back the budgets' own awaitable: no extra step per request."""
+    budgets = _IN_MEMORY if in_process else rt.bus.budgets
+    return budgets.spend(limiter, key, name, to_ns(rt.clock.now()))
 
 
 async def forget_full_budgets(rt: Runtime) -> None:
-    """Background service: `FORGET_EVERY_SECONDS` after budgets were spent, delete the rows
-    of those that are full again (they mean the same as no row), off the requests' path. A
-    process that spends none does not wake. Nothing to do when budgets are counted in memory."""
-    limits = rt.rate_limits
-    if limits is None or not counted_in_database(rt):
-        return
-    while True:
-        await limits.spent_in_database.wait()
-        await trio.sleep(FORGET_EVERY_SECONDS)
-        limits.spent_in_database = trio.Event()  # spends from now on call for the next round
-        now_ns = to_ns(rt.clock.now())
-        while await rt.db.write(lambda tx: rate_limits_repo.forget_full(tx, now_ns)) >= rate_limits_repo.FORGET_BATCH:
-            await trio.lowlevel.checkpoint()  # a full batch: there may be more
+    """Background service: the broker's budgets delete those stored that are full again,
+    off the requests' path (nothing to do when they are counted in memory)."""
+    if rt.rate_limits is not None:
+        await rt.bus.budgets.forget_full()
 
 
 def _counted_in_process() -> bool:

@@ -8,14 +8,15 @@ reader can see what exists and a typo is a type error, not a `KeyError` at run t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import trio
 from quart import current_app
 
 from volthub.config import Settings
-from volthub.hub.bus import Bus
+from volthub.hub.broker import Broker
 from volthub.hub.clock import Clock
+from volthub.hub.presence import Presence
 from volthub.hub.publisher import EventPublisher
 from volthub.persistence import Database
 from volthub.services.sessions import Sessions
@@ -47,12 +48,6 @@ if TYPE_CHECKING:
     from volthub.services.users import Users
     from volthub.services.volts import Volts
     from volthub.services.webhooks import Dispatcher, WebhookAdmin
-
-
-class Presence(Protocol):
-    """Who is connected to a channel: (signed-in user ids, anonymous count)."""
-
-    def snapshot(self, channel_id: str) -> Any: ...
 
 
 @dataclass(eq=False)
@@ -98,7 +93,7 @@ class Services:
 class Runtime:
     settings: Settings
     clock: Clock
-    bus: Bus
+    bus: Broker
     database: Database | None = None
     publisher: EventPublisher | None = None
     tokens: TokenService | None = None

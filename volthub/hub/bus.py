@@ -1,11 +1,6 @@
-"""The event bus: `publish(event)` reaches every listener of every process.
-
-With SQLite (one process) it is a direct call (`InProcessBus`). With PostgreSQL it is
-`PostgresRelay`: LISTEN/NOTIFY between processes, backed by an event log; or, with
-`[cluster] broker = "redis"`, `hub.redis_bus.RedisRelay`: the same log, Redis between
-processes, each process subscribed only to the channels it serves. Listeners must not
-block: they hand the event to bounded queues with `send_nowait`, so one slow consumer never
-delays another.
+"""Two of the brokers (hub.broker.Broker): in one process, and between the processes of a
+PostgreSQL deployment by LISTEN/NOTIFY. The third, with Redis between the processes, is
+hub.redis_bus.RedisBroker; hub.brokers.open_broker chooses.
 """
 
 from __future__ import annotations
@@ -17,45 +12,31 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import trio
 
 from volthub import metrics
+from volthub.hub.broker import Broker, History
+from volthub.hub.broker_budgets import Budgets, DatabaseBudgets, LocalBudgets
 from volthub.hub.clock import Clock, to_ms
+from volthub.hub.presence import ClusterPresence, DatabasePresenceStore, LocalPresence, Presence, ThisProcessOnly
+from volthub.hub.publisher import Event, Listener
+from volthub.hub.recovery_store import DatabaseRecoveryStore, RecoveryStore
 from volthub.persistence import Database, Tx, event_log
 
-if TYPE_CHECKING:
-    from volthub.hub.publisher import Event
-
-Listener = Callable[["Event"], None]
 log = logging.getLogger(__name__)
 
 
-class Bus(Protocol):
-    # Why events from other processes may not arrive now (`/healthz` answers 503 with it).
-    problem: str | None
+class InProcessBroker:
+    """One process serves (SQLite): publishing is a direct call to the listeners, and
+    everything shared lives in this process's memory."""
 
-    def publish(self, event: Event) -> None: ...
-
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Add a listener; returns the function that removes it."""
-
-    async def prepare(self, channel_ids: Iterable[str]) -> None:
-        """Until this process hears `channel_ids` and has their recent events buffered:
-        call it before subscribing a client that may resume. At once where every process
-        hears every channel (in process, the PostgreSQL relay); a broker with per-channel
-        interest subscribes here (hub.redis_bus)."""
-
-
-class InProcessBus:
     problem: str | None = None
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
-
-    async def prepare(self, channel_ids: Iterable[str]) -> None:
-        return None
+        self.budgets: Budgets = LocalBudgets()
 
     def publish(self, event: Event) -> None:
         for listener in list(self._listeners):
@@ -65,16 +46,50 @@ class InProcessBus:
                 log.exception("event listener failed for %s", event.name)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        self._listeners.append(listener)
+        return _add(self._listeners, listener)
 
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+    def add_history(self, listener: History) -> None:
+        return None  # nothing was published before this process
 
-        return unsubscribe
+    def channel_interest(self, channel_id: str, wanted: bool) -> None:
+        return None  # this process hears everything
+
+    def member_interest(self, user_id: str, wanted: bool) -> None:
+        return None
+
+    async def prepare(self, channel_ids: Iterable[str]) -> None:
+        return None
+
+    def append(self, tx: Tx, events: list[Event], now_ms: int) -> list[Event]:
+        return events  # one process: publish order is the order, nothing to log
+
+    async def wait_connected(self) -> None:
+        return None
+
+    async def caught_up(self) -> None:
+        return None  # delivery is the publishing call itself
+
+    async def run(self) -> None:
+        return None
+
+    def presence(self, local: LocalPresence, interval: float) -> Presence:
+        return ThisProcessOnly(local)
+
+    def recovery_store(self, window_seconds: float) -> RecoveryStore:
+        return RecoveryStore(window_seconds)
 
 
-# --- PostgreSQL: the relay between processes ---------------------------------------------------
+def _add(listeners: list[Listener], listener: Listener) -> Callable[[], None]:
+    listeners.append(listener)
+
+    def unsubscribe() -> None:
+        if listener in listeners:
+            listeners.remove(listener)
+
+    return unsubscribe
+
+
+# --- PostgreSQL: LISTEN/NOTIFY between processes ------------------------------------------------
 
 
 class ConnectionLost(Exception):
@@ -97,8 +112,8 @@ class RelaySettings:
     prune_every_seconds: float = 60.0
 
 
-class PostgresRelay:
-    """The bus of a PostgreSQL deployment: every process hears every event once, in order.
+class PostgresBroker:
+    """The broker of a PostgreSQL deployment: every process hears every event once, in order.
 
     - The publisher stamps events through :meth:`append` inside its transaction: each gets
       the next position (``seq``) of its channel, a row in ``event_log`` and a NOTIFY sent
@@ -114,18 +129,28 @@ class PostgresRelay:
       duplicate and dropped; one above it by more than one means events were missed and
       the gap is read back from the log first.
     - A lost connection reconnects with back-off and replays the log past the last row
-      seen; a process that starts loads the log's tail into the "backfill" listeners (the
+      seen; a process that starts loads the log's tail into the history listeners (the
       resume buffers) without delivering it.
+    - Presence and recovery states are rows of the database; so are the rate-limit budgets
+      when `shared_budgets` is given (else each process counts its own).
     """
 
     problem: str | None = None
 
-    def __init__(self, database: Database, clock: Clock, settings: RelaySettings | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        clock: Clock,
+        settings: RelaySettings | None = None,
+        *,
+        shared_budgets: DatabaseBudgets | None = None,
+    ) -> None:
         self._database = database
         self._clock = clock
         self.settings = settings or RelaySettings()
+        self.budgets: Budgets = shared_budgets or LocalBudgets()
         self._listeners: list[Listener] = []
-        self._backfill: list[Listener] = []
+        self._history: list[History] = []
         self._last_seq: OrderedDict[str, int] = OrderedDict()
         self._last_pos = 0
         self._last_seen_ms = 0
@@ -145,7 +170,7 @@ class PostgresRelay:
         self.duplicates = 0
         self.reconnects = 0
 
-    # ------------------------------------------------------------------ Bus
+    # ------------------------------------------------------------------ delivery
 
     def publish(self, event: Event) -> None:
         if event.seq is not None:  # logged and NOTIFYed by its transaction: delivered when heard
@@ -158,13 +183,18 @@ class PostgresRelay:
             log.error("relay outbox full: dropped unlogged event %s (%s)", event.id, event.name)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        self._listeners.append(listener)
+        return _add(self._listeners, listener)
 
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+    def add_history(self, listener: History) -> None:
+        """`listener` gets the log's tail at start, per channel (events older than this
+        process), not as deliveries."""
+        self._history.append(listener)
 
-        return unsubscribe
+    def channel_interest(self, channel_id: str, wanted: bool) -> None:
+        return None  # every process hears every channel
+
+    def member_interest(self, user_id: str, wanted: bool) -> None:
+        return None
 
     async def prepare(self, channel_ids: Iterable[str]) -> None:
         return None  # every process hears every channel
@@ -185,12 +215,7 @@ class PostgresRelay:
         self._progress.set()
         self._progress = trio.Event()
 
-    def add_backfill(self, listener: Listener) -> None:
-        """`listener` gets the log's tail at start (events older than this process), not
-        as deliveries: the fan-out's resume buffer, so `Last-Event-ID` resumes anywhere."""
-        self._backfill.append(listener)
-
-    # ------------------------------------------------------------------ EventLog (publisher)
+    # ------------------------------------------------------------------ the publisher
 
     def append(self, tx: Tx, events: list[Event], now_ms: int) -> list[Event]:
         logged = event_log.append(
@@ -289,11 +314,17 @@ class PostgresRelay:
         since = to_ms(self._clock.now() - self.settings.retention_seconds)
         rows = await self._database.read(lambda tx: event_log.tail(tx, since, self.settings.warm_rows))
         last = await self._database.read(event_log.last_position)
+        by_channel: dict[str, list[Event]] = {}
         for row in rows:
             event = self._note(row)
             if event is not None:
-                for listener in self._backfill:
-                    call_listener(listener, event)
+                # Re-inserted: the channels go out in the order of their newest event.
+                events = by_channel.pop(row.channel_id, None) or []
+                events.append(event)
+                by_channel[row.channel_id] = events
+        for channel_id, events in by_channel.items():
+            for listener in self._history:
+                call_history(listener, channel_id, events)
         self._last_pos = max(self._last_pos, last)
         self._last_seen_ms = max(self._last_seen_ms, to_ms(self._clock.now()))
         self._warm = True
@@ -401,6 +432,19 @@ class PostgresRelay:
             except Exception:
                 log.exception("relay: pruning the event log failed; trying again later")
 
+    # ------------------------------------------------------------------ shared stores
+
+    def presence(self, local: LocalPresence, interval: float) -> Presence:
+        return ClusterPresence(DatabasePresenceStore(self._database), self._clock, local, interval)
+
+    def recovery_store(self, window_seconds: float) -> RecoveryStore:
+        return DatabaseRecoveryStore(window_seconds, self._clock, self._database)
+
+
+# mypy holds each class to the interface here.
+_: type[Broker] = InProcessBroker
+_ = PostgresBroker
+
 
 def observe_bus_lag(committed_at: float) -> None:
     """An event arrived from the broker: how long after its commit (epoch seconds).
@@ -423,8 +467,6 @@ def event_of_row(row: event_log.LoggedEvent) -> Event:
 
 
 def _from_body(event_id: str, name: str, channel_id: str, body: dict[str, Any], seq: int | None) -> Event:
-    from volthub.hub.publisher import Event
-
     return Event(event_id, name, channel_id, body["d"], body["t"], bool(body.get("x")), seq)
 
 
@@ -433,3 +475,10 @@ def call_listener(listener: Listener, event: Event) -> None:
         listener(event)
     except Exception:  # one broken listener must not starve the others
         log.exception("event listener failed for %s", event.name)
+
+
+def call_history(listener: History, channel_id: str, events: list[Event]) -> None:
+    try:
+        listener(channel_id, events)
+    except Exception:  # one broken listener must not starve the others
+        log.exception("resume backfill failed for channel %s", channel_id)

@@ -99,7 +99,13 @@ class Resume:
 
 
 class Fanout:
-    def __init__(self, *, resume_size: int = 500, resume_channels: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        resume_size: int = 500,
+        resume_channels: int = 10_000,
+        interest: Callable[[str, bool], None] | None = None,
+    ) -> None:
         self._encoders: dict[str, Encoder] = {}
         self._channels: dict[str, _Channel] = {}
         self._by_subscriber: dict[Subscriber, list[Subscription]] = {}
@@ -111,8 +117,8 @@ class Fanout:
         self.presence_listeners: list[Callable[[], None]] = []
         # Told (channel id, True) when a channel gets its first subscription here and
         # (channel id, False) when its last one goes: a broker with per-channel interest
-        # subscribes only to what is served here.
-        self.interest: Callable[[str, bool], None] | None = None
+        # subscribes only to what is served here (Broker.channel_interest).
+        self.interest = interest
         self.delivered = 0  # offers accepted, for tests and metrics
         self.overflowed = 0
 
@@ -266,8 +272,7 @@ class Fanout:
     # ------------------------------------------------------------------ resume buffer
 
     def remember(self, event: Event) -> None:
-        """Buffer an event for resume without delivering it: the bus relay's backfill of
-        events published before this process started (hub.bus.PostgresRelay)."""
+        """Buffer an event for resume without delivering it."""
         if catalogue.delivered_over_events_api(event.name):
             self._remember(event)
 
@@ -288,8 +293,8 @@ class Fanout:
         recent.append(event)
 
     def replace_recent(self, channel_id: str, events: list[Event]) -> None:
-        """Make ``events`` (oldest first) the channel's resume buffer: a broker with
-        per-channel interest fills it when this process starts following the channel."""
+        """Make ``events`` (oldest first) the channel's resume buffer: the broker fills it
+        when this process starts hearing the channel (Broker.add_history)."""
         if self._resume_size <= 0:
             return
         recent = deque((e for e in events if catalogue.delivered_over_events_api(e.name)), maxlen=self._resume_size)

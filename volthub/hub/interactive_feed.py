@@ -1,6 +1,6 @@
 """Goals and subathon timers move by themselves: platform events become actor commands.
 
-`InteractiveFeed` listens on the bus (hub/bus.py) for follows, subscriptions, gifts, Volts
+`InteractiveFeed` listens on the broker (hub/broker.py) for follows, subscriptions, gifts, Volts
 and a stream going live, and hands the channel's actor the matching goal and timer
 commands. The listener only queues (`send_nowait`); one task turns the queue
 into commands. Each command carries the event's id and the actor counts an event once
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from volthub.hub.bus import Bus
 from volthub.hub.components import goals, timers
+from volthub.hub.publisher import Bus
 
 if TYPE_CHECKING:
     from volthub.hub.publisher import Event

@@ -1,24 +1,26 @@
-"""Presence across the processes of a PostgreSQL deployment.
+"""Presence across the processes of a deployment.
 
-Each process knows who is connected through it (the fan-out's `snapshot`). `ClusterPresence`
-writes that to the database every `interval` seconds and answers `snapshot(channel_id)`
+Each process knows who is connected through it (the fan-out's `snapshot`). Where one
+process serves that is the whole answer (`ThisProcessOnly`). With several, `ClusterPresence`
+writes it to the broker's store every `interval` seconds and answers `snapshot(channel_id)`
 with this process's live view plus the rows of the other processes heard from within three
 intervals, so the viewers list and counts are the same whichever process serves them. The
-rows live in PostgreSQL, or in Redis when it is the broker (`RedisPresenceStore`).
+rows live in PostgreSQL (`DatabasePresenceStore`), or in Redis when it is the broker
+(`RedisPresenceStore`). The broker makes the one that fits (`Broker.presence`).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import orjson
 import trio
 
 from volthub.hub.clock import Clock, to_ms
-from volthub.hub.redis_bus import RedisRelay, presence_key
+from volthub.hub.redis_client import RedisConnection, presence_key
 from volthub.persistence import Database
 from volthub.persistence import presence as repo
 
@@ -34,6 +36,26 @@ class LocalPresence(Protocol):
 
 
 Rows = list[tuple[str, list[str], int]]  # (channel id, user ids, anonymous connections)
+Snapshot = tuple[list[str], int]  # (signed-in user ids, anonymous connections)
+
+
+class Presence(Protocol):
+    """Who is connected to a channel, over every process of the deployment."""
+
+    def snapshot(self, channel_id: str) -> Snapshot | Awaitable[Snapshot]: ...
+
+    async def run(self) -> None:
+        """Background service: keep this process's share where the others read it."""
+
+
+class ThisProcessOnly:
+    """One process serves: its own connections are everyone's."""
+
+    def __init__(self, local: LocalPresence) -> None:
+        self.snapshot = local.snapshot  # the fan-out's own method: no call in between
+
+    async def run(self) -> None:
+        return None  # nothing to publish
 
 
 class PresenceStore(Protocol):
@@ -67,7 +89,7 @@ class RedisPresenceStore:
     freshness window), so the viewers list is read from Redis, not PostgreSQL. While Redis
     does not answer, a process counts only its own connections."""
 
-    def __init__(self, relay: RedisRelay) -> None:
+    def __init__(self, relay: RedisConnection) -> None:
         self._relay = relay
         self._written: set[str] = set()  # channels this process has a field in
 
@@ -111,15 +133,8 @@ class RedisPresenceStore:
 
 
 class ClusterPresence:
-    def __init__(
-        self,
-        database: Database,
-        clock: Clock,
-        local: LocalPresence,
-        interval: float,
-        store: PresenceStore | None = None,
-    ) -> None:
-        self._store = store or DatabasePresenceStore(database)
+    def __init__(self, store: PresenceStore, clock: Clock, local: LocalPresence, interval: float) -> None:
+        self._store = store
         self._clock = clock
         self._local = local
         self.interval = interval

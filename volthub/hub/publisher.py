@@ -18,7 +18,6 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from volthub import metrics
-from volthub.hub.bus import Bus
 from volthub.hub.clock import Clock, iso8601, to_ms
 from volthub.persistence import Database, Tx
 
@@ -82,13 +81,26 @@ class Emitter:
 
 
 TransactionSink = Callable[[Tx, list[Event]], None]
+Listener = Callable[[Event], None]
+
+
+class Bus(Protocol):
+    """Where the publisher hands events after the commit, and its services listen: the
+    part of the broker (hub.broker.Broker) that the publisher's users need."""
+
+    def publish(self, event: Event) -> None: ...
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Add a listener; returns the function that removes it."""
 
 
 class EventLog(Protocol):
-    """Where events are logged in their transaction, for other processes (hub.bus.PostgresRelay)."""
+    """Where events are logged in their transaction, for other processes (the broker's
+    `append`)."""
 
     def append(self, tx: Tx, events: list[Event], now_ms: int) -> list[Event]:
-        """Log `events`; return them stamped with their channel positions (`seq`)."""
+        """Log `events`; return them stamped with their channel positions (`seq`), or the
+        same list where nothing is logged (one process)."""
 
 
 class EventPublisher:
@@ -117,7 +129,7 @@ class EventPublisher:
             result = change(tx, emitter)
             if emitter.events:
                 if self._log is not None:  # stamped first: sinks and the bus see `seq`
-                    emitter.events[:] = self._log.append(tx, emitter.events, emitter.now_ms)
+                    emitter.events = self._log.append(tx, emitter.events, emitter.now_ms)
                 for sink in self._sinks:
                     sink(tx, emitter.events)
             return result

@@ -11,6 +11,8 @@ it at most once.
   (Redis broker) keep them where every process of the deployment reads them, so a client
   recovers on whichever process it reconnects to.
 
+The broker makes the one that fits (`Broker.recovery_store`).
+
 The shared stores write a connection's state twice in its life, never per event: when it
 joins or changes its channels (``track``: a *live* state, kept fresh while this process
 runs, so that a SIGKILLed process leaves its connections' states behind for the window),
@@ -42,7 +44,7 @@ import orjson
 import trio
 
 from volthub.hub.clock import Clock, to_ms
-from volthub.hub.redis_bus import PREFIX, RedisRelay
+from volthub.hub.redis_client import RedisConnection, recovery_key
 from volthub.persistence import Database
 from volthub.persistence import recovery as repo
 
@@ -414,25 +416,21 @@ return 1
 """
 
 
-def redis_state_key(key: str) -> str:
-    return f"{PREFIX}recovery:{key}"
-
-
 class RedisRecoveryStore(SharedRecoveryStore):
     """In Redis, with the Redis broker: a key per state with a TTL, taken with GETDEL."""
 
-    def __init__(self, window_seconds: float, clock: Clock, relay: RedisRelay) -> None:
+    def __init__(self, window_seconds: float, clock: Clock, relay: RedisConnection) -> None:
         super().__init__(window_seconds, clock)
         self._relay = relay
 
     async def _write(self, writes: list[repo.Write]) -> None:
         ttl_ms = str(max(1, int(self.ttl_seconds * 1000)))
-        keys = [redis_state_key(key) for key, _, _ in writes]
+        keys = [recovery_key(key) for key, _, _ in writes]
         args = [[self.owner, state or "", "1" if live else "0", ttl_ms] for _, state, live in writes]
         await self._each(keys, lambda target, i: target.eval(_WRITE, keys=[keys[i]], args=args[i]))
 
     async def _refresh(self) -> None:
-        keys = [redis_state_key(key) for key in self._live]
+        keys = [recovery_key(key) for key in self._live]
         ttl_ms = max(1, int(self.ttl_seconds * 1000))
         await self._each(keys, lambda target, i: target.pexpire(keys[i], ttl_ms))
 
@@ -457,7 +455,7 @@ class RedisRecoveryStore(SharedRecoveryStore):
         restart's gathered reconnects wait for one round trip, not one per key."""
         try:
             async with self._relay.client().pipeline(transaction=False) as pipe:
-                taken = [pipe.getdel(redis_state_key(key)) for key in keys]
+                taken = [pipe.getdel(recovery_key(key)) for key in keys]
             raws = [await each for each in taken]
         except Exception:
             log.warning("recovery: the broker did not answer; not recovered", exc_info=True)

@@ -2,15 +2,15 @@
 
 PostgreSQL stays the system of record. The publisher logs each event in its own transaction
 (`append`: the channel's next position ``seq`` and a row in ``event_log``, no NOTIFY); after
-the commit :meth:`RedisRelay.publish` hands it to this process's listeners at once and queues
+the commit :meth:`RedisBroker.publish` hands it to this process's listeners at once and queues
 it for Redis, where a sender task appends it to the channel's stream (trimmed to the resume
 buffer's length and to the log's retention) and publishes it on the channel's subject.
 While Redis is unreachable the queue waits and goes out in order when it returns; writes
 and webhooks never wait for the broker.
 
 A process subscribes to a channel's subject only while something here needs the channel:
-the fan-out reports its first and last subscriber of a channel (:meth:`hold` /
-:meth:`release`), and a subject nobody holds is unsubscribed from
+the fan-out reports its first and last subscriber of a channel (:meth:`channel_interest`),
+and a subject nobody holds is unsubscribed from
 ``unsubscribe_after_seconds`` later. Before a client subscribes, :meth:`prepare` waits until
 the subscription is in effect and the channel's recent history is in the resume buffer
 (read from the channel's stream, or from the PostgreSQL log when the stream does not reach
@@ -37,6 +37,9 @@ owns its slot, and its stream shares that slot (a hash tag on the channel id).
 After a lost connection every held subject is subscribed again in batches (one command per
 batch, not a round trip per channel) and each followed channel is caught up from the log.
 While subscriptions are lost, :attr:`problem` says so (``/healthz`` answers 503 with it).
+
+Presence and recovery states are Redis keys too, and so are the shared rate-limit budgets,
+which are counted in the database while Redis does not answer.
 """
 
 from __future__ import annotations
@@ -46,49 +49,28 @@ import math
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import trio
 
 from volthub import metrics
-from volthub.hub.bus import call_listener, event_body, event_of_row, observe_bus_lag, stamped
+from volthub.hub.broker import Broker, History
+from volthub.hub.broker_budgets import Budgets, DatabaseBudgets, LocalBudgets, RedisBudgets
+from volthub.hub.bus import call_history, call_listener, event_body, event_of_row, observe_bus_lag, stamped
 from volthub.hub.clock import Clock, to_ms
-from volthub.hub.redis_client import make_client
+from volthub.hub.presence import ClusterPresence, LocalPresence, Presence, RedisPresenceStore
+from volthub.hub.publisher import Event, Listener
+from volthub.hub.recovery_store import RecoveryStore, RedisRecoveryStore
+from volthub.hub.redis_client import BROADCAST, PREFIX, channel_subject, make_client, stream_key, user_subject
 from volthub.hub.redis_sweeper import Sweeper
 from volthub.persistence import Database, Tx, event_log
-from volthub.protocol.ratelimit import Decision, Rate, decide
 
-if TYPE_CHECKING:
-    from volthub.hub.publisher import Event
-
-Listener = Callable[["Event"], None]
-# Resume-buffer backfill: (channel id, its recent events oldest first).
-History = Callable[[str, list["Event"]], None]
 log = logging.getLogger(__name__)
-
-PREFIX = "volthub:"
-BROADCAST = PREFIX + "{broadcast}:ev"
 # Events every process must hear (each keeps a cache of grants).
 _BROADCAST_NAMES = frozenset({"user.authorization.revoke"})
 # Events that follow a person: delivered to the member's subject too (data.userId).
 _PERSONAL_NAMES = frozenset({"internal.member.badges"})
-
-
-def channel_subject(channel_id: str) -> str:
-    return f"{PREFIX}{{{channel_id}}}:ev"
-
-
-def stream_key(channel_id: str) -> str:
-    return f"{PREFIX}{{{channel_id}}}:log"  # the same slot as its subject (hash tag)
-
-
-def presence_key(channel_id: str) -> str:
-    return f"{PREFIX}{{{channel_id}}}:presence"
-
-
-def user_subject(user_id: str) -> str:
-    return f"{PREFIX}{{u:{user_id}}}:user"
 
 
 def _channel_of(subject: str) -> str | None:
@@ -102,8 +84,6 @@ def encode(event: Event) -> bytes:
 
 
 def decode(raw: bytes | str) -> Event:
-    from volthub.hub.publisher import Event
-
     event_id, name, channel_id, seq, timestamp, is_test, data = orjson.loads(raw)
     return Event(event_id, name, channel_id, data, timestamp, bool(is_test), seq)
 
@@ -138,16 +118,26 @@ class RedisSettings:
     reconnect_max: float = 5.0
 
 
-class RedisRelay:
-    """The bus of a PostgreSQL deployment with Redis as the broker (see the module doc)."""
+class RedisBroker:
+    """The broker of a PostgreSQL deployment with Redis between the processes (see the
+    module doc). Rate-limit budgets are kept in Redis when `shared_budgets` is given (the
+    database's, counted in while Redis does not answer); else each process counts its own."""
 
-    def __init__(self, database: Database, clock: Clock, settings: RedisSettings) -> None:
+    def __init__(
+        self,
+        database: Database,
+        clock: Clock,
+        settings: RedisSettings,
+        *,
+        shared_budgets: DatabaseBudgets | None = None,
+    ) -> None:
         if not (settings.url or settings.cluster_nodes):
             raise ValueError("the Redis broker needs a URL or cluster nodes")
         self._database = database
         self._clock = clock
         self.settings = settings
         self.cluster = bool(settings.cluster_nodes)
+        self.budgets: Budgets = RedisBudgets(self, shared_budgets) if shared_budgets else LocalBudgets()
         self._listeners: list[Listener] = []
         self._history: list[History] = []
         # Events waiting for Redis, in publish order.
@@ -180,7 +170,7 @@ class RedisRelay:
         self.gaps_read = 0
         self.sweeper = Sweeper(self, database, clock, settings.sweep_seconds, settings.sweep_grace_seconds)
 
-    # ------------------------------------------------------------------ Bus
+    # ------------------------------------------------------------------ delivery
 
     def publish(self, event: Event) -> None:
         # A test event is stored nowhere: no log row, no stream entry; other processes hear it
@@ -211,7 +201,8 @@ class RedisRelay:
 
     def add_history(self, listener: History) -> None:
         """`listener(channel_id, events)` gets a channel's recent events when this process
-        starts following it: the fan-out's resume buffer, so a resume works anywhere."""
+        starts following it, and `(channel_id, [])` when it stops (its buffer would no
+        longer be complete)."""
         self._history.append(listener)
 
     def append(self, tx: Tx, events: list[Event], now_ms: int) -> list[Event]:
@@ -259,7 +250,7 @@ class RedisRelay:
         """The fan-out's hook: its first subscriber of a channel came, or its last left."""
         (self.hold if wanted else self.release)(channel_subject(channel_id))
 
-    def user_interest(self, user_id: str, wanted: bool) -> None:
+    def member_interest(self, user_id: str, wanted: bool) -> None:
         """The connection registry's hook: a member's first connection here, or last."""
         (self.hold if wanted else self.release)(user_subject(user_id))
 
@@ -294,30 +285,13 @@ class RedisRelay:
             raise ConnectionError("the event broker is not connected")
         return self._client
 
-    # ------------------------------------------------------------------ shared rate limits
+    # ------------------------------------------------------------------ shared stores
 
-    async def spend(self, key: str, rate: Rate, now_ns: int) -> Decision | None:
-        """One request against a rate-limit budget shared by every process, kept in Redis
-        (the arithmetic is `protocol.ratelimit.decide`; Redis keeps one number per key and
-        sets it only if no other process changed it meanwhile). None while the broker is
-        unreachable or too contended: the caller counts in PostgreSQL instead."""
-        client = self._client
-        if client is None:
-            return None
-        stored_key = f"{PREFIX}rl:{{{key}}}"
-        try:
-            for _ in range(8):
-                stored = await client.get(stored_key)
-                decision, new_tat = decide(rate, int(stored) if stored else None, now_ns)
-                if not decision.allowed:
-                    return decision
-                ttl_ms = max(1, (decision.reset_ns - now_ns) // 1_000_000 + 1)
-                swapped = await client.eval(_COMPARE_AND_SET, keys=[stored_key], args=[stored or b"", new_tat, ttl_ms])
-                if swapped == 1:
-                    return decision
-        except Exception:  # the database counts instead
-            log.warning("rate limit: the broker did not answer; counting in the database", exc_info=True)
-        return None
+    def presence(self, local: LocalPresence, interval: float) -> Presence:
+        return ClusterPresence(RedisPresenceStore(self), self._clock, local, interval)
+
+    def recovery_store(self, window_seconds: float) -> RecoveryStore:
+        return RedisRecoveryStore(window_seconds, self._clock, self)
 
     # ------------------------------------------------------------------ the service
 
@@ -366,7 +340,7 @@ class RedisRelay:
             self._connected_event = trio.Event()
 
     def _make_client(self) -> Any:
-        return make_client(self.settings)
+        return make_client(self.settings.url, self.settings.cluster_nodes, self.settings.ca_file)
 
     async def _session(self) -> None:
         client = self._make_client()
@@ -653,14 +627,8 @@ class RedisRelay:
                 self._made_progress()
 
 
-# Set KEYS[1] to ARGV[2] (expiring in ARGV[3] ms) only if it still holds ARGV[1] ("" for
-# no value): a budget's number changes only from the value its decision was made on.
-_COMPARE_AND_SET = """
-local current = redis.call('GET', KEYS[1]) or ''
-if current ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1
-"""
+# mypy holds the class to the interface here.
+_: type[Broker] = RedisBroker
 
 
 def _subjects(event: Event) -> list[str]:
@@ -678,10 +646,3 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(inner) for inner in exc.exceptions[:3])
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def call_history(listener: History, channel_id: str, events: list[Event]) -> None:
-    try:
-        listener(channel_id, events)
-    except Exception:  # one broken listener must not starve the others
-        log.exception("resume backfill failed for channel %s", channel_id)

@@ -17,17 +17,15 @@ channel that is behind.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
 from volthub import metrics
 from volthub.hub.bus import event_of_row
 from volthub.hub.clock import Clock, to_ms
+from volthub.hub.publisher import Event
 from volthub.persistence import Database, event_log
-
-if TYPE_CHECKING:
-    from volthub.hub.redis_bus import RedisRelay
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +33,18 @@ BATCH = 500  # channels per positions read
 PAGE = 1000  # rows per channel per sweep
 
 
+class Follower(Protocol):
+    """What the sweeper needs of the broker (hub.redis_bus.RedisBroker)."""
+
+    def followed_positions(self) -> dict[str, int]:
+        """Channel id -> position of the last event delivered here, per channel followed."""
+
+    def deliver_swept(self, events: list[Event]) -> int:
+        """Deliver events found in the log only; how many were new here."""
+
+
 class Sweeper:
-    def __init__(self, relay: RedisRelay, database: Database, clock: Clock, interval: float, grace: float) -> None:
+    def __init__(self, relay: Follower, database: Database, clock: Clock, interval: float, grace: float) -> None:
         self._relay = relay
         self._database = database
         self._clock = clock

@@ -26,8 +26,8 @@ from volthub.cli import command
 from volthub.collector import GENERATOR_GEN0_THRESHOLD, tune_garbage_collector
 from volthub.loadtest import checks, hold, report
 from volthub.loadtest.options import configure, run_config, validate
-from volthub.loadtest.runner import Run, RunConfig
-from volthub.loadtest.scenario import Scenario
+from volthub.loadtest.runner import Run
+from volthub.loadtest.scenario import RunConfig, Scenario
 from volthub.loadtest.servers import SpawnedServer, make_workdir, plan_server, remove_accounts
 from volthub.loadtest.targets import VOLTHUB_TARGETS, RemoteTargetRefused, TargetUnreachable, make_target
 

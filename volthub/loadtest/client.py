@@ -5,8 +5,10 @@ latency sample out) is kept short: one read may carry many frames, they share on
 timestamp, only `event` frames are JSON-decoded, and by-name frames are only counted.
 
 Two WebSocket implementations sit behind the same small interface: `raw` (default; the
-framing in protocol.py over a Trio TCP stream, cheap enough for thousands of clients on
-one core) and `trio-websocket` (the library, for cross-checking the raw one).
+protocol package's WebSocket codec in the client role over a Trio TCP stream, cheap enough
+for thousands of clients on one core) and `trio-websocket` (the library, for cross-checking
+the raw one). Engine.IO, Socket.IO and SSE are read and written by the protocol package's
+codecs too, the same ones the server runs in the other role.
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ import trio
 from volthub.loadtest import protocol as p
 from volthub.loadtest.metrics import Series
 from volthub.loadtest.targets import Channel
+from volthub.protocol import sse, websocket
+from volthub.protocol.engineio import packets as engineio
+from volthub.protocol.socketio import packets as socketio
+
+# The largest message a simulated client accepts (far above any event the server sends).
+MAX_MESSAGE = 16 * 1024 * 1024
+
+
+class StreamRefused(Exception):
+    """The server answered the event stream's request with something other than 200."""
 
 
 @dataclass(eq=False)
@@ -164,7 +176,7 @@ class RawWebSocket:
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
-        self.parser = p.FrameParser()
+        self.parser = websocket.FrameReader(MAX_MESSAGE, websocket.Role.CLIENT)
         self.pending: list[str] = []
         # A TCP stream is read from its descriptor (`_read`); another stream through its API.
         self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None
@@ -178,19 +190,19 @@ class RawWebSocket:
         """The WebSocket upgrade over an open TCP stream (closed when it fails)."""
         try:
             key = p.new_key()
-            await stream.send_all(p.upgrade_request(host, port, target, key))
+            await stream.send_all(websocket.upgrade_request(f"{host}:{port}", target, key))
             buffer = bytearray()
-            while (head := p.parse_upgrade_response(buffer, key)) is None:
+            while (head := websocket.upgrade_answer_length(buffer, key)) is None:
                 chunk = await stream.receive_some(16384)
                 if not chunk:
-                    raise p.WebSocketError("connection closed during the upgrade")
+                    raise websocket.HandshakeRefused("connection closed during the upgrade")
                 buffer += chunk
         except BaseException:
             await trio.aclose_forcefully(stream)
             raise
         socket = cls(stream)
         if len(buffer) > head:  # the server may have sent frames right behind its 101
-            socket.pending = await socket._texts(socket.parser.feed(buffer[head:]))
+            socket.pending = await socket._texts(socket.parser.feed(bytes(buffer[head:])))
         return socket
 
     async def receive(self) -> list[str]:
@@ -204,7 +216,7 @@ class RawWebSocket:
                 return []
             if not chunk:
                 return []
-            texts = await self._texts(self.parser.feed(chunk))
+            texts = await self._texts(self.parser.feed(bytes(chunk)))
             if texts:  # a read may hold only part of a frame, or only control frames
                 return texts
 
@@ -223,25 +235,27 @@ class RawWebSocket:
             except BlockingIOError:  # readable, then taken by nothing but a spurious wake-up
                 continue
 
-    async def _texts(self, frames: list[tuple[int, bytes]]) -> list[str]:
+    async def _texts(self, received: list[websocket.Received]) -> list[str]:
         texts: list[str] = []
-        for opcode, payload in frames:
-            if opcode == p.OP_TEXT:
-                texts.append(payload.decode("utf-8"))
-            elif opcode == p.OP_PING:
-                await self.stream.send_all(p.encode_frame(p.OP_PONG, payload))
-            elif opcode == p.OP_CLOSE:
-                raise p.WebSocketError("closed by server")
+        for item in received:
+            if isinstance(item, str):
+                texts.append(item)
+            elif isinstance(item, websocket.Ping):
+                await self.stream.send_all(p.client_frame(websocket.OP_PONG, item.payload))
+            elif isinstance(item, websocket.Close):
+                raise websocket.WebSocketError(item.code or websocket.CLOSE_NORMAL, "closed by server")
         return texts
 
     async def send(self, text: str) -> None:
-        await self.stream.send_all(p.encode_frame(p.OP_TEXT, text.encode()))
+        await self.stream.send_all(p.client_frame(websocket.OP_TEXT, text.encode()))
 
     async def aclose(self) -> None:
         with trio.move_on_after(1) as scope:
             scope.shield = True
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await self.stream.send_all(p.encode_frame(p.OP_CLOSE, b"\x03\xe8"))
+                await self.stream.send_all(
+                    p.client_frame(websocket.OP_CLOSE, websocket.CLOSE_NORMAL.to_bytes(2, "big"))
+                )
         await trio.aclose_forcefully(self.stream)
 
 
@@ -337,11 +351,11 @@ async def socketio_client(
                     elif text.startswith(by_name_prefix):
                         if state.measuring:
                             slot.by_name += 1
-                    elif text == p.EIO_PING:
-                        await transport.send(p.EIO_PONG)
+                    elif text == engineio.PING:
+                        await transport.send(engineio.PONG)
                     elif text.startswith(greeting_prefix):
                         slot.greeted = True
-                    elif text.startswith(("41", p.EIO_CLOSE)):
+                    elif text.startswith(("41", engineio.CLOSE)):
                         state.lost(slot, "disconnected by server")
                         return
                 texts = []
@@ -350,7 +364,13 @@ async def socketio_client(
                 state.failed(slot, "connect timeout")
             else:
                 state.lost(slot, "timeout")
-        except (OSError, p.WebSocketError, p.ProtocolError, trio.BrokenResourceError, ConnectionError) as exc:
+        except (
+            OSError,
+            websocket.WebSocketError,
+            engineio.ProtocolError,
+            trio.BrokenResourceError,
+            ConnectionError,
+        ) as exc:
             reason = reason_of(exc)
             if slot.connected_at is None:
                 state.failed(slot, reason)
@@ -395,25 +415,26 @@ async def handshake(transport: Transport, namespace: str, auth: dict[str, Any]) 
     the same read just behind it), and the answer's data."""
     texts = await transport.receive()
     if not texts:
-        raise p.WebSocketError("closed before the open packet")
-    p.parse_open(texts[0])
-    await transport.send(p.connect_packet(namespace, auth))
+        raise websocket.WebSocketError(websocket.CLOSE_NORMAL, "closed before the open packet")
+    engineio.decode_open(texts[0])
+    await transport.send(socketio.encode_frame(socketio.Packet(socketio.PacketType.CONNECT, namespace, auth)))
     backlog, kept = texts[1:], []
     while True:
         for position, text in enumerate(backlog):
-            if text == p.EIO_PING:
-                await transport.send(p.EIO_PONG)
+            if text == engineio.PING:
+                await transport.send(engineio.PONG)
                 continue
-            packet = p.parse_socketio(text) if text.startswith(("40", "44")) else None
+            # A CONNECT answer or refusal (`40…`, `44…`) is parsed; anything else waits.
+            packet = socketio.decode_packet(text[1:]) if text.startswith(("40", "44")) else None
             if packet is None or packet.namespace != namespace:
                 kept.append(text)
-            elif packet.type == p.SIO_CONNECT:
+            elif packet.type == socketio.PacketType.CONNECT:
                 return kept + backlog[position + 1 :], packet.data
             else:
-                raise p.ProtocolError(f"connect refused: {packet.data}")
+                raise socketio.SocketIOProtocolError(f"connect refused: {packet.data}")
         backlog = await transport.receive()
         if not backlog:
-            raise p.WebSocketError("closed before CONNECT was answered")
+            raise websocket.WebSocketError(websocket.CLOSE_NORMAL, "closed before CONNECT was answered")
 
 
 def reason_of(exc: BaseException) -> str:
@@ -449,8 +470,8 @@ async def sse_client(
         with trio.fail_after(connect_timeout) as deadline:
             async with http.stream("GET", f"{base_url}/api/events/stream", headers=headers) as response:
                 if response.status_code != 200:
-                    raise p.ProtocolError(f"HTTP {response.status_code}")
-                parser = p.SseParser()
+                    raise StreamRefused(f"HTTP {response.status_code}")
+                parser = sse.EventStreamParser()
                 async for chunk in response.aiter_raw():
                     now_ns = time.monotonic_ns()
                     for event in parser.feed(chunk):
@@ -472,7 +493,7 @@ async def sse_client(
                 state.lost(slot, "stream ended")
     except trio.TooSlowError:
         state.failed(slot, "connect timeout")
-    except (httpx.HTTPError, OSError, p.ProtocolError) as exc:
+    except (httpx.HTTPError, OSError, StreamRefused) as exc:
         if slot.connected_at is None:
             state.failed(slot, reason_of(exc))
         else:

@@ -18,12 +18,13 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from volthub.loadtest.client import ClientSlot
+from volthub.loadtest.client import ClientSlot, RunState
 from volthub.loadtest.metrics import (
     LatencySummary,
     ProcSample,
+    ProcTrace,
     latency_figures,
     log_histogram,
     machine_busy_seconds,
@@ -31,9 +32,8 @@ from volthub.loadtest.metrics import (
     read_proc,
     self_cpu_seconds,
 )
-
-if TYPE_CHECKING:
-    from volthub.loadtest.runner import Run, RunConfig
+from volthub.loadtest.scenario import RunConfig, Scenario
+from volthub.loadtest.targets import Channel, Target
 
 LEAVE_GRACE = 1.0  # seconds: a client let go is due what was offered this long before it left
 
@@ -53,13 +53,41 @@ class Moment:
         return cls(at, read_proc(pid, at) if pid else None, self_cpu_seconds(), machine_busy_seconds())
 
 
+class Recorded(Protocol):
+    """What a run recorded, as the figures read it (`volthub.loadtest.runner.Run`)."""
+
+    config: RunConfig
+    plan: Scenario
+    target: Target
+    pid: int | None
+    state: RunState
+    trace: ProcTrace
+    slots: list[ClientSlot]
+    channels: list[Channel]
+    given: list[Channel] | None
+    provisioned: list[Channel]
+    accepted_seqs: set[int]
+    statuses: list[Counter[str]]
+    send_latencies: array[float]
+    sent: int
+    stage_marks: list[dict[str, Any]]
+    reconnects: list[dict[str, Any]]
+    moments: dict[str, Moment]
+    peak_connected: int
+    profile_top: dict[str, Any] | None
+    notes: list[str]
+    load_at_start: tuple[float, float, float]
+
+    def lost(self) -> int: ...
+
+
 def _cpu_between(a: Moment, b: Moment) -> float | None:
     if a.server is None or b.server is None:
         return None
     return b.server.cpu_seconds - a.server.cpu_seconds
 
 
-def deliveries_due(run: Run, accepted_only: bool = False) -> dict[int, dict[int, int]]:
+def deliveries_due(run: Recorded, accepted_only: bool = False) -> dict[int, dict[int, int]]:
     """Per client, per stage: the messages offered on its channel while it was in (from
     its first connect until LEAVE_GRACE before the run let it go). With `accepted_only`
     only those the server accepted (or some client received)."""
@@ -89,7 +117,7 @@ def deliveries_due(run: Run, accepted_only: bool = False) -> dict[int, dict[int,
     return due
 
 
-def summary(run: Run) -> dict[str, Any]:
+def summary(run: Recorded) -> dict[str, Any]:
     """Every figure of the run, overall, per client kind and per stage, with notes on what may
     have disturbed them."""
     config, state, moments, plan = run.config, run.state, run.moments, run.plan

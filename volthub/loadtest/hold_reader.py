@@ -28,12 +28,14 @@ import trio
 
 from volthub.loadtest import protocol as p
 from volthub.loadtest.client import ClientSlot, RunState, reason_of
+from volthub.protocol import websocket
+from volthub.protocol.engineio import packets as engineio
 
-EVENT_PREFIX = p.event_prefix("/", "event").encode()
+EVENT_PREFIX = p.event_prefix("/", "event")
 # The Engine.IO ping as a server frame, and the pong we answer it with: built once (one
 # mask for every pong; the server only unmasks it).
-PING_FRAME = p.text_frame_head(1) + p.EIO_PING.encode()
-PONG_FRAME = p.encode_frame(p.OP_TEXT, p.EIO_PONG.encode())
+PING_FRAME = websocket.server_frame(websocket.OP_TEXT, engineio.PING.encode())
+PONG_FRAME = p.client_frame(websocket.OP_TEXT, engineio.PONG.encode())
 # One read's size: more than a hold's server sends a socket at once; a read that fills it is
 # followed by another at once (the edge-triggered epoll set would not wake for the rest).
 READ_SIZE = 65536
@@ -57,7 +59,7 @@ class Held:
 
     __slots__ = ("slot", "sock", "parser", "seq")
 
-    def __init__(self, slot: ClientSlot, sock: socket.socket, parser: p.FrameParser) -> None:
+    def __init__(self, slot: ClientSlot, sock: socket.socket, parser: websocket.FrameReader) -> None:
         self.slot, self.sock, self.parser = slot, sock, parser
         self.seq = -1  # the last broadcast this socket received
 
@@ -71,7 +73,7 @@ class Broadcast:
         self.frame, self.seq, self.sent_ns, self.offset, self.latencies = frame, seq, sent_ns, offset, latencies
 
 
-def parse_broadcast(payload: bytes, marker: bytes) -> tuple[int, int, str | None] | None:
+def parse_broadcast(payload: str, marker: str) -> tuple[int, int, str | None] | None:
     """(sequence number, send time in ns, the event id last in the frame or None) of one of
     this run's broadcasts in an Engine.IO packet; None for any other packet."""
     if not payload.startswith(EVENT_PREFIX):
@@ -80,8 +82,8 @@ def parse_broadcast(payload: bytes, marker: bytes) -> tuple[int, int, str | None
     if start < 0:
         return None
     start += len(marker)
-    seq, sent_ns = payload[start : payload.index(b'"', start)].split(b" ")[:2]
-    offset = payload[payload.rindex(b',"') + 2 : -2].decode() if payload.endswith(b'"]') else None
+    seq, sent_ns = payload[start : payload.index('"', start)].split(" ")[:2]
+    offset = payload[payload.rindex(',"') + 2 : -2] if payload.endswith('"]') else None
     return int(seq), int(sent_ns), offset
 
 
@@ -92,7 +94,7 @@ class Reader:
         self.state = state
         self.epoll = select.epoll()
         self.held: dict[int, Held] = {}
-        self.marker = f'"{p.MESSAGE_MARK} {run_tag} '.encode()
+        self.marker = f'"{p.MESSAGE_MARK} {run_tag} '
         self.on_lost = on_lost
         self.known = Broadcast(None, -1, 0, None, array("q"))  # the last broadcast read alone
         self.fast, self.parsed = 0, 0  # reads recorded by comparison / packets parsed whole
@@ -108,7 +110,7 @@ class Reader:
         self.epoll.register(fd, select.EPOLLIN | select.EPOLLET)
         now_ns = time.monotonic_ns()
         for text in texts:
-            if not self._text(held, text.encode(), now_ns):
+            if not self._text(held, text, now_ns):
                 return
 
     async def run(self) -> None:
@@ -150,45 +152,46 @@ class Reader:
         that broadcast again (the server's `chat.message` frame may share the read)."""
         whole = held.parser.idle()
         try:
-            frames = held.parser.feed(data)
-        except p.WebSocketError as exc:
+            received = held.parser.feed(data)
+        except websocket.WebSocketError as exc:
             self._lose(held, reason_of(exc))
             return
         now_ns = time.monotonic_ns()
         acts, self.delivered_now = self.acts, []
-        for opcode, payload in frames:
-            if opcode == p.OP_TEXT:
-                if not self._text(held, payload, now_ns):
+        for item in received:
+            if isinstance(item, str):
+                if not self._text(held, item, now_ns):
                     return
-            elif opcode == p.OP_PING:
-                self._send(held, p.encode_frame(p.OP_PONG, payload))
-            elif opcode == p.OP_CLOSE:
+            elif isinstance(item, websocket.Ping):
+                self._send(held, p.client_frame(websocket.OP_PONG, item.payload))
+            elif isinstance(item, websocket.Close):
                 # As the official clients do: answer the server's close (its code echoed)
                 # before going, which lets the server close at once instead of lingering.
-                self._send(held, p.encode_frame(p.OP_CLOSE, payload[:2]))
+                code = item.code.to_bytes(2, "big") if item.code is not None else b""
+                self._send(held, p.client_frame(websocket.OP_CLOSE, code))
                 self._lose(held, "closed by server")
                 return
         if whole and held.parser.idle() and self.acts == acts and len(self.delivered_now) == 1:
             self.known = self.delivered_now[0]
             self.known.frame = data
 
-    def _text(self, held: Held, payload: bytes, now_ns: int) -> bool:
+    def _text(self, held: Held, payload: str, now_ns: int) -> bool:
         """One Engine.IO packet; False once it ended the socket."""
         self.parsed += 1
-        if payload == b"2":  # ping
+        if payload == engineio.PING:
             self._send(held, PONG_FRAME)
         elif payload.startswith(EVENT_PREFIX):
             found = parse_broadcast(payload, self.marker)
             if found is None:
                 self.acts += 1
-                if held.slot.recovery and payload.endswith(b'"]'):  # recovery: the event id comes last
-                    held.slot.offset = payload[payload.rindex(b',"') + 2 : -2].decode()
+                if held.slot.recovery and payload.endswith('"]'):  # recovery: the event id comes last
+                    held.slot.offset = payload[payload.rindex(',"') + 2 : -2]
                 return True
             seq, sent_ns, offset = found
             broadcast = Broadcast(None, seq, sent_ns, offset, self.state.by_seq.setdefault(seq, array("q")))
             self.delivered_now.append(broadcast)
             self._delivered(held, broadcast, now_ns)
-        elif payload.startswith(b"41") or payload == b"1":
+        elif payload.startswith("41") or payload == engineio.CLOSE:
             self._lose(held, "disconnected by server")
             return False
         return True

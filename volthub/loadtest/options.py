@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from volthub.loadtest import checks
-from volthub.loadtest.runner import RunConfig
-from volthub.loadtest.scenario import BUNDLED, Scenario, fan_out, scaled
+from volthub.loadtest.scenario import BUNDLED, RunConfig, Scenario, fan_out, scaled
 from volthub.loadtest.scenario import load as load_scenario
 from volthub.loadtest.targets import TARGETS, VOLTHUB_TARGETS, Channel, RemoteTargetRefused, check_url
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import trio
 
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import TrioClock
 from volthub.hub.components import polls
 from volthub.hub.publisher import EventPublisher
@@ -61,7 +61,9 @@ async def run(database_url: str, voters: int, rounds: int) -> dict[str, float]:
     await migrate(database)
     channel, *people = await _users(database, voters + 1)
     clock = TrioClock()
-    registry = ActorRegistry(database, EventPublisher(database, InProcessBus(), clock), clock, inbox_size=voters + 16)
+    registry = ActorRegistry(
+        database, EventPublisher(database, InProcessBroker(), clock), clock, inbox_size=voters + 16
+    )
     latencies: list[float] = []
     elapsed = 0.0
     miscounted = 0  # polls whose stored tally is not one vote per voter

@@ -22,7 +22,6 @@ import time
 from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,52 +32,11 @@ from volthub.loadtest import protocol as p
 from volthub.loadtest.client import ClientSlot, RunState, SocketOptions, socketio_client, sse_client
 from volthub.loadtest.figures import Moment, deliveries_due, summary
 from volthub.loadtest.metrics import ProcTrace, percentile, read_proc
-from volthub.loadtest.scenario import SOCKET_KINDS, Scenario, Stage, fan_out, next_kind
+from volthub.loadtest.scenario import SOCKET_KINDS, RunConfig, Stage, next_kind
 from volthub.loadtest.servers import profiler_command, stop_profiler, top_frames
 from volthub.loadtest.targets import Channel, Target, check_url, new_run_tag, reachable
 
 LATE_LIMIT = 1.0  # seconds: a send that cannot start this long after its due time is not sent
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    target: str = "volthub"
-    sockets: int = 100
-    sse: int = 0
-    channels: int = 10
-    rate: float = 10.0  # chat messages per second, all channels together
-    duration: float = 10.0  # seconds of sending
-    message_size: int = 64  # characters of chat text (the send time needs about 40)
-    connect_concurrency: int = 64
-    connect_rate: float = 0.0  # connects per second; 0 = as fast as the gate allows
-    connect_timeout: float = 30.0
-    ramp_timeout: float = 120.0
-    settle: float = 1.0
-    drain: float = 5.0
-    send_concurrency: int = 64
-    ws_client: str = "raw"
-    sio_path: str = "/ws/events"
-    namespace: str = "/"
-    sample_interval: float = 0.5
-    allow_remote: bool = False
-    scenario: Scenario | None = None  # None: the fan-out the flags above describe
-
-    @property
-    def plan(self) -> Scenario:
-        if self.scenario is not None:
-            return self.scenario
-        return fan_out(self.sockets, self.sse, self.channels, self.rate, self.duration)
-
-    @property
-    def clients(self) -> int:
-        return self.plan.peak_clients
-
-    @property
-    def seconds(self) -> float:
-        """An upper bound of the run's length, for a hard deadline around it."""
-        plan = self.plan
-        ramps = sum(self.ramp_timeout + self.settle for stage in plan.stages if stage.seconds == 0)
-        return ramps + plan.seconds + self.drain + 2 * self.connect_timeout * sum(1 for s in plan.stages if s.reconnect)
 
 
 class Run:

@@ -212,3 +212,44 @@ def next_kind(mix: tuple[tuple[str, float], ...], joined: dict[str, int]) -> str
     kind = max(mix, key=lambda item: item[1] * total - joined.get(item[0], 0))[0]
     joined[kind] = joined.get(kind, 0) + 1
     return kind
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    target: str = "volthub"
+    sockets: int = 100
+    sse: int = 0
+    channels: int = 10
+    rate: float = 10.0  # chat messages per second, all channels together
+    duration: float = 10.0  # seconds of sending
+    message_size: int = 64  # characters of chat text (the send time needs about 40)
+    connect_concurrency: int = 64
+    connect_rate: float = 0.0  # connects per second; 0 = as fast as the gate allows
+    connect_timeout: float = 30.0
+    ramp_timeout: float = 120.0
+    settle: float = 1.0
+    drain: float = 5.0
+    send_concurrency: int = 64
+    ws_client: str = "raw"
+    sio_path: str = "/ws/events"
+    namespace: str = "/"
+    sample_interval: float = 0.5
+    allow_remote: bool = False
+    scenario: Scenario | None = None  # None: the fan-out the flags above describe
+
+    @property
+    def plan(self) -> Scenario:
+        if self.scenario is not None:
+            return self.scenario
+        return fan_out(self.sockets, self.sse, self.channels, self.rate, self.duration)
+
+    @property
+    def clients(self) -> int:
+        return self.plan.peak_clients
+
+    @property
+    def seconds(self) -> float:
+        """An upper bound of the run's length, for a hard deadline around it."""
+        plan = self.plan
+        ramps = sum(self.ramp_timeout + self.settle for stage in plan.stages if stage.seconds == 0)
+        return ramps + plan.seconds + self.drain + 2 * self.connect_timeout * sum(1 for s in plan.stages if s.reconnect)

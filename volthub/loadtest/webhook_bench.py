@@ -38,7 +38,7 @@ from typing import Any
 import trio
 
 from volthub.config import load_settings
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import SystemClock
 from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.loadtest import checks
@@ -131,7 +131,7 @@ async def _seed(database: Database, count: int, url: str) -> str:
         )
 
     await database.write(setup)
-    publisher = EventPublisher(database, InProcessBus(), SystemClock())
+    publisher = EventPublisher(database, InProcessBroker(), SystemClock())
     publisher.add_transaction_sink(Dispatcher.from_settings(database, SystemClock(), _settings(1, "").webhooks).sink)
     batch = 100
     for start in range(0, count, batch):

@@ -1,19 +1,23 @@
-"""The server's side of RFC 6455 (sans-IO): the opening handshake's answer, pre-built
-server frames, and a reader for the frames a client sends.
+"""RFC 6455 (sans-IO) for both roles, as h11 serves both ends of HTTP: the opening
+handshake (the client's request and the check of its answer; the server's accept key),
+frames as each role writes them, and one reader of the peer's frames.
 
 Why our own and not wsproto on the gateway's hot path: a server frame is never masked
 (RFC 6455 §5.1), so a message's bytes are the same for every connection and are built once
 (:func:`server_frame`), then written as they are; only the few frames clients send (pongs,
 requests) need parsing, which :class:`FrameReader` does without per-frame objects beyond
-the messages it returns. No extension is negotiated (no permessage-deflate): every frame
-has RSV bits clear.
+the messages it returns. The load generator is the client role: thousands of clients share
+one core there, so the reader is the same few byte reads per frame. No extension is
+negotiated (no permessage-deflate): every frame has RSV bits clear.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Final
 
 _GUID: Final = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -30,6 +34,13 @@ CLOSE_NORMAL: Final = 1000
 CLOSE_PROTOCOL_ERROR: Final = 1002
 CLOSE_INVALID_DATA: Final = 1007
 CLOSE_TOO_BIG: Final = 1009
+
+
+class Role(Enum):
+    """Which end of the connection we are: it decides which frames are masked."""
+
+    CLIENT = "client"
+    SERVER = "server"
 
 
 def accept_key(client_key: str) -> str:
@@ -73,12 +84,71 @@ def close_frame(code: int, reason: str = "") -> bytes:
     return server_frame(OP_CLOSE, code.to_bytes(2, "big") + encoded)
 
 
+def client_frame(opcode: int, payload: bytes, mask: bytes) -> bytes:
+    """One complete frame as a client writes it: masked with the 4 bytes of ``mask``
+    (RFC 6455 §5.3; the caller draws them, so this module stays free of I/O)."""
+    size = len(payload)
+    head = 0x80 | opcode
+    if size < 126:
+        header = bytes((head, 0x80 | size))
+    elif size < 65536:
+        header = bytes((head, 0x80 | 126)) + size.to_bytes(2, "big")
+    else:
+        header = bytes((head, 0x80 | 127)) + size.to_bytes(8, "big")
+    return header + mask + _unmask(payload, mask)  # XOR both ways: masking is unmasking
+
+
+def upgrade_request(host: str, target: str, key: str, headers: Mapping[str, str] | None = None) -> bytes:
+    """The client's opening handshake (``Host`` as given, e.g. ``"127.0.0.1:8081"``); no
+    extension is offered, so no frame will be compressed."""
+    lines = [
+        f"GET {target} HTTP/1.1",
+        f"Host: {host}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        f"Sec-WebSocket-Key: {key}",
+        "Sec-WebSocket-Version: 13",
+        *(f"{name}: {value}" for name, value in (headers or {}).items()),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+# The longest answer head a client waits for before giving up on the upgrade.
+MAX_UPGRADE_HEAD: Final = 16384
+
+
+def upgrade_answer_length(received: bytes | bytearray, key: str) -> int | None:
+    """The length of the server's complete answer head at the start of ``received`` (frames
+    may follow it in the same read), or None while the head is incomplete. Raises
+    :class:`HandshakeRefused` unless it is a 101 that accepts ``key``."""
+    end = received.find(b"\r\n\r\n")
+    if end < 0:
+        if len(received) > MAX_UPGRADE_HEAD:
+            raise HandshakeRefused("upgrade answer head too long")
+        return None
+    status_line, *field_lines = bytes(received[:end]).decode("latin-1").split("\r\n")
+    status = status_line.split(" ", 2)
+    if len(status) < 2 or status[1] != "101":
+        raise HandshakeRefused(f"upgrade refused: {status_line}")
+    fields = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in field_lines)}
+    if fields.get("sec-websocket-accept") != accept_key(key):
+        raise HandshakeRefused("bad Sec-WebSocket-Accept")
+    return end + 4
+
+
 class WebSocketError(Exception):
-    """The client broke RFC 6455: close the connection with ``code``."""
+    """The peer broke RFC 6455: close the connection with ``code``."""
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class HandshakeRefused(WebSocketError):
+    """The server did not accept the client's upgrade (no WebSocket, so no close frame)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(CLOSE_PROTOCOL_ERROR, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,23 +175,32 @@ def _unmask(payload: bytes, mask: bytes) -> bytes:
 
 
 class FrameReader:
-    """Parses the client's frames; ``feed(data)`` returns what completed.
+    """Parses the peer's frames; ``feed(data)`` returns what completed.
 
-    ``max_message`` bounds a message (and so what is buffered): beyond it WebSocketError
-    1009 is raised before the rest arrives.
+    ``our_role`` says which end we are: a server reads masked frames only, a client
+    unmasked ones only (RFC 6455 §5.1); either is refused with 1002. ``max_message`` bounds
+    a message (and so what is buffered): beyond it WebSocketError 1009 is raised before the
+    rest arrives.
     """
 
-    __slots__ = ("max_message", "_buffer", "_fragments", "_fragment_op", "_fragment_size")
+    __slots__ = ("max_message", "_masked", "_buffer", "_fragments", "_fragment_op", "_fragment_size")
 
-    def __init__(self, max_message: int) -> None:
+    def __init__(self, max_message: int, our_role: Role = Role.SERVER) -> None:
         self.max_message = max_message
+        self._masked = our_role is Role.SERVER
         self._buffer = b""
         self._fragments: list[bytes] | None = None
         self._fragment_op = 0
         self._fragment_size = 0
 
+    def idle(self) -> bool:
+        """Nothing held back: the next byte fed starts a new frame of a new message."""
+        return not self._buffer and self._fragments is None
+
     def feed(self, data: bytes) -> list[Received]:
-        buffer = self._buffer + data if self._buffer else data
+        buffer = self._buffer + data if self._buffer else bytes(data)
+        masked = self._masked
+        mask_size = 4 if masked else 0
         found: list[Received] = []
         offset = 0
         end = len(buffer)
@@ -129,8 +208,11 @@ class FrameReader:
             first, second = buffer[offset], buffer[offset + 1]
             if first & 0x70:
                 raise WebSocketError(CLOSE_PROTOCOL_ERROR, "reserved bits set (no extension was negotiated)")
-            if not second & 0x80:
-                raise WebSocketError(CLOSE_PROTOCOL_ERROR, "client frames must be masked")
+            if bool(second & 0x80) is not masked:
+                raise WebSocketError(
+                    CLOSE_PROTOCOL_ERROR,
+                    "client frames must be masked" if masked else "server frames must not be masked",
+                )
             size = second & 0x7F
             head = 2
             if size == 126:
@@ -149,11 +231,12 @@ class FrameReader:
                     raise WebSocketError(CLOSE_PROTOCOL_ERROR, "invalid control frame")
             elif self._fragment_size + size > self.max_message:
                 raise WebSocketError(CLOSE_TOO_BIG, "message exceeds the maximum size")
-            if end - offset < head + 4 + size:
+            if end - offset < head + mask_size + size:
                 break
-            mask = buffer[offset + head : offset + head + 4]
-            start = offset + head + 4
-            payload = _unmask(buffer[start : start + size], mask)
+            start = offset + head + mask_size
+            payload = buffer[start : start + size]
+            if masked:
+                payload = _unmask(payload, buffer[offset + head : start])
             offset = start + size
             received = self._frame(first & 0x80 != 0, opcode, payload)
             if received is not None:

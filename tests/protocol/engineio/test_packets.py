@@ -10,6 +10,7 @@ from volthub.protocol.engineio.packets import (
     EngineIOProtocolError,
     Packet,
     PacketType,
+    decode_open,
     decode_packet,
     decode_payload,
     encode_open,
@@ -102,6 +103,17 @@ def test_open_packet_carries_milliseconds() -> None:
         "pingTimeout": 20_000,
         "maxPayload": 1_000_000,
     }
+
+
+def test_the_client_reads_the_open_packet_back() -> None:
+    handshake = decode_open(encode_open("sid1", [], 25_000, 20_000, 1_000_000))
+    assert handshake["sid"] == "sid1" and handshake["pingInterval"] == 25_000
+
+
+@pytest.mark.parametrize("frame", ['40{"sid":"x"}', "0not json", '0{"upgrades":[]}', '0{"sid":7}', "0[]"])
+def test_an_open_packet_without_a_session_is_refused(frame: str) -> None:
+    with pytest.raises(EngineIOProtocolError):
+        decode_open(frame)
 
 
 def test_separator_is_the_record_separator() -> None:

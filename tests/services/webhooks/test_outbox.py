@@ -11,7 +11,7 @@ import trio
 
 from tests.conftest import insert_app
 from tests.conftest import stored_user as make_user
-from volthub.hub.bus import InProcessBus
+from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import SystemClock, to_ms
 from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Database, Tx
@@ -34,7 +34,7 @@ def scopes() -> Scopes:
 
 @pytest.fixture
 def publisher(db: Database, scopes: Scopes) -> EventPublisher:
-    publisher = EventPublisher(db, InProcessBus(), SystemClock())
+    publisher = EventPublisher(db, InProcessBroker(), SystemClock())
     publisher.add_transaction_sink(OutboxSink(0, scope_check=scopes))
     return publisher
 
@@ -167,7 +167,7 @@ async def test_chat_message_follows_the_owners_real_grant(db: Database) -> None:
     owner = await make_user(db)
     client_id = await insert_app(db, owner)
     await make_webhook(db, client_id, ["chat.message"])
-    publisher = EventPublisher(db, InProcessBus(), SystemClock())
+    publisher = EventPublisher(db, InProcessBroker(), SystemClock())
     publisher.add_transaction_sink(OutboxSink(0))  # the default check: the OAuth grants
 
     def grant(held: list[str]) -> Any:
@@ -194,7 +194,7 @@ async def test_chat_message_follows_the_owners_real_grant(db: Database) -> None:
 async def test_first_delay_sets_the_due_time(db: Database) -> None:
     owner = await make_user(db)
     await make_webhook(db, await insert_app(db, owner), ["channel.follow"])
-    publisher = EventPublisher(db, InProcessBus(), SystemClock())
+    publisher = EventPublisher(db, InProcessBroker(), SystemClock())
     publisher.add_transaction_sink(OutboxSink(30))
     event = await publisher.write(emit(owner, "channel.follow"))
     [row] = await deliveries(db)
@@ -287,12 +287,12 @@ async def test_on_postgresql_subscribers_are_read_again_exactly_when_they_change
     subscribed, made on another connection as another process would, shows in the next
     event's deliveries."""
     from tests.conftest import opened_database
-    from volthub.hub.bus import PostgresRelay
+    from volthub.hub.bus import PostgresBroker
     from volthub.persistence import apps as apps_repo
 
     async with opened_database(postgres_url, pool_size=2) as db:
         sink = OutboxSink(0, scope_check=lambda *_: True)
-        publisher = EventPublisher(db, InProcessBus(), SystemClock(), PostgresRelay(db, SystemClock()))
+        publisher = EventPublisher(db, InProcessBroker(), SystemClock(), PostgresBroker(db, SystemClock()))
         publisher.add_transaction_sink(sink)
         owner = await make_user(db)
         client_id = await insert_app(db, owner)
@@ -327,14 +327,14 @@ async def test_on_postgresql_a_rolled_back_first_event_leaves_no_list_that_a_lat
     row and all; a webhook added meanwhile moves no version (there is no row to move). The
     next first event starts a new row: it must not find the rolled-back read as current."""
     from tests.conftest import opened_database
-    from volthub.hub.bus import PostgresRelay
+    from volthub.hub.bus import PostgresBroker
 
     class Boom(Exception):
         pass
 
     async with opened_database(postgres_url, pool_size=2) as db:
         sink = OutboxSink(0, scope_check=lambda *_: True)
-        publisher = EventPublisher(db, InProcessBus(), SystemClock(), PostgresRelay(db, SystemClock()))
+        publisher = EventPublisher(db, InProcessBroker(), SystemClock(), PostgresBroker(db, SystemClock()))
         publisher.add_transaction_sink(sink)
 
         def fail_after_the_sink(tx: Tx, events: list[Any]) -> None:
@@ -347,7 +347,7 @@ async def test_on_postgresql_a_rolled_back_first_event_leaves_no_list_that_a_lat
             await publisher.write(emit(owner, "channel.follow", {"userId": "x"}))
         assert sink.subscribers.reads == 1  # it read, and its transaction is gone
         await make_webhook(db, client_id, ["channel.follow"])
-        publisher = EventPublisher(db, InProcessBus(), SystemClock(), PostgresRelay(db, SystemClock()))
+        publisher = EventPublisher(db, InProcessBroker(), SystemClock(), PostgresBroker(db, SystemClock()))
         publisher.add_transaction_sink(sink)
         await publisher.write(emit(owner, "channel.follow", {"userId": "x"}))
         assert len(await deliveries(db)) == 1

@@ -4,8 +4,9 @@ A namespace connection that asked for it (``auth.recovery``) gets a private id `
 its CONNECT answer, and every platform event it is sent carries the event's id as a last,
 string argument: the *offset* the client remembers. When the connection drops for a reason
 that is not the client's own choice, what it was (socket id, user, subscriptions) is kept
-for ``[events] recovery_window_seconds`` in a store every process of the deployment reads
-(:mod:`volthub.hub.recovery_store`: PostgreSQL or Redis, in-process on SQLite). A client
+for ``[events] recovery_window_seconds`` in the broker's store, which every process of the
+deployment reads (:mod:`volthub.hub.recovery_store`: PostgreSQL or Redis, in-process on
+SQLite). A client
 reconnecting within that window, to any process, sends ``{pid, offset}`` in its CONNECT
 auth; it gets the same socket id and ``pid`` back (``socket.recovered`` is true on the
 client), its subscriptions, and every event after the offset, once, in order, from the
@@ -19,15 +20,12 @@ that do not know about it (python-socketio has no recovery) would see it too.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from volthub.http.events.engineio import SHUTTING_DOWN
-from volthub.hub.bus import PostgresRelay
-from volthub.hub.clock import Clock
 from volthub.hub.fanout import Fanout, Resume
 from volthub.hub.publisher import Event
-from volthub.hub.recovery_store import DatabaseRecoveryStore, Lost, RecoveryStore, RedisRecoveryStore
-from volthub.hub.redis_bus import RedisRelay
+from volthub.hub.recovery_store import Lost, RecoveryStore
 from volthub.protocol.engineio.session import (
     CLOSE_FORCED,
     CLOSE_PING_TIMEOUT,
@@ -39,16 +37,6 @@ from volthub.protocol.engineio.session import (
 RECOVERABLE: Final = frozenset(
     {CLOSE_TRANSPORT, CLOSE_TRANSPORT_ERROR, CLOSE_PING_TIMEOUT, CLOSE_FORCED, SHUTTING_DOWN}
 )
-
-
-def store_for(window_seconds: float, clock: Clock, bus: object, database: Any) -> RecoveryStore:
-    """Where the deployment keeps dropped connections' states: with the broker every process
-    shares (Redis, or PostgreSQL with its own broker), in-process on SQLite."""
-    if isinstance(bus, RedisRelay):
-        return RedisRecoveryStore(window_seconds, clock, bus)
-    if isinstance(bus, PostgresRelay):
-        return DatabaseRecoveryStore(window_seconds, clock, database)
-    return RecoveryStore(window_seconds)
 
 
 def note_start(fanout: Fanout, last_sent: dict[str, str], channel_id: str) -> None:
@@ -86,4 +74,4 @@ def missed_events(fanout: Fanout, lost: Lost, offset: str) -> dict[str, list[Eve
     return missed if offset_found else None
 
 
-__all__ = ["RECOVERABLE", "Lost", "RecoveryStore", "missed_events", "note_start", "store_for"]
+__all__ = ["RECOVERABLE", "Lost", "RecoveryStore", "missed_events", "note_start"]

@@ -61,15 +61,16 @@ def _session_marker(session_id: str | None) -> str | None:
 
 
 class ConnectionRegistry:
-    def __init__(self) -> None:
+    def __init__(self, *, interest: Callable[[str, bool], None] | None = None) -> None:
         self._by_key: dict[Key, dict[Closable, None]] = {}
         self._keys_of_user: dict[str, dict[Key, None]] = {}  # user id -> their keys
         self._holders: list[SessionHolder] = []
         # Set by close_all: the reason every connection registered from then on is ended with.
         self.closing: str | None = None
         # Told (user id, True) at a user's first connection here and (user id, False) after
-        # their last: a broker with per-channel interest then follows the person's subject.
-        self.interest: Callable[[str, bool], None] | None = None
+        # their last: a broker with per-channel interest then follows the person's subject
+        # (Broker.member_interest).
+        self.interest = interest
 
     def hold_sessions(self, holder: SessionHolder) -> None:
         """``close_all`` also closes ``holder``'s sessions (an Engine.IO endpoint, the gateway)."""

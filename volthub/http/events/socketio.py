@@ -47,7 +47,7 @@ from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Re
 from volthub.http.events.connection import Connection
 from volthub.http.events.engineio import SHUTTING_DOWN, EngineIOEndpoint
 from volthub.http.events.gateway import Gateway
-from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore, missed_events, note_start, store_for
+from volthub.http.events.recovery import RECOVERABLE, Lost, RecoveryStore, missed_events, note_start
 from volthub.http.events.registry import AUTHORIZATION_REVOKED, ConnectionRegistry, Key
 from volthub.http.params import uuid_param
 from volthub.http.runtime import Runtime
@@ -546,17 +546,18 @@ def protocol_settings(rt: Runtime) -> Settings:
 async def install(rt: Runtime) -> None:
     """Start-up hook: the fan-out on the bus, and presence."""
     events = rt.settings.events
-    fanout = Fanout(resume_size=events.resume_buffer_size, resume_channels=events.resume_channels)
+    fanout = Fanout(
+        resume_size=events.resume_buffer_size, resume_channels=events.resume_channels, interest=rt.bus.channel_interest
+    )
     for namespace in ("/", SPEC_NAMESPACE):
         for offsets in (False, True):
             fanout.register_wire(socket_wire(namespace, offsets), socket_encoder(namespace, offsets))
     for form, encoder in SSE_ENCODERS.items():
         fanout.register_wire(sse_wire(form), encoder)
     rt.services.fanout = fanout
-    rt.recovery = store_for(events.recovery_window_seconds, rt.clock, rt.bus, rt.db)
-    rt.services.presence = fanout  # snapshot(channel_id) -> (user ids, anonymous count)
+    rt.recovery = rt.bus.recovery_store(events.recovery_window_seconds)
     rt.bus.subscribe(fanout.publish)
-    connections = rt.services.connections = ConnectionRegistry()
+    connections = rt.services.connections = ConnectionRegistry(interest=rt.bus.member_interest)
     rt.bus.subscribe(connections.on_event)
     # A shutdown ends every Events API connection through the registry: its namespaces and
     # streams, then the sessions of both paths that never joined one.

@@ -15,12 +15,11 @@ import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import orjson
 
-if TYPE_CHECKING:  # session.py builds on this module; the event type is all we need of it
-    from volthub.protocol.engineio.session import SessionEvent
+from volthub.protocol.engineio.events import SessionEvent
 
 PROTOCOL_VERSION: Final = 4
 SEPARATOR: Final = "\x1e"
@@ -67,6 +66,7 @@ class Packet:
 # Pre-built frames for the packets a server sends without data; sharing one str object
 # per kind costs nothing and saves an allocation per heartbeat.
 PING: Final = "2"
+PONG: Final = "3"  # a client's answer to PING
 PONG_PROBE: Final = "3probe"
 NOOP: Final = "6"
 CLOSE: Final = "1"
@@ -140,6 +140,21 @@ def encode_open(
         "maxPayload": max_payload,
     }
     return "0" + orjson.dumps(handshake).decode("utf-8")
+
+
+def decode_open(frame: Frame) -> dict[str, object]:
+    """The client's side of :func:`encode_open`: the handshake of an OPEN frame, which must
+    name the session (``sid``)."""
+    packet = decode_packet(frame)
+    if packet.type is not PacketType.OPEN or not isinstance(packet.data, str):
+        raise EngineIOProtocolError(f"expected an OPEN packet, got {str(frame)[:40]!r}")
+    try:
+        handshake = orjson.loads(packet.data)
+    except orjson.JSONDecodeError as exc:
+        raise EngineIOProtocolError("the OPEN packet is not JSON") from exc
+    if not isinstance(handshake, dict) or not isinstance(handshake.get("sid"), str):
+        raise EngineIOProtocolError("the OPEN packet names no session")
+    return handshake
 
 
 def _b64decode(text: str) -> bytes:

@@ -20,6 +20,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Final
 
+from volthub.protocol.engineio.events import SessionEvent
 from volthub.protocol.engineio.handshake import POLLING, TRANSPORTS, WEBSOCKET, ErrorCode, HttpError, http_error
 from volthub.protocol.engineio.packets import (
     CLOSE,
@@ -78,12 +79,6 @@ def new_sid() -> str:
 
 
 # ----------------------------------------------------------------------------- events
-
-
-class SessionEvent:
-    """What a session reports to its adapter; Socket.IO adds its own kinds."""
-
-    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)

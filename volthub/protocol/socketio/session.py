@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from volthub.protocol.engineio.events import SessionEvent
 from volthub.protocol.engineio.packets import CLOSE
 from volthub.protocol.engineio.session import (
     CLOSE_CONNECT_TIMEOUT,
     EngineIOSession,
     Event,
     SessionClosed,
-    SessionEvent,
     Settings,
     new_sid,
 )
