@@ -125,3 +125,19 @@ def test_extvideo_redirect_uri_comes_from_public_url_or_its_own_key():
     own = load_settings(environ={}, overrides={"extvideo": {**configured, "redirect_uri": "https://a.example/cb"}})
     assert own.extvideo.callback_url("") == "https://a.example/cb"
     assert load_settings(environ={}, overrides={}).extvideo.base_url == ""  # off: nothing to check
+
+
+def test_cors_origins_come_from_the_environment_and_the_events_paths_follow_the_server() -> None:
+    settings = load_settings(environ={"VOLTHUB_SERVER__CORS_ORIGINS": "https://a.example, http://127.0.0.1:5173"})
+    assert settings.server.cors_origins == ["https://a.example", "http://127.0.0.1:5173"]
+    assert settings.events.origins_for_browsers(settings.server) == ["https://a.example", "http://127.0.0.1:5173"]
+    own = load_settings(environ={"VOLTHUB_EVENTS__CORS_ORIGINS": "https://b.example"})
+    assert own.events.origins_for_browsers(own.server) == ["https://b.example"]
+    assert own.server.cors_origins == ["*"]
+    assert load_settings(environ={"VOLTHUB_SERVER__CORS_ORIGINS": "null"}).server.cors_origins == ["null"]
+
+
+@pytest.mark.parametrize("value", ["https://a.example/", "a.example", "https://a.example/path"])
+def test_a_cors_origin_with_a_path_or_no_scheme_names_its_key(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"server\.cors_origins.*scheme://host"):
+        load_settings(environ={"VOLTHUB_SERVER__CORS_ORIGINS": value})

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from volthub.protocol.cors import is_origin
+
 ENV_PREFIX = "VOLTHUB_"
 
 
@@ -45,6 +47,24 @@ class ServerSettings(Section):
     trusted_proxies: list[str] = Field([], max_length=1000)
     listen_backlog: int = Field(2048, ge=16, le=65535)
     gc_gen0_threshold: int = Field(100_000, ge=0, le=10_000_000)
+    # Browser origins that may call the API (/api/*, /.well-known/*) from their own pages
+    # (CORS); "*" allows any, an empty list none.
+    cors_origins: list[str] = Field(["*"], max_length=1000)
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        return _checked_origins(origins)
+
+
+def _checked_origins(origins: list[str]) -> list[str]:
+    for origin in origins:
+        if origin not in ("*", "null") and not is_origin(origin.lower()):
+            raise ValueError(
+                f'not an origin: {origin!r}; write "*", "null" or scheme://host[:port] with no path,'
+                " e.g. https://overlay.example"
+            )
+    return origins
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -172,7 +192,8 @@ class EventsSettings(Section):
     # Channels one Socket.IO connection may `subscribe` to besides its own.
     max_subscriptions: int = Field(20, ge=0, le=10_000)
     # Origins allowed to reach the Engine.IO endpoints from a browser; "*" allows any.
-    cors_origins: list[str] = Field(["*"], max_length=1000)
+    # Empty: the same as [server] cors_origins.
+    cors_origins: list[str] = Field([], max_length=1000)
     # Socket.IO connection state recovery (v4.6+ clients that ask with auth.recovery): a
     # connection that drops may come back within this long and get what it missed. 0: off.
     recovery_window_seconds: float = Field(120.0, ge=0, le=86_400)
@@ -191,6 +212,15 @@ class EventsSettings(Section):
     # the host of [server] public_url (else the bind address); the main port when the
     # gateway is off.
     public_ws_url: str = ""
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        return _checked_origins(origins)
+
+    def origins_for_browsers(self, server: ServerSettings) -> list[str]:
+        """The origins the Engine.IO endpoints allow: this section's, else the server's."""
+        return self.cors_origins or server.cors_origins
 
     @field_validator("public_ws_url")
     @classmethod

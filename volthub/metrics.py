@@ -132,6 +132,13 @@ DB_QUERY_ERRORS = Counter(
     ["backend", "kind"],
 )
 DB_ERROR_KINDS = ("unavailable", "storage", "constraint", "invalid_input", "other")
+CORS_REFUSED = Counter(
+    PREFIX + "cors_refused_requests",
+    "Requests from a browser origin the server does not allow (they got no CORS headers; a "
+    "refused preflight got 403), by the paths they were for: api ([server] cors_origins) or "
+    "events (the Socket.IO paths, [events] cors_origins).",
+    ["paths"],
+)
 SERVICE_RESTARTS = Counter(
     PREFIX + "service_restarts",
     "Background services restarted by the supervisor after a crash, by service.",
@@ -140,6 +147,8 @@ SERVICE_RESTARTS = Counter(
 
 # Children made once: the label lookup is a dict access and a lock, not worth on hot paths.
 _DELIVERIES = {transport: EVENTS_DELIVERIES.labels(transport) for transport in ("websocket", "polling", "sse")}
+# Both children exist from the start, so a scrape shows 0 before the first refusal.
+_CORS_REFUSED = {paths: CORS_REFUSED.labels(paths) for paths in ("api", "events")}
 
 
 # `[metrics] enabled = false` stops the per-delivery and per-request work too, not only the
@@ -165,6 +174,12 @@ def count_deliveries(by_transport: dict[str, int]) -> None:
         if child is None:
             child = _DELIVERIES[transport] = EVENTS_DELIVERIES.labels(transport)
         child.inc(count)
+
+
+def count_cors_refused(paths: str) -> None:
+    """A request came from a browser origin that is not allowed (`paths`: api or events)."""
+    if _enabled:
+        _CORS_REFUSED[paths].inc()
 
 
 def start_db_errors(backend: str) -> None:

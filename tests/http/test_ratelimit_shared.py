@@ -15,8 +15,8 @@ from trio.testing import wait_all_tasks_blocked
 
 from tests.conftest import make_settings
 from tests.redis_support import RedisServer, redis_server
-from volthub.hub.broker_budgets import FORGET_EVERY_SECONDS
 from volthub.http.app import create_app
+from volthub.hub.broker_budgets import FORGET_EVERY_SECONDS
 from volthub.hub.clock import TrioClock
 
 __all__ = ["redis_server"]  # fixture

@@ -27,7 +27,7 @@ from quart_trio.wrappers.request import TrioRequest
 
 from volthub import logs, metrics, version
 from volthub.config import Settings, load_settings
-from volthub.http import access, chat_send, cluster, observe, ratelimit, request_rules, serving
+from volthub.http import access, chat_send, cluster, cors, observe, ratelimit, request_rules, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.blueprints import channel_points as channel_points_blueprint
 from volthub.http.blueprints import channel_roles as channel_roles_blueprint
@@ -155,6 +155,7 @@ def create_app(
     _declare_openapi_route(app)
     events_api.mount(app)  # Engine.IO paths (/ws/events, /socket.io) served ahead of Quart
     chat_send.install(app.extensions["volthub"])  # chat send on the gateway too: the bots' fast path
+    app.asgi_app = cors.middleware(app.asgi_app, app.url_map, cors.api_policy(settings))  # type: ignore[method-assign, assignment, arg-type]
     serving.adapt(app, settings)  # Hypercorn's close fix, connection caps, early body reads
     # Outermost: request ids, access lines and HTTP metrics for everything, Engine.IO included.
     app.asgi_app = observe.middleware(app.asgi_app, settings.logging.access_log)  # type: ignore[method-assign, assignment, arg-type]

@@ -10,12 +10,14 @@ channel rule), through the same functions the app's hooks call (`access`, `ratel
 connection and stream objects, Quart's request context, the hooks' dispatch), which costs
 more per request than the send.
 
-Order of the checks (the app's before_request hooks, then the view's decorators):
-the per-IP budget; NUL in the URL; the token and its scope; the body's size (413) and
-type (415); the route's budget; the JSON body and its model (400); the channel (400
-`invalid_id`, 404, 403); the send. Every answer carries `X-Request-Id` and, when rate
-limiting is on, the `X-RateLimit-*` headers; it is counted in the HTTP metrics and written
-to the access log under the route's template, as on the main port.
+Order of the checks (the app's before_request hooks, then the view's decorators): a
+browser's preflight is answered first, by the policy of the main port's API paths
+(`volthub.http.cors`); then the per-IP budget; NUL in the URL; the token and its scope;
+the body's size (413) and type (415); the route's budget; the JSON body and its model
+(400); the channel (400 `invalid_id`, 404, 403); the send. Every answer carries
+`X-Request-Id`, the CORS headers and, when rate limiting is on, the `X-RateLimit-*`
+headers; it is counted in the HTTP metrics and written to the access log under the
+route's template, as on the main port.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ import orjson
 import trio
 from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE
 
-from volthub.http import access, observe, ratelimit, request_rules
+from volthub.http import access, cors, observe, ratelimit, request_rules
 from volthub.http.blueprints import chat
 from volthub.http.errors import ApiError, api_error_of, error_body, validation_error
 from volthub.http.events.asgi import Scope, header
 from volthub.http.events.gateway import Gateway
 from volthub.http.events.gateway_connections import Link
 from volthub.http.runtime import Runtime
+from volthub.protocol.cors import Kind, Verdict
 from volthub.protocol.ratelimit import Decision, tightest
 
 log = logging.getLogger("volthub")
@@ -86,11 +89,16 @@ class GatewayRoute:
         self.accepted = access.accepted_body_types(view)
         self.large_body = access.body_limit_of(view, 0, 1) == 1
         self.post = post
+        self.cors = cors.api_policy(rt.settings)
 
     async def __call__(self, scope: Scope, link: Link) -> None:
         started = time.perf_counter()
         rid = observe.request_id(scope)
         scope[observe.ROUTE_KEY] = ROUTE
+        verdict = cors.judged(self.cors, scope["method"], scope["headers"], cors.API)
+        if verdict.kind is not Kind.SERVE:
+            await self._preflight(scope, link, verdict, rid, started)
+            return
         decisions: list[Decision] = []
         headers: list[tuple[bytes, bytes]] = []
         try:
@@ -113,7 +121,20 @@ class GatewayRoute:
             ]
         headers += [_JSON, (b"x-request-id", rid.encode("latin-1"))]
         try:
-            await link.respond(status, orjson.dumps(document), headers, [])
+            await link.respond(status, orjson.dumps(document), headers, verdict.headers)
+        finally:
+            observe.finished(
+                scope, status, time.perf_counter() - started, False, rid, self.rt.settings.logging.access_log
+            )
+
+    async def _preflight(self, scope: Scope, link: Link, verdict: Verdict, rid: str, started: float) -> None:
+        """A preflight, answered as the main port answers it: before the rate limits and the token."""
+        if verdict.kind is Kind.PREFLIGHT:
+            status, body, headers = 204, b"", verdict.headers
+        else:
+            status, body, headers = 403, cors.refused_preflight_body(verdict, rid), [_JSON]
+        try:
+            await link.respond(status, body, [*headers, (b"x-request-id", rid.encode("latin-1"))], [])
         finally:
             observe.finished(
                 scope, status, time.perf_counter() - started, False, rid, self.rt.settings.logging.access_log

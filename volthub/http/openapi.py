@@ -27,6 +27,7 @@ from quart_schema.openapi import OpenAPIProvider
 from werkzeug.routing import Rule
 
 from volthub.http.access import JSON_ONLY, accepted_body_types, body_limit_of, declaration_of
+from volthub.protocol.cors import answers_cross_origin
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 F = TypeVar("F", bound=Callable[..., Any])
@@ -77,6 +78,7 @@ class VolthubOpenAPIProvider(OpenAPIProvider):
                 "details": {"type": "object"},
             },
         }
+        _describe_cross_origin(document)
         return document
 
     def _body_limit(self, view: Any) -> int:
@@ -196,3 +198,25 @@ def _describe_idempotency(operation: dict[str, Any]) -> None:
     responses = operation.setdefault("responses", {})
     responses.setdefault("409", _error("The first request with this Idempotency-Key has not finished"))
     responses.setdefault("422", _error("idempotency_key_reused: the key was used with another body"))
+
+
+_CROSS_ORIGIN_NOTE = (
+    "Browsers on other origins may call the operations marked `x-cross-origin: true` (every "
+    "path under /api/ and /.well-known/), from the origins the server's `[server] cors_origins` "
+    "allows (any by default): preflights are answered 204 before authentication and rate limits, "
+    "every answer carries `Access-Control-Allow-Origin`, errors included, and exposes "
+    "X-RateLimit-*, Retry-After and X-Request-Id. Credentials (cookies) are never allowed "
+    "cross-origin: send a bearer token. The HTML pages are same-origin only."
+)
+
+
+def _describe_cross_origin(document: dict[str, Any]) -> None:
+    """Say which operations answer browsers on other origins (CORS): `x-cross-origin` on each."""
+    for path, item in document.get("paths", {}).items():
+        for operation in item.values():
+            if isinstance(operation, dict) and "responses" in operation:
+                operation["x-cross-origin"] = answers_cross_origin(path)
+    info = document.setdefault("info", {})
+    info["description"] = (
+        f"{info['description']}\n\n{_CROSS_ORIGIN_NOTE}" if info.get("description") else _CROSS_ORIGIN_NOTE
+    )

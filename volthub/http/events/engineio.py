@@ -31,6 +31,7 @@ from typing import Final
 import orjson
 import trio
 
+from volthub.http.cors import EVENTS, judged
 from volthub.http.events.asgi import (
     CLOSE_GOING_AWAY,
     CLOSE_INTERNAL_ERROR,
@@ -56,6 +57,7 @@ from volthub.http.events.asgi import (
 )
 from volthub.http.events.connection import Connection, Handler
 from volthub.http.observe import request_id, session_ended
+from volthub.protocol.cors import ALLOW_ANY, CorsPolicy, Headers, Kind
 from volthub.protocol.engineio.handshake import (
     POLLING,
     WEBSOCKET,
@@ -71,6 +73,9 @@ from volthub.protocol.engineio.session import EngineIOSession, Event, SessionClo
 from volthub.protocol.socketio.session import Disconnected, SocketIOSession
 
 log = logging.getLogger(__name__)
+
+# A new session from a browser origin that is not allowed ([events] cors_origins).
+ORIGIN_REFUSED: Final = Refusal(403, {"code": int(ErrorCode.FORBIDDEN), "message": "Origin not allowed"})
 
 # A polling GET that arrives while a WebSocket probes the same session is answered only
 # once the probe has settled: the client may have sent "2probe" and "5" on the WebSocket
@@ -98,7 +103,7 @@ class EngineIOEndpoint:
         *,
         session_factory: SessionFactory | None = None,
         namespaces: Collection[str] | None = None,
-        cors_origins: Iterable[str] = ("*",),
+        cors: CorsPolicy = ALLOW_ANY,
         admission: Admission | None = None,
         raw_writes: bool = True,
     ) -> None:
@@ -108,8 +113,10 @@ class EngineIOEndpoint:
         self.handler = handler
         self.namespaces = frozenset(namespaces) if namespaces is not None else None
         self._factory = session_factory or self._socketio_session
-        self._cors = frozenset(cors_origins)
-        self._admission = admission
+        self.cors = cors
+        # Every new session is admitted by `_admit`: its origin, then `admission`.
+        self._more_admission = admission
+        self._admission: Admission = self._admit
         self.sessions: dict[str, Connection] = {}
         self._nursery: trio.Nursery | None = None
         self._ready = trio.Event()
@@ -252,32 +259,36 @@ class EngineIOEndpoint:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
-        origin = header(scope, b"origin")
-        if method == "OPTIONS":
-            await self._respond(send, 204, b"", [], origin, preflight=header(scope, b"access-control-request-headers"))
+        verdict = judged(self.cors, method, scope.get("headers", ()), EVENTS)
+        cors = verdict.headers  # what every answer below carries
+        if verdict.kind is Kind.REFUSED_PREFLIGHT:
+            await self._respond_error(send, http_error(ErrorCode.FORBIDDEN), cors)
+            return
+        if method == "OPTIONS":  # a preflight (then `cors` is its answer), or a bare OPTIONS
+            await self._respond(send, 204, b"", [], cors)
             return
         query = query_params(scope)
         found = validate_request(
             method, query, websocket=False, sessions=self.sessions, transports=self.settings.transports
         )
         if isinstance(found, HttpError):
-            await self._respond_error(send, found, origin)
+            await self._respond_error(send, found, cors)
             return
         if found.kind is RequestKind.OPEN:
-            refusal = self._admission(scope) if self._admission else None
+            refusal = ORIGIN_REFUSED if verdict.refused else self._admission(scope)
             if refusal is not None:
                 await self._respond(
-                    send, refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), origin
+                    send, refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), cors
                 )
                 return
             conn = self._open(scope, POLLING, query)
-            await self._poll(conn, receive, send, origin)
+            await self._poll(conn, receive, send, cors)
         elif found.kind is RequestKind.POLL:
-            await self._poll(self._session_of(found), receive, send, origin)
+            await self._poll(self._session_of(found), receive, send, cors)
         else:
-            await self._post(self._session_of(found), scope, receive, send, origin)
+            await self._post(self._session_of(found), scope, receive, send, cors)
 
-    async def _poll(self, conn: Connection, receive: Receive, send: Send, origin: str | None) -> None:
+    async def _poll(self, conn: Connection, receive: Receive, send: Send, cors: Headers) -> None:
         session = conn.session
         await self._probe_settled(conn)
         try:
@@ -285,10 +296,10 @@ class EngineIOEndpoint:
         except ProtocolError as exc:
             # A second GET while one is pending: the session is over, the first GET gets CLOSE.
             self.dispatch_leave(conn, exc.events)
-            await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), origin)
+            await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), cors)
             return
         if refused is not None:
-            await self._respond_error(send, refused, origin)
+            await self._respond_error(send, refused, cors)
             return
         if not session.poll_ready:
             try:
@@ -301,7 +312,7 @@ class EngineIOEndpoint:
                 return
         body = session.poll_take()
         conn.changed()  # may have drained a closed session: the driver forgets it
-        await self._respond(send, 200, body.encode("utf-8"), TEXT_PLAIN, origin)
+        await self._respond(send, 200, body.encode("utf-8"), TEXT_PLAIN, cors)
         conn.wrote()
 
     async def _probe_settled(self, conn: Connection) -> None:
@@ -318,20 +329,20 @@ class EngineIOEndpoint:
             # reach the client first, as it would from a server that saw the frames sooner.
             await trio.sleep_until(session.upgraded_at + PROBE_SETTLE_SECONDS)
 
-    async def _post(self, conn: Connection, scope: Scope, receive: Receive, send: Send, origin: str | None) -> None:
+    async def _post(self, conn: Connection, scope: Scope, receive: Receive, send: Send, cors: Headers) -> None:
         session = conn.session
         if (header(scope, b"content-type") or "").lower().startswith("application/octet-stream"):
             # v4 clients send text payloads only; binary bodies are the v3 XHR2 format.
-            await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), origin)
+            await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), cors)
             return
         try:
             refused = session.post_begin(self.now())
         except ProtocolError as exc:
             self.dispatch_leave(conn, exc.events)
-            await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), origin)
+            await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), cors)
             return
         if refused is not None:
-            await self._respond_error(send, refused, origin)
+            await self._respond_error(send, refused, cors)
             return
         try:
             body = await read_body(receive, self.settings.max_payload + 1)
@@ -350,17 +361,17 @@ class EngineIOEndpoint:
                 exc.http_status,
                 orjson.dumps({"code": int(ErrorCode.BAD_REQUEST), "message": exc.message}),
                 JSON_BODY,
-                origin,
+                cors,
             )
             return
         conn.changed()
         # Handled before answering: the client sends its next POST only after "ok", so
         # events of one client are handled in the order it sent them.
         await self.dispatch(conn, events)
-        await self._respond(send, 200, b"ok", TEXT_PLAIN, origin)
+        await self._respond(send, 200, b"ok", TEXT_PLAIN, cors)
 
-    async def _respond_error(self, send: Send, error: HttpError, origin: str | None) -> None:
-        await self._respond(send, error.status, error.body, JSON_BODY, origin)
+    async def _respond_error(self, send: Send, error: HttpError, cors: Headers) -> None:
+        await self._respond(send, error.status, error.body, JSON_BODY, cors)
 
     async def _respond(
         self,
@@ -368,10 +379,9 @@ class EngineIOEndpoint:
         status: int,
         body: bytes,
         headers: list[tuple[bytes, bytes]],
-        origin: str | None,
-        preflight: str | None = None,
+        cors: Headers,
     ) -> None:
-        headers = headers + self._cors_headers(origin, preflight)
+        headers = headers + cors
         headers.append((b"content-length", str(len(body)).encode()))
         try:
             await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -379,23 +389,16 @@ class EngineIOEndpoint:
         except OSError:  # the client went away first
             pass
 
-    def _cors_headers(self, origin: str | None, preflight: str | None) -> list[tuple[bytes, bytes]]:
-        if origin is None:
-            return []
-        if "*" in self._cors:
-            allowed = b"*"
-        elif origin in self._cors:
-            allowed = origin.encode("latin-1")
-        else:
-            return []
-        headers = [(b"access-control-allow-origin", allowed)]
-        if allowed != b"*":
-            headers.append((b"vary", b"Origin"))
-        if preflight is not None:
-            headers.append((b"access-control-allow-methods", b"GET, POST, OPTIONS"))
-            headers.append((b"access-control-allow-headers", preflight.encode("latin-1") or b"content-type"))
-            headers.append((b"access-control-max-age", b"86400"))
-        return headers
+    def cors_headers(self, scope: Scope) -> Headers:
+        """The CORS headers of an answer to `scope` (not a preflight: those are answered first)."""
+        return self.cors.judge("GET", scope.get("headers", ())).headers
+
+    def _admit(self, scope: Scope) -> Refusal | None:
+        """A new session: refused for a browser origin that is not allowed (a WebSocket;
+        polling requests are judged as they arrive), then by `admission`."""
+        if scope["type"] == "websocket" and judged(self.cors, "GET", scope.get("headers", ()), EVENTS).refused:
+            return ORIGIN_REFUSED
+        return self._more_admission(scope) if self._more_admission else None
 
     # ------------------------------------------------------------------ WebSocket
 
@@ -411,7 +414,7 @@ class EngineIOEndpoint:
             await self._refuse(scope, receive, send, Refusal(found.status, orjson.loads(found.body)))
             return
         if found.kind is RequestKind.OPEN:
-            refusal = self._admission(scope) if self._admission else None
+            refusal = self._admission(scope)
             if refusal is not None:
                 await self._refuse(scope, receive, send, refusal)
                 return
@@ -528,7 +531,7 @@ class EngineIOEndpoint:
                 refusal.status,
                 refusal.body,
                 JSON_BODY + encode_headers(refusal.headers),
-                header(scope, b"origin"),
+                self.cors_headers(scope),
             )
             return
         if "websocket.http.response" in scope.get("extensions", {}):

@@ -169,13 +169,13 @@ class GatewayEndpoint(EngineIOEndpoint):
             "GET", query, websocket=True, sessions=self.sessions, transports=self.settings.transports
         )
         if isinstance(found, HttpError):
-            await link.respond(found.status, found.body, JSON_BODY, self._cors_headers(header(scope, b"origin"), None))
+            await link.respond(found.status, found.body, JSON_BODY, self.cors_headers(scope))
             return None
         if found.kind is not RequestKind.OPEN:
             existing = self.sessions[found.sid] if found.sid is not None else None
             assert isinstance(existing, WireConnection)
             return await self._upgrade_wire(existing, link)
-        refusal = self._admission(scope) if self._admission else None
+        refusal = self._admission(scope)
         if refusal is not None:
             await link.respond(refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), [])
             return None

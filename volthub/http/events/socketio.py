@@ -42,6 +42,7 @@ from quart import Quart
 
 from volthub.http import observe, ratelimit
 from volthub.http.access import Principal, authenticate
+from volthub.http.cors import events_policy
 from volthub.http.errors import ApiError
 from volthub.http.events.asgi import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, Receive, Refusal, Scope, Send
 from volthub.http.events.connection import Connection
@@ -592,9 +593,9 @@ def mount(app: Quart) -> None:
     rt: Runtime = app.extensions["volthub"]
     handler = EventsSocketHandler(app, rt)
     settings = protocol_settings(rt)
-    cors, admission = rt.settings.events.cors_origins, _admission(rt)
+    cors, admission = events_policy(rt.settings), _admission(rt)
     endpoints = {
-        path: EngineIOEndpoint(settings, handler, namespaces=namespaces, cors_origins=cors, admission=admission)
+        path: EngineIOEndpoint(settings, handler, namespaces=namespaces, cors=cors, admission=admission)
         for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"}))
     }
     rt.engineio_endpoints = endpoints
@@ -638,7 +639,7 @@ def _gateway(
     )
     for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"})):
         gateway.add_endpoint(
-            path, settings, handler, namespaces=namespaces, cors_origins=events.cors_origins, admission=admission
+            path, settings, handler, namespaces=namespaces, cors=events_policy(rt.settings), admission=admission
         )
     return gateway
 
