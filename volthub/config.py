@@ -56,6 +56,14 @@ class ServerSettings(Section):
     def _origins(cls, origins: list[str]) -> list[str]:
         return _checked_origins(origins)
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_cidrs(cls, entries: list[str]) -> list[str]:
+        from volthub.protocol.client_address import parse_networks
+
+        parse_networks(entries)
+        return entries
+
 
 def _checked_origins(origins: list[str]) -> list[str]:
     for origin in origins:
@@ -65,14 +73,6 @@ def _checked_origins(origins: list[str]) -> list[str]:
                 " e.g. https://overlay.example"
             )
     return origins
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _proxy_cidrs(cls, entries: list[str]) -> list[str]:
-        from volthub.protocol.client_address import parse_networks
-
-        parse_networks(entries)
-        return entries
 
 
 class DatabaseSettings(Section):
