@@ -62,6 +62,11 @@ TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test
 	@# The official socket.io-client for tests/http/events/test_socketio.py (needs Node.js + npm).
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
+	@# The AsyncAPI CLI for tests/http/test_asyncapi.py: about 1,300 packages, so installed again
+	@# only when its lock file is newer than the installed tree. Its install scripts (shell
+	@# completion written into ~/.bashrc) are not needed to validate.
+	@if command -v npm >/dev/null 2>&1 && [ ! tests/asyncapi/node_modules/.package-lock.json -nt tests/asyncapi/package-lock.json ]; then \
+		npm ci --prefix tests/asyncapi --no-audit --no-fund --silent --ignore-scripts; fi
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # schemathesis over the whole OpenAPI document, every operation on both backends, many more

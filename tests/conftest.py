@@ -11,7 +11,8 @@ Each area keeps its own fixtures in its conftest.py (e.g. tests/http/conftest.py
 environment; tests/hub/conftest.py: a registry in the test's nursery) and its helpers in a
 support module (e.g. tests/http/oauth/tokens.py: OAuth tokens without the consent flow).
 tests/services/webhooks/support.py, the HTTPS webhook receiver, is loaded below as a plugin
-because the service tests and the HTTP tests both use its fixtures.
+because the service tests and the HTTP tests both use its fixtures; so is
+tests/event_payloads.py, which holds every event payload the tests see to its schema.
 
 Time: tests drive it with pytest-trio's `mock_clock` / `autojump_clock` (trio.testing.MockClock)
 and give the app `volthub.hub.clock.TrioClock`, which follows it; there is no other fake clock.
@@ -46,7 +47,7 @@ use_worker_ports()  # before any test module imports free_port (tests/ports.py)
 
 from volthub.loadtest.servers import free_port  # noqa: E402
 
-pytest_plugins = ["tests.services.webhooks.support"]
+pytest_plugins = ["tests.event_payloads", "tests.services.webhooks.support"]
 
 
 def _share_url_builders() -> None:

@@ -212,7 +212,7 @@ async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
     from volthub.hub.clock import SystemClock
     from volthub.hub.publisher import EventPublisher
     from volthub.persistence import migrate
-    from volthub.services.accounts import Accounts, UsernameTaken
+    from volthub.services.accounts import Accounts, DisplayNameRefused, UsernameTaken
     from volthub.services.passwords import Passwords
 
     password = args.password if args.password is not None else sys.stdin.readline().rstrip("\n")
@@ -236,6 +236,9 @@ async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
         user = await Accounts(database, publisher, passwords).register(body.username, body.password, body.displayName)
     except UsernameTaken:
         print(f"error: username {args.username!r} is taken", file=sys.stderr)
+        return 1
+    except DisplayNameRefused as exc:
+        print(f"error: displayName: {exc}", file=sys.stderr)
         return 1
     finally:
         await database.close()

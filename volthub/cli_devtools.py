@@ -225,7 +225,8 @@ def token_command(args: argparse.Namespace) -> int:
 
 async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int:
     from volthub.cli import _open
-    from volthub.hub.bus import InProcessBroker, PostgresBroker
+    from volthub.hub.brokers import open_broker
+    from volthub.hub.bus import InProcessBroker
     from volthub.hub.clock import SystemClock, to_ms
     from volthub.hub.publisher import EventPublisher
     from volthub.persistence import migrate
@@ -244,10 +245,10 @@ async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int
             secret_store.get_or_create("token_secret", to_ms(clock.now()))
         )
         tokens = TokenService(secret, clock, settings.auth.session_ttl_seconds)
-        # The grant's event reaches the app owner's webhooks (outbox) and, on PostgreSQL,
-        # the running servers (event log + NOTIFY), as a consent would.
-        relay = PostgresBroker(database, clock) if database.dialect == "postgresql" else None
-        publisher = EventPublisher(database, InProcessBroker(), clock, event_log=relay)
+        # The grant's event reaches the app owner's webhooks (outbox) and, through the
+        # deployment's event log, the running servers, as a consent would.
+        logged_by = open_broker(settings, database, clock)
+        publisher = EventPublisher(database, InProcessBroker(), clock, event_log=logged_by)
         publisher.add_transaction_sink(OutboxSink(float(settings.webhooks.retry_delays[0])))
         if args.first_party:
             user = await database.read(lambda tx: users_repo.get_by_username_insensitive(tx, args.user))

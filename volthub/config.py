@@ -37,6 +37,9 @@ class ServerSettings(Section):
     shutdown_timeout: float = Field(5.0, ge=0, le=600)
     # An idle kept-alive HTTP connection is closed after this long.
     keep_alive_timeout: float = Field(5.0, gt=0, le=3600)
+    # A request body must arrive within this long (seconds) of its first wait; a client that
+    # stops sending gets 408 and its connection is closed, on the main port and the gateway.
+    body_timeout: float = Field(30.0, gt=0, le=3600)
     # Open connections per process (0: the descriptor limit minus a reserve) and per client
     # address (0: a third of the total); past either, a new connection gets 503 and is closed.
     max_connections: int = Field(0, ge=0, le=10_000_000)
@@ -185,12 +188,17 @@ class EventsSettings(Section):
     ping_timeout_ms: int = Field(20_000, ge=50, le=3_600_000)
     # Largest polling POST body or WebSocket message accepted; larger closes the connection.
     max_payload: int = Field(100_000, ge=1024, le=16 * 1024 * 1024)
+    # Frames one fragmented WebSocket message may take; more closes the connection (1009).
+    max_message_frames: int = Field(128, ge=1, le=1_000_000)
     # A connection that has not joined a namespace this long after opening is closed.
     connect_timeout_ms: int = Field(45_000, ge=100, le=3_600_000)
     # A WebSocket probing an upgrade that does not complete in this long is closed.
     upgrade_timeout_ms: int = Field(10_000, ge=100, le=3_600_000)
     # Channels one Socket.IO connection may `subscribe` to besides its own.
     max_subscriptions: int = Field(20, ge=0, le=10_000)
+    # `subscribe` requests one Socket.IO connection may send a minute (a burst of this many,
+    # then one every 60/N seconds); past it they are refused with LIMIT_EXCEEDED.
+    subscribe_attempts_per_minute: int = Field(60, ge=1, le=100_000)
     # Origins allowed to reach the Engine.IO endpoints from a browser; "*" allows any.
     # Empty: the same as [server] cors_origins.
     cors_origins: list[str] = Field([], max_length=1000)

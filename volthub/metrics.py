@@ -74,6 +74,16 @@ EVENTS_SLOW_CONSUMERS = Counter(
     PREFIX + "events_slow_consumers",
     "Events API connections disconnected because they could not keep up (their outbound queue was full).",
 )
+EVENTS_SUBSCRIBE_REFUSED = Counter(
+    PREFIX + "events_subscribe_refused",
+    "Socket.IO `subscribe` requests refused because their connection spent its budget "
+    "([events] subscribe_attempts_per_minute).",
+)
+GATEWAY_SLOW_BODIES = Counter(
+    PREFIX + "gateway_slow_bodies",
+    "Connections to the Events API gateway closed because a request body stopped arriving "
+    "([server] body_timeout after its first wait); each frees its [server] max_connections slot.",
+)
 EVENTS_PUBLISHED = Counter(
     PREFIX + "events_published",
     "Platform events published after their transaction committed, by event name.",

@@ -4,7 +4,7 @@ import re
 
 from volthub.http.access import declaration_of
 
-SKIP_ENDPOINTS = {"openapi", "devpages.static_file"}
+SKIP_ENDPOINTS = {"openapi", "asyncapi.asyncapi_document", "devpages.static_file"}
 # The developer dashboard's pages and forms are for people in a browser (its guide,
 # docs/guides/developer-tools.md, describes them); they are not API operations.
 SKIP_BLUEPRINTS = {"developer"}

@@ -199,9 +199,10 @@ def test_resume_off() -> None:
     assert hub.since("c1", "e0").events == []
 
 
-def test_interest_is_told_at_a_channels_first_subscription_and_after_its_last(fanout: Fanout) -> None:
+def test_interest_is_told_at_a_channels_first_subscription_and_after_its_last() -> None:
     told: list[tuple[str, bool]] = []
-    fanout.interest = lambda channel, wanted: told.append((channel, wanted))
+    fanout = Fanout(interest=lambda channel, wanted: told.append((channel, wanted)))
+    fanout.register_wire("a", lambda event: b"")
     one, two = Sub(), Sub()
     first = fanout.subscribe(one, "c1", owner=True)
     fanout.subscribe(two, "c1", owner=False)
@@ -221,3 +222,12 @@ def test_replacing_a_resume_buffer_resumes_from_the_new_events_only(fanout: Fano
     assert not fanout.since("c1", "e1").found  # not in the new buffer: not recovered
     fanout.replace_recent("c1", [])
     assert not fanout.since("c1", "e8").found
+
+
+def test_a_history_with_nothing_to_buffer_takes_no_channel_s_place() -> None:
+    """A channel whose history holds no Events API event (internal ones only) gets no
+    buffer: it does not push a buffered channel out of the `resume_channels` bound."""
+    fanout = Fanout(resume_size=3, resume_channels=1)
+    fanout.replace_recent("c1", [event(1)])
+    fanout.replace_recent("c2", [event(2, name="internal.member.badges", channel="c2")])
+    assert [e.id for e in fanout.since("c1", "e0").events] == ["e1"]

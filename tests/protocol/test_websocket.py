@@ -135,3 +135,23 @@ def test_a_message_over_the_limit_is_refused_from_its_header() -> None:
     fragmented = client_frame(Opcode.TEXT, b"x" * 60, fin=False) + client_frame(Opcode.CONTINUATION, b"x" * 60)
     with pytest.raises(WebSocketError):
         FrameReader(100).feed(fragmented)
+
+
+@pytest.mark.parametrize("code", [0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535])
+def test_close_codes_nobody_may_send_are_a_protocol_error(code: int) -> None:
+    with pytest.raises(WebSocketError) as raised:
+        FrameReader(1000).feed(client_frame(Opcode.CLOSE, code.to_bytes(2, "big") + b"bye"))
+    assert raised.value.code == CLOSE_PROTOCOL_ERROR
+
+
+@pytest.mark.parametrize("code", [1000, 1001, 1003, 1007, 1011, 1014, 3000, 4999])
+def test_close_codes_a_peer_may_send_are_read(code: int) -> None:
+    assert FrameReader(1000).feed(client_frame(Opcode.CLOSE, code.to_bytes(2, "big"))) == [Close(code, "")]
+
+
+def test_a_message_of_more_frames_than_the_cap_is_refused_even_when_empty() -> None:
+    within = client_frame(Opcode.TEXT, b"", fin=False) + client_frame(Opcode.CONTINUATION, b"", fin=False) * 2
+    assert FrameReader(1000, max_fragments=4).feed(within + client_frame(Opcode.CONTINUATION, b"ok")) == ["ok"]
+    with pytest.raises(WebSocketError) as raised:
+        FrameReader(1000, max_fragments=4).feed(within + client_frame(Opcode.CONTINUATION, b"", fin=False) * 2)
+    assert raised.value.code == CLOSE_TOO_BIG

@@ -129,7 +129,7 @@ def create_app(
     app = QuartTrio("volthub", static_folder=None)
     app.request_class = ApiRequest
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes
-    app.config["BODY_TIMEOUT"] = 30
+    app.config["BODY_TIMEOUT"] = settings.server.body_timeout
     QuartSchema(
         app,
         openapi_path="/api/openapi.json",

@@ -23,7 +23,6 @@ route's template, as on the main port.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -31,7 +30,6 @@ from urllib.parse import unquote
 
 import h11
 import orjson
-import trio
 from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE
 
 from volthub.http import access, cors, observe, ratelimit, request_rules
@@ -39,7 +37,7 @@ from volthub.http.blueprints import chat
 from volthub.http.errors import ApiError, api_error_of, error_body, validation_error
 from volthub.http.events.asgi import Scope, header
 from volthub.http.events.gateway import Gateway
-from volthub.http.events.gateway_connections import Link
+from volthub.http.events.gateway_connections import BodyTimeout, Link
 from volthub.http.runtime import Runtime
 from volthub.protocol.cors import Kind, Verdict
 from volthub.protocol.ratelimit import Decision, tightest
@@ -49,8 +47,6 @@ log = logging.getLogger("volthub")
 ROUTE: Final = "/api/integrations/oauth/chat/channels/<channel_id>/messages"
 _PREFIX: Final = "/api/integrations/oauth/chat/channels/"
 _SUFFIX: Final = "/messages"
-# As the main port's (Quart's BODY_TIMEOUT): a body not received in this long is a 408.
-BODY_TIMEOUT_SECONDS: Final = 30.0
 _JSON: Final = (b"content-type", b"application/json")
 # The interim answer to `Expect: 100-continue` (curl sends it for bodies over 1 KiB, then
 # waits up to a second for it); a refusal before the body is read is sent instead.
@@ -189,19 +185,14 @@ def _spent(decisions: list[Decision], decision: Decision, name: str) -> None:
 
 async def _read_body(link: Link, limit: int) -> bytes:
     """The request's body, at most `limit` bytes (413 past it: a chunked body has no length
-    to refuse up front)."""
+    to refuse up front; 408 when it stops arriving within [server] body_timeout)."""
     chunks: list[bytes] = []
     size = 0
-    deadline = math.inf  # armed at the first wait: a body that came with its head needs no timer
     try:
         while link.reading_body:
             event = link.buffered_event()
             if event is None:
-                deadline = min(deadline, trio.current_time() + BODY_TIMEOUT_SECONDS)
-                with trio.move_on_at(deadline):
-                    event = await link.body_events()
-                if event is None:
-                    raise ApiError(408, "request_timeout", "the request body did not arrive in time")
+                event = await link.body_events()
             if isinstance(event, h11.Data):
                 size += len(event.data)
                 request_rules.check_body_size(size, limit)
@@ -210,4 +201,6 @@ async def _read_body(link: Link, limit: int) -> bytes:
                 break
     except h11.RemoteProtocolError:
         raise ApiError(400, "bad_request", "the request body could not be read") from None
+    except BodyTimeout:
+        raise ApiError(408, "request_timeout", "the request body did not arrive in time") from None
     return b"".join(chunks)

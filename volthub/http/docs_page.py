@@ -54,6 +54,7 @@ INDEX_LINKS: tuple[tuple[str, str, str], ...] = (
     ("openapi", "/api/openapi.json", "the OpenAPI 3 document"),
     ("developer", "/developer", "developer dashboard: apps, webhooks, delivery log, test events"),
     ("eventTypes", "/api/events/types", "the event catalogue"),
+    ("asyncapi", "/api/asyncapi.json", "the AsyncAPI 3 document of the events"),
     ("health", "/healthz", "liveness"),
 )
 

@@ -17,6 +17,7 @@ from volthub.hub.clock import iso8601
 from volthub.persistence import DatabaseUnavailable, InvalidData, StorageUnavailable
 from volthub.persistence.pagination import InvalidCursor
 from volthub.protocol.webhooks import InvalidTarget
+from volthub.services.accounts import DisplayNameRefused
 from volthub.services.apps import AppNotFound, PublicClient
 from volthub.services.bots import BotNameTaken, BotNotConfigured, NoBotConnected, NotABotApp
 from volthub.services.catalogue import TeamNotFound
@@ -190,7 +191,14 @@ def _refused(error: ChatRefused) -> ApiError:
     return ApiError(refusal.status, refusal.code, refusal.message, refusal.details)
 
 
+def _display_name_refused(error: DisplayNameRefused) -> ApiError:
+    # The shape of a field the body's model refused, which is what it is to the client.
+    field = {"field": "displayName", "message": str(error), "type": "value_error"}
+    return ApiError(400, "validation_error", f"displayName: {error}", {"fields": [field]})
+
+
 DOMAIN_ERRORS: dict[type[Exception], DomainError] = {
+    DisplayNameRefused: _display_name_refused,
     InvalidData: lambda _: ApiError(400, "invalid_value", "a value was refused by the database"),
     DatabaseUnavailable: _database_unavailable,
     PasswordWorkBusy: lambda _: ApiError(

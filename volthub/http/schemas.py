@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from volthub.protocol import names
+
 
 def _trimmed_non_blank(value: str) -> str:
     if not value.strip():
@@ -27,10 +29,20 @@ def _has_visible(value: str) -> str:
     return value
 
 
-# A person's display name: 1–50 characters, surrounding space trimmed, never blank, never
-# only invisible characters (zero-width, fillers, lone combining marks).
+def _normalised(value: str) -> str:
+    return names.normalised_display_name(value)  # its UnsafeName is a ValueError: a 400
+
+
+# A person's display name: 1–50 characters, NFKC-normalised, surrounding space trimmed,
+# never blank, no invisible formatting characters (bidi controls, zero-width), never only
+# invisible characters (fillers, lone combining marks). Whether it looks like someone
+# else's name is the accounts service's check (it needs the database).
 DisplayName = Annotated[
-    str, Field(min_length=1, max_length=50), AfterValidator(_trimmed_non_blank), AfterValidator(_has_visible)
+    str,
+    Field(min_length=1, max_length=50),
+    AfterValidator(_normalised),
+    AfterValidator(_trimmed_non_blank),
+    AfterValidator(_has_visible),
 ]
 
 

@@ -19,9 +19,25 @@ the Hypercorn versions it was written against; on any other version it is not ap
 warning says so (tests/http/test_connections.py fails then, showing whether the upstream
 code still needs it).
 
-Two more narrow changes ride along: when the peer closes, the idle timer is stopped at once
-(upstream keeps the descriptor until keep_alive_timeout runs out); and the 400/431 answers
-Hypercorn writes itself for unparsable requests carry a JSON error body.
+More narrow changes ride along: when the peer closes, the idle timer is stopped at once
+(upstream keeps the descriptor until keep_alive_timeout runs out); the 400/431 answers
+Hypercorn writes itself for unparsable requests carry a JSON error body; and a WebSocket
+message is refused (1009) past `[events] max_message_frames` frames, where upstream
+(`WebsocketBuffer`) bounds only its bytes, so endless empty continuation frames were read;
+and a client frame wsproto cannot accept (a close code nobody may send, say) is answered with
+a close frame carrying wsproto's code (1002) before the connection closes, where upstream
+dropped the TCP connection without one (wsproto reports the failure as a `CloseConnection`
+while the connection is still open, which Hypercorn takes for nothing to answer).
+
+Requests with both `Content-Length` and `Transfer-Encoding`: h11 (and so Hypercorn) goes by
+`Transfer-Encoding` and keeps the connection open, so the next request on it is served.
+RFC 9112 §6.1 lets a server either refuse such a request or serve it by its
+`Transfer-Encoding`, and requires the connection to be closed after the answer either way.
+Refusing is the safer choice: an intermediary that framed the message by its
+`Content-Length` disagrees with us about where the next request starts (request smuggling),
+and no well-behaved client sends both. `_create_stream` is wrapped so that such a request
+is answered 400 with `Connection: close` before it reaches the app; the gateway applies the
+same rule (`ambiguous_length`).
 
 The patched `run` counts connections: past `[server] max_connections` in total or
 `max_connections_per_address` from one address, a new connection gets a 503 and is closed at
@@ -43,7 +59,7 @@ import collections
 import logging
 import resource
 import warnings
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -139,13 +155,18 @@ def install_hypercorn_fixes() -> bool:
             stacklevel=2,
         )
         return False
+    from hypercorn.protocol import ws_stream
     from hypercorn.protocol.h11 import H11Protocol
+    from hypercorn.protocol.ws_stream import WebsocketBuffer
     from hypercorn.trio.tcp_server import TCPServer
 
     TCPServer.protocol_send = _shielded(TCPServer.protocol_send)  # type: ignore[method-assign, assignment]
     TCPServer.run = _capped(TCPServer.run)  # type: ignore[method-assign, assignment]
     TCPServer._read_data = _then_stop_idle_timer(TCPServer._read_data)  # type: ignore[method-assign, assignment]
     H11Protocol._send_error_response = _json_error_response  # type: ignore[method-assign]
+    H11Protocol._create_stream = _unambiguous_only(H11Protocol._create_stream)  # type: ignore[method-assign, assignment]
+    WebsocketBuffer.extend = _frame_counted(WebsocketBuffer.extend)  # type: ignore[method-assign, assignment]
+    ws_stream.Connection = _connection_answering_failures(ws_stream.Connection)  # type: ignore[attr-defined]
     _installed = True
     return True
 
@@ -183,6 +204,50 @@ def _then_stop_idle_timer(
     return read_data_then_stop_idle_timer
 
 
+@dataclass
+class WebSocketLimits:
+    """What the patched WebSocket buffer allows (set from `[events]` by `adapt`)."""
+
+    max_message_frames: int = 128
+
+
+WEBSOCKET_LIMITS = WebSocketLimits()
+
+
+def _frame_counted(extend: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    def extend_counting_frames(self: Any, event: Any) -> None:
+        from hypercorn.protocol.ws_stream import FrameTooLargeError
+
+        if self.value is None:  # a new message
+            self.volthub_frames = 0
+        if event.frame_finished:  # wsproto may hand over one frame in several events
+            if self.volthub_frames >= WEBSOCKET_LIMITS.max_message_frames:
+                raise FrameTooLargeError()
+            self.volthub_frames += 1
+        extend(self, event)
+
+    extend_counting_frames.__wrapped__ = extend  # type: ignore[attr-defined]
+    return extend_counting_frames
+
+
+def _connection_answering_failures(connection: type[Any]) -> type[Any]:
+    from wsproto.connection import ConnectionState
+    from wsproto.events import CloseConnection
+
+    class ConnectionAnsweringFailures(connection):  # type: ignore[misc]
+        """wsproto's server connection whose parse failures are answered with their close code."""
+
+        def events(self) -> Any:
+            for event in super().events():
+                if isinstance(event, CloseConnection) and self.state is ConnectionState.OPEN:
+                    # A frame wsproto refused (a real close frame moves the state on first):
+                    # as the peer closing, so Hypercorn answers with this event's code.
+                    self._state = ConnectionState.REMOTE_CLOSING
+                yield event
+
+    return ConnectionAnsweringFailures
+
+
 def _capped(run: Callable[[Any], Coroutine[Any, Any, None]]) -> Callable[[Any], Coroutine[Any, Any, None]]:
     async def run_capped(self: Any) -> None:
         address = _peer_address(self.stream)
@@ -208,10 +273,41 @@ _PROTOCOL_ERRORS = {
 }
 
 
+# Why a request with both framing headers is refused, on either listener.
+AMBIGUOUS_LENGTH = "send Content-Length or Transfer-Encoding, not both: the request's length is ambiguous"
+
+
+def ambiguous_length(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether a request says both how long its body is and how it is encoded."""
+    names = {name.lower() for name, _ in headers}
+    return b"content-length" in names and b"transfer-encoding" in names
+
+
+def _unambiguous_only(
+    create_stream: Callable[[Any, Any], Coroutine[Any, Any, None]],
+) -> Callable[[Any, Any], Coroutine[Any, Any, None]]:
+    async def create_stream_unless_ambiguous(self: Any, request: Any) -> None:
+        if ambiguous_length(request.headers):
+            from hypercorn.events import Closed
+
+            # No stream: the app never sees it, and the loop reading this connection ends.
+            await _send_json_error(self, 400, "bad_request", AMBIGUOUS_LENGTH)
+            await self.send(Closed())
+            return
+        await create_stream(self, request)
+
+    create_stream_unless_ambiguous.__wrapped__ = create_stream  # type: ignore[attr-defined]
+    return create_stream_unless_ambiguous
+
+
 async def _json_error_response(self: Any, status_code: int) -> None:
+    code, message = _PROTOCOL_ERRORS.get(status_code, ("bad_request", "the request could not be handled"))
+    await _send_json_error(self, status_code, code, message)
+
+
+async def _send_json_error(self: Any, status_code: int, code: str, message: str) -> None:
     import h11
 
-    code, message = _PROTOCOL_ERRORS.get(status_code, ("bad_request", "the request could not be handled"))
     body = orjson.dumps({"error": code, "message": message})
     headers = [
         (b"content-type", b"application/json"),
@@ -471,7 +567,8 @@ def adapt(app: Any, settings: Any) -> None:
             settings.server.port,
         )
     configure_limits(settings.server.max_connections, settings.server.max_connections_per_address, trusted(settings))
-    app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes)
+    WEBSOCKET_LIMITS.max_message_frames = settings.events.max_message_frames
+    app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes, settings.server.body_timeout)
     _end_events_first_under_the_hypercorn_command(app)
 
 

@@ -298,6 +298,8 @@ class Fanout:
         if self._resume_size <= 0:
             return
         recent = deque((e for e in events if catalogue.delivered_over_events_api(e.name)), maxlen=self._resume_size)
+        if not recent and channel_id not in self._recent:
+            return  # nothing to buffer: no entry to count against `resume_channels`
         self._recent[channel_id] = recent
         self._recent.move_to_end(channel_id)
         while len(self._recent) > self._resume_channels:

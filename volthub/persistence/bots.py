@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from volthub.persistence.database import Row, Tx
+from volthub.protocol.names import skeleton
 
 _BOT = (
     "b.client_id, b.user_id, b.command_prefix, b.default_permission, b.created_at, b.updated_at,"
@@ -82,8 +83,9 @@ def update_settings(tx: Tx, client_id: str, prefix: str, permission: str, now_ms
 
 def rename_account(tx: Tx, user_id: str, name: str, now_ms: int) -> None:
     tx.execute(
-        "UPDATE users SET username = ?, username_lower = ?, display_name = ?, updated_at = ? WHERE id = ?",
-        (name, name.lower(), name, now_ms, user_id),
+        "UPDATE users SET username = ?, username_lower = ?, username_skeleton = ?, display_name = ?, updated_at = ?"
+        " WHERE id = ?",
+        (name, name.lower(), skeleton(name), name, now_ms, user_id),
     )
 
 

@@ -3,16 +3,22 @@ backends must differ. Applied in order, each in its own transaction, exactly onc
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass
 from importlib import resources
 
+from volthub.persistence import users
 from volthub.persistence.database import Database, Tx
+
+log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+?)(?:\.(sqlite|postgresql))?\.sql$")
 # Serialises concurrent `migrate` runs of several processes on one PostgreSQL database.
 _PG_LOCK_KEY = 0x766F6C74
+# The migration that adds the usernames' confusable skeletons, which are computed in Python.
+USERNAME_SKELETONS = 53
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,18 @@ def _apply_pending(tx: Tx) -> list[str]:
             (migration.version, migration.name, int(time.time() * 1000)),
         )
         applied.append(f"{migration.version:04d}_{migration.name}")
+        if migration.version == USERNAME_SKELETONS:
+            _report_display_names(users.fill_username_skeletons(tx))
     return applied
+
+
+def _report_display_names(found: list[tuple[str, str, str]]) -> None:
+    """Display names set before the look-alike rules that break them: logged for the
+    operator (docs/operating/upgrades.md), never changed."""
+    for username, display_name, why in found:
+        log.warning("display name %r of user %s %s; it is kept as it is", display_name, username, why)
+    if found:
+        log.warning("%d display name(s) break the display-name rules: ask their owners to change them", len(found))
 
 
 async def migrate(database: Database) -> list[str]:

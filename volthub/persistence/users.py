@@ -9,6 +9,7 @@ from typing import Any
 from volthub.persistence import names
 from volthub.persistence.database import IntegrityError, Row, Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.protocol.names import UnsafeName, is_spelling_of, normalised_display_name, reserved_skeletons, skeleton
 
 _USER_COLUMNS = "id, username, display_name, avatar_url, bio, created_at, updated_at"
 
@@ -66,15 +67,58 @@ def create_user(
     try:
         with tx.savepoint():
             tx.execute(
-                "INSERT INTO users (id, username, username_lower, display_name, password_hash,"
-                " avatar_url, bio, created_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, '', ?, ?)",
-                (user_id, username, username.lower(), display_name, password_hash, now_ms, now_ms),
+                "INSERT INTO users (id, username, username_lower, username_skeleton, display_name, password_hash,"
+                " avatar_url, bio, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, NULL, '', ?, ?)",
+                (user_id, username, username.lower(), skeleton(username), display_name, password_hash, now_ms, now_ms),
             )
             # Every user is a channel: its row is the lock of the channel's live state.
             tx.execute("INSERT INTO channels (id, created_at) VALUES (?, ?)", (user_id, now_ms))
     except IntegrityError:
         raise UsernameTaken(username) from None
     return User(user_id, username, display_name, None, "", now_ms, now_ms)
+
+
+def username_skeleton_taken(tx: Tx, key: str, except_user_id: str) -> bool:
+    """Whether another account's username has this confusable skeleton (indexed)."""
+    return (
+        tx.one("SELECT 1 AS hit FROM users WHERE username_skeleton = ? AND id <> ? LIMIT 1", (key, except_user_id))
+        is not None
+    )
+
+
+def fill_username_skeletons(tx: Tx) -> list[tuple[str, str, str]]:
+    """Store the skeleton of usernames that have none yet (accounts made before it was
+    kept). Returns the display names that break today's rules, as (username, display name,
+    why), to be reported: they are left as they are."""
+    for row in tx.execute("SELECT id, username FROM users WHERE username_skeleton IS NULL"):
+        tx.execute("UPDATE users SET username_skeleton = ? WHERE id = ?", (skeleton(row["username"]), row["id"]))
+    rows = tx.execute("SELECT id, username, username_skeleton, display_name FROM users")
+    holders: dict[str, set[str]] = {}
+    for row in rows:
+        holders.setdefault(row["username_skeleton"], set()).add(row["id"])
+    found = []
+    for row in rows:
+        why = _display_name_problem(row["display_name"], row["username"], row["id"], holders)
+        if why is not None:
+            found.append((row["username"], row["display_name"], why))
+    return found
+
+
+def _display_name_problem(display_name: str, username: str, user_id: str, holders: dict[str, set[str]]) -> str | None:
+    try:
+        normal = normalised_display_name(display_name)
+    except UnsafeName as exc:
+        return str(exc)
+    if normal != display_name:
+        return "is not NFKC-normalised"
+    if is_spelling_of(display_name, username):
+        return None
+    key = skeleton(display_name)
+    if key in reserved_skeletons():
+        return "looks like a reserved name"
+    if holders.get(key, set()) - {user_id}:
+        return "looks like another account's username"
+    return None
 
 
 def get_by_id(tx: Tx, user_id: str) -> User | None:

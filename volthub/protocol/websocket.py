@@ -34,6 +34,18 @@ CLOSE_NORMAL: Final = 1000
 CLOSE_PROTOCOL_ERROR: Final = 1002
 CLOSE_INVALID_DATA: Final = 1007
 CLOSE_TOO_BIG: Final = 1009
+# Codes a peer may send (RFC 6455 §7.4; IANA's registry): the registered ones up to 2999,
+# then 3000-4999 for libraries and applications. 1004-1006 and 1015 are reserved or
+# may never go on the wire; anything else is a protocol error (answered with 1002).
+_SENDABLE_CLOSE_CODES: Final = frozenset((1000, 1001, 1002, 1003, *range(1007, 1015)))
+# Frames one fragmented message may take, when the reader is not told otherwise: the byte
+# bound alone let a client send endless empty continuation frames, each costing a parse.
+DEFAULT_MAX_FRAGMENTS: Final = 128
+
+
+def valid_close_code(code: int) -> bool:
+    """Whether a peer may send ``code`` in a close frame."""
+    return code in _SENDABLE_CLOSE_CODES or 3000 <= code <= 4999
 
 
 class Role(Enum):
@@ -180,13 +192,17 @@ class FrameReader:
     ``our_role`` says which end we are: a server reads masked frames only, a client
     unmasked ones only (RFC 6455 §5.1); either is refused with 1002. ``max_message`` bounds
     a message (and so what is buffered): beyond it WebSocketError 1009 is raised before the
-    rest arrives.
+    rest arrives. ``max_fragments`` bounds the frames of one fragmented message: beyond it
+    WebSocketError 1009 as well.
     """
 
-    __slots__ = ("max_message", "_masked", "_buffer", "_fragments", "_fragment_op", "_fragment_size")
+    __slots__ = ("max_message", "max_fragments", "_masked", "_buffer", "_fragments", "_fragment_op", "_fragment_size")
 
-    def __init__(self, max_message: int, our_role: Role = Role.SERVER) -> None:
+    def __init__(
+        self, max_message: int, our_role: Role = Role.SERVER, max_fragments: int = DEFAULT_MAX_FRAGMENTS
+    ) -> None:
         self.max_message = max_message
+        self.max_fragments = max_fragments
         self._masked = our_role is Role.SERVER
         self._buffer = b""
         self._fragments: list[bytes] | None = None
@@ -256,6 +272,8 @@ class FrameReader:
         if opcode == OP_CONTINUATION:
             if self._fragments is None:
                 raise WebSocketError(CLOSE_PROTOCOL_ERROR, "continuation without a message")
+            if len(self._fragments) >= self.max_fragments:
+                raise WebSocketError(CLOSE_TOO_BIG, "message split into too many frames")
             self._fragments.append(payload)
             self._fragment_size += len(payload)
             if not fin:
@@ -287,4 +305,7 @@ def _close(payload: bytes) -> Close:
         reason = payload[2:].decode("utf-8")
     except UnicodeDecodeError:
         raise WebSocketError(CLOSE_INVALID_DATA, "close reason is not UTF-8") from None
-    return Close(int.from_bytes(payload[:2], "big"), reason)
+    code = int.from_bytes(payload[:2], "big")
+    if not valid_close_code(code):
+        raise WebSocketError(CLOSE_PROTOCOL_ERROR, f"close code {code} may not be sent")
+    return Close(code, reason)

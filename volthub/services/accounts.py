@@ -10,17 +10,34 @@ from volthub.hub.publisher import Emitter, EventPublisher
 from volthub.persistence import Database, Tx
 from volthub.persistence import users as repo
 from volthub.persistence.users import User, UsernameTaken
-from volthub.protocol import catalogue
+from volthub.protocol import catalogue, names
 from volthub.protocol.catalogue import Person
 from volthub.services.channel_points import pay_follow_bonus
 from volthub.services.notifications import notify
 from volthub.services.passwords import Passwords
 
-__all__ = ["Accounts", "User", "UsernameTaken", "SelfFollow", "UnknownUser"]
+__all__ = ["Accounts", "DisplayNameRefused", "User", "UsernameTaken", "SelfFollow", "UnknownUser"]
 
 
 class SelfFollow(Exception):
     pass
+
+
+class DisplayNameRefused(Exception):
+    """A display name that looks like a reserved name or another account's username; the
+    message says which (it completes "displayName ...")."""
+
+
+def check_display_name(tx: Tx, display_name: str, username: str, user_id: str) -> None:
+    """Refuse a display name that could pass for someone else (DisplayNameRefused). One's
+    own username in another case or spacing is always allowed."""
+    if names.is_spelling_of(display_name, username):
+        return
+    key = names.skeleton(display_name)
+    if key in names.reserved_skeletons():
+        raise DisplayNameRefused("looks like a reserved name")
+    if repo.username_skeleton_taken(tx, key, user_id):
+        raise DisplayNameRefused("looks like another account's username")
 
 
 class UnknownUser(Exception):
@@ -36,14 +53,19 @@ class Accounts:
         self._passwords = passwords
         # Channel points a viewer gets the first time they ever follow a channel ([channel_points]).
         self._follow_bonus = follow_bonus
+        # Build the look-alike table now (~0.2 s), not inside the first write transaction.
+        names.reserved_skeletons()
 
     async def register(self, username: str, password: str, display_name: str | None) -> User:
         password_hash = await self._passwords.hash(password)
 
         def change(tx: Tx, emitter: Emitter) -> User:
+            user_id = str(uuid.uuid4())
+            if display_name is not None:
+                check_display_name(tx, display_name, username, user_id)
             return repo.create_user(
                 tx,
-                user_id=str(uuid.uuid4()),
+                user_id=user_id,
                 username=username,
                 display_name=display_name or username,
                 password_hash=password_hash,
@@ -63,6 +85,11 @@ class Accounts:
 
     async def update_profile(self, user_id: str, changes: dict[str, Any]) -> User:
         def change(tx: Tx, emitter: Emitter) -> User:
+            if changes.get("displayName") is not None:
+                current = repo.get_by_id(tx, user_id)
+                if current is None:
+                    raise UnknownUser(user_id)
+                check_display_name(tx, changes["displayName"], current.username, user_id)
             user = repo.update_profile(tx, user_id, changes, emitter.now_ms)
             if user is None:
                 raise UnknownUser(user_id)

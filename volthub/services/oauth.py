@@ -68,6 +68,10 @@ class OAuthError(Exception):
         self.message = message
 
 
+class VerifierMismatch(OAuthError):
+    """The PKCE verifier was wrong: the code it was sent with is spent."""
+
+
 @dataclass(frozen=True)
 class ScopeRules:
     effective: Callable[[str], frozenset[str]]  # a scope string -> real scopes (aliases expanded)
@@ -217,6 +221,10 @@ class OAuthService:
             if found.used_at is not None:
                 return self._replayed(tx, emitter, found, touched)
             problem = self._code_problem(found, emitter.now_ms, redirect_uri, code_verifier)
+            if isinstance(problem, VerifierMismatch):
+                # RFC 6749 §4.1.2: a code is single-use, so a wrong guess at its verifier
+                # spends it; the holder of a stolen code gets one guess, not many.
+                repo.consume_code(tx, found.code_hash, emitter.now_ms)
             if problem is not None:
                 return problem
             if not repo.consume_code(tx, found.code_hash, emitter.now_ms):
@@ -240,7 +248,7 @@ class OAuthService:
                     "invalid_request", "code_verifier is required: the authorization request sent a code_challenge"
                 )
             if not self.rules.verify_pkce(verifier, code.code_challenge, code.code_challenge_method):
-                return OAuthError("invalid_grant", "code_verifier does not match the code_challenge")
+                return VerifierMismatch("invalid_grant", "code_verifier does not match the code_challenge")
         elif verifier:
             # RFC 9700 §2.1.1: refuse, so PKCE cannot be silently downgraded.
             return OAuthError(

@@ -9,6 +9,8 @@ import orjson
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, connect_websocket_url
 
+from tests.event_payloads import check_socketio_frame
+
 WAIT = 5.0  # generous bound on anything a test waits for; never asserted on
 
 
@@ -42,6 +44,7 @@ async def open_ws(nursery: trio.Nursery, base: str, path: str, **params: str) ->
 
 async def receive(ws: WebSocketConnection, *, skip_pings: bool = False) -> str | bytes:
     """The next frame; with `skip_pings`, pings are answered as a client does and read past.
+    An event frame's payload is held to its schema.
 
     Answering matters where the heartbeat is short (the conformance apps ping every 300 ms):
     on a loaded machine a ping can come before the frame a test waits for, and one left
@@ -51,6 +54,7 @@ async def receive(ws: WebSocketConnection, *, skip_pings: bool = False) -> str |
         while True:
             message = await ws.get_message()
             if not (skip_pings and message == "2"):
+                check_socketio_frame(message)
                 return message
             await ws.send_message("3")
 

@@ -139,9 +139,8 @@ def test_badges_go_to_every_connection_of_that_member_and_no_one_else() -> None:
 
 
 def test_the_registry_tells_when_a_member_first_connects_and_last_leaves() -> None:
-    registry = ConnectionRegistry()
     told: list[tuple[str, bool]] = []
-    registry.interest = lambda user_id, wanted: told.append((user_id, wanted))
+    registry = ConnectionRegistry(interest=lambda user_id, wanted: told.append((user_id, wanted)))
     first, second = _Connection(), _Stream()
     first_key = registry.add(first, "member", None)
     second_key = registry.add(second, "member", "app")

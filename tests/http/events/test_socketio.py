@@ -22,6 +22,7 @@ from trio_websocket import WebSocketConnection
 
 from tests.conftest import SOCKET_PATHS, LiveServer, make_settings, register_live, serve_app, socket_path_events
 from tests.conftest import RegisteredUser as Account
+from tests.event_payloads import stand_in
 from tests.http.events.live import closed, handshake, open_ws, poll, polling_open, push, receive
 from tests.js_client import JS_DIR, node_with_official_client
 from volthub.hub.clock import TrioClock
@@ -286,14 +287,15 @@ async def test_anonymous_connection_and_public_subscription(
     ack = await receive(ws, skip_pings=True)
     assert ack == '431[{"channelId":"%s","channelUsername":"%s"}]' % (owner.id, owner.username)
     # Private (owner-only) and sandbox events are not sent; public ones are.
-    publish(server, owner.id, "channel.follow", {"userId": "x"})
-    publish(server, owner.id, "chat.message", {"message": "test"}, is_test=True)
-    publish(server, owner.id, "stream.online", {"title": "live!"})
+    publish(server, owner.id, "channel.follow", stand_in("channel.follow"))
+    publish(server, owner.id, "chat.message", stand_in("chat.message", isTest=True), is_test=True)
+    live = stand_in("stream.online", title="live!")
+    publish(server, owner.id, "stream.online", live)
     assert await next_event(ws) == (
         "event",
-        {"event": "stream.online", "data": {"title": "live!"}, "timestamp": "2026-11-22T13:07:00.000Z"},
+        {"event": "stream.online", "data": live, "timestamp": "2026-11-22T13:07:00.000Z"},
     )
-    assert await next_event(ws) == ("stream.online", {"title": "live!"})
+    assert await next_event(ws) == ("stream.online", live)
 
 
 async def test_real_follow_and_chat_reach_the_owner(server: LiveServer, owner: Account, nursery: trio.Nursery) -> None:
@@ -395,7 +397,7 @@ async def test_oversized_frame_closes_only_that_connection(
     await big.send_message('42["channel:getRewards","' + "x" * 10_001 + '"]')
     assert await closed(big)
     assert big.closed is not None and big.closed.code == 1009
-    publish(server, owner.id, "channel.follow", {"userId": "still-here"})
+    publish(server, owner.id, "channel.follow", stand_in("channel.follow", userId="still-here"))
     assert (await next_event(other))[0] == "event"
 
 
@@ -414,7 +416,7 @@ async def test_malformed_frames_close_only_that_connection(
         assert (await next_event(bad))[1]["code"] == "UNKNOWN_EVENT"
     else:
         assert await closed(bad)
-    publish(server, owner.id, "channel.follow", {"userId": "x"})
+    publish(server, owner.id, "channel.follow", stand_in("channel.follow"))
     assert (await next_event(other))[0] == "event"
 
 
@@ -466,12 +468,12 @@ async def test_stalled_client_is_disconnected_and_others_are_unaffected(
         with trio.fail_after(60):
             while fanout.overflowed == 0:
                 assert sent < 400, "the stalled client was never disconnected"
-                publish(server, owner.id, "channel.raid", {"n": sent, "blob": blob})
+                publish(server, owner.id, "channel.raid", stand_in("channel.raid", viewers=sent, fromDisplayName=blob))
                 sent += 1
                 while min(received) < sent:  # every fast client has this one before the next
                     await trio.sleep(0.001)  # real time: frames cross real sockets
             for _ in range(5):  # and delivery goes on after the disconnect
-                publish(server, owner.id, "channel.raid", {"n": sent, "blob": ""})
+                publish(server, owner.id, "channel.raid", stand_in("channel.raid", viewers=sent))
                 sent += 1
             while min(received) < sent:
                 await trio.sleep(0.001)  # real time: frames cross real sockets

@@ -490,8 +490,9 @@ async def test_token_endpoint_failures(ctx, case):
     await assert_oauth_error(response, error, status)
     if status == 401:
         assert response.headers["WWW-Authenticate"].startswith("Basic")
-    # Nothing above consumed the code: the right request still works.
-    assert (await _post(ctx, ctx.form(), ctx.dev.basic)).status_code == 200
+    # Only a wrong verifier spends the code (one guess per code); nothing else consumed it.
+    retried = await _post(ctx, ctx.form(), ctx.dev.basic)
+    assert retried.status_code == (400 if case in ("bad verifier", "malformed verifier") else 200)
 
 
 AUTHORIZE_FAILURES = {

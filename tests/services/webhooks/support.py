@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import trio
 
+from tests.event_payloads import note_delivery
+
 
 @dataclass
 class ReceivedDelivery:
@@ -65,6 +67,7 @@ class WebhookReceiver:
             more = message.get("more_body", False)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         delivery = ReceivedDelivery(self.now(), headers, body, False, None)
+        note_delivery(headers, body)
         from volthub.protocol.webhooks import WebhookVerificationError, verify
 
         try:

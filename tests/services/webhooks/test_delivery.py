@@ -22,6 +22,7 @@ from trio.testing import MockClock
 
 from tests.conftest import RegisteredUser as Account
 from tests.conftest import insert_app, make_settings, register
+from tests.event_payloads import stand_in
 from tests.services.webhooks.support import FakeResolver, WebhookReceiver, start_receiver
 from volthub.hub.clock import TrioClock, to_ms
 
@@ -279,11 +280,12 @@ async def test_owner_pause_parks_pending_retries(env: Env, io_clock: MockClock) 
 async def test_legacy_cheer_name_redelivery_and_secret_rotation(env: Env, io_clock: MockClock) -> None:
     hook = await env.create(["channel.cheer", "user.follow"])
     rt = env.app.extensions["volthub"]
-    await rt.events.write(lambda tx, emit: emit.emit(env.owner.id, "channel.volts", {"amount": 100}))
+    volts = stand_in("channel.volts", amount=100)
+    await rt.events.write(lambda tx, emit: emit.emit(env.owner.id, "channel.volts", volts))
     await arrivals(env, 1)
     first = env.receiver.received[0]
     body = orjson.loads(first.body)
-    assert (body["event"], body["type"], body["data"]) == ("channel.cheer", "channel.cheer", {"amount": 100})
+    assert (body["event"], body["type"], body["data"]) == ("channel.cheer", "channel.cheer", volts)
     assert first.headers["x-service-event"] == "channel.cheer"
     assert first.headers["webhook-id"] == body["id"]
 

@@ -10,6 +10,9 @@ BLUEPRINTS += [chat.blueprint, public_chat.blueprint]
 from volthub.http.blueprints import channel_points, events, sandbox  # noqa: E402  (Events API)
 
 BLUEPRINTS += [events.blueprint, sandbox.blueprint, channel_points.blueprint]
+from volthub.http.blueprints import asyncapi  # noqa: E402  (the events' AsyncAPI document)
+
+BLUEPRINTS += [asyncapi.blueprint]
 from volthub.http.blueprints import consent, developer_apps, oauth  # noqa: E402  (OAuth)
 
 BLUEPRINTS += [developer_apps.blueprint, oauth.blueprint, consent.blueprint]

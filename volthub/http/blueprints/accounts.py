@@ -23,14 +23,14 @@ from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, DisplayName, ErrorBody, Model, UserOut
 from volthub.http.users_view import user_out
 from volthub.hub.clock import iso8601
+from volthub.protocol.names import RESERVED_USERNAMES
 from volthub.services.accounts import Accounts, UsernameTaken
 from volthub.services.sessions import SIGN_IN, Session, Sessions
 
 blueprint = Blueprint("accounts", __name__, url_prefix="/api/auth")
 
 USERNAME = re.compile(r"^[A-Za-z0-9_]{3,25}$")
-# Names that would collide with fixed path segments under /api/users/ or mislead people.
-RESERVED = frozenset({"me", "search", "follow", "admin", "api", "system", "volthub", "root"})
+RESERVED = RESERVED_USERNAMES
 
 
 class RegisterBody(Body):

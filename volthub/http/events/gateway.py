@@ -33,12 +33,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import h11
 import trio
 
+from volthub.http import observe
 from volthub.http.events.asgi import (
     CLOSE_PROTOCOL_ERROR,
     CLOSE_TOO_BIG,
@@ -54,6 +56,7 @@ from volthub.http.events.asgi import (
 from volthub.http.events.connection import Connection, Handler
 from volthub.http.events.engineio import SHUTTING_DOWN, EngineIOEndpoint
 from volthub.http.events.gateway_connections import (
+    BodyTimeout,
     Carrier,
     Link,
     Ticker,
@@ -64,6 +67,7 @@ from volthub.http.events.gateway_connections import (
     send_all,
 )
 from volthub.http.observe import request_id
+from volthub.http.serving import AMBIGUOUS_LENGTH, ambiguous_length
 from volthub.protocol.engineio.handshake import (
     WEBSOCKET,
     ErrorCode,
@@ -76,6 +80,7 @@ from volthub.protocol.engineio.session import Event, SessionClosed, Settings, Up
 from volthub.protocol.socketio.session import Disconnected
 from volthub.protocol.websocket import (
     CLOSE_NORMAL,
+    DEFAULT_MAX_FRAGMENTS,
     OP_PONG,
     Close,
     FrameReader,
@@ -326,20 +331,26 @@ class Gateway:
         port: int,
         *,
         keep_alive_timeout: float = 5.0,
+        body_timeout: float = 30.0,
+        access_log: bool = False,
         backlog: int = 2048,
         admit: Callable[[str], bool] | None = None,
         release: Callable[[str], None] | None = None,
         refusal: bytes = b"",
         reuse_port: bool = False,
+        max_message_frames: int = DEFAULT_MAX_FRAGMENTS,
         claim_client: Callable[[Scope], Callable[[], None] | None] | None = None,
     ) -> None:
         self.host, self.port = host, port
+        self._max_message_frames = max_message_frames
         self._reuse_port = reuse_port
         self.endpoints: dict[str, GatewayEndpoint] = {}
         self.routes: list[tuple[Callable[[str], bool], HttpRoute]] = []
         self.ticker = Ticker()
         self.carrier = Carrier()
         self._keep_alive = keep_alive_timeout
+        self._body_timeout = body_timeout
+        self._access_log = access_log
         self._backlog = backlog
         self._admit, self._release, self._refusal = admit, release, refusal
         # Each request's real client (behind a trusted proxy) and its hold on the cap; None: past it.
@@ -460,7 +471,8 @@ class Gateway:
             if not admitted:
                 await send_all(sock, self._refusal)
                 return
-            link = Link(sock, (client[0], client[1]) if isinstance(client, tuple) else None, self._max_message())
+            address = (client[0], client[1]) if isinstance(client, tuple) else None
+            link = Link(sock, address, self._max_message(), self._max_message_frames, self._body_timeout)
             opened = await self._requests(link, held)
             if opened is not None:
                 conn, backlog = opened
@@ -518,36 +530,62 @@ class Gateway:
                 await link.respond_error(503, "server_busy", "too many open connections; retry shortly", close=True)
                 return None
             held.append(release)
-            upgrade = (header(scope, b"upgrade") or "").lower()
-            if not has_body(scope):
-                await link.skip_body()  # its end, so the connection can be kept alive
-            route = self._route(path) if endpoint is None else None
-            if route is not None:
-                await route(scope, link)
-            elif endpoint is None:
-                await link.skip_body()
-                await link.respond_error(
-                    404, "not_found", "the gateway serves only the Events API's Engine.IO paths and its added routes"
-                )
-            elif "websocket" in upgrade:
-                key = header(scope, b"sec-websocket-key")
-                if (
-                    scope["method"] != "GET"
-                    or not valid_client_key(key)
-                    or header(scope, b"sec-websocket-version") != "13"
-                ):
-                    await link.respond_error(400, "bad_request", "not a valid WebSocket upgrade request", close=True)
-                    return None
-                assert key is not None
-                await link.start_websocket(key)
-                scope["type"] = "websocket"
-                return await endpoint.open_websocket(link, scope, query_params(scope))
-            else:
-                await endpoint._http(scope, self._receive(link), self._send(link))
+            if ambiguous_length(scope["headers"]):
+                await self._refuse(link, scope, 400, "bad_request", AMBIGUOUS_LENGTH)
+                return None
+            try:
+                if not has_body(scope):
+                    await link.skip_body()  # its end, so the connection can be kept alive
+                if endpoint is not None and "websocket" in (header(scope, b"upgrade") or "").lower():
+                    return await self._websocket(link, scope, endpoint)
+                await self._request(link, scope, endpoint, path)
+            except h11.RemoteProtocolError:  # the body's framing: chunk sizes, an early end
+                await self._refuse(link, scope, 400, "bad_request", "the request body could not be read")
+                return None
+            except BodyTimeout:
+                await self._refuse(link, scope, 408, "request_timeout", "the request body did not arrive in time")
+                return None
             held.remove(release)
             release()
             if not link.reusable:
                 return None
+
+    async def _websocket(
+        self, link: Link, scope: Scope, endpoint: GatewayEndpoint
+    ) -> tuple[WireConnection, list[Received]] | None:
+        """A WebSocket request: the session it now carries, or None (refused: the
+        connection ends)."""
+        key = header(scope, b"sec-websocket-key")
+        if scope["method"] != "GET" or not valid_client_key(key) or header(scope, b"sec-websocket-version") != "13":
+            await link.respond_error(400, "bad_request", "not a valid WebSocket upgrade request", close=True)
+            return None
+        assert key is not None
+        await link.start_websocket(key)
+        scope["type"] = "websocket"
+        return await endpoint.open_websocket(link, scope, query_params(scope))
+
+    async def _request(self, link: Link, scope: Scope, endpoint: GatewayEndpoint | None, path: str) -> None:
+        """Answer one plain HTTP request."""
+        route = self._route(path) if endpoint is None else None
+        if route is not None:
+            await route(scope, link)
+        elif endpoint is None:
+            await link.skip_body()
+            await link.respond_error(
+                404, "not_found", "the gateway serves only the Events API's Engine.IO paths and its added routes"
+            )
+        else:
+            await endpoint._http(scope, self._receive(link), self._send(link))
+
+    async def _refuse(self, link: Link, scope: Scope, status: int, code: str, message: str) -> None:
+        """Answer a request the connection cannot go on from, when nothing of its answer was
+        written yet (one access line), then let the connection close."""
+        if not link.answerable:
+            return
+        started = time.perf_counter()
+        with contextlib.suppress(OSError):
+            await link.respond_error(status, code, message, close=True)
+        observe.finished(scope, status, time.perf_counter() - started, False, request_id(scope), self._access_log)
 
     @staticmethod
     def _receive(link: Link) -> Receive:

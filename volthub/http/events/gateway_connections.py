@@ -31,7 +31,7 @@ from volthub.http.events.asgi import (
     websocket_frame,
 )
 from volthub.http.events.connection import Connection
-from volthub.metrics import observe_lag
+from volthub.metrics import GATEWAY_SLOW_BODIES, observe_lag
 from volthub.protocol.engineio.handshake import WEBSOCKET
 from volthub.protocol.engineio.packets import PacketType
 from volthub.protocol.engineio.session import EngineIOSession
@@ -73,6 +73,10 @@ DRAIN_BATCH: Final = 64
 
 
 # ---------------------------------------------------------------------- socket helpers
+
+
+class BodyTimeout(Exception):
+    """A request body stopped arriving: it was not complete within the body timeout."""
 
 
 async def recv(sock: socket.socket) -> bytes:
@@ -496,31 +500,58 @@ class Carrier:
 class Link:
     """One accepted TCP connection: HTTP requests (h11), then maybe a WebSocket."""
 
-    __slots__ = ("sock", "client", "reader", "_http", "_key", "_leftover")
+    __slots__ = ("sock", "client", "reader", "_http", "_key", "_leftover", "_body_timeout", "_body_deadline")
 
-    def __init__(self, sock: socket.socket, client: tuple[str, int] | None, max_message: int) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        client: tuple[str, int] | None,
+        max_message: int,
+        max_fragments: int,
+        body_timeout: float,
+    ) -> None:
         self.sock = sock
         self.client = client
-        self.reader = FrameReader(max_message)
+        self.reader = FrameReader(max_message, max_fragments=max_fragments)
         self._http: h11.Connection | None = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._key = ""
         self._leftover = b""
+        self._body_timeout = body_timeout
+        self._body_deadline = math.inf  # armed at the body's first wait
 
     # ------------------------------------------------------------------ HTTP
 
     async def _event(self) -> Any:
+        """The next HTTP event (h11.RemoteProtocolError when the client breaks HTTP/1.1;
+        BodyTimeout when its request body stops arriving)."""
         http = self._http
         assert http is not None
         while True:
             event = http.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            http.receive_data(await recv(self.sock))
+            if http.their_state is h11.SEND_BODY:
+                http.receive_data(await self._body_bytes())
+            else:
+                http.receive_data(await recv(self.sock))
+
+    async def _body_bytes(self) -> bytes:
+        """More of the request body, within the request's body deadline: every read of a
+        body (the answer's or one skipped before it) shares it, so a client that stops
+        sending cannot hold the connection and its [server] max_connections slot. The timer
+        starts at the first wait: a body that came with its head needs none."""
+        if self._body_deadline == math.inf:
+            self._body_deadline = trio.current_time() + self._body_timeout
+        with trio.move_on_at(self._body_deadline):
+            return await recv(self.sock)
+        GATEWAY_SLOW_BODIES.inc()
+        raise BodyTimeout("the request body did not arrive in time")
 
     async def next_request(self, idle_timeout: float) -> h11.Request | None:
         """The next request's head; None when the client is done (or idle too long)."""
         http = self._http
         assert http is not None
+        self._body_deadline = math.inf
         if http.our_state is h11.DONE and http.their_state is h11.DONE:
             http.start_next_cycle()
         elif http.our_state is not h11.IDLE:
@@ -590,6 +621,11 @@ class Link:
 
     async def respond_error(self, status: int, code: str, message: str, *, close: bool = False) -> None:
         await self.respond(status, orjson.dumps({"error": code, "message": message}), JSON_BODY, [], close=close)
+
+    @property
+    def answerable(self) -> bool:
+        """Nothing of the response is written yet: an error can still be answered."""
+        return self._http is not None and self._http.our_state is h11.SEND_RESPONSE
 
     @property
     def reading_body(self) -> bool:

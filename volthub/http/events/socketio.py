@@ -55,9 +55,10 @@ from volthub.http.runtime import Runtime
 from volthub.http.serving import LIMITS, OVER_CAPACITY_RESPONSE, claim_client
 from volthub.hub.fanout import Fanout, Subscription
 from volthub.hub.publisher import Event as PlatformEvent
+from volthub.metrics import EVENTS_SUBSCRIBE_REFUSED
 from volthub.protocol import sse
 from volthub.protocol.engineio.session import Event, SessionClosed, Settings, new_sid
-from volthub.protocol.ratelimit import to_ns
+from volthub.protocol.ratelimit import Rate, decide, to_ns
 from volthub.protocol.socketio.packets import encode_event_frame
 from volthub.protocol.socketio.session import AckReceived, ConnectRequest, Disconnected, EventReceived
 from volthub.protocol.websocket import message_frame
@@ -233,6 +234,7 @@ class _Joined:
     client_id: str | None = None
     channels: dict[str, Subscription] = field(default_factory=dict)
     sid: str = ""  # the socket id given to the namespace
+    subscribe_budget: int | None = None  # the `subscribe` budget's GCRA state (None: full)
 
 
 class EventsSocketHandler:
@@ -455,6 +457,10 @@ class EventsSocketHandler:
         return [socket_shape(reward) for reward in await service.rewards(channel_id)]
 
     async def _subscribe(self, conn: Connection, state: _Joined, event: EventReceived, argument: Any) -> None:
+        if not self._may_subscribe(state):
+            EVENTS_SUBSCRIBE_REFUSED.inc()
+            self._error(conn, event, LIMIT_EXCEEDED, "too many subscribe requests on this connection; slow down")
+            return
         try:
             with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
                 channel = await self._channel(argument)
@@ -480,6 +486,13 @@ class EventsSocketHandler:
             )
             self._track(conn, state)
         self._reply(conn, event, "subscribed", {"channelId": channel.id, "channelUsername": channel.username})
+
+    def _may_subscribe(self, state: _Joined) -> bool:
+        """Spend one of the connection's `subscribe` attempts: each costs a lookup, so one
+        connection must not send them without end."""
+        rate = Rate.per(self._rt.settings.events.subscribe_attempts_per_minute, 60)
+        decision, state.subscribe_budget = decide(rate, state.subscribe_budget, to_ns(self._rt.clock.now()))
+        return decision.allowed
 
     async def _unsubscribe(self, conn: Connection, state: _Joined, event: EventReceived, argument: Any) -> None:
         channel_id = argument.get("channelId") if isinstance(argument, dict) else None
@@ -630,12 +643,15 @@ def _gateway(
         events.gateway_host or server.host,
         events.gateway_port,
         keep_alive_timeout=server.keep_alive_timeout,
+        body_timeout=server.body_timeout,
+        access_log=rt.settings.logging.access_log,
         backlog=server.listen_backlog,
         admit=LIMITS.admit,  # the same connection caps as the main port (one count per process)
         release=LIMITS.release,
         claim_client=claim_client,  # behind a trusted proxy: the forwarded client, capped per request
         refusal=OVER_CAPACITY_RESPONSE,
         reuse_port=events.gateway_reuse_port,
+        max_message_frames=events.max_message_frames,
     )
     for path, namespaces in ((ENGINEIO_PATH, {"/"}), (DEFAULT_PATH, {SPEC_NAMESPACE, "/"})):
         gateway.add_endpoint(
