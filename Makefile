@@ -27,12 +27,12 @@ $(VENV)/.installed-lint: $(VENV)/.installed pyproject.toml
 serve: $(VENV)/.installed
 	$(VENV)/bin/volthub serve --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT)
 
-# Everything the docs' guides use at once (config/demo.toml): the Events API gateway on 8081,
-# a media-server hook secret, webhooks to a local receiver (a throw-away CA in var/demo),
-# sandbox payments.
+# Everything the docs' guides use at once (config/demo.toml): the Events API gateway, a
+# media-server hook secret, webhooks to a local receiver (a throw-away CA in var/demo),
+# sandbox payments. PORT and GATEWAY_PORT move it as they move `make serve`.
 demo: $(VENV)/.installed
 	docs/examples/demo_certs.sh var/demo
-	$(VENV)/bin/volthub serve --config config/demo.toml --host $(HOST) --port $(PORT)
+	$(VENV)/bin/volthub serve --config config/demo.toml --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT)
 
 $(VENV)/.installed-docs: $(VENV)/.installed pyproject.toml
 	$(PIP) install --quiet -e '.[docs]'
@@ -67,6 +67,8 @@ test: $(VENV)/.installed-test
 	@# completion written into ~/.bashrc) are not needed to validate.
 	@if command -v npm >/dev/null 2>&1 && [ ! tests/asyncapi/node_modules/.package-lock.json -nt tests/asyncapi/package-lock.json ]; then \
 		npm ci --prefix tests/asyncapi --no-audit --no-fund --silent --ignore-scripts; fi
+	@# Redocly CLI, Spectral, openapi-typescript and TypeScript for tests/http/test_openapi_tools.py.
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/contract --no-audit --no-fund --silent; fi
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # schemathesis over the whole OpenAPI document, every operation on both backends, many more

@@ -99,11 +99,26 @@ def serve(args: argparse.Namespace) -> int:
             {**settings.events.model_dump(), "gateway_port": args.gateway_port}
         )
         settings = settings.model_copy(update={"events": events})
+    from volthub import cli_startup
+
+    if args.listen_fd is None:  # not a worker of `serve --workers N`: its parent checked
+        cli_startup.check_ports(settings)
     if args.workers > 1:  # a parent that runs N of these (volthub/cli_workers.py)
         from volthub import cli_workers
 
+        # It reaches the database when it migrates, once it has chosen where the workers
+        # keep their metrics (nothing may create a metric before): an unreachable one
+        # fails there, as one line too.
         return cli_workers.run(args, settings)
-    trio.run(_serve, settings, args.listen_fd)
+    if args.listen_fd is None:
+        cli_startup.check_database(settings)
+    try:
+        trio.run(_serve, settings, args.listen_fd)
+    except Exception as exc:
+        line = cli_startup.failure_line(exc, settings)
+        if line is None:
+            raise
+        raise cli_startup.StartupError(line) from None
     return 0
 
 
@@ -174,11 +189,18 @@ def apply_migrations(settings: Settings) -> list[str]:
     return trio.run(run)
 
 
-async def _open(settings: Settings) -> Any:
-    from volthub.persistence import open_database
+async def _open(settings: Settings, pool_size: int | None = None) -> Any:
+    """The settings' database, open; StartupError (one line: the URL, password hidden, and
+    the cause) when it cannot be reached."""
+    from volthub.cli_startup import StartupError, database_line
+    from volthub.persistence import DatabaseUnavailable, StorageUnavailable, open_database
 
-    database = open_database(settings.database.url, settings.database.pool_size)
-    await database.open()
+    url = settings.database.url
+    database = open_database(url, pool_size or settings.database.pool_size, settings.database.acquire_timeout)
+    try:
+        await database.open()
+    except (DatabaseUnavailable, StorageUnavailable) as exc:
+        raise StartupError(database_line(url, exc)) from None
     return database
 
 
@@ -334,6 +356,7 @@ def _load_plugins() -> None:
         "volthub.cli_apps",
         "volthub.cli_catalogue",
         "volthub.cli_devtools",
+        "volthub.cli_backup",
     ):
         try:
             importlib.import_module(module)
@@ -344,6 +367,7 @@ def _load_plugins() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from volthub import logs
+    from volthub.cli_startup import StartupError
 
     logs.configure("text", "info")  # `serve` switches to [logging] once the settings are read
     _load_plugins()
@@ -361,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except StartupError as exc:  # a port in use, a database out of reach: the fix, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import logging
 import os
 import ssl
 import sys
@@ -57,6 +58,7 @@ def _configure_trigger(parser: argparse.ArgumentParser) -> None:
 @command("trigger", _configure_trigger)
 def trigger_command(args: argparse.Namespace) -> int:
     """Send a test event: through the running server, or signed straight to a webhook URL."""
+    _quiet_http_client()
     if args.list:
         return _list(args.json)
     if not args.event:
@@ -78,6 +80,14 @@ def trigger_command(args: argparse.Namespace) -> int:
     if not args.channel:
         return _usage("give --channel USERNAME (through the server) or --forward URL --secret S")
     return _through_server(args, fields)
+
+
+def _quiet_http_client() -> None:
+    """httpx logs every request at INFO ("HTTP Request: …"): noise beside a tool's result.
+    At `[logging] level = "debug"` they show again."""
+    level = logging.WARNING if logging.getLogger().getEffectiveLevel() > logging.DEBUG else logging.NOTSET
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(level)
 
 
 def _usage(message: str) -> int:
@@ -153,6 +163,7 @@ def _through_server(args: argparse.Namespace, fields: dict[str, Any]) -> int:
     if not token:
         return _usage("give --token (or set VOLTHUB_TOKEN); `volthub token --user NAME --first-party` mints one")
     base = (args.server or _configured_server(settings_from(args))).rstrip("/")
+    _quiet_http_client()  # again: the settings may have set the level anew
     headers = {"Authorization": f"Bearer {token}"}
     try:
         with httpx.Client(base_url=base, timeout=30, trust_env=False) as client:

@@ -139,9 +139,12 @@ def _migrate_here(settings: Settings) -> int:
     """At start, in this process: the code that runs is the code the workers will run, and
     a child's interpreter start would add to every start (a restart's clients wait on it)."""
     from volthub.cli import apply_migrations, migrations_report
+    from volthub.cli_startup import StartupError
 
     try:
         applied = apply_migrations(settings)
+    except StartupError:  # one line for the operator, printed by volthub.cli.main
+        raise
     except Exception:
         log.exception("migrations failed")
         return 1

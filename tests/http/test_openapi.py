@@ -44,7 +44,7 @@ async def test_documented_access_matches_declarations(app, client):
     register = document["paths"]["/api/auth/register"]["post"]
     assert register["x-access"] == "public" and register["security"] == []
     assert "requestBody" in register and "201" in register["responses"]
-    assert "ErrorBody" in document["components"]["schemas"]
+    assert "Error" in document["components"]["schemas"]
 
 
 async def test_rate_limits_are_documented(client):

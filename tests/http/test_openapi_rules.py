@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from quart import Blueprint
 from quart_schema import tag
 
@@ -54,3 +55,31 @@ async def test_html_and_stream_routes_document_their_content_types(sqlite_url: s
     assert list(stream["200"]["content"]) == ["text/event-stream"]
     assert "409" in document["paths"]["/api/auth/register"]["post"]["responses"]
     assert "401" in document["paths"]["/api/auth/login"]["post"]["responses"]
+
+
+async def test_two_models_with_one_name_are_refused(sqlite_url: str) -> None:
+    """Two answers' models named alike would share one component and one would silently
+    describe the other's body: the document refuses to build."""
+    from quart_schema import validate_response
+
+    from volthub.http.app import create_app
+    from volthub.http.openapi import ComponentNameClash
+    from volthub.http.schemas import Model
+
+    class UserOut(Model):  # a second UserOut beside volthub.http.schemas.UserOut
+        nickname: str
+
+    app = create_app(make_settings(sqlite_url))
+    extra = Blueprint("clash_probe", __name__, url_prefix="/api/clash")
+
+    @extra.get("/")
+    @access.public
+    @validate_response(UserOut)
+    async def clash() -> Any:
+        """A probe."""
+        return UserOut(nickname="x")
+
+    app.register_blueprint(extra)
+    async with app.app_context():
+        with pytest.raises(ComponentNameClash, match="UserOut"):
+            app.extensions["QUART_SCHEMA"].openapi_provider.schema()

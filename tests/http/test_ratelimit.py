@@ -114,7 +114,7 @@ async def test_chat_send_refuses_the_31st_with_retry_after(running: Any, clock: 
         body = await refused.get_json()
         assert body["error"] == "rate_limit_exceeded" and body["retry_after"] == 2
         assert set(body) == {"error", "message", "details", "retry_after"}
-        assert body["details"] == {"requestId": refused.headers["X-Request-Id"]}
+        assert body["details"] == {"retry_after": 2, "requestId": refused.headers["X-Request-Id"]}
         assert refused.headers["Retry-After"] == "2"
         assert limits(refused) == (30, 0, START + 60)
 

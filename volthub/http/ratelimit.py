@@ -12,7 +12,8 @@ Enforcement (`install(app)`, once, in create_app):
   `budget_key` below;
 - after_request: X-RateLimit-Limit / -Remaining / -Reset on every response, errors
   included, reporting the tightest budget that applied (the refusing one on a 429).
-A refusal is 429 `{error: "rate_limit_exceeded", message, retry_after}` + `Retry-After`.
+A refusal is 429 `{error: "rate_limit_exceeded", message, retry_after}` + `Retry-After`;
+`details.retry_after` repeats the seconds where a client reads the error's details.
 
 Header meanings under GCRA (a burst of Limit, then Limit per window, evenly):
 X-RateLimit-Limit = the budget per window; -Remaining = requests that would pass right
@@ -225,6 +226,7 @@ def too_many_requests(decision: Decision, name: str) -> ApiError:
         429,
         "rate_limit_exceeded",
         f"rate limit exceeded ({name}: {decision.limit} per {window}); retry in {seconds} s",
+        details={"retry_after": seconds},
         headers={"Retry-After": str(seconds)},
         extra={"retry_after": seconds},
     )

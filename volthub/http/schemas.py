@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -46,28 +46,40 @@ DisplayName = Annotated[
 ]
 
 
-def _drop_null_defaults(schema: dict[str, Any]) -> None:
+def _finish_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
     """`Field(None)` on a non-nullable type means "may be absent, never null": the field is
-    already optional in the schema, and a null default would contradict its type."""
+    already optional in the schema, and a null default would contradict its type. A model's
+    own `example` (a class attribute, not inherited) becomes the schema's `examples`: the
+    OpenAPI document shows it and its tests validate it against the schema."""
     for prop in schema.get("properties", {}).values():
         if "default" in prop and prop["default"] is None and "anyOf" not in prop:
             del prop["default"]
+    example = model.__dict__.get("example")
+    if example is not None:
+        schema["examples"] = [example]
 
 
 class Body(BaseModel):
     """Request bodies: strict types (no "1" for 1), unknown fields ignored."""
 
-    model_config = ConfigDict(strict=True, extra="ignore", json_schema_extra=_drop_null_defaults)
+    # A sample of the JSON this model reads or writes (see _finish_schema); every model
+    # that is a request or response body sets its own.
+    example: ClassVar[dict[str, Any] | None] = None
+
+    model_config = ConfigDict(strict=True, extra="ignore", json_schema_extra=_finish_schema)
 
 
 class Query(BaseModel):
     """Query strings arrive as text, so numbers are parsed, not strictly typed."""
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra=_drop_null_defaults)
+    example: ClassVar[dict[str, Any] | None] = None
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_finish_schema)
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_drop_null_defaults)
+    example: ClassVar[dict[str, Any] | None] = None
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_finish_schema)
 
 
 class ErrorBody(Model):
@@ -90,6 +102,15 @@ class PersonOut(Model):
 
 
 class UserOut(Model):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "username": "ada_streams",
+        "displayName": "Ada Streams",
+        "avatarUrl": "https://volthub.example/avatarUrl",
+        "bio": "Speedruns and chill every Friday.",
+        "createdAt": "2026-03-14T18:30:00Z",
+    }
+
     id: str
     username: str
     displayName: str
@@ -98,5 +119,15 @@ class UserOut(Model):
     createdAt: str
 
 
+class CountOut(Model):
+    """How many there are."""
+
+    example = {"count": 3}
+
+    count: int
+
+
 class StatusOut(Model):
+    example = {"status": "active"}
+
     status: str

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 import outcome
@@ -37,14 +38,35 @@ class QueuedCall(Generic[T]):
     """One queued call (a write transaction, or a caller's statements) and, once its group
     ran, its outcome."""
 
-    __slots__ = ("fn", "order", "taken", "result", "wake")
+    __slots__ = ("fn", "order", "deadline", "taken", "result", "wake")
 
     def __init__(self, fn: Callable[[Tx], T], order: str = "") -> None:
         self.fn = fn
         self.order = order  # groups that take row locks run their calls sorted by it
+        # Trio time by which it must have a connection: set when it is queued, so that the
+        # wait in the queue and its group's wait for a connection share one acquire timeout.
+        self.deadline = math.inf
         self.taken = False  # in a group that is running (it will finish, whatever happens)
         self.result: outcome.Outcome[T] | None = None
         self.wake = trio.Event()  # its group finished, or a group slot came free
+
+
+# While a group runs, the Trio time by which it must have its connection. A database call
+# the group makes (a batch of rate-limit spends calls `Database.statements`, which queues
+# and waits for a connection in turn) takes it over: nested waits share one acquire timeout.
+_group_deadline: ContextVar[float] = ContextVar("volthub_group_deadline", default=math.inf)
+
+
+def acquire_deadline(timeout: float) -> float:
+    """When a wait for the database that starts now must end: `timeout` from now, or sooner
+    when it is made for a group whose calls have waited already."""
+    return min(trio.current_time() + timeout, _group_deadline.get())
+
+
+def group_deadline(group: list[QueuedCall[Any]]) -> float:
+    """When a group must have its connection: the earliest of its calls' deadlines, so that
+    none of them waits longer than the acquire timeout in all (queue and connection)."""
+    return min(job.deadline for job in group)
 
 
 def fail_all(jobs: list[QueuedCall[Any]], exc: Exception) -> None:
@@ -89,9 +111,10 @@ class GroupQueue:
 
     async def outcome(self, job: QueuedCall[T]) -> outcome.Outcome[T]:
         """`job`'s outcome once its group ran. DatabaseUnavailable when it waited in the
-        queue past the acquire timeout (it never runs then)."""
+        queue past the acquire timeout (it never runs then); a group that runs must have its
+        connection by `group_deadline`, which the time in the queue counts towards."""
         self.queued.append(job)
-        deadline = trio.current_time() + self._acquire_timeout
+        deadline = job.deadline = acquire_deadline(self._acquire_timeout)
         try:
             while job.result is None:
                 if job.taken:  # in a group another caller runs: it finishes, whatever happens
@@ -132,11 +155,13 @@ class GroupQueue:
         group, self.queued = self.queued[:MAX_GROUP], self.queued[MAX_GROUP:]
         for job in group:
             job.taken = True
+        running_until = _group_deadline.set(group_deadline(group))
         try:
             # Not cancellable once taken: the group finishes and every caller hears.
             with trio.CancelScope(shield=True):
                 await self._run(group)
         finally:
+            _group_deadline.reset(running_until)
             self._started.remove(started)
             for job in group:
                 job.wake.set()

@@ -41,6 +41,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
 from volthub import metrics
+from volthub.logs import mask_url
 from volthub.persistence.database import (
     QUERY_ERRORS,
     Database,
@@ -53,7 +54,7 @@ from volthub.persistence.database import (
     Tx,
     count_query_error,
 )
-from volthub.persistence.group_commit import GroupQueue, QueuedCall, fail_all
+from volthub.persistence.group_commit import GroupQueue, QueuedCall, acquire_deadline, fail_all
 from volthub.persistence.postgres_lockstep import RunOneAfterAnother, rows_of, run_in_lockstep
 
 T = TypeVar("T")
@@ -177,7 +178,18 @@ class PostgresDatabase(Database):
 
     async def open(self) -> None:
         metrics.start_db_errors(self.dialect)
-        await trio.to_thread.run_sync(functools.partial(self._pool.open, wait=True, timeout=15))
+        await trio.to_thread.run_sync(self._open_pool)
+
+    def _open_pool(self) -> None:
+        """One connection first: a server that is down, a wrong password or a missing
+        database fails the open at once with its cause (DatabaseUnavailable), where the
+        pool would retry for 15 s and then say only that it timed out."""
+        try:
+            psycopg.connect(self.url, connect_timeout=max(1, round(self.acquire_timeout))).close()
+        except psycopg.Error as exc:
+            cause = " ".join(str(exc).split()) or type(exc).__name__
+            raise DatabaseUnavailable(f"cannot connect to {mask_url(self.url)}: {cause}") from None
+        self._pool.open(wait=True, timeout=15)
 
     async def close(self) -> None:
         await trio.to_thread.run_sync(self._pool.close)
@@ -220,7 +232,7 @@ class PostgresDatabase(Database):
     async def _run_group_in_thread(
         self, group: list[QueuedCall[Any]], run: Callable[[list[QueuedCall[Any]], float], None]
     ) -> None:
-        try:
+        try:  # by the group's deadline: the calls' time in the queue counts
             await self._in_thread(run, group)
         except DatabaseUnavailable as exc:  # no slot in time: the group never ran
             fail_all(group, exc)
@@ -338,8 +350,9 @@ class PostgresDatabase(Database):
 
     async def _in_thread(self, run: Callable[[A, float], R], arg: A) -> R:
         """`run(arg, timeout)` on a worker thread holding a connection slot: waiting for the
-        slot and then for a pooled connection share one acquire_timeout."""
-        deadline = trio.current_time() + self.acquire_timeout
+        slot and then for a pooled connection share one acquire_timeout, which ends sooner
+        for a group whose calls have waited in a group-commit queue (`acquire_deadline`)."""
+        deadline = acquire_deadline(self.acquire_timeout)
         with trio.move_on_at(deadline) as waited:
             await self._limiter.acquire()
         if waited.cancelled_caught:

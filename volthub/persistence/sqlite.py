@@ -103,8 +103,12 @@ class SQLiteDatabase(Database):
 
     async def open(self) -> None:
         metrics.start_db_errors(self.dialect)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        await trio.to_thread.run_sync(self._release, self._connect())
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = await trio.to_thread.run_sync(self._connect)
+        except (OSError, sqlite3.Error) as exc:  # a directory it may not write, not a database file
+            raise DatabaseUnavailable(f"cannot open {self.url}: {exc}") from None
+        self._release(connection)
 
     async def close(self) -> None:
         with self._idle_lock:

@@ -7,6 +7,7 @@ server runs: the document comes from the app object (`create_app`), exactly as
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterable
 from typing import Any
@@ -104,7 +105,8 @@ def _access(operation: dict[str, Any]) -> str:
 def _operation(path: str, method: str, operation: dict[str, Any], document: dict[str, Any]) -> Iterable[str]:
     yield f"### `{method.upper()} {path}`"
     yield ""
-    text = "\n".join(part for part in (operation.get("summary"), operation.get("description")) if part)
+    # The description opens with the summary sentence (both come from the route's docstring).
+    text = operation.get("description") or operation.get("summary")
     if text:
         yield text
         yield ""
@@ -126,12 +128,40 @@ def _operation(path: str, method: str, operation: dict[str, Any], document: dict
         yield ""
         yield from rows
         yield ""
+        yield from _example("Example", body)
+    for status, response in sorted(operation.get("responses", {}).items()):
+        for content_type, answer in response.get("content", {}).items():
+            if status.startswith("2") and "example" in answer:
+                yield from _example(f"Example answer (`{status}`, `{content_type}`)", answer)
     answers = []
     for status, response in sorted(operation.get("responses", {}).items(), key=lambda item: str(item[0])):
         answers.append(f"`{status}` {_cell(response.get('description', ''))}")
     if answers:
         yield "Answers: " + "; ".join(answers) + "."
         yield ""
+
+
+def _example(title: str, media: dict[str, Any]) -> Iterable[str]:
+    if "example" not in media:
+        return
+    yield f"{title}:"
+    yield ""
+    yield "```json"
+    yield json.dumps(media["example"], indent=2, ensure_ascii=False)
+    yield "```"
+    yield ""
+
+
+def _errors(document: dict[str, Any]) -> list[str]:
+    """The one error body every error answer uses, with the well-known members of details."""
+    error = document["components"]["schemas"].get("Error")
+    if error is None:
+        return []
+    lines = ["## Errors", "", _cell(error.get("description", "")), ""]
+    lines += _fields(error, document) + [""]
+    details = error["properties"].get("details", {})
+    lines += [_cell(details.get("description", "")), ""] + _fields(details, document) + [""]
+    return lines
 
 
 def render(document: dict[str, Any]) -> str:
@@ -157,8 +187,12 @@ def render(document: dict[str, Any]) -> str:
     ]
     lines += [f"- [{tag}](#{_anchor(tag)}) ({len(items)})" for tag, items in sorted(by_tag.items())]
     lines.append("")
+    lines += _errors(document)
+    described = {tag["name"]: tag.get("description", "") for tag in document.get("tags", [])}
     for tag, items in sorted(by_tag.items()):
         lines += [f"## {tag}", ""]
+        if described.get(tag):
+            lines += [described[tag], ""]
         for path, method, operation in items:
             lines += list(_operation(path, method, operation, document))
     return "\n".join(lines) + "\n"

@@ -34,6 +34,8 @@ RESERVED = RESERVED_USERNAMES
 
 
 class RegisterBody(Body):
+    example = {"username": "ada_streams", "password": "correct horse battery", "displayName": "Ada Streams"}
+
     username: str = Field(min_length=3, max_length=25, pattern=r"^[A-Za-z0-9_]+$")
     password: str = Field(min_length=8, max_length=128)
     displayName: DisplayName | None = None
@@ -47,11 +49,27 @@ class RegisterBody(Body):
 
 
 class LoginBody(Body):
+    example = {"username": "ada_streams", "password": "correct horse battery"}
+
     username: str = Field(min_length=1, max_length=25)
     password: str = Field(min_length=1, max_length=128)
 
 
 class SessionOut(Model):
+    example = {
+        "user": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "username": "ada_streams",
+            "displayName": "Ada Streams",
+            "avatarUrl": "https://volthub.example/avatarUrl",
+            "bio": "Speedruns and chill every Friday.",
+            "createdAt": "2026-03-14T18:30:00Z",
+        },
+        "token": "vh_at_3q2Xb9Lk0sZpA1mN7rTq",
+        "tokenType": "Bearer",
+        "expiresAt": "2026-03-14T18:30:00Z",
+    }
+
     user: UserOut
     token: str
     tokenType: str = "Bearer"
@@ -67,6 +85,18 @@ class StoredSessionOut(Model):
 
 
 class StoredSessionList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "label": "sign-in",
+                "createdAt": "2026-03-14T18:30:00Z",
+                "expiresAt": "2026-03-14T18:30:00Z",
+                "current": False,
+            }
+        ]
+    }
+
     items: list[StoredSessionOut]
 
 
@@ -183,6 +213,7 @@ def _throttled(refused: Throttled) -> ApiError:
         429,
         "rate_limit_exceeded",
         message,
+        details={"retry_after": refused.retry_after},
         headers={"Retry-After": str(refused.retry_after)},
         extra={"retry_after": refused.retry_after},
     )

@@ -36,6 +36,19 @@ def bots() -> Bots:
 
 
 class BotOut(Model):
+    example = {
+        "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+        "appName": "Ada's Helper",
+        "botUserId": "0b7e2a4c-5d1f-4e8a-9c3b-57a812fa0000",
+        "name": "Speedrun Club",
+        "commandPrefix": "!",
+        "defaultPermission": "defaultPermission",
+        "logoUrl": "https://volthub.example/logoUrl",
+        "reviewed": False,
+        "createdAt": "2026-03-14T18:30:00Z",
+        "updatedAt": "2026-03-14T18:30:00Z",
+    }
+
     clientId: str
     appName: str
     botUserId: str = Field(description="the bot's own account; messages it posts carry this userId")
@@ -71,6 +84,8 @@ def _bot_name(value: str) -> str:
 
 
 class ConfigureBody(Body):
+    example = {"name": "Speedrun Club", "commandPrefix": "!", "defaultPermission": "defaultPermission"}
+
     name: str | None = Field(None, description="the default bot name (3–25 of A–Z, a–z, 0–9, _); required at first")
     commandPrefix: str | None = Field(None, min_length=1, max_length=3)
     defaultPermission: str | None = Field(None, description=f"one of {', '.join(commands.LEVELS)}")
@@ -108,12 +123,38 @@ class ReservedNameOut(Model):
 
 
 class InstancesOut(Model):
+    example = {
+        "default": {
+            "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+            "appName": "Ada's Helper",
+            "botUserId": "0b7e2a4c-5d1f-4e8a-9c3b-57a812fa0000",
+            "name": "Speedrun Club",
+            "commandPrefix": "!",
+            "defaultPermission": "defaultPermission",
+            "logoUrl": "https://volthub.example/logoUrl",
+            "reviewed": False,
+            "createdAt": "2026-03-14T18:30:00Z",
+            "updatedAt": "2026-03-14T18:30:00Z",
+        },
+        "custom": [
+            {
+                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+                "channelUsername": "grace_plays",
+                "name": "Speedrun Club",
+                "since": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "reserved": [{"name": "Speedrun Club", "reservedUntil": "2026-04-14T18:30:00Z"}],
+    }
+
     default: BotOut
     custom: list[CustomNameOut]
     reserved: list[ReservedNameOut] = Field(description="names the bot let go, held for it until reservedUntil")
 
 
 class NameCheckOut(Model):
+    example = {"name": "Speedrun Club", "available": False, "reason": "spam", "reservedUntil": "2026-04-14T18:30:00Z"}
+
     name: str
     available: bool
     reason: str | None = Field(description="invalid | taken | reserved; null when available")
@@ -121,6 +162,25 @@ class NameCheckOut(Model):
 
 
 class CurrentOut(Model):
+    example = {
+        "connected": False,
+        "via": "app",
+        "name": "Speedrun Club",
+        "customName": False,
+        "bot": {
+            "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+            "appName": "Ada's Helper",
+            "botUserId": "0b7e2a4c-5d1f-4e8a-9c3b-57a812fa0000",
+            "name": "Speedrun Club",
+            "commandPrefix": "!",
+            "defaultPermission": "defaultPermission",
+            "logoUrl": "https://volthub.example/logoUrl",
+            "reviewed": False,
+            "createdAt": "2026-03-14T18:30:00Z",
+            "updatedAt": "2026-03-14T18:30:00Z",
+        },
+    }
+
     connected: bool
     via: str | None = Field(description="app: the token's app is this bot; selected: chosen in bot-select")
     name: str | None = Field(description="the name the bot uses in this channel")
@@ -137,6 +197,8 @@ def current_out(identity: BotIdentity | None) -> CurrentOut:
 
 
 class CustomizeBody(Body):
+    example = {"name": "Speedrun Club"}
+
     name: str
 
     @field_validator("name")
@@ -146,20 +208,63 @@ class CustomizeBody(Body):
 
 
 class RevertOut(CurrentOut):
+    example = {
+        "connected": False,
+        "via": "app",
+        "name": "Speedrun Club",
+        "customName": False,
+        "bot": {
+            "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+            "appName": "Ada's Helper",
+            "botUserId": "0b7e2a4c-5d1f-4e8a-9c3b-57a812fa0000",
+            "name": "Speedrun Club",
+            "commandPrefix": "!",
+            "defaultPermission": "defaultPermission",
+            "logoUrl": "https://volthub.example/logoUrl",
+            "reviewed": False,
+            "createdAt": "2026-03-14T18:30:00Z",
+            "updatedAt": "2026-03-14T18:30:00Z",
+        },
+        "releasedName": None,
+        "reservedUntil": "2026-04-14T18:30:00Z",
+    }
+
     releasedName: str | None
     reservedUntil: str | None
 
 
 class SelectBody(Body):
+    example = {"clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000"}
+
     clientId: str = Field(min_length=1, max_length=64)
 
 
 class DirectoryOut(Model):
+    example = {
+        "bots": [
+            {
+                "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+                "appName": "Ada's Helper",
+                "botUserId": "0b7e2a4c-5d1f-4e8a-9c3b-57a812fa0000",
+                "name": "Speedrun Club",
+                "commandPrefix": "!",
+                "defaultPermission": "defaultPermission",
+                "logoUrl": "https://volthub.example/logoUrl",
+                "reviewed": False,
+                "createdAt": "2026-03-14T18:30:00Z",
+                "updatedAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "selected": "selected",
+    }
+
     bots: list[BotOut]
     selected: str | None = Field(description="clientId of the bot this channel selected")
 
 
 class CheckBody(Body):
+    example = {"level": "followers", "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000", "minFollowSeconds": 0}
+
     level: str = Field(max_length=64, description=f"one of {', '.join(commands.LEVELS)}; anything else denies")
     userId: str | None = None
     minFollowSeconds: int = Field(0, ge=0, le=10 * 365 * 86400, description="followers level: minimum follow age")
@@ -172,12 +277,16 @@ class CheckBody(Body):
 
 
 class CheckOut(Model):
+    example = {"allowed": False, "level": "followers", "knownLevel": False}
+
     allowed: bool
     level: str
     knownLevel: bool
 
 
 class LevelsOut(Model):
+    example = {"levels": ["followers"]}
+
     levels: list[str] = Field(description="lowest first; each level also admits everyone on a higher rung")
 
 

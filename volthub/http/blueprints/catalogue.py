@@ -48,6 +48,17 @@ class CatalogQuery(Query):
 
 
 class CatalogOut(Model):
+    example = {
+        "badges": [
+            {
+                "slug": "speedrun-club",
+                "category": "Just Chatting",
+                "title": "Friday night speedrun",
+                "description": "Speedruns and chill every Friday.",
+            }
+        ]
+    }
+
     badges: list[BadgeOut]
 
 
@@ -70,6 +81,12 @@ class RoleBadgeOut(Model):
 
 
 class ChannelBadgesOut(Model):
+    example = {
+        "channel": {"id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000", "username": "ada_streams"},
+        "badges": [{"slug": "speedrun-club", "tier": "tier1", "months": 1, "title": "Friday night speedrun"}],
+        "roles": [{"slug": "speedrun-club", "title": "Friday night speedrun", "holders": 1}],
+    }
+
     channel: ChannelRef
     badges: list[SubscriptionBadgeOut] = Field(
         description="the subscriber badge at each tenure milestone the channel's subscribers reached, per tier"
@@ -88,6 +105,22 @@ class UserBadgesQuery(Query):
 
 
 class UserBadgesOut(Model):
+    example = {
+        "user": {"id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000", "username": "ada_streams"},
+        "channel": {"id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000", "username": "ada_streams"},
+        "badges": [
+            {
+                "slug": "speedrun-club",
+                "category": "Just Chatting",
+                "title": "Friday night speedrun",
+                "description": "Speedruns and chill every Friday.",
+                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+                "source": "awarded",
+                "awardedAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+    }
+
     user: ChannelRef
     channel: ChannelRef | None
     badges: list[UserBadgeOut]
@@ -146,6 +179,15 @@ async def user_badges(username: str, query_args: UserBadgesQuery) -> UserBadgesO
 
 
 class TeamOut(Model):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "slug": "speedrun-club",
+        "name": "Speedrun Club",
+        "description": "Speedruns and chill every Friday.",
+        "memberCount": 3,
+        "createdAt": "2026-03-14T18:30:00Z",
+    }
+
     id: str
     slug: str
     name: str
@@ -166,6 +208,20 @@ def team_out(team: Team) -> TeamOut:
 
 
 class TeamList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "slug": "speedrun-club",
+                "name": "Speedrun Club",
+                "description": "Speedruns and chill every Friday.",
+                "memberCount": 3,
+                "createdAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[TeamOut]
     nextCursor: str | None
 
@@ -180,6 +236,28 @@ class MemberOut(Model):
 
 
 class MemberList(Model):
+    example = {
+        "team": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "slug": "speedrun-club",
+            "name": "Speedrun Club",
+            "description": "Speedruns and chill every Friday.",
+            "memberCount": 3,
+            "createdAt": "2026-03-14T18:30:00Z",
+        },
+        "items": [
+            {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "avatarUrl": "https://volthub.example/avatarUrl",
+                "role": "member",
+                "joinedAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "nextCursor": None,
+    }
+
     team: TeamOut
     items: list[MemberOut]
     nextCursor: str | None
@@ -202,6 +280,7 @@ async def list_teams(query_args: PageQuery) -> TeamList:
 @error_responses(404)
 @validate_response(TeamOut)
 async def get_team(slug: str) -> TeamOut:
+    """One team by its slug: its name, description and how many members it has."""
     return team_out(await teams().get(slug))
 
 

@@ -32,6 +32,19 @@ blueprint = Blueprint("channel_points", __name__, url_prefix="/api/channel-point
 
 
 class RewardOut(Model):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "name": "Speedrun Club",
+        "cost": 100,
+        "description": "Speedruns and chill every Friday.",
+        "iconUrl": "https://volthub.example/iconUrl",
+        "enabled": False,
+        "builtInType": None,
+        "requiresModeratorApproval": False,
+        "maxPerStream": 1,
+        "maxPerUserPerStream": 1,
+    }
+
     id: str
     name: str
     cost: int
@@ -45,10 +58,38 @@ class RewardOut(Model):
 
 
 class RewardList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "name": "Speedrun Club",
+                "cost": 100,
+                "description": "Speedruns and chill every Friday.",
+                "iconUrl": "https://volthub.example/iconUrl",
+                "enabled": False,
+                "builtInType": None,
+                "requiresModeratorApproval": False,
+                "maxPerStream": 1,
+                "maxPerUserPerStream": 1,
+            }
+        ]
+    }
+
     items: list[RewardOut]
 
 
 class RewardBody(Body):
+    example = {
+        "name": "Speedrun Club",
+        "cost": 100,
+        "description": "Speedruns and chill every Friday.",
+        "iconUrl": "https://volthub.example/iconUrl",
+        "enabled": True,
+        "requiresModeratorApproval": False,
+        "maxPerStream": 1,
+        "maxPerUserPerStream": 1,
+    }
+
     name: str = Field(min_length=1, max_length=45)
     cost: int = Field(ge=1, le=10_000_000)
     description: str | None = Field(None, max_length=200)
@@ -116,6 +157,8 @@ async def create_item(channel_id: str, data: RewardBody) -> tuple[RewardOut, int
 
 
 class BalanceOut(Model):
+    example = {"channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000", "balance": 100}
+
     channelId: str
     balance: int
 
@@ -129,6 +172,19 @@ class PointsLeaderOut(Model):
 
 
 class PointsLeaderboardOut(Model):
+    example = {
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "leaderboard": [
+            {
+                "rank": 1,
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "points": 100,
+            }
+        ],
+    }
+
     channelId: str
     leaderboard: list[PointsLeaderOut]
 
@@ -164,6 +220,8 @@ async def get_leaderboard(channel_id: str, query_args: LeaderQuery) -> PointsLea
 
 
 class RedeemBody(Body):
+    example = {"userInput": "Play the chess opening!"}
+
     userInput: str | None = Field(None, max_length=500, description="the viewer's text for the reward")
 
     @field_validator("userInput")
@@ -173,6 +231,21 @@ class RedeemBody(Body):
 
 
 class RedemptionOut(Model):
+    example = {
+        "redemptionId": "0b7e2a4c-5d1f-4e8a-9c3b-b5a0ec470000",
+        "rewardId": "0b7e2a4c-5d1f-4e8a-9c3b-052013a40000",
+        "rewardTitle": "Hydrate!",
+        "rewardCost": 100,
+        "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+        "username": "ada_streams",
+        "displayName": "Ada Streams",
+        "userInput": "Play the chess opening!",
+        "status": "active",
+        "redeemedAt": "2026-03-14T18:30:00Z",
+        "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
+        "resolvedAt": "2026-03-14T18:30:00Z",
+    }
+
     redemptionId: str
     rewardId: str
     rewardTitle: str
@@ -188,10 +261,46 @@ class RedemptionOut(Model):
 
 
 class RedeemedOut(RedemptionOut):
+    example = {
+        "redemptionId": "0b7e2a4c-5d1f-4e8a-9c3b-b5a0ec470000",
+        "rewardId": "0b7e2a4c-5d1f-4e8a-9c3b-052013a40000",
+        "rewardTitle": "Hydrate!",
+        "rewardCost": 100,
+        "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+        "username": "ada_streams",
+        "displayName": "Ada Streams",
+        "userInput": "Play the chess opening!",
+        "status": "active",
+        "redeemedAt": "2026-03-14T18:30:00Z",
+        "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
+        "resolvedAt": "2026-03-14T18:30:00Z",
+        "balance": 100,
+    }
+
     balance: int = Field(description="the redeemer's points in this channel afterwards")
 
 
 class RedemptionPage(Model):
+    example = {
+        "items": [
+            {
+                "redemptionId": "0b7e2a4c-5d1f-4e8a-9c3b-b5a0ec470000",
+                "rewardId": "0b7e2a4c-5d1f-4e8a-9c3b-052013a40000",
+                "rewardTitle": "Hydrate!",
+                "rewardCost": 100,
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "userInput": "Play the chess opening!",
+                "status": "active",
+                "redeemedAt": "2026-03-14T18:30:00Z",
+                "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
+                "resolvedAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[RedemptionOut]
     nextCursor: str | None
 

@@ -38,14 +38,45 @@ class RoleOut(Model):
 
 
 class OneRoleOut(Model):
+    example = {
+        "role": {
+            "memberId": "0b7e2a4c-5d1f-4e8a-9c3b-9033dbea0000",
+            "username": "ada_streams",
+            "displayName": "Ada Streams",
+            "roleType": "moderator",
+            "grantedAt": "2026-03-14T18:30:00Z",
+            "expiresAt": "2026-03-14T18:30:00Z",
+        }
+    }
+
     role: RoleOut
 
 
 class RolesOut(Model):
+    example = {
+        "roles": [
+            {
+                "memberId": "0b7e2a4c-5d1f-4e8a-9c3b-9033dbea0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "roleType": "moderator",
+                "grantedAt": "2026-03-14T18:30:00Z",
+                "expiresAt": "2026-03-14T18:30:00Z",
+            }
+        ]
+    }
+
     roles: list[RoleOut]
 
 
 class GrantBody(Body):
+    example = {
+        "roleType": "vip",
+        "memberId": "0b7e2a4c-5d1f-4e8a-9c3b-9033dbea0000",
+        "username": "ada_streams",
+        "expiresAt": "2026-03-14T18:30:00Z",
+    }
+
     roleType: Literal["vip", "moderator"]
     memberId: str | None = Field(None, max_length=64)
     username: str | None = Field(None, min_length=1, max_length=50)

@@ -75,7 +75,7 @@ async def run_chat_hub(rt: Runtime) -> None:
 def absent(**field: Any) -> Any:
     """A member that may be left out but is never null: `Field(None)` on a non-nullable type.
 
-    The OpenAPI document drops the null default (schemas._drop_null_defaults), and a null
+    The OpenAPI document drops the null default (schemas._finish_schema), and a null
     sent in a body is refused. Typed `Any` because the field's type is not `None`'s.
     """
     return Field(None, **field)
@@ -116,6 +116,8 @@ class ReplyToIn(Body):
 
 
 class SendBody(Body):
+    example = {"message": "GG everyone!", "sendAsBot": False}
+
     message: str = Field(
         min_length=1, max_length=rules.MESSAGE_MAX, description="1–500 Unicode code points, not blank."
     )
@@ -142,11 +144,21 @@ class SendBody(Body):
 
 
 class SendOut(Model):
+    example = {"success": True, "messageId": "0b7e2a4c-5d1f-4e8a-9c3b-a4c3a0da0000"}
+
     success: bool
     messageId: str
 
 
 class SettingsOut(Model):
+    example = {
+        "slowMode": False,
+        "slowModeSeconds": 60,
+        "followersOnly": False,
+        "subscribersOnly": False,
+        "emoteOnly": False,
+    }
+
     slowMode: bool
     slowModeSeconds: int
     followersOnly: bool
@@ -161,6 +173,14 @@ class SettingsOut(Model):
 class SettingsPatch(Body):
     """Partial: omitted fields stay as they are; null is refused."""
 
+    example = {
+        "slowMode": False,
+        "slowModeSeconds": 60,
+        "followersOnly": False,
+        "subscribersOnly": False,
+        "emoteOnly": False,
+    }
+
     slowMode: bool = absent(description="true alone keeps the stored duration, or 30 s when none.")
     slowModeSeconds: int = absent(
         ge=0, le=rules.SLOW_MODE_MAX_SECONDS, description="0–3600; 0 turns slow mode off, n > 0 on."
@@ -171,6 +191,16 @@ class SettingsPatch(Body):
 
 
 class ModerateBody(Body):
+    example = {
+        "action": "timeout",
+        "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+        "username": "ada_streams",
+        "durationSeconds": 60,
+        "messageId": "0b7e2a4c-5d1f-4e8a-9c3b-a4c3a0da0000",
+        "reason": "spam",
+        "asBot": False,
+    }
+
     action: ModerationAction
     userId: str | None = Field(None, description="Target user id (timeout, ban, unban); or give username.")
     username: str | None = Field(None, min_length=1, max_length=25, description="Target username, any case.")
@@ -223,6 +253,19 @@ class ModerateBody(Body):
 
 
 class ModerateOut(Model):
+    example = {
+        "success": True,
+        "action": "action",
+        "changed": False,
+        "user": {
+            "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+            "username": "ada_streams",
+            "displayName": "Ada Streams",
+        },
+        "endsAt": "2026-03-14T18:30:00Z",
+        "messageId": "0b7e2a4c-5d1f-4e8a-9c3b-a4c3a0da0000",
+    }
+
     success: bool
     action: str
     changed: bool = Field(description="false when there was nothing to undo (not banned, already deleted).")

@@ -86,6 +86,15 @@ class _AppChecks(Body):
 
 
 class AppCreateBody(_AppChecks):
+    example = {
+        "name": "Speedrun Club",
+        "redirectUris": ["https://volthub.example/redirectUri"],
+        "description": "",
+        "logoUrl": "https://volthub.example/logoUrl",
+        "botApp": False,
+        "public": False,
+    }
+
     name: str = Field(min_length=1, max_length=50)
     redirectUris: list[RedirectUri] = Field(default_factory=list, max_length=MAX_REDIRECT_URIS)
     description: str = Field("", max_length=500)
@@ -95,6 +104,14 @@ class AppCreateBody(_AppChecks):
 
 
 class AppPatchBody(_AppChecks):
+    example = {
+        "name": "Speedrun Club",
+        "redirectUris": ["https://volthub.example/redirectUri"],
+        "description": "Speedruns and chill every Friday.",
+        "logoUrl": "https://volthub.example/logoUrl",
+        "botApp": False,
+    }
+
     name: str | None = Field(None, min_length=1, max_length=50)
     redirectUris: list[RedirectUri] | None = Field(None, max_length=MAX_REDIRECT_URIS)
     description: str | None = Field(None, max_length=500)
@@ -103,6 +120,19 @@ class AppPatchBody(_AppChecks):
 
 
 class AppOut(Model):
+    example = {
+        "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+        "name": "Speedrun Club",
+        "description": "Speedruns and chill every Friday.",
+        "logoUrl": "https://volthub.example/logoUrl",
+        "redirectUris": ["https://volthub.example/redirectUri"],
+        "botApp": False,
+        "public": False,
+        "reviewed": False,
+        "createdAt": "2026-03-14T18:30:00Z",
+        "updatedAt": "2026-03-14T18:30:00Z",
+    }
+
     clientId: str
     name: str
     description: str
@@ -116,10 +146,41 @@ class AppOut(Model):
 
 
 class AppWithSecretOut(AppOut):
+    example = {
+        "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+        "name": "Speedrun Club",
+        "description": "Speedruns and chill every Friday.",
+        "logoUrl": "https://volthub.example/logoUrl",
+        "redirectUris": ["https://volthub.example/redirectUri"],
+        "botApp": False,
+        "public": False,
+        "reviewed": False,
+        "createdAt": "2026-03-14T18:30:00Z",
+        "updatedAt": "2026-03-14T18:30:00Z",
+        "clientSecret": "vhs_Xr4p9Lm2Qz7Nw1Kb",
+    }
+
     clientSecret: str | None = Field(description="shown only now; null for a public client")
 
 
 class AppList(Model):
+    example = {
+        "items": [
+            {
+                "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+                "name": "Speedrun Club",
+                "description": "Speedruns and chill every Friday.",
+                "logoUrl": "https://volthub.example/logoUrl",
+                "redirectUris": ["https://volthub.example/redirectUri"],
+                "botApp": False,
+                "public": False,
+                "reviewed": False,
+                "createdAt": "2026-03-14T18:30:00Z",
+                "updatedAt": "2026-03-14T18:30:00Z",
+            }
+        ]
+    }
+
     items: list[AppOut]
 
 
@@ -133,6 +194,20 @@ class ScopeGrantOut(Model):
 
 
 class AppScopes(Model):
+    example = {
+        "reviewRequired": False,
+        "scopes": [
+            {
+                "name": "Speedrun Club",
+                "category": "Just Chatting",
+                "description": "Speedruns and chill every Friday.",
+                "sensitive": False,
+                "granted": False,
+                "grantedAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+    }
+
     reviewRequired: bool = Field(description="[oauth] sensitive_scopes_need_review")
     scopes: list[ScopeGrantOut]
 

@@ -64,7 +64,7 @@ def _version() -> str:
 @access.public
 @tag(["Developer pages"])
 @responds(200, "The index: HTML for browsers, `{name, version, links}` JSON otherwise", "text/html")
-@responds(200, "The index", "application/json", INDEX_SCHEMA)
+@responds(200, "The index", "application/json", INDEX_SCHEMA, example=docs_page.index_document("0.1.0"))
 async def index() -> Any:
     """Where to go from here: the API reference, the OpenAPI document, the developer
     dashboard, the event catalogue. Browsers (`Accept: text/html`) get a page."""

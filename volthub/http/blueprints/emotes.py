@@ -29,6 +29,16 @@ def emotes() -> Emotes:
 
 
 class EmoteOut(Model):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "code": "adaWave",
+        "url": "https://volthub.example/url",
+        "scope": "chat:read chat:write",
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "channelUsername": "grace_plays",
+        "createdAt": "2026-03-14T18:30:00Z",
+    }
+
     id: str
     code: str = Field(description="written in chat as :code:")
     url: str = Field(description="the image on this server; immutable, cache it")
@@ -57,10 +67,44 @@ class CollectionOut(Model):
 
 
 class CollectionsOut(Model):
+    example = {
+        "collections": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "emotes": [
+                    {
+                        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                        "code": "adaWave",
+                        "url": "https://volthub.example/url",
+                        "scope": "chat:read chat:write",
+                        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+                        "channelUsername": "grace_plays",
+                        "createdAt": "2026-03-14T18:30:00Z",
+                    }
+                ],
+            }
+        ]
+    }
+
     collections: list[CollectionOut]
 
 
 class EmotesOut(Model):
+    example = {
+        "emotes": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "code": "adaWave",
+                "url": "https://volthub.example/url",
+                "scope": "chat:read chat:write",
+                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+                "channelUsername": "grace_plays",
+                "createdAt": "2026-03-14T18:30:00Z",
+            }
+        ]
+    }
+
     emotes: list[EmoteOut]
 
 
@@ -74,6 +118,8 @@ class ResolveQuery(Query):
 
 
 class ResolveOut(Model):
+    example = {"emotes": {}, "unknown": ["notAnEmote"]}
+
     emotes: dict[str, EmoteOut] = Field(description="code -> emote, for the codes that resolved")
     unknown: list[str]
 
@@ -103,6 +149,7 @@ async def all_collections(query_args: ChannelQuery) -> CollectionsOut:
 @tag(["Emotes"])
 @validate_response(EmotesOut)
 async def global_emotes() -> EmotesOut:
+    """The emotes every channel's chat understands, whatever the channel."""
     return EmotesOut(emotes=[emote_out(e) for e in await emotes().global_set()])
 
 

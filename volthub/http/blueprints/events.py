@@ -74,6 +74,32 @@ class EventTypeOut(Model):
 
 
 class EventTypesOut(Model):
+    example = {
+        "groups": ["chat"],
+        "types": [
+            {
+                "name": "Speedrun Club",
+                "group": "chat",
+                "description": "Speedruns and chill every Friday.",
+                "transports": {"eventsApi": False, "webhooks": False},
+                "emitted": False,
+                "sandbox": False,
+                "public": False,
+                "aliasOf": None,
+                "webhookScope": "chat:read",
+                "fields": [
+                    {
+                        "name": "Speedrun Club",
+                        "type": "chat.message",
+                        "description": "Speedruns and chill every Friday.",
+                        "optional": False,
+                    }
+                ],
+            }
+        ],
+        "wsUrl": "https://volthub.example/wsUrl",
+    }
+
     groups: list[str]
     types: list[EventTypeOut]
     wsUrl: str = Field(

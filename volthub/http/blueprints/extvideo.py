@@ -37,6 +37,8 @@ def extvideo() -> ExtVideo:
 
 
 class AuthUrlOut(Model):
+    example = {"url": "https://volthub.example/url", "state": "open", "expiresAt": "2026-03-14T18:30:00Z"}
+
     url: str = Field(description="send the person here to consent at the video platform")
     state: str
     expiresAt: str
@@ -48,7 +50,20 @@ class AccountOut(Model):
     url: str | None = Field(description="an absolute http(s) address or null")
 
 
-class StatusOut(Model):
+class ExternalVideoStatusOut(Model):
+    example = {
+        "configured": False,
+        "connected": False,
+        "status": "active",
+        "account": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "name": "Speedrun Club",
+            "url": "https://volthub.example/url",
+        },
+        "scope": "chat:read chat:write",
+        "connectedAt": "2026-03-14T18:30:00Z",
+    }
+
     configured: bool = Field(description="whether this server has the integration set up")
     connected: bool
     status: str | None = Field(description="connected | reauth_required; null when not connected")
@@ -57,12 +72,12 @@ class StatusOut(Model):
     connectedAt: str | None
 
 
-def status_out(configured: bool, connection: Connection | None) -> StatusOut:
+def status_out(configured: bool, connection: Connection | None) -> ExternalVideoStatusOut:
     if connection is None:
-        return StatusOut(
+        return ExternalVideoStatusOut(
             configured=configured, connected=False, status=None, account=None, scope=None, connectedAt=None
         )
-    return StatusOut(
+    return ExternalVideoStatusOut(
         configured=configured,
         connected=connection.status == "connected",
         status=connection.status,
@@ -93,19 +108,80 @@ class PlaylistOut(Model):
 
 
 class VideoList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "url": "https://volthub.example/url",
+                "thumbnailUrl": "https://volthub.example/thumbnailUrl",
+                "publishedAt": "2026-03-14T18:30:00Z",
+                "durationSeconds": 60,
+                "views": 1,
+            }
+        ]
+    }
+
     items: list[VideoOut]
 
 
 class LibraryOut(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "url": "https://volthub.example/url",
+                "thumbnailUrl": "https://volthub.example/thumbnailUrl",
+                "publishedAt": "2026-03-14T18:30:00Z",
+                "durationSeconds": 60,
+                "views": 1,
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[VideoOut]
     nextCursor: str | None
 
 
 class PlaylistList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "url": "https://volthub.example/url",
+                "videoCount": 3,
+            }
+        ]
+    }
+
     items: list[PlaylistOut]
 
 
 class WidgetOut(Model):
+    example = {
+        "username": "ada_streams",
+        "connected": False,
+        "account": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "name": "Speedrun Club",
+            "url": "https://volthub.example/url",
+        },
+        "videos": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "url": "https://volthub.example/url",
+                "thumbnailUrl": "https://volthub.example/thumbnailUrl",
+                "publishedAt": "2026-03-14T18:30:00Z",
+                "durationSeconds": 60,
+                "views": 1,
+            }
+        ],
+    }
+
     username: str
     connected: bool
     account: AccountOut | None
@@ -150,8 +226,8 @@ async def auth_url() -> AuthUrlOut:
 @tag(["External video"])
 @error_responses(409, 502)
 @validate_querystring(CallbackQuery)
-@validate_response(StatusOut)
-async def auth_callback(query_args: CallbackQuery) -> StatusOut:
+@validate_response(ExternalVideoStatusOut)
+async def auth_callback(query_args: CallbackQuery) -> ExternalVideoStatusOut:
     """Where the provider sends the person back (`code` and `state`). 400 `invalid_state`
     for an unknown, used or expired state, or one that was started in another browser (its
     cookie is missing or different); 400 `access_denied` when the person declined."""
@@ -164,8 +240,10 @@ async def auth_callback(query_args: CallbackQuery) -> StatusOut:
 @blueprint.get("/status")
 @access.token("extvideo:read")
 @tag(["External video"])
-@validate_response(StatusOut)
-async def status() -> StatusOut:
+@validate_response(ExternalVideoStatusOut)
+async def status() -> ExternalVideoStatusOut:
+    """Whether this server offers the external video integration and whether the caller is
+    connected to it (the account, the granted scope and since when)."""
     found = await extvideo().status(access.principal().user_id)
     return status_out(found.configured, found.connection)
 
@@ -189,6 +267,8 @@ async def recent_videos(query_args: LimitQuery) -> VideoList:
 @validate_querystring(LibraryQuery)
 @validate_response(LibraryOut)
 async def library(query_args: LibraryQuery) -> LibraryOut:
+    """The caller's videos at the connected provider, newest first, a page at a time
+    (`nextCursor`)."""
     found, next_cursor = await extvideo().library(access.principal().user_id, query_args.limit, query_args.cursor)
     return LibraryOut(items=[VideoOut(**video) for video in found], nextCursor=next_cursor)
 
@@ -200,6 +280,7 @@ async def library(query_args: LibraryQuery) -> LibraryOut:
 @validate_querystring(LimitQuery)
 @validate_response(PlaylistList)
 async def playlists(query_args: LimitQuery) -> PlaylistList:
+    """The caller's playlists at the connected provider, up to `limit`."""
     found = await extvideo().playlists(access.principal().user_id, query_args.limit)
     return PlaylistList(items=[PlaylistOut(**playlist) for playlist in found])
 
@@ -226,8 +307,8 @@ async def widget(username: str) -> WidgetOut:
 @blueprint.post("/disconnect")
 @access.token("extvideo:manage")
 @tag(["External video"])
-@validate_response(StatusOut)
-async def disconnect() -> StatusOut:
+@validate_response(ExternalVideoStatusOut)
+async def disconnect() -> ExternalVideoStatusOut:
     """Forget the connection (and revoke its token at the provider, best effort)."""
     me = access.principal().user_id
     await extvideo().disconnect(me)

@@ -43,6 +43,14 @@ FORM = "application/x-www-form-urlencoded"
 
 
 class HookOut(Model):
+    example = {
+        "live": False,
+        "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "vodId": "0b7e2a4c-5d1f-4e8a-9c3b-f74f37d60000",
+        "allowed": False,
+    }
+
     live: bool
     streamId: str | None = None
     channelId: str | None = None
@@ -113,6 +121,8 @@ async def _heartbeat(key: str) -> dict[str, Any]:
 
 
 class KeyBody(Body):
+    example = {"streamKey": "live_8Qm2vX7pLk3nR0tYb5"}
+
     streamKey: str = Field(min_length=1, max_length=200)
 
 
@@ -197,6 +207,18 @@ async def nginx_update() -> dict[str, Any]:
 class MediaMTXAuth(Body):
     """MediaMTX's external-authentication request (`authHTTPAddress`), as it sends it."""
 
+    example = {
+        "user": "",
+        "password": "",
+        "token": "",
+        "ip": "",
+        "action": "publish",
+        "path": "",
+        "protocol": "",
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "query": "",
+    }
+
     user: str = Field("", max_length=1000)
     password: str = Field("", max_length=1000)
     token: str = Field("", max_length=4000)
@@ -241,6 +263,8 @@ async def mediamtx_auth(data: MediaMTXAuth) -> dict[str, Any]:
 
 
 class PathBody(Body):
+    example = {"path": "live/ada_streams"}
+
     path: str = Field(min_length=1, max_length=1000)
 
 

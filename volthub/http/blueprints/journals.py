@@ -61,6 +61,24 @@ class JournalSummary(Model):
 
 
 class JournalOut(JournalSummary):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "slug": "speedrun-club",
+        "title": "Friday night speedrun",
+        "status": "active",
+        "excerpt": "Tonight we race any%.",
+        "author": {
+            "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+            "username": "ada_streams",
+            "displayName": "Ada Streams",
+        },
+        "createdAt": "2026-03-14T18:30:00Z",
+        "updatedAt": "2026-03-14T18:30:00Z",
+        "publishedAt": "2026-03-14T18:30:00Z",
+        "body": "Tonight we race **any%**.",
+        "html": "<p>Tonight we race <strong>any%</strong>.</p>",
+    }
+
     body: str = Field(description="Markdown as written")
     html: str = Field(description="the body rendered to sanitised HTML")
 
@@ -88,6 +106,27 @@ def _fields(journal: Journal) -> dict[str, Any]:
 
 
 class JournalList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "slug": "speedrun-club",
+                "title": "Friday night speedrun",
+                "status": "active",
+                "excerpt": "Tonight we race any%.",
+                "author": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "createdAt": "2026-03-14T18:30:00Z",
+                "updatedAt": "2026-03-14T18:30:00Z",
+                "publishedAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[JournalSummary]
     nextCursor: str | None
 
@@ -99,6 +138,8 @@ def _title(value: str) -> str:
 
 
 class CreateBody(Body):
+    example = {"title": "Friday night speedrun", "body": "", "slug": "speedrun-club", "publish": False}
+
     title: str = Field(min_length=1, max_length=TITLE_MAX)
     body: str = Field("", max_length=BODY_MAX, description=BODY_RULES)
     slug: str | None = Field(None, description="made from the title when omitted")
@@ -116,6 +157,8 @@ class CreateBody(Body):
 
 
 class UpdateBody(Body):
+    example = {"title": "Friday night speedrun", "body": "Tonight we race **any%**.", "slug": "speedrun-club"}
+
     title: str = Field(None, min_length=1, max_length=TITLE_MAX)  # type: ignore[assignment]
     body: str = Field(None, max_length=BODY_MAX, description=BODY_RULES)  # type: ignore[assignment]
     slug: str = Field(None)  # type: ignore[assignment]
@@ -132,6 +175,14 @@ class UpdateBody(Body):
 
 
 class ImageOut(Model):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "url": "https://volthub.example/url",
+        "contentType": "image/png",
+        "sizeBytes": 1,
+        "markdown": "![overlay](/api/media/0b7e2a4c-5d1f-4e8a-9c3b-5e1a3c7d9f20)",
+    }
+
     id: str
     url: str
     contentType: str

@@ -66,6 +66,43 @@ class HistoryQuery(Query):
 
 
 class HistoryOut(Model):
+    example = {
+        "messages": [
+            {
+                "messageId": "0b7e2a4c-5d1f-4e8a-9c3b-a4c3a0da0000",
+                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "message": "GG everyone!",
+                "badges": ["badge"],
+                "isMod": False,
+                "isVip": False,
+                "isSubscriber": False,
+                "timestamp": "2026-03-14T18:30:00Z",
+                "subscriberMonths": 1,
+                "color": "#9146ff",
+                "mentions": [
+                    {
+                        "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                        "username": "ada_streams",
+                        "displayName": "Ada Streams",
+                    }
+                ],
+                "replyTo": {
+                    "messageId": "0b7e2a4c-5d1f-4e8a-9c3b-a4c3a0da0000",
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "snippet": "GG everyone!",
+                },
+                "effect": "effect",
+                "effectColor": "#9146ff",
+                "card": {"type": "chat.message", "payload": {}},
+                "isSystem": False,
+            }
+        ]
+    }
+
     messages: list[ChatMessageOut]
 
 
@@ -86,6 +123,23 @@ class ViewerOut(PersonOut):
 
 
 class ViewersOut(Model):
+    example = {
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "channelUsername": "grace_plays",
+        "viewers": [
+            {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "avatarUrl": "https://volthub.example/avatarUrl",
+                "roles": ["member"],
+            }
+        ],
+        "authenticatedCount": 3,
+        "anonymousCount": 3,
+        "total": 3,
+    }
+
     channelId: str
     channelUsername: str
     viewers: list[ViewerOut] = Field(
@@ -97,6 +151,17 @@ class ViewersOut(Model):
 
 
 class StatsOut(Model):
+    example = {
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "windowSeconds": 60,
+        "messages": 1,
+        "messagesPerMinute": 1.5,
+        "chatters": 1,
+        "viewers": 1,
+        "authenticatedViewers": 1,
+        "anonymousViewers": 1,
+    }
+
     channelId: str
     windowSeconds: int
     messages: int = Field(description="Messages sent in the window (card and system messages excluded).")
@@ -115,6 +180,26 @@ class LimitsOut(Model):
 
 
 class PolicyOut(Model):
+    example = {
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "settings": {
+            "slowMode": False,
+            "slowModeSeconds": 60,
+            "followersOnly": False,
+            "subscribersOnly": False,
+            "emoteOnly": False,
+        },
+        "exemptRoles": ["moderator"],
+        "rules": ["rule"],
+        "effects": ["effect"],
+        "limits": {
+            "messageMaxLength": 1,
+            "replySnippetMaxLength": 1,
+            "slowModeMaxSeconds": 60,
+            "timeoutMaxSeconds": 60,
+        },
+    }
+
     channelId: str
     settings: SettingsOut
     exemptRoles: list[str]
@@ -135,6 +220,21 @@ class SlashCommandOut(Model):
 
 
 class SlashCommandsOut(Model):
+    example = {
+        "commands": [
+            {
+                "name": "Speedrun Club",
+                "usage": "/poll <title> | <option> | <option>",
+                "description": "Speedruns and chill every Friday.",
+                "permission": "moderator",
+                "method": "POST",
+                "path": "live/ada_streams",
+                "scope": "chat:read chat:write",
+                "body": {},
+            }
+        ]
+    }
+
     commands: list[SlashCommandOut]
 
 

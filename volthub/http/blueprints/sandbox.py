@@ -45,6 +45,18 @@ MAX_FIELDS = 32
 
 
 class TestEventBody(Body):
+    example = {
+        "eventType": "follow",
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "tier": "tier1",
+        "amount": 1.5,
+        "message": "GG everyone!",
+        "quantity": 1,
+        "fields": {},
+        "eventsApi": True,
+        "webhooks": False,
+    }
+
     eventType: str = Field(
         max_length=64,
         description="a test type (subscription, gift_subscription, follow, volt_tip, raid, chat_message)"
@@ -79,6 +91,26 @@ class TestDeliveryOut(Model):
 
 
 class TestEventOut(Model):
+    example = {
+        "eventId": "0b7e2a4c-5d1f-4e8a-9c3b-2b2ebb6c0000",
+        "event": "chat.message",
+        "eventType": "follow",
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "timestamp": "2026-03-14T18:30:00Z",
+        "data": {},
+        "webhooks": [
+            {
+                "webhookId": "0b7e2a4c-5d1f-4e8a-9c3b-458fb6930000",
+                "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+                "url": "https://volthub.example/url",
+                "event": "chat.message",
+                "status": 1,
+                "error": None,
+                "latencyMs": 1773513000000,
+            }
+        ],
+    }
+
     eventId: str
     event: str
     eventType: str
@@ -96,6 +128,17 @@ class TestEventTypeOut(Model):
 
 
 class TestEventTypesOut(Model):
+    example = {
+        "types": [
+            {
+                "eventType": "follow",
+                "event": "chat.message",
+                "description": "Speedruns and chill every Friday.",
+                "fields": {},
+            }
+        ]
+    }
+
     types: list[TestEventTypeOut]
 
 

@@ -32,6 +32,18 @@ _MAX_RAW_TAGS = 40
 
 
 class InfoOut(Model):
+    example = {
+        "title": "Friday night speedrun",
+        "category": "Just Chatting",
+        "categoryName": "Just Chatting",
+        "tags": ["speedrun"],
+        "channelTags": ["english"],
+        "contentWarnings": ["mature"],
+        "language": "en",
+        "live": False,
+        "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
+    }
+
     title: str
     category: str | None = Field(description="category slug")
     categoryName: str | None
@@ -44,6 +56,14 @@ class InfoOut(Model):
 
 
 class InfoBody(Body):
+    example = {
+        "title": "Friday night speedrun",
+        "category": "Just Chatting",
+        "tags": ["speedrun"],
+        "channelTags": ["english"],
+        "language": "en",
+    }
+
     title: str | None = Field(None, max_length=140)
     category: str | None = Field(None, max_length=100, description="slug or name; null clears")
     tags: list[str] | None = Field(None, max_length=_MAX_RAW_TAGS)
@@ -82,6 +102,12 @@ class TagLimits(Model):
 
 
 class TagVocabulary(Model):
+    example = {
+        "tags": [{"slug": "speedrun-club", "name": "Speedrun Club", "tier": "tier1", "contentWarning": False}],
+        "limits": {"tags": 1, "channelTags": 1, "contentWarningsCount": False},
+        "customTagsAllowed": False,
+    }
+
     tags: list[TagOut]
     limits: TagLimits
     customTagsAllowed: bool
@@ -93,6 +119,12 @@ class IngestOut(Model):
 
 
 class SetupOut(Model):
+    example = {
+        "streamKey": "live_8Qm2vX7pLk3nR0tYb5",
+        "preferredProtocol": "rtmp",
+        "ingest": [{"protocol": "rtmp", "url": "https://volthub.example/url"}],
+    }
+
     streamKey: str
     preferredProtocol: str = Field(description="the first of `ingest`: whip when [ingest] whip_url is set, else rtmp")
     ingest: list[IngestOut] = Field(
@@ -198,10 +230,19 @@ async def regenerate_key() -> SetupOut:
 
 
 class RaidBody(Body):
+    example = {"targetUsername": "grace_plays"}
+
     targetUsername: str = Field(min_length=1, max_length=64, description="the channel to raid")
 
 
 class RaidOut(Model):
+    example = {
+        "targetChannelId": "0b7e2a4c-5d1f-4e8a-9c3b-e91f81440000",
+        "targetUsername": "grace_plays",
+        "viewers": 1,
+        "raidedAt": "2026-03-14T18:30:00Z",
+    }
+
     targetChannelId: str
     targetUsername: str
     viewers: int = Field(description="the raider's viewers (signed-in and anonymous) when the raid started")

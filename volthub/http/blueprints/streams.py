@@ -70,11 +70,63 @@ class StreamOut(Model):
 
 
 class StreamPage(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "avatarUrl": "https://volthub.example/avatarUrl",
+                "title": "Friday night speedrun",
+                "category": "Just Chatting",
+                "categoryName": "Just Chatting",
+                "tags": ["speedrun"],
+                "channelTags": ["english"],
+                "contentWarnings": ["mature"],
+                "language": "en",
+                "startedAt": "2026-03-14T18:30:00Z",
+                "viewers": 1,
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[StreamOut]
     nextCursor: str | None
 
 
 class ChannelStreamOut(Model):
+    example = {
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "username": "ada_streams",
+        "displayName": "Ada Streams",
+        "live": False,
+        "title": "Friday night speedrun",
+        "category": "Just Chatting",
+        "categoryName": "Just Chatting",
+        "tags": ["speedrun"],
+        "channelTags": ["english"],
+        "contentWarnings": ["mature"],
+        "language": "en",
+        "stream": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+            "username": "ada_streams",
+            "displayName": "Ada Streams",
+            "avatarUrl": "https://volthub.example/avatarUrl",
+            "title": "Friday night speedrun",
+            "category": "Just Chatting",
+            "categoryName": "Just Chatting",
+            "tags": ["speedrun"],
+            "channelTags": ["english"],
+            "contentWarnings": ["mature"],
+            "language": "en",
+            "startedAt": "2026-03-14T18:30:00Z",
+            "viewers": 1,
+        },
+    }
+
     channelId: str
     username: str
     displayName: str
@@ -103,6 +155,24 @@ class VodOut(Model):
 
 
 class VodPage(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
+                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+                "title": "Friday night speedrun",
+                "category": "Just Chatting",
+                "tags": ["speedrun"],
+                "startedAt": "2026-03-14T18:30:00Z",
+                "endedAt": "2026-03-14T18:30:00Z",
+                "durationMs": 1773513000000,
+                "createdAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[VodOut]
     nextCursor: str | None
 
@@ -215,6 +285,27 @@ async def browse(query_args: BrowseQuery) -> StreamPage:
 
 
 class StreamList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "avatarUrl": "https://volthub.example/avatarUrl",
+                "title": "Friday night speedrun",
+                "category": "Just Chatting",
+                "categoryName": "Just Chatting",
+                "tags": ["speedrun"],
+                "channelTags": ["english"],
+                "contentWarnings": ["mature"],
+                "language": "en",
+                "startedAt": "2026-03-14T18:30:00Z",
+                "viewers": 1,
+            }
+        ]
+    }
+
     items: list[StreamOut]
 
 
@@ -284,6 +375,15 @@ async def vods(username: str, query_args: PageQuery) -> VodPage:
 
 
 class ClipBody(Body):
+    example = {
+        "title": "Friday night speedrun",
+        "durationMs": 120000,
+        "startOffsetMs": 604800000,
+        "description": "Speedruns and chill every Friday.",
+        "highlight": False,
+        "vodId": "0b7e2a4c-5d1f-4e8a-9c3b-f74f37d60000",
+    }
+
     title: str = Field(min_length=3, max_length=160)
     durationMs: int = Field(ge=15_000, le=120_000)
     startOffsetMs: int = Field(ge=0, le=7 * 24 * 3600 * 1000, description="milliseconds from the stream start")
@@ -300,6 +400,26 @@ class ClipBody(Body):
 
 
 class ClipOut(Model):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+        "username": "ada_streams",
+        "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
+        "vodId": "0b7e2a4c-5d1f-4e8a-9c3b-f74f37d60000",
+        "creator": {
+            "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+            "username": "ada_streams",
+            "displayName": "Ada Streams",
+        },
+        "title": "Friday night speedrun",
+        "description": "Speedruns and chill every Friday.",
+        "durationMs": 1773513000000,
+        "startOffsetMs": 1773513000000,
+        "highlight": False,
+        "createdAt": "2026-03-14T18:30:00Z",
+        "videoUrl": None,
+    }
+
     id: str
     channelId: str
     username: str
@@ -316,6 +436,31 @@ class ClipOut(Model):
 
 
 class ClipPage(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+                "username": "ada_streams",
+                "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
+                "vodId": "0b7e2a4c-5d1f-4e8a-9c3b-f74f37d60000",
+                "creator": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "title": "Friday night speedrun",
+                "description": "Speedruns and chill every Friday.",
+                "durationMs": 1773513000000,
+                "startOffsetMs": 1773513000000,
+                "highlight": False,
+                "createdAt": "2026-03-14T18:30:00Z",
+                "videoUrl": None,
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[ClipOut]
     nextCursor: str | None
 
@@ -376,6 +521,7 @@ async def create_clip(username: str, data: ClipBody) -> tuple[ClipOut, int]:
 @validate_response(ClipOut)
 @document_response(ErrorBody, 404)
 async def get_clip(clip_id: str) -> ClipOut:
+    """One clip: its stream, its time range and who cut it."""
     return clip_out(await streams().clip(uuid_param(clip_id, "clipId")))
 
 
@@ -383,6 +529,8 @@ async def get_clip(clip_id: str) -> ClipOut:
 
 
 class CategoryList(Model):
+    example = {"items": [{"slug": "speedrun-club", "name": "Speedrun Club", "group": "chat"}]}
+
     items: list[CategoryOut]
 
 

@@ -13,12 +13,13 @@ from quart import Blueprint
 from quart_schema import tag, validate_querystring, validate_request, validate_response
 
 from volthub.http import access
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import Runtime, runtime
-from volthub.http.schemas import Body, Model, PersonOut, Query
+from volthub.http.schemas import Body, CountOut, Model, PersonOut, Query
 from volthub.services.subscriptions import ExpiryService, Subscriptions, roster_item, subscription_shape
 
 blueprint = Blueprint("subscriptions", __name__)
@@ -39,6 +40,27 @@ class RosterItemOut(Model):
 
 
 class RosterOut(Model):
+    example = {
+        "roster": [
+            {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "tier": "tier1",
+                "isGift": False,
+                "gifter": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "expiresAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "total": 3,
+        "page": 1,
+        "perPage": 1,
+    }
+
     roster: list[RosterItemOut]
     total: int = Field(description="all active subscribers of the channel, whatever the page")
     page: int
@@ -46,14 +68,31 @@ class RosterOut(Model):
 
 
 class SubscribersOut(Model):
+    example = {
+        "subscribers": [
+            {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "tier": "tier1",
+                "isGift": False,
+                "gifter": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "expiresAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "total": 3,
+        "page": 1,
+        "perPage": 1,
+    }
+
     subscribers: list[RosterItemOut]
     total: int
     page: int
     perPage: int
-
-
-class CountOut(Model):
-    count: int
 
 
 class RosterQuery(Query):
@@ -78,14 +117,97 @@ class SubscriptionOut(Model):
 
 
 class OneSubscriptionOut(Model):
+    example = {
+        "subscription": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+            "creator": {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+            },
+            "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+            "tier": "tier1",
+            "isGift": False,
+            "gifter": {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+            },
+            "months": 1,
+            "startedAt": "2026-03-14T18:30:00Z",
+            "expiresAt": "2026-03-14T18:30:00Z",
+            "status": "active",
+            "endReason": None,
+            "endedAt": "2026-03-14T18:30:00Z",
+        }
+    }
+
     subscription: SubscriptionOut
 
 
 class MySubscriptionsOut(Model):
+    example = {
+        "subscriptions": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+                "creator": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "tier": "tier1",
+                "isGift": False,
+                "gifter": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "months": 1,
+                "startedAt": "2026-03-14T18:30:00Z",
+                "expiresAt": "2026-03-14T18:30:00Z",
+                "status": "active",
+                "endReason": None,
+                "endedAt": "2026-03-14T18:30:00Z",
+            }
+        ]
+    }
+
     subscriptions: list[SubscriptionOut]
 
 
 class GiftOut(Model):
+    example = {
+        "quantity": 1,
+        "subscriptions": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+                "creator": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "tier": "tier1",
+                "isGift": False,
+                "gifter": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "months": 1,
+                "startedAt": "2026-03-14T18:30:00Z",
+                "expiresAt": "2026-03-14T18:30:00Z",
+                "status": "active",
+                "endReason": None,
+                "endedAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+    }
+
     quantity: int = Field(description="subscriptions given (random gifts: at most the followers eligible)")
     subscriptions: list[SubscriptionOut]
 
@@ -99,6 +221,19 @@ class GiftLeaderOut(Model):
 
 
 class GiftLeaderboardOut(Model):
+    example = {
+        "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+        "leaderboard": [
+            {
+                "rank": 1,
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "gifts": 1,
+            }
+        ],
+    }
+
     creatorId: str
     leaderboard: list[GiftLeaderOut]
 
@@ -108,11 +243,20 @@ class LeaderQuery(Query):
 
 
 class SubscribeBody(Body):
+    example = {"creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000", "tier": "tier1"}
+
     creatorId: str = Field(max_length=64)
     tier: Tier = "tier1"
 
 
 class DirectGiftBody(Body):
+    example = {
+        "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+        "recipientId": "0b7e2a4c-5d1f-4e8a-9c3b-2169f42e0000",
+        "recipientUsername": "grace_plays",
+        "tier": "tier1",
+    }
+
     creatorId: str = Field(max_length=64)
     recipientId: str | None = Field(None, max_length=64)
     recipientUsername: str | None = Field(None, min_length=1, max_length=50)
@@ -126,12 +270,16 @@ class DirectGiftBody(Body):
 
 
 class RandomGiftBody(Body):
+    example = {"creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000", "tier": "tier1", "quantity": 1}
+
     creatorId: str = Field(max_length=64)
     tier: Tier = "tier1"
     quantity: int = Field(1, ge=1, le=100)
 
 
 class ManageBody(Body):
+    example = {"creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000", "action": "cancel", "tier": "tier1"}
+
     creatorId: str = Field(max_length=64)
     action: Literal["cancel", "update"]
     tier: Tier | None = None
@@ -234,9 +382,11 @@ async def gift_leaderboard(creator_id: str, query_args: LeaderQuery) -> GiftLead
 @tag(["Subscriptions"])
 @validate_request(SubscribeBody)
 @validate_response(OneSubscriptionOut, 201)
+@error_responses(404)
 async def subscribe(data: SubscribeBody) -> tuple[OneSubscriptionOut, int]:
     """Subscribe for one period, paid in Volts at the tier's price: emits `channel.subscribe`.
-    409 `already_subscribed`; 400 `insufficient_funds`."""
+    409 `already_subscribed`; 400 `insufficient_funds`; 404 when no channel has the id
+    `creatorId`."""
     creator_id = uuid_param(data.creatorId, "creatorId")
     sub = await _service().subscribe(access.principal().user_id, creator_id, data.tier)
     return OneSubscriptionOut(subscription=_out(sub)), 201
@@ -249,9 +399,11 @@ async def subscribe(data: SubscribeBody) -> tuple[OneSubscriptionOut, int]:
 @tag(["Subscriptions"])
 @validate_request(DirectGiftBody)
 @validate_response(GiftOut, 201)
+@error_responses(404)
 async def gift_direct(data: DirectGiftBody) -> tuple[GiftOut, int]:
     """Gift one subscription (never renews): emits `channel.subscribe` (isGift) and
-    `channel.subscription.gift`. 409 `already_subscribed` when the recipient is subscribed."""
+    `channel.subscription.gift`. 409 `already_subscribed` when the recipient is subscribed;
+    404 when the channel or the recipient does not exist."""
     creator_id = uuid_param(data.creatorId, "creatorId")
     recipient_id = None if data.recipientId is None else uuid_param(data.recipientId, "recipientId")
     subs = await _service().gift(
@@ -271,9 +423,11 @@ async def gift_direct(data: DirectGiftBody) -> tuple[GiftOut, int]:
 @tag(["Subscriptions"])
 @validate_request(RandomGiftBody)
 @validate_response(GiftOut, 201)
+@error_responses(404)
 async def gift_random(data: RandomGiftBody) -> tuple[GiftOut, int]:
     """Gift up to `quantity` subscriptions to random followers of the channel (never the
-    gifter, never someone subscribed); pays for those given. 409 `no_eligible_recipients`."""
+    gifter, never someone subscribed); pays for those given. 409 `no_eligible_recipients`;
+    404 when no channel has the id `creatorId`."""
     creator_id = uuid_param(data.creatorId, "creatorId")
     subs = await _service().gift_random(access.principal().user_id, creator_id, data.tier, data.quantity)
     return GiftOut(quantity=len(subs), subscriptions=[_out(s) for s in subs]), 201
@@ -286,6 +440,7 @@ async def gift_random(data: RandomGiftBody) -> tuple[GiftOut, int]:
 @tag(["Subscriptions"])
 @validate_request(ManageBody)
 @validate_response(OneSubscriptionOut)
+@error_responses(404)
 async def manage(data: ManageBody) -> OneSubscriptionOut:
     """`cancel` ends your subscription now (`channel.subscription.end`, reason `canceled`);
     `update` changes its tier (an upgrade pays the difference). 404 `not_subscribed`."""

@@ -20,6 +20,8 @@ blueprint = Blueprint("users", __name__, url_prefix="/api/users")
 
 
 class ProfileBody(Body):
+    example = {"displayName": "Ada Streams", "bio": "Speedruns and chill every Friday."}
+
     displayName: DisplayName | None = None
     bio: str | None = Field(None, max_length=300, description='null clears the bio (as "" does)')
     avatarUrl: str | None = Field(None, max_length=2048)
@@ -44,6 +46,19 @@ class SearchQuery(Query):
 
 
 class UserList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "avatarUrl": "https://volthub.example/avatarUrl",
+                "bio": "Speedruns and chill every Friday.",
+                "createdAt": "2026-03-14T18:30:00Z",
+            }
+        ]
+    }
+
     items: list[UserOut]
 
 
@@ -52,11 +67,28 @@ class FollowOut(UserOut):
 
 
 class FollowPage(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "avatarUrl": "https://volthub.example/avatarUrl",
+                "bio": "Speedruns and chill every Friday.",
+                "createdAt": "2026-03-14T18:30:00Z",
+                "followedAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[FollowOut]
     nextCursor: str | None
 
 
 class FollowStatus(Model):
+    example = {"following": False, "followedAt": "2026-03-14T18:30:00Z"}
+
     following: bool
     followedAt: str | None
 

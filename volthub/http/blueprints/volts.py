@@ -27,6 +27,8 @@ MAX_SEND = 1_000_000_000
 
 
 class WalletOut(Model):
+    example = {"balance": 100}
+
     balance: int
 
 
@@ -51,11 +53,44 @@ class TransactionOut(Model):
 
 
 class MoneyOut(Model):
+    example = {
+        "balance": 100,
+        "transaction": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "type": "chat.message",
+            "direction": "out",
+            "amount": 100,
+            "balance": 100,
+            "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
+            "counterparty": {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+            },
+            "reference": "pay_4f9a1c",
+            "provider": "sandbox",
+            "sandbox": False,
+            "createdAt": "2026-03-14T18:30:00Z",
+        },
+    }
+
     balance: int
     transaction: TransactionOut
 
 
 class PurchaseOut(Model):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "amount": 100,
+        "provider": "sandbox",
+        "status": "active",
+        "sandbox": False,
+        "checkoutUrl": "https://volthub.example/checkoutUrl",
+        "transactionId": "0b7e2a4c-5d1f-4e8a-9c3b-c2f431140000",
+        "createdAt": "2026-03-14T18:30:00Z",
+        "resolvedAt": "2026-03-14T18:30:00Z",
+    }
+
     id: str
     amount: int
     provider: str = Field(description="the payment provider asked to charge it")
@@ -68,21 +103,80 @@ class PurchaseOut(Model):
 
 
 class PurchaseResultOut(Model):
+    example = {
+        "balance": 100,
+        "transaction": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "type": "chat.message",
+            "direction": "out",
+            "amount": 100,
+            "balance": 100,
+            "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
+            "counterparty": {
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+            },
+            "reference": "pay_4f9a1c",
+            "provider": "sandbox",
+            "sandbox": False,
+            "createdAt": "2026-03-14T18:30:00Z",
+        },
+        "purchase": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "amount": 100,
+            "provider": "sandbox",
+            "status": "active",
+            "sandbox": False,
+            "checkoutUrl": "https://volthub.example/checkoutUrl",
+            "transactionId": "0b7e2a4c-5d1f-4e8a-9c3b-c2f431140000",
+            "createdAt": "2026-03-14T18:30:00Z",
+            "resolvedAt": "2026-03-14T18:30:00Z",
+        },
+    }
+
     balance: int
     transaction: TransactionOut | None = Field(description="the credit; null until the purchase is confirmed")
     purchase: PurchaseOut
 
 
 class TransactionPage(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "type": "chat.message",
+                "direction": "out",
+                "amount": 100,
+                "balance": 100,
+                "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
+                "counterparty": {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                },
+                "reference": "pay_4f9a1c",
+                "provider": "sandbox",
+                "sandbox": False,
+                "createdAt": "2026-03-14T18:30:00Z",
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[TransactionOut]
     nextCursor: str | None
 
 
 class PurchaseBody(Body):
+    example = {"amount": 100}
+
     amount: int = Field(ge=1, le=MAX_PURCHASE)
 
 
-class SendBody(Body):
+class VoltSendBody(Body):
+    example = {"creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000", "amount": 100, "message": "GG everyone!"}
+
     creatorId: str = Field(max_length=64)
     amount: int = Field(ge=1, le=MAX_SEND)
     message: str | None = Field(None, max_length=500)
@@ -101,6 +195,19 @@ class LeaderOut(Model):
 
 
 class LeaderboardOut(Model):
+    example = {
+        "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+        "leaderboard": [
+            {
+                "rank": 1,
+                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                "username": "ada_streams",
+                "displayName": "Ada Streams",
+                "amount": 100,
+            }
+        ],
+    }
+
     creatorId: str
     leaderboard: list[LeaderOut]
 
@@ -191,11 +298,13 @@ async def purchase_callback(provider: str) -> PurchaseOut:
 @idempotent
 @access.token("payments:write")
 @tag(["Volts"])
-@validate_request(SendBody)
+@validate_request(VoltSendBody)
 @validate_response(MoneyOut)
-async def send(data: SendBody) -> MoneyOut:
+@error_responses(404)
+async def send(data: VoltSendBody) -> MoneyOut:
     """Send Volts to a creator: emits `channel.volts` (webhooks also `channel.cheer`).
-    400 `insufficient_funds` when the wallet holds too little. Honours `Idempotency-Key`."""
+    400 `insufficient_funds` when the wallet holds too little; 404 when no channel has the
+    id `creatorId`. Honours `Idempotency-Key`."""
     creator_id = uuid_param(data.creatorId, "creatorId")
     balance, transaction = await _volts().send(access.principal().user_id, creator_id, data.amount, data.message)
     return _money(balance, transaction)

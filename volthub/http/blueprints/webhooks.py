@@ -28,17 +28,33 @@ EventName = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 class WebhookCreate(Body):
+    example = {"url": "https://volthub.example/url", "events": ["chat.message"]}
+
     url: str = Field(min_length=1, max_length=2048, description="HTTPS endpoint")
     events: list[EventName] = Field(min_length=1, max_length=64, description="names from the webhook catalogue")
 
 
 class WebhookPatch(Body):
+    example = {"url": "https://volthub.example/url", "events": ["chat.message"], "enabled": False}
+
     url: str | None = Field(None, min_length=1, max_length=2048)
     events: list[EventName] | None = Field(None, min_length=1, max_length=64)
     enabled: bool | None = Field(None, description="true re-enables a disabled webhook and resets its failure count")
 
 
 class WebhookOut(Model):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "url": "https://volthub.example/url",
+        "events": ["chat.message"],
+        "enabled": False,
+        "status": "enabled",
+        "disabledReason": "owner",
+        "consecutiveFailures": 1,
+        "createdAt": "2026-03-14T18:30:00Z",
+        "updatedAt": "2026-03-14T18:30:00Z",
+    }
+
     id: str
     url: str
     events: list[str]
@@ -51,10 +67,39 @@ class WebhookOut(Model):
 
 
 class WebhookWithSecret(WebhookOut):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "url": "https://volthub.example/url",
+        "events": ["chat.message"],
+        "enabled": False,
+        "status": "enabled",
+        "disabledReason": "owner",
+        "consecutiveFailures": 1,
+        "createdAt": "2026-03-14T18:30:00Z",
+        "updatedAt": "2026-03-14T18:30:00Z",
+        "secret": "whsec_5kQ2n8Vb1xZr7Lp0",
+    }
+
     secret: str
 
 
 class WebhookList(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "url": "https://volthub.example/url",
+                "events": ["chat.message"],
+                "enabled": False,
+                "status": "enabled",
+                "disabledReason": "owner",
+                "consecutiveFailures": 1,
+                "createdAt": "2026-03-14T18:30:00Z",
+                "updatedAt": "2026-03-14T18:30:00Z",
+            }
+        ]
+    }
+
     items: list[WebhookOut]
 
 
@@ -68,6 +113,28 @@ class AttemptOut(Model):
 
 
 class DeliveryOut(Model):
+    example = {
+        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+        "eventId": "0b7e2a4c-5d1f-4e8a-9c3b-2b2ebb6c0000",
+        "event": "chat.message",
+        "status": "pending",
+        "attemptCount": 3,
+        "nextAttemptAt": "2026-03-14T18:30:00Z",
+        "redeliveryOf": None,
+        "createdAt": "2026-03-14T18:30:00Z",
+        "completedAt": "2026-03-14T18:30:00Z",
+        "attempts": [
+            {
+                "number": 1,
+                "attemptedAt": "2026-03-14T18:30:00Z",
+                "outcome": "success",
+                "statusCode": 1,
+                "latencyMs": 1773513000000,
+                "error": None,
+            }
+        ],
+    }
+
     id: str
     eventId: str
     event: str
@@ -81,6 +148,33 @@ class DeliveryOut(Model):
 
 
 class DeliveryPageOut(Model):
+    example = {
+        "items": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "eventId": "0b7e2a4c-5d1f-4e8a-9c3b-2b2ebb6c0000",
+                "event": "chat.message",
+                "status": "pending",
+                "attemptCount": 3,
+                "nextAttemptAt": "2026-03-14T18:30:00Z",
+                "redeliveryOf": None,
+                "createdAt": "2026-03-14T18:30:00Z",
+                "completedAt": "2026-03-14T18:30:00Z",
+                "attempts": [
+                    {
+                        "number": 1,
+                        "attemptedAt": "2026-03-14T18:30:00Z",
+                        "outcome": "success",
+                        "statusCode": 1,
+                        "latencyMs": 1773513000000,
+                        "error": None,
+                    }
+                ],
+            }
+        ],
+        "nextCursor": None,
+    }
+
     items: list[DeliveryOut]
     nextCursor: str | None
 

@@ -44,15 +44,39 @@ class GiveawayOut(Model):
 
 
 class GiveawayEnvelope(Model):
+    example = {
+        "giveaway": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "title": "Friday night speedrun",
+            "status": "open",
+            "subscribersOnly": False,
+            "entries": 1,
+            "winners": [
+                {
+                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+                    "username": "ada_streams",
+                    "displayName": "Ada Streams",
+                }
+            ],
+            "startedAt": "2026-03-14T18:30:00Z",
+            "endsAt": "2026-03-14T18:30:00Z",
+            "endedAt": "2026-03-14T18:30:00Z",
+        }
+    }
+
     giveaway: GiveawayOut | None
 
 
 class JoinOut(Model):
+    example = {"success": True, "giveawayId": "0b7e2a4c-5d1f-4e8a-9c3b-a844c9410000"}
+
     success: bool
     giveawayId: str
 
 
 class GiveawayBody(Body):
+    example = {"title": "Friday night speedrun", "durationSeconds": 60, "subscribersOnly": False}
+
     title: str = Field(min_length=1, max_length=giveaways.TITLE_MAX)
     durationSeconds: int | None = Field(
         None, ge=giveaways.DURATION_MIN, le=giveaways.DURATION_MAX, description="Closes by itself after this long."

@@ -42,14 +42,48 @@ class GoalOut(Model):
 
 
 class GoalEnvelope(Model):
+    example = {
+        "goal": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "type": "followers",
+            "title": "Friday night speedrun",
+            "current": 1,
+            "target": 1,
+            "completed": False,
+            "period": "stream",
+            "periodStartedAt": "2026-03-14T18:30:00Z",
+            "periodEndsAt": "2026-03-14T18:30:00Z",
+            "status": "in_progress",
+        }
+    }
+
     goal: GoalOut
 
 
 class GoalsOut(Model):
+    example = {
+        "goals": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "type": "followers",
+                "title": "Friday night speedrun",
+                "current": 1,
+                "target": 1,
+                "completed": False,
+                "period": "stream",
+                "periodStartedAt": "2026-03-14T18:30:00Z",
+                "periodEndsAt": "2026-03-14T18:30:00Z",
+                "status": "in_progress",
+            }
+        ]
+    }
+
     goals: list[GoalOut]
 
 
 class GoalBody(Body):
+    example = {"type": "followers", "title": "Friday night speedrun", "target": 1, "period": "stream"}
+
     type: Literal["followers", "subscriptions", "volts", "custom"]
     title: str = Field(min_length=1, max_length=goals.TITLE_MAX)
     target: int = Field(gt=0, le=goals.AMOUNT_MAX)
@@ -59,12 +93,16 @@ class GoalBody(Body):
 
 
 class AdjustBody(Body):
+    example = {"delta": 1}
+
     delta: int = Field(ge=-goals.AMOUNT_MAX, le=goals.AMOUNT_MAX, description="Non-zero; the count never goes below 0.")
 
     _delta = field_validator("delta")(classmethod(lambda cls, v: goals.check_delta(v)))
 
 
 class TargetBody(Body):
+    example = {"target": 1}
+
     target: int = Field(gt=0, le=goals.AMOUNT_MAX)
 
 

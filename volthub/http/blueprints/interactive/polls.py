@@ -50,16 +50,41 @@ class PollOut(Model):
 
 
 class PollEnvelope(Model):
+    example = {
+        "poll": {
+            "id": "6f1c2e7a-3b4d-4f5e-8a9b-0c1d2e3f4a5b",
+            "title": "Next game?",
+            "status": "open",
+            "options": [
+                {"id": "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", "title": "Chess", "votes": 3},
+                {"id": "2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e", "title": "Go", "votes": 1},
+            ],
+            "totalVotes": 4,
+            "startedAt": "2026-03-14T18:30:00Z",
+            "endsAt": "2026-03-14T18:32:00Z",
+            "endedAt": None,
+            "durationSeconds": 120,
+        }
+    }
+
     poll: PollOut | None
 
 
 class VoteOut(Model):
+    example = {
+        "success": True,
+        "pollId": "6f1c2e7a-3b4d-4f5e-8a9b-0c1d2e3f4a5b",
+        "optionId": "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
+    }
+
     success: bool
     pollId: str
     optionId: str
 
 
 class PollBody(Body):
+    example = {"title": "Next game?", "options": ["Chess", "Go"], "durationSeconds": 120}
+
     title: str = Field(min_length=1, max_length=polls.TITLE_MAX)
     # `choices` is accepted too: the name bots knew from the poll events before they said `options`.
     options: list[str] = Field(
@@ -75,6 +100,8 @@ class PollBody(Body):
 
 
 class VoteBody(Body):
+    example = {"optionId": "0b7e2a4c-5d1f-4e8a-9c3b-ce78b7cc0000"}
+
     optionId: str = Field(min_length=1, max_length=64)
 
 

@@ -51,10 +51,41 @@ class PredictionOut(Model):
 
 
 class PredictionEnvelope(Model):
+    example = {
+        "prediction": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "title": "Friday night speedrun",
+            "status": "open",
+            "outcomes": [
+                {
+                    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                    "title": "Friday night speedrun",
+                    "users": 1,
+                    "points": 100,
+                }
+            ],
+            "totalPoints": 100,
+            "windowSeconds": 60,
+            "startedAt": "2026-03-14T18:30:00Z",
+            "locksAt": "2026-03-14T18:30:00Z",
+            "lockedAt": "2026-03-14T18:30:00Z",
+            "endedAt": "2026-03-14T18:30:00Z",
+            "winningOutcomeId": "0b7e2a4c-5d1f-4e8a-9c3b-49d3e7360000",
+        }
+    }
+
     prediction: PredictionOut | None
 
 
 class BetOut(Model):
+    example = {
+        "success": True,
+        "predictionId": "0b7e2a4c-5d1f-4e8a-9c3b-f49354440000",
+        "outcomeId": "0b7e2a4c-5d1f-4e8a-9c3b-e072db670000",
+        "points": 100,
+        "balance": 100,
+    }
+
     success: bool
     predictionId: str
     outcomeId: str
@@ -63,6 +94,8 @@ class BetOut(Model):
 
 
 class PredictionBody(Body):
+    example = {"title": "Who wins the next round?", "outcomes": ["Ada", "Grace"], "windowSeconds": 120}
+
     title: str = Field(min_length=1, max_length=predictions.TITLE_MAX)
     outcomes: list[str] = Field(min_length=predictions.OUTCOMES_MIN, max_length=predictions.OUTCOMES_MAX)
     windowSeconds: int = Field(ge=predictions.WINDOW_MIN, le=predictions.WINDOW_MAX)
@@ -72,10 +105,14 @@ class PredictionBody(Body):
 
 
 class ResolveBody(Body):
+    example = {"winningOutcomeId": "0b7e2a4c-5d1f-4e8a-9c3b-49d3e7360000"}
+
     winningOutcomeId: str = Field(min_length=1, max_length=64)
 
 
 class BetBody(Body):
+    example = {"outcomeId": "0b7e2a4c-5d1f-4e8a-9c3b-e072db670000", "points": 100}
+
     outcomeId: str = Field(min_length=1, max_length=64)
     points: int = Field(ge=1, le=predictions.BET_MAX)
 

@@ -47,10 +47,36 @@ class TimerOut(Model):
 
 
 class TimerEnvelope(Model):
+    example = {
+        "timer": {
+            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+            "title": "Friday night speedrun",
+            "status": "running",
+            "durationSeconds": 60,
+            "remainingSeconds": 60,
+            "endsAt": "2026-03-14T18:30:00Z",
+            "subathon": {"secondsPerSub": 1.5, "secondsPerGift": 1.5, "secondsPerVolt": 1.5},
+        }
+    }
+
     timer: TimerOut
 
 
 class TimersOut(Model):
+    example = {
+        "timers": [
+            {
+                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+                "title": "Friday night speedrun",
+                "status": "running",
+                "durationSeconds": 60,
+                "remainingSeconds": 60,
+                "endsAt": "2026-03-14T18:30:00Z",
+                "subathon": {"secondsPerSub": 1.5, "secondsPerGift": 1.5, "secondsPerVolt": 1.5},
+            }
+        ]
+    }
+
     timers: list[TimerOut]
 
 
@@ -61,6 +87,12 @@ class SubathonIn(Body):
 
 
 class TimerBody(Body):
+    example = {
+        "title": "Friday night speedrun",
+        "durationSeconds": 60,
+        "subathon": {"secondsPerSub": 0, "secondsPerGift": 0, "secondsPerVolt": 0},
+    }
+
     title: str | None = Field(None, min_length=1, max_length=timers.TITLE_MAX)
     durationSeconds: int = Field(ge=timers.DURATION_MIN, le=timers.DURATION_MAX)
     subathon: SubathonIn | None = None
@@ -79,6 +111,8 @@ class TimerBody(Body):
 
 
 class AddTimeBody(Body):
+    example = {"seconds": 60}
+
     seconds: int = Field(ge=-timers.ADD_MAX, le=timers.ADD_MAX, description="Non-zero; negative takes time away.")
 
     _seconds = field_validator("seconds")(classmethod(lambda cls, v: timers.check_added(v)))

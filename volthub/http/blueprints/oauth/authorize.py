@@ -189,6 +189,17 @@ class AuthorizeQuery(Query):
 
 
 class AuthorizeBody(Body):
+    example = {
+        "response_type": "code",
+        "client_id": "0b7e2a4c-5d1f-4e8a-9c3b-19eb69210000",
+        "redirect_uri": "https://volthub.example/redirect_uri",
+        "scope": "chat:read chat:write",
+        "state": "open",
+        "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+        "code_challenge_method": "S256",
+        "approve": False,
+    }
+
     response_type: str
     client_id: str
     redirect_uri: str | None = None
@@ -219,6 +230,26 @@ class PreviewGroup(Model):
 
 
 class AuthorizePreview(Model):
+    example = {
+        "app": {
+            "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+            "name": "Speedrun Club",
+            "description": "Speedruns and chill every Friday.",
+            "logoUrl": "https://volthub.example/logoUrl",
+            "reviewed": False,
+        },
+        "redirectUri": "https://volthub.example/redirectUri",
+        "state": "open",
+        "scopes": [
+            {
+                "category": "Just Chatting",
+                "scopes": [
+                    {"name": "Speedrun Club", "description": "Speedruns and chill every Friday.", "sensitive": False}
+                ],
+            }
+        ],
+    }
+
     app: PreviewApp
     redirectUri: str
     state: str | None
@@ -226,6 +257,8 @@ class AuthorizePreview(Model):
 
 
 class AuthorizeResult(Model):
+    example = {"code": "adaWave", "state": "open", "redirectUrl": "https://volthub.example/redirectUrl"}
+
     code: str | None = Field(None, description="absent when the user denied")
     state: str | None = None
     redirectUrl: str = Field(

@@ -32,6 +32,21 @@ class ConnectionOut(Model):
 
 
 class ConnectionList(Model):
+    example = {
+        "items": [
+            {
+                "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
+                "name": "Speedrun Club",
+                "description": "Speedruns and chill every Friday.",
+                "logoUrl": "https://volthub.example/logoUrl",
+                "reviewed": False,
+                "scopes": ["chat:read chat:write"],
+                "connectedAt": "2026-03-14T18:30:00Z",
+                "updatedAt": "2026-03-14T18:30:00Z",
+            }
+        ]
+    }
+
     items: list[ConnectionOut]
 
 

@@ -27,6 +27,18 @@ class ScopeInfo(Model):
 
 
 class ScopeCatalogue(Model):
+    example = {
+        "scopes": [
+            {
+                "name": "Speedrun Club",
+                "category": "Just Chatting",
+                "description": "Speedruns and chill every Friday.",
+                "sensitive": False,
+            }
+        ],
+        "aliases": {},
+    }
+
     scopes: list[ScopeInfo]
     aliases: dict[str, str | None] = Field(
         description="legacy scope string -> the real scope it grants (null: nothing extra)"
@@ -55,10 +67,49 @@ def issuer() -> str:
     return f"http://{host}:{server.port}"
 
 
+_URL = {"type": "string", "format": "uri"}
+_WORDS = {"type": "array", "items": {"type": "string"}}
+METADATA_SCHEMA = {
+    "type": "object",
+    "required": ["issuer", "authorization_endpoint", "token_endpoint", "response_types_supported"],
+    "properties": {
+        "issuer": _URL,
+        "authorization_endpoint": _URL,
+        "token_endpoint": _URL,
+        "revocation_endpoint": _URL,
+        "scopes_supported": _WORDS,
+        "response_types_supported": _WORDS,
+        "response_modes_supported": _WORDS,
+        "grant_types_supported": _WORDS,
+        "token_endpoint_auth_methods_supported": _WORDS,
+        "revocation_endpoint_auth_methods_supported": _WORDS,
+        "code_challenge_methods_supported": _WORDS,
+        "service_documentation": _URL,
+    },
+}
+_BASE = "https://volthub.example"
+METADATA_EXAMPLE = {
+    "issuer": _BASE,
+    "authorization_endpoint": f"{_BASE}/oauth/authorize",
+    "token_endpoint": f"{_BASE}/api/developer/oauth/token",
+    "revocation_endpoint": f"{_BASE}/api/developer/oauth/revoke",
+    "scopes_supported": ["chat:read", "chat:write"],
+    "response_types_supported": ["code"],
+    "response_modes_supported": ["query"],
+    "grant_types_supported": ["authorization_code", "refresh_token"],
+    "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
+    "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
+    "code_challenge_methods_supported": ["S256"],
+    "service_documentation": f"{_BASE}/api/openapi.json",
+}
+
+
 @blueprint.get("/.well-known/oauth-authorization-server")
 @access.public
 @tag(["OAuth"])
-@responds(200, "Authorization server metadata (RFC 8414)", "application/json")
+@responds(
+    200, "Authorization server metadata (RFC 8414)", "application/json", METADATA_SCHEMA, example=METADATA_EXAMPLE
+)
 async def metadata() -> Any:
     """Authorization server metadata (RFC 8414). The issuer is `[server] public_url` (or,
     when that is empty, the configured bind address), never the request's Host header."""

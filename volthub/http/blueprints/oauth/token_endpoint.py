@@ -29,6 +29,7 @@ from volthub.http.blueprints.oauth.common import (
     oauth_service,
     request_params,
 )
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError, error_response
 from volthub.http.openapi import responds
 from volthub.http.ratelimit import limited
@@ -85,15 +86,18 @@ async def _rfc_shaped(error: ApiError) -> Response:
 # --- token endpoint -------------------------------------------------------------------------------
 
 
-class OAuthErrorBody(Model):
-    error: str = Field(
-        description="RFC 6749 §5.2 code: invalid_request, invalid_client, invalid_grant, unauthorized_client, unsupported_grant_type, invalid_scope"
-    )
-    message: str
-    error_description: str = Field(description="the same text as message, for RFC 6749 clients")
-
-
 class TokenForm(Body):
+    example = {
+        "grant_type": "authorization_code",
+        "code": "adaWave",
+        "redirect_uri": "https://volthub.example/redirect_uri",
+        "code_verifier": "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk",
+        "refresh_token": "vh_rt_8HkP2vWq5nLs0cYd4mJe",
+        "scope": "chat:read chat:write",
+        "client_id": "0b7e2a4c-5d1f-4e8a-9c3b-19eb69210000",
+        "client_secret": "vhs_Xr4p9Lm2Qz7Nw1Kb",
+    }
+
     grant_type: str = Field(description="authorization_code or refresh_token")
     code: str | None = None
     redirect_uri: str | None = Field(None, description="required when the authorization request sent it")
@@ -105,6 +109,14 @@ class TokenForm(Body):
 
 
 class TokenOut(Model):
+    example = {
+        "access_token": "vh_at_3q2Xb9Lk0sZpA1mN7rTq",
+        "token_type": "Bearer",
+        "expires_in": 1,
+        "refresh_token": "vh_rt_8HkP2vWq5nLs0cYd4mJe",
+        "scope": "chat:read chat:write",
+    }
+
     access_token: str
     token_type: str = "Bearer"
     expires_in: int
@@ -163,8 +175,7 @@ async def authenticate_client(credentials: ClientCredentials) -> App:
 @tag(["OAuth"])
 @document_request(TokenForm, source=DataSource.FORM)
 @document_response(TokenOut)
-@document_response(OAuthErrorBody, 400)
-@document_response(OAuthErrorBody, 401)
+@error_responses(400, 401)
 async def token() -> Any:
     """Exchange an authorization code, or a refresh token, for an access token.
 
@@ -231,6 +242,13 @@ def _token_response(issued: Issued) -> Response:
 
 
 class RevokeForm(Body):
+    example = {
+        "token": "vh_at_3q2Xb9Lk0sZpA1mN7rTq",
+        "token_type_hint": "access_token",
+        "client_id": "0b7e2a4c-5d1f-4e8a-9c3b-19eb69210000",
+        "client_secret": "vhs_Xr4p9Lm2Qz7Nw1Kb",
+    }
+
     token: str = Field(description="an access token or a refresh token")
     token_type_hint: str | None = Field(None, description="access_token or refresh_token (optional)")
     client_id: str | None = None
@@ -242,9 +260,8 @@ class RevokeForm(Body):
 @access.accepts(FORM, JSON)
 @tag(["OAuth"])
 @document_request(RevokeForm, source=DataSource.FORM)
-@document_response(OAuthErrorBody, 400)
-@document_response(OAuthErrorBody, 401)
-@responds(200, "Revoked, or nothing to revoke (RFC 7009 §2.2)", "application/json")
+@error_responses(400, 401)
+@responds(200, "Revoked, or nothing to revoke (RFC 7009 §2.2); the body is empty")
 async def revoke() -> Any:
     """Revoke a token (RFC 7009); client authentication as at the token endpoint.
 
