@@ -556,7 +556,8 @@ class ServerProcess:
         self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 60) -> ServerProcess:
+    # Generous: on a loaded machine (a whole suite beside other work) a start took over 60 s.
+    def start(self, timeout: float = 240) -> ServerProcess:
         env = {
             **os.environ,
             "VOLTHUB_AUTH__ARGON2_TIME_COST": str(FAST_AUTH["argon2_time_cost"]),

@@ -141,3 +141,11 @@ def test_cors_origins_come_from_the_environment_and_the_events_paths_follow_the_
 def test_a_cors_origin_with_a_path_or_no_scheme_names_its_key(value: str) -> None:
     with pytest.raises(ConfigError, match=r"server\.cors_origins.*scheme://host"):
         load_settings(environ={"VOLTHUB_SERVER__CORS_ORIGINS": value})
+
+
+def test_trusted_proxies_come_comma_separated_from_the_environment_and_a_bad_one_is_named() -> None:
+    assert load_settings(environ={}).server.trusted_proxies == []
+    settings = load_settings(environ={"VOLTHUB_SERVER__TRUSTED_PROXIES": "127.0.0.1/32, 10.0.0.0/8"})
+    assert settings.server.trusted_proxies == ["127.0.0.1/32", "10.0.0.0/8"]
+    with pytest.raises(ConfigError, match=r"server.trusted_proxies: .*'10.0.0.300'"):
+        load_settings(environ={"VOLTHUB_SERVER__TRUSTED_PROXIES": "10.0.0.300"})

@@ -12,7 +12,7 @@ The shell examples of a page are meant to be pasted, in order, into one bash ter
   functions it defines are saved and loaded into the next block, as one terminal would keep
   them. The only substitutions are environment variables the docs read with a default:
   `BASE` (a free loopback port instead of 8080), `GATEWAY` (the Events API's own listener,
-  instead of 8081), `RECEIVER_PORT` and `RTMP_PORT`.
+  instead of 8081), `RECEIVER_PORT`, `RTMP_PORT` and `PROXY_PORT`.
 - `<!-- docs-test: skip (why) -->` before a block: not run (it blocks, downloads, or
   takes minutes). `<!-- docs-test: server (why) -->`: the block starts the server with
   `make serve` or `make demo`; the test runs it with `make` standing in for "(re)start the
@@ -63,6 +63,7 @@ PROGRAMS: dict[str, Callable[[], bool]] = {
         and bool(shutil.which("nginx") or Path("/usr/sbin/nginx").exists())
     ),
     "ffmpeg": lambda: shutil.which("ffmpeg") is not None,
+    "nginx": lambda: bool(shutil.which("nginx") or Path("/usr/sbin/nginx").exists()),
     "redis": lambda: shutil.which("redis-server") is not None,
     "chromium": lambda: Path("/usr/bin/chromium").exists(),
 }
@@ -344,6 +345,7 @@ def session_for(tmp_path: Path) -> Iterator[Session]:
         GATEWAY=f"http://127.0.0.1:{gateway}",
         RECEIVER_PORT=str(free_port()),
         RTMP_PORT=str(rtmp),
+        PROXY_PORT=str(free_port()),  # the reverse-proxy page's nginx
     )
     running = Session(root, env, server)
     try:

@@ -45,6 +45,9 @@ class ServerSettings(Section):
     max_connections: int = Field(0, ge=0, le=10_000_000)
     max_connections_per_address: int = Field(0, ge=0, le=10_000_000)
     public_url: str = ""
+    # Reverse proxies (CIDRs) whose last X-Forwarded-For entry names the client; every
+    # per-client decision judges that address for requests they pass on.
+    trusted_proxies: list[str] = Field([], max_length=1000)
     listen_backlog: int = Field(2048, ge=16, le=65535)
     gc_gen0_threshold: int = Field(100_000, ge=0, le=10_000_000)
     # Browser origins that may call the API (/api/*, /.well-known/*) from their own pages
@@ -55,6 +58,14 @@ class ServerSettings(Section):
     @classmethod
     def _origins(cls, origins: list[str]) -> list[str]:
         return _checked_origins(origins)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_cidrs(cls, entries: list[str]) -> list[str]:
+        from volthub.protocol.client_address import parse_networks
+
+        parse_networks(entries)
+        return entries
 
 
 def _checked_origins(origins: list[str]) -> list[str]:
@@ -137,8 +148,8 @@ class RateLimitSettings(Section):
     # Off means off: nothing is counted and no X-RateLimit-* headers are sent (an operator
     # turns this off when a proxy in front enforces its own limits, or for benchmarks).
     enabled: bool = True
-    # Honour X-Forwarded-For (its last entry, written by the one proxy in front) as the
-    # client address. Only behind a trusted proxy: clients can send the header themselves.
+    # Trust every peer as a proxy ([server] trusted_proxies names them instead): the last
+    # X-Forwarded-For entry is the client address. Clients can send the header themselves.
     trust_forwarded_for: bool = False
     global_per_ip_per_minute: int = Field(600, ge=1, le=1_000_000)
     chat_send_per_minute: int = Field(30, ge=1, le=1_000_000)
@@ -404,7 +415,7 @@ class MetricsSettings(Section):
 
     enabled: bool = True
     # Client addresses (CIDRs) that may read it; everyone else gets 404. Behind a reverse
-    # proxy on the same machine every client looks like loopback: keep /metrics off the proxy.
+    # proxy in [server] trusted_proxies, the forwarded client's address is what is checked.
     allow: list[str] = Field(["127.0.0.0/8", "::1/128"], max_length=1000)
 
     @field_validator("allow")

@@ -2,11 +2,11 @@
 # (bash, from the repository root): `source docs/examples/tour.sh`. It needs curl and python3.
 #
 #   json_get KEY...        one field of the JSON document on stdin (list indexes are numbers)
-#   wait_for FILE TEXT     wait up to 10 s for TEXT in FILE (the output of a background program)
+#   wait_for FILE TEXT     wait up to 60 s for TEXT in FILE (the output of a background program)
 #   sign_in NAME PASSWORD  register NAME if it is new, sign in, print a first-party token
 #   new_app NAME [SCOPE]   the developer app NAME of $TOKEN's user (created once): sets CLIENT_ID,
 #                          CLIENT_SECRET and REDIRECT_URI; an operator grants SCOPE (sensitive scopes)
-#   wait_port PORT         wait up to 10 s until something listens on 127.0.0.1:PORT
+#   wait_port PORT         wait up to 60 s until something listens on 127.0.0.1:PORT
 #   authorize SCOPES       the OAuth code flow with PKCE for $CLIENT_ID, consented by $TOKEN's
 #                          user: prints an access token carrying SCOPES
 BASE=${BASE:-http://127.0.0.1:8080}   # where `make serve` / `make demo` listens
@@ -21,7 +21,8 @@ print(value if not isinstance(value, (dict, list)) else json.dumps(value))' "$@"
 }
 
 wait_for() {
-  for _ in $(seq 100); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  # Generous: on a busy machine a background program can take seconds to say its first line.
+  for _ in $(seq 600); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
   echo "gave up waiting for '$2' in $1:" >&2; cat "$1" >&2; return 1
 }
 
@@ -62,6 +63,6 @@ print(base64.urlsafe_b64encode(hashlib.sha256(sys.stdin.buffer.read()).digest())
 }
 
 wait_port() {
-  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+  for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
   echo "nothing listens on 127.0.0.1:$1" >&2; return 1
 }

@@ -65,7 +65,7 @@ async def test_sigkill_with_pending_deliveries_loses_none(
             fan_id, fan = await register(http, f"fan{index}")
             fans.add(fan_id)
             assert (await http.post(f"/api/users/follow/{owner_id}", headers=fan)).status_code == 200
-        with trio.fail_after(15):
+        with trio.fail_after(60):
             await receiver.wait_for(4)  # the pool is busy; the rest wait in the outbox
 
     await trio.to_thread.run_sync(server.kill)  # SIGKILL: no shutdown code runs
@@ -75,10 +75,14 @@ async def test_sigkill_with_pending_deliveries_loses_none(
 
     server = await trio.to_thread.run_sync(server_process, database_url, env)
     delivered: set[str] = set()
-    with trio.move_on_after(60):
-        while delivered != fans:
-            await receiver.wait_for(len(receiver.received) + 1)
+    with trio.move_on_after(120):
+        while True:
+            # Read what came before waiting for more: the restarted server delivers while it
+            # is still being waited for (on a busy machine, often everything).
             delivered = {orjson.loads(d.body)["data"]["userId"] for d in receiver.received[restarted_at:]}
+            if delivered == fans:
+                break
+            await receiver.wait_for(len(receiver.received) + 1)
     # On failure, what the restarted server said: the deliveries are its to make.
     assert delivered == fans, f"{len(fans - delivered)} of {FANS} not delivered; server log:\n{server.log()}"
     problems = [d.problem for d in receiver.received if not d.verified]

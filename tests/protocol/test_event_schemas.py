@@ -45,13 +45,13 @@ def test_what_trigger_sends_for_every_event_matches_its_schemas(name: str) -> No
 def test_a_payload_that_drifts_from_its_catalogue_entry_is_refused() -> None:
     entry = catalogue.BY_NAME["channel.poll.end"]
     data = trigger.sample(entry, CHANNEL, AT)
-    renamed = {("options" if key == "choices" else key): value for key, value in data.items()}
-    with pytest.raises(event_payloads.PayloadMismatch, match="choices"):
+    renamed = {("choices" if key == "options" else key): value for key, value in data.items()}
+    with pytest.raises(event_payloads.PayloadMismatch, match="options"):
         event_payloads.check_data(entry.name, renamed, "test")
     retyped = {**data, "totalVotes": "3"}
     with pytest.raises(event_payloads.PayloadMismatch, match="totalVotes"):
         event_payloads.check_data(entry.name, retyped, "test")
-    nested = {**data, "choices": [{"id": "a", "title": "A"}]}
+    nested = {**data, "options": [{"id": "a", "title": "A"}]}
     with pytest.raises(event_payloads.PayloadMismatch, match="votes"):
         event_payloads.check_data(entry.name, nested, "test")
 

@@ -141,8 +141,7 @@ class GatewayRoute:
         limits = rt.rate_limits
         ip = ""
         if limits is not None:
-            peer = (scope.get("client") or (None,))[0]
-            ip = ratelimit.client_ip(peer, header(scope, b"x-forwarded-for"), limits.settings.trust_forwarded_for)
+            ip = ratelimit.client_ip((scope.get("client") or (None,))[0])
             _spent(decisions, await ratelimit.spend(rt, limits.per_ip, ("ip", ip), "global"), "global")
         path = unquote(scope["path"])
         if scope["method"] != "POST":

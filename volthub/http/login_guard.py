@@ -17,9 +17,7 @@ def request_address() -> str:
 
     from volthub.http.ratelimit import client_ip
 
-    peer = (request.scope.get("client") or (None,))[0]
-    trust = runtime().settings.ratelimit.trust_forwarded_for
-    return client_ip(peer, request.headers.get("X-Forwarded-For"), trust)
+    return client_ip((request.scope.get("client") or (None,))[0])
 
 
 class LoginThrottled(Exception):

@@ -89,20 +89,15 @@ def category_of(view: Callable[..., Any] | None) -> str | None:
 # --- who is counted (pure) -------------------------------------------------------------------
 
 
-def client_ip(peer: str | None, forwarded_for: str | None, trust_forwarded_for: bool) -> str:
-    """The address a client is counted under.
-
-    The socket peer, unless a trusted proxy is configured: then the LAST X-Forwarded-For
-    entry, the one our proxy appended (earlier entries are whatever the client sent).
-    IPv6 clients are counted per /64, since one host commonly holds a whole /64.
+def client_ip(client: str | None) -> str:
+    """The key a client address is counted under: IPv6 clients per /64, since one host
+    commonly holds a whole /64. `client` is the request's client as the listener judged it
+    (volthub.protocol.client_address: behind a trusted proxy, the forwarded client).
     """
-    candidate = peer
-    if trust_forwarded_for and forwarded_for:
-        candidate = forwarded_for.rsplit(",", 1)[-1].strip() or peer
     try:
-        address = ipaddress.ip_address((candidate or "").strip())
+        address = ipaddress.ip_address((client or "").strip())
     except ValueError:
-        return candidate or "unknown"
+        return client or "unknown"
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
             return str(address.ipv4_mapped)
@@ -155,8 +150,7 @@ def install(app: Quart, settings: RateLimitSettings) -> None:
 
 async def _check_client_ip() -> None:
     limits = _limits()
-    peer = (request.scope.get("client") or (None,))[0]
-    g.ratelimit_ip = client_ip(peer, request.headers.get("X-Forwarded-For"), limits.settings.trust_forwarded_for)
+    g.ratelimit_ip = client_ip((request.scope.get("client") or (None,))[0])
     g.ratelimit_decisions = []
     await _spend(limits.per_ip, ("ip", g.ratelimit_ip), "global")
 

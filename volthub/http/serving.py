@@ -43,6 +43,14 @@ The patched `run` counts connections: past `[server] max_connections` in total o
 `max_connections_per_address` from one address, a new connection gets a 503 and is closed at
 once, instead of the process running out of file descriptors (`accept returned EMFILE`),
 after which nobody gets in.
+
+Behind a trusted proxy (`[server] trusted_proxies`) the address is not known at accept time:
+every connection comes from the proxy, and one kept-alive proxy connection may carry requests
+of many clients in turn. So a trusted proxy's connections count only towards the total, and
+`serving_middleware` counts each request it passes on, while it runs, as one connection of
+the forwarded client (a 503 past the cap). A proxy opens or borrows one upstream connection
+per request in flight, so this is the number of connections that client holds through it;
+an SSE stream or a WebSocket is one request for its whole life.
 """
 
 from __future__ import annotations
@@ -58,6 +66,8 @@ from typing import Any
 
 import orjson
 import trio
+
+from volthub.protocol.client_address import NOBODY, TrustedProxies, client_of_scope
 
 log = logging.getLogger("volthub.serving")
 
@@ -80,18 +90,30 @@ class ConnectionLimits:
     open: int = 0
     by_address: collections.Counter[str] = field(default_factory=collections.Counter)
     refused: int = 0
+    trusted: TrustedProxies = NOBODY  # their connections count per forwarded client, per request
 
     def admit(self, address: str) -> bool:
+        """A new connection from `address` (its socket peer), or False past a cap."""
         if self.total and self.open >= self.total:
             return False
-        if self.per_address and self.by_address[address] >= self.per_address:
+        if not self.trusted.trusts(address) and not self.hold(address):
             return False
         self.open += 1
-        self.by_address[address] += 1
         return True
 
     def release(self, address: str) -> None:
         self.open -= 1
+        if not self.trusted.trusts(address):
+            self.let_go(address)
+
+    def hold(self, address: str) -> bool:
+        """One more connection of `address` under the per-address cap, or False past it."""
+        if self.per_address and self.by_address[address] >= self.per_address:
+            return False
+        self.by_address[address] += 1
+        return True
+
+    def let_go(self, address: str) -> None:
         self.by_address[address] -= 1
         if self.by_address[address] <= 0:
             del self.by_address[address]
@@ -329,15 +351,58 @@ def serving_middleware(app: Any, max_body_bytes: int, timeout: float = 30.0) -> 
     instead of a close with unread data (a reset)."""
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await app(scope, receive, send)
             return
-        body = _RequestBody(scope, receive, timeout)
-        if _has_small_body(scope, max_body_bytes):
-            body.receive = await _read_ahead(body.receive, max_body_bytes, timeout)
-        await app(scope, body.tracked, body.guarded(send))
+        # First the real client and its cap: a refused request is not read any further.
+        release = claim_client(scope)
+        if release is None:
+            await _over_capacity(scope, send)
+            return
+        try:
+            if scope["type"] == "websocket":
+                await app(scope, receive, send)
+                return
+            body = _RequestBody(scope, receive, timeout)
+            if _has_small_body(scope, max_body_bytes):
+                body.receive = await _read_ahead(body.receive, max_body_bytes, timeout)
+            await app(scope, body.tracked, body.guarded(send))
+        finally:
+            release()
 
     return asgi
+
+
+def _nothing_held() -> None:
+    return None
+
+
+def claim_client(scope: dict[str, Any]) -> Callable[[], None] | None:
+    """Judge a request by its real client, on either listener. Behind a trusted proxy,
+    `scope["client"]` becomes the forwarded client (in place, so every layer and the access
+    log see the same address) and the request counts as one of its connections until the
+    returned release is called; None when that client is at its cap (answer 503). A request
+    straight from its client was counted when it connected: the release does nothing."""
+    peer = scope.get("client")
+    if not LIMITS.trusted.trusts(peer[0] if peer else None):
+        return _nothing_held
+    client = scope["client"] = client_of_scope(scope, LIMITS.trusted)
+    if client is None:  # neither a peer address nor a forwarded one: nothing to count it under
+        return _nothing_held
+    address = client[0]
+    if not LIMITS.hold(address):
+        LIMITS.refused += 1
+        return None
+    return lambda: LIMITS.let_go(address)
+
+
+async def _over_capacity(scope: dict[str, Any], send: Any) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1013})  # try again later
+        return
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"1"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": _OVER_CAPACITY_BODY})
 
 
 # A request answered before its body was read has the rest of its body read and dropped
@@ -451,13 +516,22 @@ def raise_descriptor_limit() -> int:
     return soft
 
 
-def configure_limits(max_connections: int, max_connections_per_address: int) -> ConnectionLimits:
+def configure_limits(
+    max_connections: int, max_connections_per_address: int, trusted: TrustedProxies = NOBODY
+) -> ConnectionLimits:
     """Set the caps; `max_connections` 0 derives one from the (raised) descriptor limit."""
+    LIMITS.trusted = trusted
     soft = raise_descriptor_limit()
     LIMITS.total = max_connections or max(16, soft - RESERVED_DESCRIPTORS)
     # 0: a third of the total, so two greedy clients cannot take every descriptor.
     LIMITS.per_address = max_connections_per_address or max(1, LIMITS.total // 3)
     return LIMITS
+
+
+def trusted(settings: Any) -> TrustedProxies:
+    """The proxies whose X-Forwarded-For names the client: `[server] trusted_proxies`, or every
+    peer under `[ratelimit] trust_forwarded_for`."""
+    return TrustedProxies.of(settings.server.trusted_proxies, every_peer=settings.ratelimit.trust_forwarded_for)
 
 
 def hypercorn_config(settings: Any, bind: str | None = None) -> Any:
@@ -492,7 +566,7 @@ def adapt(app: Any, settings: Any) -> None:
             settings.server.host,
             settings.server.port,
         )
-    configure_limits(settings.server.max_connections, settings.server.max_connections_per_address)
+    configure_limits(settings.server.max_connections, settings.server.max_connections_per_address, trusted(settings))
     WEBSOCKET_LIMITS.max_message_frames = settings.events.max_message_frames
     app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes, settings.server.body_timeout)
     _end_events_first_under_the_hypercorn_command(app)

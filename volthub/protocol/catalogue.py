@@ -132,7 +132,7 @@ _STREAM = (
 _POLL = (
     _f("pollId", "string", "id of the poll"),
     _f("title", "string", "the question"),
-    _f("choices", "array", "[{id, title, votes}]"),
+    _f("options", "array", "[{id, title, votes}], the same shape as a poll's options in responses"),
 )
 _GIVEAWAY = (
     _f("giveawayId", "string", "id of the giveaway"),

@@ -357,12 +357,12 @@ def channel_unban(*, user: Person, moderator: Person, was_permanent: bool, unban
 
 
 def channel_poll_begin(
-    *, poll_id: str, title: str, choices: list[dict[str, Any]], started_at: str, ends_at: str, duration_seconds: int
+    *, poll_id: str, title: str, options: list[dict[str, Any]], started_at: str, ends_at: str, duration_seconds: int
 ) -> dict[str, Any]:
     return {
         "pollId": poll_id,
         "title": title,
-        "choices": choices,
+        "options": options,
         "startedAt": started_at,
         "endsAt": ends_at,
         "durationSeconds": duration_seconds,
@@ -370,12 +370,12 @@ def channel_poll_begin(
 
 
 def channel_poll_end(
-    *, poll_id: str, title: str, choices: list[dict[str, Any]], total_votes: int, started_at: str, ended_at: str
+    *, poll_id: str, title: str, options: list[dict[str, Any]], total_votes: int, started_at: str, ended_at: str
 ) -> dict[str, Any]:
     return {
         "pollId": poll_id,
         "title": title,
-        "choices": choices,
+        "options": options,
         "totalVotes": total_votes,
         "startedAt": started_at,
         "endedAt": ended_at,

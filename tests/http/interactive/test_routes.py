@@ -53,7 +53,7 @@ async def test_poll_lifecycle_over_oauth_and_public_routes(chat_env: Any, mock_c
     await settle(chat_env, owner.id)
     ends = chat_env.named("channel.poll.end")
     assert len(ends) == 1 and ends[0].data["totalVotes"] == 1
-    assert ends[0].data["choices"][0]["votes"] == 1
+    assert ends[0].data["options"][0]["votes"] == 1
     late = await chat_env.client.post(f"{OAUTH}/polls/{poll['id']}/end", json=None, headers=headers)
     assert late.status_code == 409
     assert (await late.get_json())["details"]["status"] == "ended"
@@ -62,6 +62,22 @@ async def test_poll_lifecycle_over_oauth_and_public_routes(chat_env: Any, mock_c
     assert cards == ["poll-begin", "poll-end"]
     after = await chat_env.client.get(f"{OAUTH}/polls/active", headers=headers)
     assert (await after.get_json()) == {"poll": None}
+
+
+async def test_poll_answers_are_called_options_in_events_and_choices_is_accepted_on_create(chat_env: Any) -> None:
+    owner = await chat_env.user()
+    headers = await oauth_headers(chat_env, owner)
+    body = {"title": "Best snack?", "choices": ["Chips", "Fruit"], "durationSeconds": 60}
+    created = await chat_env.client.post(f"{OAUTH}/polls", json=body, headers=headers)
+    assert created.status_code == 201, await created.get_data(as_text=True)
+    poll = (await created.get_json())["poll"]
+    assert [o["title"] for o in poll["options"]] == ["Chips", "Fruit"]
+    begins = chat_env.named("channel.poll.begin")
+    assert len(begins) == 1 and begins[0].data["options"] == poll["options"] and "choices" not in begins[0].data
+    ended = await chat_env.client.post(f"{OAUTH}/polls/{poll['id']}/end", json=None, headers=headers)
+    assert ended.status_code == 200
+    end = chat_env.named("channel.poll.end")[0].data
+    assert end["options"] == (await ended.get_json())["poll"]["options"] and "choices" not in end
 
 
 @pytest.mark.parametrize(

@@ -92,7 +92,7 @@ def test_end_early_gives_final_votes_then_ending_again_is_invalid_state() -> Non
     outcome = store.run(component.handle(polls.EndPoll(poll.id), NOW + 5000, store))
     [end, card] = outcome.events
     assert end.name == "channel.poll.end" and end.data["totalVotes"] == 2
-    assert [c["votes"] for c in end.data["choices"]] == [0, 2] and card.data["card"]["type"] == "poll-end"
+    assert [c["votes"] for c in end.data["options"]] == [0, 2] and card.data["card"]["type"] == "poll-end"
     assert component.next_deadline() is None and component.is_idle()
     with pytest.raises(Refused) as excinfo:
         component.handle(polls.EndPoll(poll.id), NOW + 6000, store)

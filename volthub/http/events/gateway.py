@@ -318,6 +318,10 @@ class GatewayEndpoint(EngineIOEndpoint):
 # ---------------------------------------------------------------------- the listener
 
 
+def _held_nothing() -> None:
+    return None
+
+
 class Gateway:
     """The listener: accepts, parses HTTP, routes to the endpoints; owns every task."""
 
@@ -335,6 +339,7 @@ class Gateway:
         refusal: bytes = b"",
         reuse_port: bool = False,
         max_message_frames: int = DEFAULT_MAX_FRAGMENTS,
+        claim_client: Callable[[Scope], Callable[[], None] | None] | None = None,
     ) -> None:
         self.host, self.port = host, port
         self._max_message_frames = max_message_frames
@@ -348,6 +353,8 @@ class Gateway:
         self._access_log = access_log
         self._backlog = backlog
         self._admit, self._release, self._refusal = admit, release, refusal
+        # Each request's real client (behind a trusted proxy) and its hold on the cap; None: past it.
+        self._claim_client = claim_client or (lambda scope: _held_nothing)
         self._listener: socket.socket | None = None
         self._nursery: trio.Nursery | None = None
         self.accepted = 0
@@ -459,13 +466,14 @@ class Gateway:
     async def _serve(self, sock: socket.socket, client: Any) -> None:
         peer = client[0] if isinstance(client, tuple) else "?"
         admitted = self._admit is None or self._admit(peer)
+        held: list[Callable[[], None]] = []  # the claim of the request that became a WebSocket
         try:
             if not admitted:
                 await send_all(sock, self._refusal)
                 return
             address = (client[0], client[1]) if isinstance(client, tuple) else None
             link = Link(sock, address, self._max_message(), self._max_message_frames, self._body_timeout)
-            opened = await self._requests(link)
+            opened = await self._requests(link, held)
             if opened is not None:
                 conn, backlog = opened
                 del opened
@@ -479,13 +487,17 @@ class Gateway:
         finally:
             if admitted and self._release is not None:
                 self._release(peer)
+            for release in held:
+                release()
             close_socket(sock)
 
     def _max_message(self) -> int:
         endpoint = next(iter(self.endpoints.values()), None)
         return endpoint.settings.max_payload + 16 if endpoint is not None else 1 << 20
 
-    async def _requests(self, link: Link) -> tuple[WireConnection, list[Received]] | None:
+    async def _requests(
+        self, link: Link, held: list[Callable[[], None]]
+    ) -> tuple[WireConnection, list[Received]] | None:
         """HTTP requests on one connection until it closes (None) or becomes a WebSocket
         (the session it carries, and what the client sent after the upgrade)."""
         while True:
@@ -513,6 +525,11 @@ class Gateway:
                 "headers": list(request.headers),
                 "client": link.client,
             }
+            release = self._claim_client(scope)
+            if release is None:
+                await link.respond_error(503, "server_busy", "too many open connections; retry shortly", close=True)
+                return None
+            held.append(release)
             if ambiguous_length(scope["headers"]):
                 await self._refuse(link, scope, 400, "bad_request", AMBIGUOUS_LENGTH)
                 return None
@@ -528,6 +545,8 @@ class Gateway:
             except BodyTimeout:
                 await self._refuse(link, scope, 408, "request_timeout", "the request body did not arrive in time")
                 return None
+            held.remove(release)
+            release()
             if not link.reusable:
                 return None
 

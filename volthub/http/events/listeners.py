@@ -33,7 +33,7 @@ from volthub.http.events.socketio import (
 )
 from volthub.http.rate_budgets import RateLimits
 from volthub.http.runtime import Runtime, Services
-from volthub.http.serving import LIMITS, OVER_CAPACITY_RESPONSE
+from volthub.http.serving import LIMITS, OVER_CAPACITY_RESPONSE, claim_client
 from volthub.hub.broker import Broker
 from volthub.hub.clock import Clock
 from volthub.hub.fanout import Fanout
@@ -120,11 +120,7 @@ def _admission(rate_limits: RateLimits | None, clock: Clock) -> Callable[[Scope]
     def admit(scope: Scope) -> Refusal | None:
         if rate_limits is None:
             return None
-        peer = (scope.get("client") or (None,))[0]
-        forwarded = next(
-            (v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"x-forwarded-for"), None
-        )
-        ip = ratelimit.client_ip(peer, forwarded, rate_limits.settings.trust_forwarded_for)
+        ip = ratelimit.client_ip((scope.get("client") or (None,))[0])
         decision = rate_limits.per_ip.hit(("ip", ip), to_ns(clock.now()))
         if decision.allowed:
             return None
@@ -174,6 +170,7 @@ def _gateway(
         refusal=OVER_CAPACITY_RESPONSE,
         reuse_port=events.gateway_reuse_port,
         max_message_frames=events.max_message_frames,
+        claim_client=claim_client,  # behind a trusted proxy: the forwarded client, capped per request
     )
     for path, namespaces in ENGINEIO_PATHS:
         gateway.add_endpoint(

@@ -71,7 +71,7 @@ class Poll:
     def total_votes(self) -> int:
         return sum(self.votes.values())
 
-    def choices(self) -> list[dict[str, Any]]:
+    def option_tallies(self) -> list[dict[str, Any]]:
         return [{"id": o.id, "title": o.title, "votes": int(self.votes.get(o.id, 0))} for o in self.options]
 
     def as_api(self) -> dict[str, Any]:
@@ -79,7 +79,7 @@ class Poll:
             "id": self.id,
             "title": self.title,
             "status": self.status,
-            "options": self.choices(),
+            "options": self.option_tallies(),
             "totalVotes": self.total_votes,
             "startedAt": iso8601(self.started_at),
             "endsAt": iso8601(self.ends_at),
@@ -203,7 +203,7 @@ class PollsComponent:
         data = catalogue.channel_poll_begin(
             poll_id=poll.id,
             title=poll.title,
-            choices=poll.choices(),
+            options=poll.option_tallies(),
             started_at=iso8601(now_ms),
             ends_at=iso8601(poll.ends_at),
             duration_seconds=duration,
@@ -228,7 +228,7 @@ class PollsComponent:
         data = catalogue.channel_poll_end(
             poll_id=final.id,
             title=final.title,
-            choices=final.choices(),
+            options=final.option_tallies(),
             total_votes=final.total_votes,
             started_at=iso8601(final.started_at),
             ended_at=iso8601(now_ms),

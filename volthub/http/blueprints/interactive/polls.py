@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
@@ -85,7 +85,13 @@ class PollBody(Body):
     example = {"title": "Next game?", "options": ["Chess", "Go"], "durationSeconds": 120}
 
     title: str = Field(min_length=1, max_length=polls.TITLE_MAX)
-    options: list[str] = Field(min_length=polls.OPTIONS_MIN, max_length=polls.OPTIONS_MAX)
+    # `choices` is accepted too: the name bots knew from the poll events before they said `options`.
+    options: list[str] = Field(
+        min_length=polls.OPTIONS_MIN,
+        max_length=polls.OPTIONS_MAX,
+        validation_alias=AliasChoices("options", "choices"),
+        description="The answers; `choices` is accepted as another name for this field.",
+    )
     durationSeconds: int = Field(ge=polls.DURATION_MIN, le=polls.DURATION_MAX)
 
     _title = field_validator("title")(classmethod(lambda cls, v: polls.check_title(v)))
