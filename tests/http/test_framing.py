@@ -121,6 +121,27 @@ async def test_a_gateway_framing_error_gets_one_access_line(live: LiveServer, ca
     assert [line for line in lines if " 400 " in line and "POST" in line] == [lines[-1]], lines
 
 
+@pytest.mark.parametrize(
+    "sent",
+    [head("/api/auth/login", CHUNKED) + b"-1\r\n", head("/api/auth/login", "Content-Length: 5", CHUNKED)],
+    ids=["negative chunk size", "both framing headers"],
+)
+async def test_a_main_port_framing_error_gets_one_access_line(
+    live: LiveServer, caplog: pytest.LogCaptureFixture, sent: bytes
+) -> None:
+    """Hypercorn answers these itself (the app never sees the request); the answer is still
+    counted and logged once, as every other answer is."""
+    caplog.set_level(logging.INFO, logger="volthub.access")
+    connection = await RawConnection.open(port_of(live.url))
+    with trio.fail_after(WAIT):
+        await connection.send(sent)
+        assert (await connection.response()).status == 400
+        assert await connection.closed_by_server()
+    connection.close()
+    lines = [record.getMessage() for record in caplog.records if record.name == "volthub.access"]
+    assert len([line for line in lines if " 400 " in line]) == 1, lines
+
+
 @pytest.mark.parametrize("framing", ["chunked first", "length first"])
 async def test_content_length_with_transfer_encoding_is_refused_and_closed(live: LiveServer, framing: str) -> None:
     """RFC 9112 §6.1: the connection closes after the answer, so the request pipelined

@@ -214,6 +214,17 @@ class WebSocketLimits:
 WEBSOCKET_LIMITS = WebSocketLimits()
 
 
+@dataclass
+class ProtocolErrorLines:
+    """Whether the answers Hypercorn writes itself (unparsable or ambiguous requests) get an
+    access line, as every other answer does (`[logging] access_log`, set by `adapt`)."""
+
+    enabled: bool = True
+
+
+PROTOCOL_ERROR_LINES = ProtocolErrorLines()
+
+
 def _frame_counted(extend: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
     def extend_counting_frames(self: Any, event: Any) -> None:
         from hypercorn.protocol.ws_stream import FrameTooLargeError
@@ -291,7 +302,7 @@ def _unambiguous_only(
             from hypercorn.events import Closed
 
             # No stream: the app never sees it, and the loop reading this connection ends.
-            await _send_json_error(self, 400, "bad_request", AMBIGUOUS_LENGTH)
+            await _send_json_error(self, 400, "bad_request", AMBIGUOUS_LENGTH, request.method.decode("latin-1"))
             await self.send(Closed())
             return
         await create_stream(self, request)
@@ -305,8 +316,11 @@ async def _json_error_response(self: Any, status_code: int) -> None:
     await _send_json_error(self, status_code, code, message)
 
 
-async def _send_json_error(self: Any, status_code: int, code: str, message: str) -> None:
+async def _send_json_error(self: Any, status_code: int, code: str, message: str, method: str = "-") -> None:
+    """The answer, then its metrics and one access line (the app never saw the request)."""
     import h11
+
+    from volthub.http import observe
 
     body = orjson.dumps({"error": code, "message": message})
     headers = [
@@ -318,6 +332,8 @@ async def _send_json_error(self: Any, status_code: int, code: str, message: str)
     await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
     await self._send_h11_event(h11.Data(data=body))
     await self._send_h11_event(h11.EndOfMessage())
+    scope = {"method": method, "client": self.client}
+    observe.finished(scope, status_code, 0.0, False, observe.new_request_id(), PROTOCOL_ERROR_LINES.enabled)  # type: ignore[arg-type]
 
 
 def _peer_address(stream: Any) -> str:
@@ -568,6 +584,7 @@ def adapt(app: Any, settings: Any) -> None:
         )
     configure_limits(settings.server.max_connections, settings.server.max_connections_per_address, trusted(settings))
     WEBSOCKET_LIMITS.max_message_frames = settings.events.max_message_frames
+    PROTOCOL_ERROR_LINES.enabled = settings.logging.access_log
     app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes, settings.server.body_timeout)
     _end_events_first_under_the_hypercorn_command(app)
 
