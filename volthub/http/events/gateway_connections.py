@@ -33,7 +33,7 @@ from volthub.http.events.asgi import (
 from volthub.http.events.connection import Connection, Endpoint
 from volthub.metrics import GATEWAY_SLOW_BODIES, observe_lag
 from volthub.protocol.engineio.handshake import WEBSOCKET
-from volthub.protocol.engineio.packets import PacketType
+from volthub.protocol.engineio.packets import PONG
 from volthub.protocol.engineio.session import EngineIOSession
 from volthub.protocol.websocket import (
     OP_PONG,
@@ -397,8 +397,6 @@ class Ticker:
 
 # ---------------------------------------------------------------------- carrier
 
-# A client's answer to our ping: an Engine.IO PONG packet as a text frame.
-PONG_TEXT: Final = str(int(PacketType.PONG))
 # Readiness events taken per look at the carrier's epoll set.
 CARRIER_BATCH: Final = 1024
 
@@ -495,7 +493,7 @@ class Carrier:
         try:
             received = carried.reader.feed(data)
             for index, item in enumerate(received):
-                if item == PONG_TEXT:
+                if item == PONG:  # a client's answer to our ping
                     conn.pong(trio.current_time())
                 elif isinstance(item, Ping):
                     if not conn.closing:  # after our close frame nothing more may be sent
