@@ -333,7 +333,7 @@ async def _send_json_error(self: Any, status_code: int, code: str, message: str,
     await self._send_h11_event(h11.Data(data=body))
     await self._send_h11_event(h11.EndOfMessage())
     scope = {"method": method, "client": self.client}
-    observe.finished(scope, status_code, 0.0, False, observe.new_request_id(), PROTOCOL_ERROR_LINES.enabled)  # type: ignore[arg-type]
+    observe.finished(scope, status_code, 0.0, False, observe.new_request_id(), PROTOCOL_ERROR_LINES.enabled)
 
 
 def _peer_address(stream: Any) -> str:
