@@ -21,6 +21,7 @@ and give the app `volthub.hub.clock.TrioClock`, which follows it; there is no ot
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import secrets
@@ -483,27 +484,23 @@ class LiveServer:
 
 
 async def serve_app(nursery: trio.Nursery, settings: Settings, stop: trio.Event, clock: Any = None) -> LiveServer:
-    """The app on Hypercorn (trio worker) on a free loopback port, served in `nursery` until
-    `stop` is set, then shut down gracefully. `live_server` is this with the default settings.
+    """The app's server (both listeners, as `volthub serve` runs them) with the main port on a
+    free loopback port, served in `nursery` until `stop` is set, then stopped in its order. `live_server` is this with the default settings.
     The gateway, when on (the default), gets a free port of its own for each server, so that
     servers started with the same settings never share one."""
-    from hypercorn.config import Config
-    from hypercorn.trio import serve
-
     from volthub.http.app import create_app
+    from volthub.http.server import server_of
 
+    own = {"shutdown_timeout": 0.5}  # a quick graceful stop: tests end their servers often
     if settings.events.gateway_port:
-        own = settings.events.model_copy(update={"gateway_port": free_port()})
-        settings = settings.model_copy(update={"events": own})
-    application = create_app(settings, clock=clock)
-    config = Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    config.graceful_timeout = 0.5
-    binds = await nursery.start(
-        lambda task_status: serve(application, config, shutdown_trigger=stop.wait, task_status=task_status)
-    )
-    gateway = application.extensions["volthub"].gateway
+        settings = settings.model_copy(
+            update={"events": settings.events.model_copy(update={"gateway_port": free_port()})}
+        )
+    settings = settings.model_copy(update={"server": settings.server.model_copy(update=own)})
+    server = server_of(create_app(settings, clock=clock))
+    binds = await nursery.start(functools.partial(server.serve, stop.wait, bind="127.0.0.1:0"))
+    application = server.app
+    gateway = server.runtime.gateway
     return LiveServer(binds[0], application, gateway.url if gateway is not None else "")
 
 

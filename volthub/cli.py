@@ -125,27 +125,23 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings: Settings, listen_fd: int | None = None) -> None:
-    from hypercorn.trio import serve as hypercorn_serve
-
     from volthub.http.app import create_app
-    from volthub.http.serving import ending_events_first, hypercorn_config
+    from volthub.http.server import server_of
+    from volthub.http.serving import hypercorn_config
 
     # A worker of `serve --workers N` serves the parent's socket.
-    config = hypercorn_config(settings, bind=f"fd://{listen_fd}" if listen_fd is not None else None)
-    app = create_app(settings)  # also patches Hypercorn and sets the connection caps
+    bind = hypercorn_config(settings, bind=f"fd://{listen_fd}" if listen_fd is not None else None).bind[0]
+    server = server_of(create_app(settings))  # also patches Hypercorn and sets the connection caps
     tune_garbage_collector(settings.server.gc_gen0_threshold)
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_wait_for_signal, stop)
+        nursery.start_soon(_wait_for_signal, stop)  # from now on: a signal during start-up stops once started
         log.info(
             "volthub listening on %s (REST, SSE); Events API Socket.IO clients connect to %s/ws/events",
-            _http_url(config.bind[0]),
+            _http_url(bind),
             events_ws_url(settings),
         )
-        # Hypercorn stops accepting, closes idle keep-alive connections, lets in-flight
-        # requests finish (shutdown_timeout), then runs the app's after_serving, which
-        # cancels the background services' nursery.
-        await hypercorn_serve(app, config, shutdown_trigger=ending_events_first(app, stop.wait))
+        await server.serve(stop.wait, bind=bind)  # the server's one ordered stop
         nursery.cancel_scope.cancel()
     log.info("volthub stopped")
 

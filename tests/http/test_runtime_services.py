@@ -36,7 +36,6 @@ async def test_the_runtime_is_complete_once_the_app_has_started(sqlite_url: str)
             "webhooks",
             "chat",
             "engineio",
-            "gateway",
             "ingest-silence",
             "relay",
             "presence",

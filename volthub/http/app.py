@@ -3,21 +3,20 @@
     hypercorn --worker-class trio "volthub.http.app:create_app()"
 
 `create_app` makes the Quart app: its hooks, blueprints, the Engine.IO mount and the ASGI
-layers around it, none of which needs the database. Everything long-lived is built by the
-composition root (`http/composition.py`): the app's lifespan enters `compose` at start-up
-(in the app's nursery), points `app.extensions["volthub"]` at the complete `Runtime`, and
-leaves it at shutdown, which stops the background services and closes the database.
+layers around it, none of which needs the database, and the app's `Server`
+(`http/server.py`), which holds its lifespan: at start-up it enters the composition root
+(`http/composition.py`), which builds everything long-lived into one complete `Runtime`,
+and opens the gateway; at shutdown it stops both listeners, the background services and the
+database in one order.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-import trio
 from pydantic_core import to_jsonable_python
 from quart import Quart, request
 from quart.json.provider import DefaultJSONProvider
@@ -29,11 +28,11 @@ from volthub import logs, metrics, version
 from volthub.config import Settings, load_settings
 from volthub.http import access, cors, observe, ratelimit, request_rules, serving
 from volthub.http.blueprints import BLUEPRINTS
-from volthub.http.composition import compose
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import listeners as events_api
 from volthub.http.openapi import VolthubOpenAPIProvider
 from volthub.http.runtime import SETTINGS_KEY
+from volthub.http.server import SERVER_KEY, Server
 from volthub.hub.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -102,40 +101,10 @@ def create_app(
     # Outermost: request ids, access lines and HTTP metrics for everything, Engine.IO included.
     app.asgi_app = observe.middleware(app.asgi_app, settings.logging.access_log)  # type: ignore[method-assign, assignment, arg-type]
 
-    lifespan = Lifespan(app, settings, clock or SystemClock())
-    app.before_serving(lifespan.start)
-    app.after_serving(lifespan.stop)
+    server = Server(app, settings, clock or SystemClock())
+    serving.stop_first_under_the_hypercorn_command(server.stop_trigger)
+    app.extensions[SERVER_KEY] = server
     return app
-
-
-class Lifespan:
-    """The composed runtime, held from the app's start to its stop by a task of the app's
-    nursery (so the supervisor's nursery inside `compose` has one owner throughout)."""
-
-    def __init__(self, app: QuartTrio, settings: Settings, clock: Clock) -> None:
-        self._app = app
-        self._settings = settings
-        self._clock = clock
-        self._stopping = trio.Event()
-        self._stopped = trio.Event()
-
-    async def start(self) -> None:
-        self._stopping, self._stopped = trio.Event(), trio.Event()
-        await self._app.nursery.start(self._hold)
-        _log_started(self._settings)
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        await self._stopped.wait()
-
-    async def _hold(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            async with compose(self._settings, self._clock) as runtime:
-                self._app.extensions["volthub"] = runtime
-                task_status.started()
-                await self._stopping.wait()
-        finally:
-            self._stopped.set()
 
 
 def _declare_openapi_route(app: Quart) -> None:
@@ -189,12 +158,3 @@ def _view(endpoint: str) -> Any:
 def _has_body() -> bool:
     length = request.content_length
     return bool(length) or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
-
-
-def _log_started(settings: Settings) -> None:
-    """One line an operator can act on: what serves where, on what."""
-    worker = os.environ.get(logs.WORKER_ENV)
-    if worker is not None:  # the parent of `volthub serve --workers` logs the summary once
-        log.info("worker %s ready (pid %d)", worker, os.getpid())
-        return
-    log.info("%s", logs.startup_summary(settings, version(), workers=1))

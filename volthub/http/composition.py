@@ -11,10 +11,10 @@ long-lived piece in dependency order, each complete when made:
     -> recovery store -> rate limits -> Events API listeners -> Runtime
 
 then starts the background services (`background_services`, the one list of them) under
-a supervisor in a nursery it owns, and marks the runtime ready. On the way out it stops in
-one order: the background services, then the gateway's listening socket, then the
-database. `create_app`'s lifespan, `volthub serve` (one process or `--workers N`), the
-`hypercorn` entry and the tests all serve through it.
+a supervisor in a nursery it owns, and marks the runtime ready. On the way out it stops
+the background services, then closes the database. The app's `Server` (`http/server.py`)
+enters it at start-up under every launcher (`volthub serve`, one process or `--workers N`,
+the `hypercorn` entry, the tests) and serves the listeners around it.
 
 This module and `runtime.py` are the only ones of `volthub.http` that name the
 persistence layer: routes reach data through services.
@@ -91,8 +91,6 @@ async def compose(settings: Settings, clock: Clock) -> AsyncIterator[Runtime]:
                 yield runtime
             finally:
                 await runtime.supervisor.stop()
-                if runtime.gateway is not None:
-                    runtime.gateway.stop_accepting()
     finally:
         await database.close()
 
@@ -107,7 +105,6 @@ def background_services(rt: Runtime) -> list[Service]:
         Service("chat", services.chat.run),
         Service("engineio", functools.partial(events_api.run_endpoints, rt.engineio_endpoints)),
         Service("recovery", rt.recovery.run),
-        Service("gateway", functools.partial(events_api.gateway_service, rt)),
         Service("ingest-silence", services.streams.watch_silence),
         Service("relay", functools.partial(cluster.relay_service, rt)),
         Service("presence", functools.partial(cluster.presence_service, rt)),
@@ -186,7 +183,7 @@ async def _build(settings: Settings, clock: Clock, database: Database) -> Runtim
         ready=trio.Event(),
     )
     chat_send.install(runtime)  # chat send on the gateway too: the bots' fast path
-    events_api.hold_sessions(listeners, connections)  # binds the gateway: a taken port fails the start
+    events_api.hold_sessions(listeners, connections)
     return runtime
 
 

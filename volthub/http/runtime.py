@@ -136,6 +136,10 @@ class Runtime:
 SETTINGS_KEY = "volthub.settings"
 
 
+# Where the serving app keeps its runtime (set by its `Server` at start-up).
+RUNTIME_KEY = "volthub"
+
+
 def runtime() -> Runtime:
-    rt: Runtime = current_app.extensions["volthub"]
+    rt: Runtime = current_app.extensions[RUNTIME_KEY]
     return rt

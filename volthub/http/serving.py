@@ -586,43 +586,15 @@ def adapt(app: Any, settings: Any) -> None:
     WEBSOCKET_LIMITS.max_message_frames = settings.events.max_message_frames
     PROTOCOL_ERROR_LINES.enabled = settings.logging.access_log
     app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes, settings.server.body_timeout)
-    _end_events_first_under_the_hypercorn_command(app)
 
 
-def ending_events_first(app: Any, trigger: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Hypercorn's shutdown trigger for `app`: once `trigger` fires, `begin_shutdown(app)`
-    ends the Events API connections, which would otherwise hold Hypercorn's graceful wait
-    until its timeout. `volthub serve` and the `hypercorn` command both stop through it."""
-
-    async def fire(*args: Any) -> None:
-        await trigger(*args)
-        begin_shutdown(app)
-
-    return fire
-
-
-def _end_events_first_under_the_hypercorn_command(app: Any) -> None:
+def stop_first_under_the_hypercorn_command(stop_trigger: Callable[[Callable[..., Awaitable[object]]], Any]) -> None:
     """Under the `hypercorn` command the parent process takes SIGTERM and tells its worker
-    through a shared event, which the worker's trio runner polls with this function (looked
-    up when the runner starts, after it has loaded the app); nothing else calls it."""
+    through a shared event, which the worker's trio runner polls with
+    `check_multiprocess_shutdown_event` (looked up when the runner starts, after it has
+    loaded the app). Wrapped by the app's `Server.stop_trigger`, so the server's stop runs
+    in its order there too; nothing else calls it."""
     import hypercorn.trio.run as trio_runner
     from hypercorn.utils import check_multiprocess_shutdown_event
 
-    trio_runner.check_multiprocess_shutdown_event = ending_events_first(  # type: ignore[attr-defined, assignment]
-        app, check_multiprocess_shutdown_event
-    )
-
-
-def begin_shutdown(app: Any) -> None:
-    """The first step of a graceful stop, before Hypercorn waits for connections to finish:
-    the gateway stops accepting and every Events API connection, on either path, is ended
-    through the connection registry (`ConnectionRegistry.close_all`: Socket.IO clients are
-    told why and reconnect, SSE streams end with a `shutdown` event), so that only real
-    requests in flight are waited for."""
-    runtime = app.extensions.get("volthub")
-    gateway = getattr(runtime, "gateway", None)
-    if gateway is not None:
-        gateway.stop_accepting()
-    connections = getattr(getattr(runtime, "services", None), "connections", None)
-    ended = connections.close_all("server shutting down") if connections is not None else 0
-    log.info("shutting down: ended %d Events API connection(s)", ended)
+    trio_runner.check_multiprocess_shutdown_event = stop_trigger(check_multiprocess_shutdown_event)  # type: ignore[attr-defined]

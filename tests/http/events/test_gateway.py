@@ -14,7 +14,6 @@ import os
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -23,7 +22,6 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from tests.http.rawhttp import RawConnection
-from volthub.http.events import listeners as events_api
 from volthub.http.events.gateway import Gateway, GatewayEndpoint
 from volthub.http.events.gateway_connections import WireConnection
 from volthub.protocol.engineio.session import EngineIOSession, Settings
@@ -85,22 +83,6 @@ async def test_a_taken_gateway_port_fails_the_start_unless_shared_on_purpose() -
     finally:
         for gateway in shared:
             gateway.stop_accepting()
-
-
-async def test_the_gateway_serves_a_connection_made_during_start_up_once_the_app_is_ready(
-    nursery: trio.Nursery,
-) -> None:
-    listener = Gateway("127.0.0.1", 0)
-    listener.bind()  # at start-up, before the app is ready
-    runtime = SimpleNamespace(gateway=listener, ready=trio.Event())
-    nursery.start_soon(events_api.gateway_service, runtime)
-    conn = await raw(listener)
-    await conn.send(b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
-    await wait_all_tasks_blocked()
-    assert listener.accepted == 0, "waits in the backlog while the app starts"
-    runtime.ready.set()
-    assert (await conn.response()).status == 404
-    listener.stop_accepting()
 
 
 # ------------------------------------------------------------------ HTTP edge cases

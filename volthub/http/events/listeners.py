@@ -104,14 +104,11 @@ def make_listeners(
 
 def hold_sessions(listeners: Listeners, connections: ConnectionRegistry) -> None:
     """A shutdown ends every Events API connection through the registry: its namespaces and
-    streams, then the sessions of both listeners that never joined one. Binds the gateway,
-    so that a taken port fails the start."""
+    streams, then the sessions of both listeners that never joined one."""
     for endpoint in listeners.endpoints.values():
         connections.hold_sessions(endpoint)
     if listeners.gateway is not None:
         connections.hold_sessions(listeners.gateway)
-        host, port = listeners.gateway.bind()
-        log.debug("Events API gateway listening on %s:%d", host, port)
 
 
 def _admission(rate_limits: RateLimits | None, clock: Clock) -> Callable[[Scope], Refusal | None]:
@@ -177,18 +174,6 @@ def _gateway(
             path, settings, handler, namespaces=namespaces, cors=events_policy(app_settings), admission=admission
         )
     return gateway
-
-
-async def gateway_service(rt: Runtime) -> None:
-    """Serve the gateway (when `[events] gateway_port` is set) for the app's lifetime."""
-    if rt.gateway is None:
-        await trio.sleep_forever()
-        return
-    # Bound at start-up, so connections arriving meanwhile wait in its backlog; served only
-    # once the app is ready: a client reconnecting before the relay has read the event log's
-    # tail would find its channel's resume buffer empty and not be recovered.
-    await rt.ready.wait()
-    await rt.gateway.run()
 
 
 async def run_endpoints(endpoints: dict[str, EngineIOEndpoint]) -> None:
