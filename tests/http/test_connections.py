@@ -1,8 +1,8 @@
 """Connection handling under Hypercorn's trio worker, with raw sockets.
 
-Each test is a row of the issue's table: the early-refusal keep-alive stall, `Connection:
+Each test is one fault of Hypercorn's connection handling: the early-refusal keep-alive stall, `Connection:
 close` / HTTP/1.0 / idle connections that never closed, and descriptor exhaustion. They fail
-on the Hypercorn versions of `PATCHED_HYPERCORN_VERSIONS` without volthub.http.serving's
+on the Hypercorn versions of `PATCHED_HYPERCORN_VERSIONS` without volthub.http.hypercorn_fixes'
 adaptation (see `test_unpatched_hypercorn_still_has_the_bug`), and they fail if a Hypercorn
 upgrade brings the bug back while the adaptation is skipped for an unknown version.
 """
@@ -20,7 +20,7 @@ import trio
 from tests.conftest import make_settings, register_live
 from tests.http.oauth.tokens import issue_oauth_token
 from tests.http.rawhttp import RawConnection, request
-from volthub.http import serving
+from volthub.http import hypercorn_fixes, serving
 
 # The acceptance bound of the issue: a connection that must close closes within a second.
 CLOSE_BOUND = 1.0
@@ -49,13 +49,13 @@ async def server(database_url: str, nursery: trio.Nursery) -> AsyncIterator[tupl
     app.extensions["test_stop"].set()
 
 
-def test_the_adaptation_is_applied_on_the_pinned_hypercorn() -> None:
+def test_the_adaptation_is_applied_on_the_pinned_hypercorn(sqlite_url: str) -> None:
     """An upgrade to a version this adaptation was not written for fails here: re-check the
     upstream code (test_unpatched_hypercorn_still_has_the_bug) and extend or drop the pin."""
     from hypercorn.trio.tcp_server import TCPServer
 
-    assert serving.hypercorn_version() in serving.PATCHED_HYPERCORN_VERSIONS
-    assert serving.install_hypercorn_fixes()
+    assert hypercorn_fixes.hypercorn_version() in hypercorn_fixes.PATCHED_HYPERCORN_VERSIONS
+    assert hypercorn_fixes.install(make_settings(sqlite_url))
     assert hasattr(TCPServer.protocol_send, "__wrapped__")
 
 

@@ -26,7 +26,7 @@ from quart_trio.wrappers.request import TrioRequest
 
 from volthub import logs, metrics, version
 from volthub.config import Settings, load_settings
-from volthub.http import access, cors, observe, ratelimit, request_rules, serving
+from volthub.http import access, cors, hypercorn_fixes, observe, ratelimit, request_rules, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import listeners as events_api
@@ -97,12 +97,13 @@ def create_app(
     _declare_openapi_route(app)
     events_api.mount(app)  # Engine.IO paths (/ws/events, /socket.io) served ahead of Quart
     app.asgi_app = cors.middleware(app.asgi_app, app.url_map, cors.api_policy(settings))  # type: ignore[method-assign, assignment, arg-type]
-    serving.adapt(app, settings)  # Hypercorn's close fix, connection caps, early body reads
+    hypercorn_fixes.install(settings)
+    serving.adapt(app, settings)  # connection caps, early body reads
     # Outermost: request ids, access lines and HTTP metrics for everything, Engine.IO included.
     app.asgi_app = observe.middleware(app.asgi_app, settings.logging.access_log)  # type: ignore[method-assign, assignment, arg-type]
 
     server = Server(app, settings, clock or SystemClock())
-    serving.stop_first_under_the_hypercorn_command(server.stop_trigger)
+    hypercorn_fixes.stop_first_under_the_hypercorn_command(server.stop_trigger)
     app.extensions[SERVER_KEY] = server
     return app
 

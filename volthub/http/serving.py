@@ -1,48 +1,12 @@
-"""How volthub is served by Hypercorn's trio worker: the one config builder, the descriptor
-limit, a connection cap, and a narrow adaptation of Hypercorn's TCP server.
+"""How volthub is served on the main port: the one Hypercorn config builder, the descriptor
+limit, the connection caps and the early body reads. What volthub changes in Hypercorn
+itself, each change for a named upstream behaviour, is in `hypercorn_fixes.py`.
 
-Why the adaptation: in Hypercorn 0.17/0.18 the connection close runs inside the
-task that finished the response. Quart-Trio cancels that task's nursery as soon as the
-request is over (it sees `http.disconnect`), so the close (`send_eof` / `aclose`) and the
-restart of the keep-alive idle timer hit a cancelled scope and never happen. The effects:
-`Connection: close` and HTTP/1.0 connections are never closed, idle keep-alive connections
-never time out, a response sent before its request body was read leaves the connection in
-limbo (the next request on it is never answered), and SIGTERM waits out its whole graceful
-timeout. Upstream: Hypercorn issue "Connection:close ignored?".
-
-The fix: `TCPServer.protocol_send` handles `Closed` and `Updated` (the close and the idle
-timer) under a shielded cancel scope with a short deadline, so they complete even when the
-caller's scope is cancelled and can never block shutdown. It is applied by
-`install_hypercorn_fixes()`, which `create_app` calls, so it holds under `volthub serve` and
-under `hypercorn --worker-class trio "volthub.http.app:create_app()"` alike. It is pinned to
-the Hypercorn versions it was written against; on any other version it is not applied and a
-warning says so (tests/http/test_connections.py fails then, showing whether the upstream
-code still needs it).
-
-More narrow changes ride along: when the peer closes, the idle timer is stopped at once
-(upstream keeps the descriptor until keep_alive_timeout runs out); the 400/431 answers
-Hypercorn writes itself for unparsable requests carry a JSON error body; and a WebSocket
-message is refused (1009) past `[events] max_message_frames` frames, where upstream
-(`WebsocketBuffer`) bounds only its bytes, so endless empty continuation frames were read;
-and a client frame wsproto cannot accept (a close code nobody may send, say) is answered with
-a close frame carrying wsproto's code (1002) before the connection closes, where upstream
-dropped the TCP connection without one (wsproto reports the failure as a `CloseConnection`
-while the connection is still open, which Hypercorn takes for nothing to answer).
-
-Requests with both `Content-Length` and `Transfer-Encoding`: h11 (and so Hypercorn) goes by
-`Transfer-Encoding` and keeps the connection open, so the next request on it is served.
-RFC 9112 §6.1 lets a server either refuse such a request or serve it by its
-`Transfer-Encoding`, and requires the connection to be closed after the answer either way.
-Refusing is the safer choice: an intermediary that framed the message by its
-`Content-Length` disagrees with us about where the next request starts (request smuggling),
-and no well-behaved client sends both. `_create_stream` is wrapped so that such a request
-is answered 400 with `Connection: close` before it reaches the app; the gateway applies the
-same rule (`ambiguous_length`).
-
-The patched `run` counts connections: past `[server] max_connections` in total or
-`max_connections_per_address` from one address, a new connection gets a 503 and is closed at
-once, instead of the process running out of file descriptors (`accept returned EMFILE`),
-after which nobody gets in.
+Connection caps: Hypercorn's TCP server (as `hypercorn_fixes` changes it) counts each
+connection in `LIMITS`; past `[server] max_connections` in total or
+`max_connections_per_address` from one address, a new connection gets
+`OVER_CAPACITY_RESPONSE` (503) and is closed. The gateway counts its connections in the same
+`LIMITS`, so the caps hold for the process.
 
 Behind a trusted proxy (`[server] trusted_proxies`) the address is not known at accept time:
 every connection comes from the proxy, and one kept-alive proxy connection may carry requests
@@ -58,10 +22,8 @@ from __future__ import annotations
 import collections
 import logging
 import resource
-import warnings
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import orjson
@@ -71,11 +33,6 @@ from volthub.protocol.client_address import NOBODY, TrustedProxies, client_of_sc
 
 log = logging.getLogger("volthub.serving")
 
-# Hypercorn releases whose trio TCPServer has the cancelled-close bug this module fixes.
-PATCHED_HYPERCORN_VERSIONS = ("0.17.3", "0.18.0")
-# The shielded close gets this long (a TLS close_notify to a peer that never reads could
-# otherwise hold it open).
-CLOSE_DEADLINE_SECONDS = 2.0
 # Descriptors kept free for the database, log files and outgoing webhook connections when
 # the connection cap is derived from the descriptor limit.
 RESERVED_DESCRIPTORS = 256
@@ -130,159 +87,6 @@ OVER_CAPACITY_RESPONSE = (
     b"content-length: " + str(len(_OVER_CAPACITY_BODY)).encode() + b"\r\n\r\n" + _OVER_CAPACITY_BODY
 )
 
-_installed = False
-
-
-def hypercorn_version() -> str:
-    try:
-        return version("hypercorn")
-    except PackageNotFoundError:  # pragma: no cover - hypercorn is a dependency
-        return "unknown"
-
-
-def install_hypercorn_fixes() -> bool:
-    """Patch Hypercorn's trio TCPServer once per process; False (and a warning) when the
-    installed Hypercorn is not one this adaptation was written for."""
-    global _installed
-    if _installed:
-        return True
-    found = hypercorn_version()
-    if found not in PATCHED_HYPERCORN_VERSIONS:
-        warnings.warn(
-            f"volthub's connection-close fix was written for Hypercorn {', '.join(PATCHED_HYPERCORN_VERSIONS)}"
-            f" and is NOT applied to {found}: check tests/http/test_connections.py",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return False
-    from hypercorn.protocol import ws_stream
-    from hypercorn.protocol.h11 import H11Protocol
-    from hypercorn.protocol.ws_stream import WebsocketBuffer
-    from hypercorn.trio.tcp_server import TCPServer
-
-    TCPServer.protocol_send = _shielded(TCPServer.protocol_send)  # type: ignore[method-assign, assignment]
-    TCPServer.run = _capped(TCPServer.run)  # type: ignore[method-assign, assignment]
-    TCPServer._read_data = _then_stop_idle_timer(TCPServer._read_data)  # type: ignore[method-assign, assignment]
-    H11Protocol._send_error_response = _json_error_response  # type: ignore[method-assign]
-    H11Protocol._create_stream = _unambiguous_only(H11Protocol._create_stream)  # type: ignore[method-assign, assignment]
-    WebsocketBuffer.extend = _frame_counted(WebsocketBuffer.extend)  # type: ignore[method-assign, assignment]
-    ws_stream.Connection = _connection_answering_failures(ws_stream.Connection)  # type: ignore[attr-defined]
-    _installed = True
-    return True
-
-
-def _shielded(
-    protocol_send: Callable[[Any, Any], Coroutine[Any, Any, None]],
-) -> Callable[[Any, Any], Coroutine[Any, Any, None]]:
-    from hypercorn.events import Closed, Updated
-
-    async def protocol_send_shielded(self: Any, event: Any) -> None:
-        if isinstance(event, Closed | Updated):
-            # The close and the idle timer must happen even when the task that finished the
-            # response is being cancelled; bounded, so shutdown never waits on a dead peer.
-            with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_DEADLINE_SECONDS):
-                await protocol_send(self, event)
-            return
-        await protocol_send(self, event)
-
-    protocol_send_shielded.__wrapped__ = protocol_send  # type: ignore[attr-defined]
-    return protocol_send_shielded
-
-
-def _then_stop_idle_timer(
-    read_data: Callable[[Any], Coroutine[Any, Any, None]],
-) -> Callable[[Any], Coroutine[Any, Any, None]]:
-    async def read_data_then_stop_idle_timer(self: Any) -> None:
-        await read_data(self)
-        # The peer has gone (EOF or error): nothing is left to wait for. Without this the
-        # connection's task group waits out the keep-alive idle timer, holding the
-        # descriptor for keep_alive_timeout after every client close.
-        with trio.CancelScope(shield=True):
-            await self.idle_task.stop()
-
-    read_data_then_stop_idle_timer.__wrapped__ = read_data  # type: ignore[attr-defined]
-    return read_data_then_stop_idle_timer
-
-
-@dataclass
-class WebSocketLimits:
-    """What the patched WebSocket buffer allows (set from `[events]` by `adapt`)."""
-
-    max_message_frames: int = 128
-
-
-WEBSOCKET_LIMITS = WebSocketLimits()
-
-
-@dataclass
-class ProtocolErrorLines:
-    """Whether the answers Hypercorn writes itself (unparsable or ambiguous requests) get an
-    access line, as every other answer does (`[logging] access_log`, set by `adapt`)."""
-
-    enabled: bool = True
-
-
-PROTOCOL_ERROR_LINES = ProtocolErrorLines()
-
-
-def _frame_counted(extend: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-    def extend_counting_frames(self: Any, event: Any) -> None:
-        from hypercorn.protocol.ws_stream import FrameTooLargeError
-
-        if self.value is None:  # a new message
-            self.volthub_frames = 0
-        if event.frame_finished:  # wsproto may hand over one frame in several events
-            if self.volthub_frames >= WEBSOCKET_LIMITS.max_message_frames:
-                raise FrameTooLargeError()
-            self.volthub_frames += 1
-        extend(self, event)
-
-    extend_counting_frames.__wrapped__ = extend  # type: ignore[attr-defined]
-    return extend_counting_frames
-
-
-def _connection_answering_failures(connection: type[Any]) -> type[Any]:
-    from wsproto.connection import ConnectionState
-    from wsproto.events import CloseConnection
-
-    class ConnectionAnsweringFailures(connection):  # type: ignore[misc]
-        """wsproto's server connection whose parse failures are answered with their close code."""
-
-        def events(self) -> Any:
-            for event in super().events():
-                if isinstance(event, CloseConnection) and self.state is ConnectionState.OPEN:
-                    # A frame wsproto refused (a real close frame moves the state on first):
-                    # as the peer closing, so Hypercorn answers with this event's code.
-                    self._state = ConnectionState.REMOTE_CLOSING
-                yield event
-
-    return ConnectionAnsweringFailures
-
-
-def _capped(run: Callable[[Any], Coroutine[Any, Any, None]]) -> Callable[[Any], Coroutine[Any, Any, None]]:
-    async def run_capped(self: Any) -> None:
-        address = _peer_address(self.stream)
-        if not LIMITS.admit(address):
-            LIMITS.refused += 1
-            await _refuse(self.stream)
-            return
-        try:
-            await run(self)
-        finally:
-            LIMITS.release(address)
-
-    run_capped.__wrapped__ = run  # type: ignore[attr-defined]
-    return run_capped
-
-
-# Hypercorn answers requests h11 cannot parse (400, 431 for an oversized head) with an empty
-# body; give them the `{error, message}` body like every other error.
-_PROTOCOL_ERRORS = {
-    400: ("bad_request", "the request could not be parsed as HTTP/1.1"),
-    413: ("payload_too_large", "the request is too large"),
-    431: ("request_header_fields_too_large", "the request line or headers are too large"),
-}
-
 
 # Why a request with both framing headers is refused, on either listener.
 AMBIGUOUS_LENGTH = "send Content-Length or Transfer-Encoding, not both: the request's length is ambiguous"
@@ -292,71 +96,6 @@ def ambiguous_length(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     """Whether a request says both how long its body is and how it is encoded."""
     names = {name.lower() for name, _ in headers}
     return b"content-length" in names and b"transfer-encoding" in names
-
-
-def _unambiguous_only(
-    create_stream: Callable[[Any, Any], Coroutine[Any, Any, None]],
-) -> Callable[[Any, Any], Coroutine[Any, Any, None]]:
-    async def create_stream_unless_ambiguous(self: Any, request: Any) -> None:
-        if ambiguous_length(request.headers):
-            from hypercorn.events import Closed
-
-            # No stream: the app never sees it, and the loop reading this connection ends.
-            await _send_json_error(self, 400, "bad_request", AMBIGUOUS_LENGTH, request.method.decode("latin-1"))
-            await self.send(Closed())
-            return
-        await create_stream(self, request)
-
-    create_stream_unless_ambiguous.__wrapped__ = create_stream  # type: ignore[attr-defined]
-    return create_stream_unless_ambiguous
-
-
-async def _json_error_response(self: Any, status_code: int) -> None:
-    code, message = _PROTOCOL_ERRORS.get(status_code, ("bad_request", "the request could not be handled"))
-    await _send_json_error(self, status_code, code, message)
-
-
-async def _send_json_error(self: Any, status_code: int, code: str, message: str, method: str = "-") -> None:
-    """The answer, then its metrics and one access line (the app never saw the request)."""
-    import h11
-
-    from volthub.http import observe
-
-    body = orjson.dumps({"error": code, "message": message})
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-        *self.config.response_headers("h11"),
-    ]
-    await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
-    await self._send_h11_event(h11.Data(data=body))
-    await self._send_h11_event(h11.EndOfMessage())
-    scope = {"method": method, "client": self.client}
-    observe.finished(scope, status_code, 0.0, False, observe.new_request_id(), PROTOCOL_ERROR_LINES.enabled)
-
-
-def _peer_address(stream: Any) -> str:
-    sock = getattr(stream, "socket", None) or getattr(getattr(stream, "transport_stream", None), "socket", None)
-    try:
-        peer = sock.getpeername() if sock is not None else None
-    except OSError:
-        return "?"
-    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
-
-
-async def _refuse(stream: Any) -> None:
-    with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_DEADLINE_SECONDS):
-        try:
-            if hasattr(stream, "transport_stream"):  # TLS: no handshake for a refused peer
-                await stream.transport_stream.aclose()
-                return
-            await stream.send_all(OVER_CAPACITY_RESPONSE)
-            await stream.send_eof()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
-        finally:
-            await stream.aclose()
 
 
 def serving_middleware(app: Any, max_body_bytes: int, timeout: float = 30.0) -> Any:
@@ -574,7 +313,6 @@ def _bracket(host: str) -> str:
 def adapt(app: Any, settings: Any) -> None:
     """Everything serving needs of the app, wherever it is served from (`volthub serve`,
     `hypercorn ... "volthub.http.app:create_app()"`, the tests' in-process Hypercorn)."""
-    install_hypercorn_fixes()
     if not settings.server.public_url:
         log.warning(
             "[server] public_url is not set: the OAuth issuer and absolute links use the bind address"
@@ -583,18 +321,4 @@ def adapt(app: Any, settings: Any) -> None:
             settings.server.port,
         )
     configure_limits(settings.server.max_connections, settings.server.max_connections_per_address, trusted(settings))
-    WEBSOCKET_LIMITS.max_message_frames = settings.events.max_message_frames
-    PROTOCOL_ERROR_LINES.enabled = settings.logging.access_log
     app.asgi_app = serving_middleware(app.asgi_app, settings.server.max_body_bytes, settings.server.body_timeout)
-
-
-def stop_first_under_the_hypercorn_command(stop_trigger: Callable[[Callable[..., Awaitable[object]]], Any]) -> None:
-    """Under the `hypercorn` command the parent process takes SIGTERM and tells its worker
-    through a shared event, which the worker's trio runner polls with
-    `check_multiprocess_shutdown_event` (looked up when the runner starts, after it has
-    loaded the app). Wrapped by the app's `Server.stop_trigger`, so the server's stop runs
-    in its order there too; nothing else calls it."""
-    import hypercorn.trio.run as trio_runner
-    from hypercorn.utils import check_multiprocess_shutdown_event
-
-    trio_runner.check_multiprocess_shutdown_event = stop_trigger(check_multiprocess_shutdown_event)  # type: ignore[attr-defined]
