@@ -99,6 +99,9 @@ Decision = Connection | EngineIORequest | HttpError | Refusal
 class EngineIOEndpoint:
     # What carries a session here (the gateway's endpoints: their own).
     connection_type: type[Connection] = Connection
+    # A session's requests may come from several tasks at once (a WebSocket's reader, polling
+    # POSTs, the driver), so its application events are handled under its lock, in order.
+    concurrent_requests = True
 
     def __init__(
         self,
@@ -250,11 +253,16 @@ class EngineIOEndpoint:
             elif isinstance(event, (Disconnected, SessionClosed)):
                 self.dispatch_leave(conn, [event])
             else:
-                async with conn.lock:
-                    try:
-                        await self.handler.on_request(conn, event)
-                    except Exception:
-                        log.exception("Socket.IO handler failed on %s", type(event).__name__)
+                lock = conn.lock if self.concurrent_requests else None
+                if lock is not None:
+                    await lock.acquire()
+                try:
+                    await self.handler.on_request(conn, event)
+                except Exception:
+                    log.exception("Socket.IO handler failed on %s", type(event).__name__)
+                finally:
+                    if lock is not None:
+                        lock.release()
                 conn.flush()
 
     def dispatch_leave(self, conn: Connection, events: Iterable[Event]) -> None:
@@ -377,7 +385,7 @@ class EngineIOEndpoint:
         try:
             refused = begin(self.now())
         except ProtocolError as exc:
-            # A second GET (or POST) while one is pending: the session is over, the first GET gets CLOSE.
+            # A second GET (or POST) while one is pending: the session is over (a pending GET gets CLOSE).
             self.dispatch_leave(conn, exc.events)
             refused = http_error(ErrorCode.BAD_REQUEST)
         if refused is None:

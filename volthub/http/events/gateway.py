@@ -34,7 +34,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h11
@@ -71,8 +71,7 @@ from volthub.http.observe import request_id
 from volthub.http.serving import AMBIGUOUS_LENGTH, ambiguous_length
 from volthub.protocol.engineio.handshake import EngineIORequest, ErrorCode, HttpError
 from volthub.protocol.engineio.packets import ProtocolError
-from volthub.protocol.engineio.session import Event, SessionClosed, Settings, UpgradeCancelled
-from volthub.protocol.socketio.session import Disconnected
+from volthub.protocol.engineio.session import Settings
 from volthub.protocol.websocket import (
     CLOSE_NORMAL,
     DEFAULT_MAX_FRAGMENTS,
@@ -102,6 +101,10 @@ class GatewayEndpoint(EngineIOEndpoint):
     driver tasks (the gateway's ticker runs their timers), WebSockets read here."""
 
     connection_type = WireConnection
+    # No lock per session: its requests come from one task at a time here (its WebSocket's
+    # reader; polling POSTs one after another, post_begin refuses overlaps, and the official
+    # clients upgrade only once no POST is in flight).
+    concurrent_requests = False
 
     def __init__(self, gateway: Gateway, settings: Settings, handler: Handler, **options: Any) -> None:
         super().__init__(settings, handler, raw_writes=False, **options)
@@ -116,23 +119,6 @@ class GatewayEndpoint(EngineIOEndpoint):
         conn.gone = True
         if self.sessions.get(conn.sid) is conn:
             del self.sessions[conn.sid]
-
-    async def dispatch(self, conn: Connection, events: Iterable[Event]) -> None:
-        """As the mount's, without a lock: a session's requests come from one task at a time
-        here (its WebSocket's reader; polling POSTs one after another, post_begin refuses
-        overlaps, and the official clients upgrade only once no POST is in flight)."""
-        for event in events:
-            if isinstance(event, UpgradeCancelled):
-                if conn.probe_scope is not None:
-                    conn.probe_scope.cancel()
-            elif isinstance(event, (Disconnected, SessionClosed)):
-                self.dispatch_leave(conn, [event])
-            else:
-                try:
-                    await self.handler.on_request(conn, event)
-                except Exception:
-                    log.exception("Socket.IO handler failed on %s", type(event).__name__)
-                conn.flush()
 
     def on_due(self, conn: WireConnection, now: float) -> None:
         """The ticker: a timer of ``conn`` is due."""
