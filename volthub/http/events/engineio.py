@@ -8,6 +8,10 @@ CPU per delivery). :func:`volthub.http.events.listeners.mount` puts the product'
 endpoints in front of the Quart app; the conformance mode serves its own. The connection
 and handler types are in :mod:`.connection`, the ASGI byte-level helpers in :mod:`.asgi`.
 
+What a request comes to (refused, a new session with its OPEN packet queued, or a request
+for a live session) is decided once, by :meth:`EngineIOEndpoint.decide`, for this mount and
+for the gateway's endpoints (:mod:`.gateway`) alike; each listener only writes the answer.
+
 Tasks, and who owns them:
 - each HTTP request and WebSocket runs in the task Hypercorn gives it;
 - each session has one *driver* task (its timers: pings, ping/upgrade/connect timeouts,
