@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl
 import orjson
 import trio
 
+from volthub.protocol.engineio.handshake import HttpError
 from volthub.protocol.engineio.packets import Frame
 from volthub.protocol.websocket import message_frame
 
@@ -42,6 +43,11 @@ class Refusal(Exception):
         self.status = status
         self.body = orjson.dumps(body)
         self.headers = dict(headers or {})
+
+
+def refusal_headers(refusal: HttpError | Refusal) -> list[tuple[bytes, bytes]]:
+    """The headers of a refusal's JSON answer: a Refusal may carry its own (Retry-After)."""
+    return JSON_BODY + encode_headers(refusal.headers) if isinstance(refusal, Refusal) else JSON_BODY
 
 
 def query_params(scope: Scope) -> dict[str, str]:

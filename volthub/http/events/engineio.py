@@ -8,6 +8,10 @@ CPU per delivery). :func:`volthub.http.events.listeners.mount` puts the product'
 endpoints in front of the Quart app; the conformance mode serves its own. The connection
 and handler types are in :mod:`.connection`, the ASGI byte-level helpers in :mod:`.asgi`.
 
+What a request comes to (refused, a new session with its OPEN packet queued, or a request
+for a live session) is decided once, by :meth:`EngineIOEndpoint.decide`, for this mount and
+for the gateway's endpoints (:mod:`.gateway`) alike; each listener only writes the answer.
+
 Tasks, and who owns them:
 - each HTTP request and WebSocket runs in the task Hypercorn gives it;
 - each session has one *driver* task (its timers: pings, ping/upgrade/connect timeouts,
@@ -45,12 +49,12 @@ from volthub.http.events.asgi import (
     Scope,
     Send,
     close_websocket,
-    encode_headers,
     header,
     message_data,
     query_params,
     raw_websocket_writer,
     read_body,
+    refusal_headers,
     send_frame,
     wait_unless_disconnected,
     websocket_frame,
@@ -59,7 +63,6 @@ from volthub.http.events.connection import Connection, Handler
 from volthub.http.observe import request_id, session_ended
 from volthub.protocol.cors import ALLOW_ANY, CorsPolicy, Headers, Kind
 from volthub.protocol.engineio.handshake import (
-    POLLING,
     WEBSOCKET,
     EngineIORequest,
     ErrorCode,
@@ -93,9 +96,17 @@ SHUTTING_DOWN: Final = "server shutting down"
 SessionFactory = Callable[[str, Settings, str, float], EngineIOSession]
 # Refuses a new session (e.g. a per-IP rate limit): None to let it in.
 Admission = Callable[[Scope], Refusal | None]
+# What the endpoint makes of an Engine.IO request (`EngineIOEndpoint.decide`).
+Decision = Connection | EngineIORequest | HttpError | Refusal
 
 
 class EngineIOEndpoint:
+    # What carries a session here (the gateway's endpoints: their own).
+    connection_type: type[Connection] = Connection
+    # A session's requests may come from several tasks at once (a WebSocket's reader, polling
+    # POSTs, the driver), so its application events are handled under its lock, in order.
+    concurrent_requests = True
+
     def __init__(
         self,
         settings: Settings,
@@ -116,7 +127,6 @@ class EngineIOEndpoint:
         self.cors = cors
         # Every new session is admitted by `_admit`: its origin, then `admission`.
         self._more_admission = admission
-        self._admission: Admission = self._admit
         self.sessions: dict[str, Connection] = {}
         self._nursery: trio.Nursery | None = None
         self._ready = trio.Event()
@@ -178,17 +188,39 @@ class EngineIOEndpoint:
 
     # ------------------------------------------------------------------ sessions
 
+    def decide(
+        self, scope: Scope, method: str, query: Mapping[str, str], *, websocket: bool, origin_refused: bool = False
+    ) -> Decision:
+        """What to do with an Engine.IO request, before either listener answers it in its
+        own I/O: refused (an HttpError of the protocol, or a Refusal of admission), a request
+        for a live session (POLL, SEND, UPGRADE), or, for a request that opens a session, the
+        new session: registered, its timers running, its OPEN packet queued as its first
+        output. `origin_refused`: a polling request's origin was judged as it arrived."""
+        found = validate_request(
+            method, query, websocket=websocket, sessions=self.sessions, transports=self.settings.transports
+        )
+        if isinstance(found, HttpError) or found.kind is not RequestKind.OPEN:
+            return found
+        refusal = ORIGIN_REFUSED if origin_refused else self._admit(scope)
+        if refusal is not None:
+            return refusal
+        return self._open(scope, found.transport, query)
+
     def _open(self, scope: Scope, transport: str, query: Mapping[str, str]) -> Connection:
-        assert self._nursery is not None
         sid = new_sid()
         while sid in self.sessions:
             sid = new_sid()
         session = self._factory(sid, self.settings, transport, self.now())
-        conn = Connection(sid, session, self, query, scope.get("client"))
+        conn = self.connection_type(sid, session, self, query, scope.get("client"))
         conn.request_id = request_id(scope)
         self.sessions[sid] = conn
-        self._nursery.start_soon(self._drive, conn, name=f"engine.io session {sid}")
+        self._start(conn)
         return conn
+
+    def _start(self, conn: Connection) -> None:
+        """Run a new session's timers: a driver task of its own."""
+        assert self._nursery is not None
+        self._nursery.start_soon(self._drive, conn, name=f"engine.io session {conn.sid}")
 
     def _session_of(self, request: EngineIORequest) -> Connection:
         """The live session a POLL, SEND or UPGRADE request names."""
@@ -225,11 +257,16 @@ class EngineIOEndpoint:
             elif isinstance(event, (Disconnected, SessionClosed)):
                 self.dispatch_leave(conn, [event])
             else:
-                async with conn.lock:
-                    try:
-                        await self.handler.on_request(conn, event)
-                    except Exception:
-                        log.exception("Socket.IO handler failed on %s", type(event).__name__)
+                lock = conn.lock if self.concurrent_requests else None
+                if lock is not None:
+                    await lock.acquire()
+                try:
+                    await self.handler.on_request(conn, event)
+                except Exception:
+                    log.exception("Socket.IO handler failed on %s", type(event).__name__)
+                finally:
+                    if lock is not None:
+                        lock.release()
                 conn.flush()
 
     def dispatch_leave(self, conn: Connection, events: Iterable[Event]) -> None:
@@ -267,22 +304,11 @@ class EngineIOEndpoint:
         if method == "OPTIONS":  # a preflight (then `cors` is its answer), or a bare OPTIONS
             await self._respond(send, 204, b"", [], cors)
             return
-        query = query_params(scope)
-        found = validate_request(
-            method, query, websocket=False, sessions=self.sessions, transports=self.settings.transports
-        )
-        if isinstance(found, HttpError):
-            await self._respond_error(send, found, cors)
-            return
-        if found.kind is RequestKind.OPEN:
-            refusal = ORIGIN_REFUSED if verdict.refused else self._admission(scope)
-            if refusal is not None:
-                await self._respond(
-                    send, refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), cors
-                )
-                return
-            conn = self._open(scope, POLLING, query)
-            await self._poll(conn, receive, send, cors)
+        found = self.decide(scope, method, query_params(scope), websocket=False, origin_refused=verdict.refused)
+        if isinstance(found, Connection):  # opened: the first GET answers its OPEN packet
+            await self._poll(found, receive, send, cors)
+        elif isinstance(found, (HttpError, Refusal)):
+            await self._respond(send, found.status, found.body, refusal_headers(found), cors)
         elif found.kind is RequestKind.POLL:
             await self._poll(self._session_of(found), receive, send, cors)
         else:
@@ -291,15 +317,7 @@ class EngineIOEndpoint:
     async def _poll(self, conn: Connection, receive: Receive, send: Send, cors: Headers) -> None:
         session = conn.session
         await self._probe_settled(conn)
-        try:
-            refused = session.poll_begin(self.now())
-        except ProtocolError as exc:
-            # A second GET while one is pending: the session is over, the first GET gets CLOSE.
-            self.dispatch_leave(conn, exc.events)
-            await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), cors)
-            return
-        if refused is not None:
-            await self._respond_error(send, refused, cors)
+        if not await self._begun(conn, session.poll_begin, send, cors):
             return
         if not session.poll_ready:
             try:
@@ -335,14 +353,7 @@ class EngineIOEndpoint:
             # v4 clients send text payloads only; binary bodies are the v3 XHR2 format.
             await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), cors)
             return
-        try:
-            refused = session.post_begin(self.now())
-        except ProtocolError as exc:
-            self.dispatch_leave(conn, exc.events)
-            await self._respond_error(send, http_error(ErrorCode.BAD_REQUEST), cors)
-            return
-        if refused is not None:
-            await self._respond_error(send, refused, cors)
+        if not await self._begun(conn, session.post_begin, send, cors):
             return
         try:
             body = await read_body(receive, self.settings.max_payload + 1)
@@ -370,6 +381,22 @@ class EngineIOEndpoint:
         await self.dispatch(conn, events)
         await self._respond(send, 200, b"ok", TEXT_PLAIN, cors)
 
+    async def _begun(
+        self, conn: Connection, begin: Callable[[float], HttpError | None], send: Send, cors: Headers
+    ) -> bool:
+        """Start a polling GET or POST on the session (`begin`: its poll_begin or post_begin);
+        False when the session refuses it, answered here."""
+        try:
+            refused = begin(self.now())
+        except ProtocolError as exc:
+            # A second GET (or POST) while one is pending: the session is over (a pending GET gets CLOSE).
+            self.dispatch_leave(conn, exc.events)
+            refused = http_error(ErrorCode.BAD_REQUEST)
+        if refused is None:
+            return True
+        await self._respond_error(send, refused, cors)
+        return False
+
     async def _respond_error(self, send: Send, error: HttpError, cors: Headers) -> None:
         await self._respond(send, error.status, error.body, JSON_BODY, cors)
 
@@ -395,7 +422,8 @@ class EngineIOEndpoint:
 
     def _admit(self, scope: Scope) -> Refusal | None:
         """A new session: refused for a browser origin that is not allowed (a WebSocket;
-        polling requests are judged as they arrive), then by `admission`."""
+        polling requests are judged as they arrive: `decide`'s origin_refused), then by
+        `admission`."""
         if scope["type"] == "websocket" and judged(self.cors, "GET", scope.get("headers", ()), EVENTS).refused:
             return ORIGIN_REFUSED
         return self._more_admission(scope) if self._more_admission else None
@@ -406,23 +434,18 @@ class EngineIOEndpoint:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
-        query = query_params(scope)
-        found = validate_request(
-            "GET", query, websocket=True, sessions=self.sessions, transports=self.settings.transports
-        )
-        if isinstance(found, HttpError):
-            await self._refuse(scope, receive, send, Refusal(found.status, orjson.loads(found.body)))
-            return
-        if found.kind is RequestKind.OPEN:
-            refusal = self._admission(scope)
-            if refusal is not None:
-                await self._refuse(scope, receive, send, refusal)
-                return
-            await send({"type": "websocket.accept"})
-            conn = self._open(scope, WEBSOCKET, query)
-            await self._carry(conn, receive, send)
-        else:
+        found = self.decide(scope, "GET", query_params(scope), websocket=True)
+        if isinstance(found, Connection):  # opened: its writer sends the OPEN packet first
+            try:
+                await send({"type": "websocket.accept"})
+            except BaseException:
+                self.dispatch_leave(found, found.session.transport_closed(self.now()))
+                raise
+            await self._carry(found, receive, send)
+        elif isinstance(found, EngineIORequest):
             await self._upgrade(self._session_of(found), scope, receive, send)
+        else:
+            await self._refuse(scope, receive, send, found)
 
     async def _upgrade(self, conn: Connection, scope: Scope, receive: Receive, send: Send) -> None:
         session = conn.session
@@ -435,7 +458,7 @@ class EngineIOEndpoint:
                 await send({"type": "websocket.accept"})
                 await close_websocket(send, CLOSE_NORMAL, "session already upgraded or upgrading")
                 return
-            await self._refuse(scope, receive, send, Refusal(refused.status, orjson.loads(refused.body)))
+            await self._refuse(scope, receive, send, refused)
             return
         conn.changed()  # the upgrade timeout is now a deadline
         await send({"type": "websocket.accept"})
@@ -522,25 +545,15 @@ class EngineIOEndpoint:
                 done.cancel()
                 return
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, refusal: Refusal) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, refusal: HttpError | Refusal) -> None:
         """Refuse a request before any session: HTTP status + JSON (WebSocket: the same,
         when the server supports the ASGI websocket.http.response extension)."""
         if scope["type"] == "http":
-            await self._respond(
-                send,
-                refusal.status,
-                refusal.body,
-                JSON_BODY + encode_headers(refusal.headers),
-                self.cors_headers(scope),
-            )
+            await self._respond(send, refusal.status, refusal.body, refusal_headers(refusal), self.cors_headers(scope))
             return
         if "websocket.http.response" in scope.get("extensions", {}):
             await send(
-                {
-                    "type": "websocket.http.response.start",
-                    "status": refusal.status,
-                    "headers": JSON_BODY + encode_headers(refusal.headers),
-                }
+                {"type": "websocket.http.response.start", "status": refusal.status, "headers": refusal_headers(refusal)}
             )
             await send({"type": "websocket.http.response.body", "body": refusal.body})
         else:

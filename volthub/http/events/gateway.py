@@ -34,7 +34,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h11
@@ -46,11 +46,12 @@ from volthub.http.events.asgi import (
     CLOSE_TOO_BIG,
     JSON_BODY,
     Receive,
+    Refusal,
     Scope,
     Send,
-    encode_headers,
     header,
     query_params,
+    refusal_headers,
     websocket_frame,
 )
 from volthub.http.events.connection import Connection, Handler
@@ -68,16 +69,9 @@ from volthub.http.events.gateway_connections import (
 )
 from volthub.http.observe import request_id
 from volthub.http.serving import AMBIGUOUS_LENGTH, ambiguous_length
-from volthub.protocol.engineio.handshake import (
-    WEBSOCKET,
-    ErrorCode,
-    HttpError,
-    RequestKind,
-    validate_request,
-)
+from volthub.protocol.engineio.handshake import EngineIORequest, ErrorCode, HttpError
 from volthub.protocol.engineio.packets import ProtocolError
-from volthub.protocol.engineio.session import Event, SessionClosed, Settings, UpgradeCancelled, new_sid
-from volthub.protocol.socketio.session import Disconnected
+from volthub.protocol.engineio.session import Settings
 from volthub.protocol.websocket import (
     CLOSE_NORMAL,
     DEFAULT_MAX_FRAGMENTS,
@@ -106,42 +100,25 @@ class GatewayEndpoint(EngineIOEndpoint):
     """One Engine.IO path on the gateway: the mount's polling logic, sessions without
     driver tasks (the gateway's ticker runs their timers), WebSockets read here."""
 
+    connection_type = WireConnection
+    # No lock per session: its requests come from one task at a time here (its WebSocket's
+    # reader; polling POSTs one after another, post_begin refuses overlaps, and the official
+    # clients upgrade only once no POST is in flight).
+    concurrent_requests = False
+
     def __init__(self, gateway: Gateway, settings: Settings, handler: Handler, **options: Any) -> None:
         super().__init__(settings, handler, raw_writes=False, **options)
         self.gateway = gateway
 
-    def _open(self, scope: Scope, transport: str, query: Mapping[str, str]) -> Connection:
-        sid = new_sid()
-        while sid in self.sessions:
-            sid = new_sid()
-        session = self._factory(sid, self.settings, transport, self.now())
-        conn = WireConnection(sid, session, self, query, scope.get("client"))
-        conn.request_id = request_id(scope)
-        self.sessions[sid] = conn
+    def _start(self, conn: Connection) -> None:
+        """A new session's timers are the gateway ticker's."""
+        assert isinstance(conn, WireConnection)
         self.gateway.ticker.reschedule(conn)
-        return conn
 
     def forget(self, conn: WireConnection) -> None:
         conn.gone = True
         if self.sessions.get(conn.sid) is conn:
             del self.sessions[conn.sid]
-
-    async def dispatch(self, conn: Connection, events: Iterable[Event]) -> None:
-        """As the mount's, without a lock: a session's requests come from one task at a time
-        here (its WebSocket's reader; polling POSTs one after another, post_begin refuses
-        overlaps, and the official clients upgrade only once no POST is in flight)."""
-        for event in events:
-            if isinstance(event, UpgradeCancelled):
-                if conn.probe_scope is not None:
-                    conn.probe_scope.cancel()
-            elif isinstance(event, (Disconnected, SessionClosed)):
-                self.dispatch_leave(conn, [event])
-            else:
-                try:
-                    await self.handler.on_request(conn, event)
-                except Exception:
-                    log.exception("Socket.IO handler failed on %s", type(event).__name__)
-                conn.flush()
 
     def on_due(self, conn: WireConnection, now: float) -> None:
         """The ticker: a timer of ``conn`` is due."""
@@ -170,28 +147,23 @@ class GatewayEndpoint(EngineIOEndpoint):
         """Answer a WebSocket request: refused (None), or the session it now carries and the
         client's frames already read. The caller then runs ``carry`` without holding the
         request (its headers would otherwise live as long as the connection)."""
-        found = validate_request(
-            "GET", query, websocket=True, sessions=self.sessions, transports=self.settings.transports
-        )
-        if isinstance(found, HttpError):
-            await link.respond(found.status, found.body, JSON_BODY, self.cors_headers(scope))
-            return None
-        if found.kind is not RequestKind.OPEN:
-            existing = self.sessions[found.sid] if found.sid is not None else None
+        found = self.decide(scope, "GET", query, websocket=True)
+        if isinstance(found, EngineIORequest):
+            existing = self._session_of(found)
             assert isinstance(existing, WireConnection)
             return await self._upgrade_wire(existing, link)
-        refusal = self._admission(scope)
-        if refusal is not None:
-            await link.respond(refusal.status, refusal.body, JSON_BODY + encode_headers(refusal.headers), [])
+        if isinstance(found, (HttpError, Refusal)):
+            # A protocol error is answered with the request's CORS headers, as on polling.
+            cors = self.cors_headers(scope) if isinstance(found, HttpError) else []
+            await link.respond(found.status, found.body, refusal_headers(found), cors)
             return None
-        conn = self._open(scope, WEBSOCKET, query)
-        assert isinstance(conn, WireConnection)
+        assert isinstance(found, WireConnection)  # opened (the gateway's connection_type)
         try:  # the Engine.IO OPEN packet in the same write as the 101: one send less per connect
-            await link.accept(b"".join([websocket_frame(frame) for frame in conn.session.take_outgoing()]))
+            await link.accept(b"".join([websocket_frame(frame) for frame in found.session.take_outgoing()]))
         except BaseException:
-            self.dispatch_leave(conn, conn.session.transport_closed(self.now()))
+            self.dispatch_leave(found, found.session.transport_closed(self.now()))
             raise
-        return conn, link.reader.feed(link.take_leftover())
+        return found, link.reader.feed(link.take_leftover())
 
     async def _upgrade_wire(self, conn: WireConnection, link: Link) -> tuple[WireConnection, list[Received]] | None:
         session = conn.session
