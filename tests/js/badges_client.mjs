@@ -10,22 +10,14 @@
 // many times it connected (a reconnect would show as a second connect); exit 0.
 import { io } from "socket.io-client";
 
+import { finisher } from "./finish.mjs";
+
 const [base, token, channelId, count] = process.argv.slice(2);
 const wanted = Number(count);
 const socket = io(`${base}/ws/events`, { auth: { token }, reconnection: false, timeout: 5000 });
 const seen = { badges: [], messages: [], connects: 0, socketIds: [] };
-const timer = setTimeout(() => finish(1, "timed out"), 60000);
-let finished = false;
 
-function finish(code, error) {
-  if (finished) return; // socket.close() below emits `disconnect`
-  finished = true;
-  clearTimeout(timer);
-  if (error) seen.error = String(error);
-  console.log(JSON.stringify(seen));
-  socket.close();
-  process.exit(code);
-}
+const finish = finisher(socket, seen, 60000);
 
 socket.on("connect", () => {
   seen.connects += 1;

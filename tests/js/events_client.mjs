@@ -14,6 +14,8 @@
 // with default transports, the upgrade), 1 otherwise.
 import { io } from "socket.io-client";
 
+import { finisher } from "./finish.mjs";
+
 const [base, token, channelId, transports, target, eventsUrl] = process.argv.slice(2);
 const events = eventsUrl || base;
 const options = { auth: { token }, reconnection: false, timeout: 5000 };
@@ -22,15 +24,8 @@ if (target === "path") options.path = "/ws/events";
 const socket = io(target === "path" ? events : `${events}/ws/events`, options);
 
 const seen = { transports: [], sandboxStatus: null };
-const timer = setTimeout(() => finish(1, "timed out"), 15000);
 
-function finish(code, error) {
-  clearTimeout(timer);
-  if (error) seen.error = String(error);
-  console.log(JSON.stringify(seen));
-  socket.close();
-  process.exit(code);
-}
+const finish = finisher(socket, seen, 15000);
 
 function maybeDone() {
   const upgraded = transports === "websocket" || seen.transports.includes("websocket");

@@ -9,20 +9,15 @@
 // after COUNT envelopes it waits a moment for strays and prints one JSON line; exit 0.
 import { io } from "socket.io-client";
 
+import { finisher } from "./finish.mjs";
+
 const [base, token, count] = process.argv.slice(2);
 const wanted = Number(count);
 const socket = io(`${base}/ws/events`, { auth: { token }, reconnection: false, timeout: 5000 });
 const seen = { envelopes: [], byName: [] };
 const interactive = /^channel\.(poll|prediction|giveaway|goal|timer)\./;
-const timer = setTimeout(() => finish(1, "timed out"), 60000);
 
-function finish(code, error) {
-  clearTimeout(timer);
-  if (error) seen.error = String(error);
-  console.log(JSON.stringify(seen));
-  socket.close();
-  process.exit(code);
-}
+const finish = finisher(socket, seen, 60000);
 
 socket.on("connect_error", (err) => finish(1, `connect_error: ${err.message}`));
 socket.on("connected", () => console.log("ready"));

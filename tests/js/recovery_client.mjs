@@ -11,6 +11,8 @@
 // JSON line: the envelopes' event ids before and after the drop, socket ids and `recovered`.
 import { io } from "socket.io-client";
 
+import { finisher } from "./finish.mjs";
+
 const [base, token, channelId, transports, target, eventsUrl] = process.argv.slice(2);
 const events = eventsUrl || base;
 const options = { auth: { token, recovery: true }, reconnection: false, timeout: 5000 };
@@ -19,16 +21,9 @@ if (target === "path") options.path = "/ws/events";
 const socket = io(target === "path" ? events : `${events}/ws/events`, options);
 
 const seen = { before: [], after: [], published: [], connects: 0, ids: [], recovered: [] };
-const timer = setTimeout(() => finish(1, "timed out"), 20000);
 let phase = "before";
 
-function finish(code, error) {
-  clearTimeout(timer);
-  if (error) seen.error = String(error);
-  console.log(JSON.stringify(seen));
-  socket.close();
-  process.exit(code);
-}
+const finish = finisher(socket, seen, 20000);
 
 async function sandbox(eventType) {
   const response = await fetch(`${base}/api/integrations/oauth/test/events`, {
