@@ -524,6 +524,20 @@ async def live_server(settings: Settings, nursery: trio.Nursery) -> AsyncIterato
     stop.set()
 
 
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Wait until the server process at `url` answers `/healthz` 200 (it must not exit first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the server process exited"
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)  # real time: a child process is starting
+    raise AssertionError("not healthy")
+
+
 class ServerProcess:
     """`volthub serve` as a child process: for restart and SIGKILL tests. The gateway is on
     (the default) on a free port of its own unless `args` or `env` choose one. `command`

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import FAST_AUTH
+from tests.conftest import FAST_AUTH, wait_healthy
 from volthub.loadtest.servers import free_port
 
 
@@ -30,19 +30,6 @@ def kill_group(parent: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(parent.pid, signal.SIGKILL)
     parent.wait()
-
-
-def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "the parent exited"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)  # real time: child processes are starting
-    raise AssertionError("not healthy")
 
 
 @pytest.mark.slow

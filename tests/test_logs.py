@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import FAST_AUTH, free_port
+from tests.conftest import FAST_AUTH, free_port, wait_healthy
 
 PASSWORD = "correct horse battery staple 42"
 TOKEN_SECRET = "tok-secret-4f1d2c9a8b7e6d5c"
@@ -45,19 +44,6 @@ def launch(
         argv = [hypercorn, "--worker-class", "trio", "--bind", f"127.0.0.1:{port}", "volthub.http.app:create_app()"]
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - the child writes to it
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
-
-
-def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "the server exited"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)  # real time: a child process is starting
-    raise AssertionError("not healthy")
 
 
 def exercise(url: str) -> tuple[list[httpx.Response], list[str]]:

@@ -34,7 +34,7 @@ from schemathesis.specs.openapi.checks import (
 )
 from schemathesis.transport.requests import ManagedCookiesSession
 
-from tests.conftest import POSTGRES, ServerProcess
+from tests.conftest import POSTGRES, ROOMY_LIMITS, ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -43,19 +43,7 @@ EVERY_BACKEND = os.environ.get("VOLTHUB_FUZZ_EVERY_BACKEND", "") not in ("", "0"
 BACKENDS = ["sqlite", "postgres"]
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 # Room for every fuzzed request; the limiter itself is covered by tests/http/test_ratelimit*.
-ROOMY = {
-    f"VOLTHUB_RATELIMIT__{key.upper()}": "1000000"
-    for key in (
-        "global_per_ip_per_minute",
-        "chat_send_per_minute",
-        "moderation_per_minute",
-        "token_per_minute",
-        "app_create_per_hour",
-        "subscriptions_per_minute",
-        "roles_write_per_minute",
-        "interactive_per_minute",
-    )
-}
+ROOMY = {f"VOLTHUB_RATELIMIT__{key.upper()}": str(budget) for key, budget in ROOMY_LIMITS.items()}
 
 
 def _postgres_schema_url() -> Iterator[str]:
