@@ -41,7 +41,7 @@ class Event:
     webhooks_version: int | None = None
 
     def envelope(self) -> dict[str, Any]:
-        """The Events API envelope: id, type, channel, timestamp and data."""
+        """The Events API envelope: the event's name, its data and its timestamp."""
         return {"event": self.name, "data": self.data, "timestamp": self.timestamp}
 
     @cached_property
