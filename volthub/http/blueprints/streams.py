@@ -18,7 +18,7 @@ from quart_schema import document_response, tag, validate_querystring, validate_
 from volthub.http import access
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, ErrorBody, Model, PageQuery, PersonOut, Query
+from volthub.http.schemas import PERSON_EXAMPLE, Body, ErrorBody, Model, PageQuery, PersonOut, Query, example_of
 from volthub.hub.clock import iso8601, to_ms
 from volthub.protocol import languages, streamtags
 from volthub.services.chat import presence_snapshot
@@ -69,26 +69,29 @@ class StreamOut(Model):
     viewers: int
 
 
+# StreamOut sets no example of its own (the document shows the lists and channels that hold
+# one): this sample serves each holder.
+_STREAM_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+    "username": "ada_streams",
+    "displayName": "Ada Streams",
+    "avatarUrl": "https://volthub.example/avatarUrl",
+    "title": "Friday night speedrun",
+    "category": "Just Chatting",
+    "categoryName": "Just Chatting",
+    "tags": ["speedrun"],
+    "channelTags": ["english"],
+    "contentWarnings": ["mature"],
+    "language": "en",
+    "startedAt": "2026-03-14T18:30:00Z",
+    "viewers": 1,
+}
+
+
 class StreamPage(Model):
     example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "avatarUrl": "https://volthub.example/avatarUrl",
-                "title": "Friday night speedrun",
-                "category": "Just Chatting",
-                "categoryName": "Just Chatting",
-                "tags": ["speedrun"],
-                "channelTags": ["english"],
-                "contentWarnings": ["mature"],
-                "language": "en",
-                "startedAt": "2026-03-14T18:30:00Z",
-                "viewers": 1,
-            }
-        ],
+        "items": [_STREAM_EXAMPLE],
         "nextCursor": None,
     }
 
@@ -109,22 +112,7 @@ class ChannelStreamOut(Model):
         "channelTags": ["english"],
         "contentWarnings": ["mature"],
         "language": "en",
-        "stream": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-            "username": "ada_streams",
-            "displayName": "Ada Streams",
-            "avatarUrl": "https://volthub.example/avatarUrl",
-            "title": "Friday night speedrun",
-            "category": "Just Chatting",
-            "categoryName": "Just Chatting",
-            "tags": ["speedrun"],
-            "channelTags": ["english"],
-            "contentWarnings": ["mature"],
-            "language": "en",
-            "startedAt": "2026-03-14T18:30:00Z",
-            "viewers": 1,
-        },
+        "stream": _STREAM_EXAMPLE,
     }
 
     channelId: str
@@ -285,26 +273,7 @@ async def browse(query_args: BrowseQuery) -> StreamPage:
 
 
 class StreamList(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "avatarUrl": "https://volthub.example/avatarUrl",
-                "title": "Friday night speedrun",
-                "category": "Just Chatting",
-                "categoryName": "Just Chatting",
-                "tags": ["speedrun"],
-                "channelTags": ["english"],
-                "contentWarnings": ["mature"],
-                "language": "en",
-                "startedAt": "2026-03-14T18:30:00Z",
-                "viewers": 1,
-            }
-        ]
-    }
+    example = {"items": [_STREAM_EXAMPLE]}
 
     items: list[StreamOut]
 
@@ -406,11 +375,7 @@ class ClipOut(Model):
         "username": "ada_streams",
         "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
         "vodId": "0b7e2a4c-5d1f-4e8a-9c3b-f74f37d60000",
-        "creator": {
-            "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-            "username": "ada_streams",
-            "displayName": "Ada Streams",
-        },
+        "creator": PERSON_EXAMPLE,
         "title": "Friday night speedrun",
         "description": "Speedruns and chill every Friday.",
         "durationMs": 1773513000000,
@@ -437,27 +402,7 @@ class ClipOut(Model):
 
 class ClipPage(Model):
     example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-                "username": "ada_streams",
-                "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
-                "vodId": "0b7e2a4c-5d1f-4e8a-9c3b-f74f37d60000",
-                "creator": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
-                "title": "Friday night speedrun",
-                "description": "Speedruns and chill every Friday.",
-                "durationMs": 1773513000000,
-                "startOffsetMs": 1773513000000,
-                "highlight": False,
-                "createdAt": "2026-03-14T18:30:00Z",
-                "videoUrl": None,
-            }
-        ],
+        "items": [example_of(ClipOut)],
         "nextCursor": None,
     }
 
