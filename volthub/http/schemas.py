@@ -102,8 +102,9 @@ class PageQuery(Query):
     cursor: str | None = Field(None, max_length=512)
 
 
-# A person as the examples show one inside another object. PersonOut sets no example of its
-# own: the document shows the objects that hold a person, not the person alone.
+# A model shown only inside others (a list's item, an envelope's object) sets no example of
+# its own, so the document does not show it alone; its module keeps one sample of it, as
+# `_X_EXAMPLE` or, for a person, here, and every example that holds one uses that sample.
 PERSON_EXAMPLE = {
     "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
     "username": "ada_streams",

@@ -12,7 +12,7 @@ from volthub.http import access
 from volthub.http.blueprints.chat import OmitNone, SettingsOut, absent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Model, PersonOut, Query
+from volthub.http.schemas import PERSON_EXAMPLE, Model, PersonOut, Query
 from volthub.hub.components import chat_rules as rules
 from volthub.services.chat import VIEWER_LIST_MAX, ChatReads, Member
 
@@ -82,13 +82,7 @@ class HistoryOut(Model):
                 "timestamp": "2026-03-14T18:30:00Z",
                 "subscriberMonths": 1,
                 "color": "#9146ff",
-                "mentions": [
-                    {
-                        "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                        "username": "ada_streams",
-                        "displayName": "Ada Streams",
-                    }
-                ],
+                "mentions": [PERSON_EXAMPLE],
                 "replyTo": {
                     "messageId": "0b7e2a4c-5d1f-4e8a-9c3b-a4c3a0da0000",
                     "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",

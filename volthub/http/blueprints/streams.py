@@ -69,8 +69,6 @@ class StreamOut(Model):
     viewers: int
 
 
-# StreamOut sets no example of its own (the document shows the lists and channels that hold
-# one): this sample serves each holder.
 _STREAM_EXAMPLE = {
     "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
     "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",

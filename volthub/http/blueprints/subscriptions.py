@@ -39,8 +39,6 @@ class RosterItemOut(Model):
     expiresAt: str
 
 
-# RosterItemOut and SubscriptionOut set no example of their own (the document shows the lists
-# and envelopes that hold them): these samples serve each holder.
 _ROSTER_ITEM_EXAMPLE = {
     **PERSON_EXAMPLE,
     "tier": "tier1",

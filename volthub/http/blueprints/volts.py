@@ -17,7 +17,7 @@ from volthub.http.documented import error_responses
 from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model, PageQuery, Query
+from volthub.http.schemas import PERSON_EXAMPLE, Body, Model, PageQuery, Query, example_of
 from volthub.services.volts import Volts
 
 blueprint = Blueprint("volts", __name__, url_prefix="/api/volts")
@@ -62,11 +62,7 @@ class MoneyOut(Model):
             "amount": 100,
             "balance": 100,
             "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
-            "counterparty": {
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-            },
+            "counterparty": PERSON_EXAMPLE,
             "reference": "pay_4f9a1c",
             "provider": "sandbox",
             "sandbox": False,
@@ -112,27 +108,13 @@ class PurchaseResultOut(Model):
             "amount": 100,
             "balance": 100,
             "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
-            "counterparty": {
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-            },
+            "counterparty": PERSON_EXAMPLE,
             "reference": "pay_4f9a1c",
             "provider": "sandbox",
             "sandbox": False,
             "createdAt": "2026-03-14T18:30:00Z",
         },
-        "purchase": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "amount": 100,
-            "provider": "sandbox",
-            "status": "active",
-            "sandbox": False,
-            "checkoutUrl": "https://volthub.example/checkoutUrl",
-            "transactionId": "0b7e2a4c-5d1f-4e8a-9c3b-c2f431140000",
-            "createdAt": "2026-03-14T18:30:00Z",
-            "resolvedAt": "2026-03-14T18:30:00Z",
-        },
+        "purchase": example_of(PurchaseOut),
     }
 
     balance: int
@@ -150,11 +132,7 @@ class TransactionPage(Model):
                 "amount": 100,
                 "balance": 100,
                 "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
-                "counterparty": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
+                "counterparty": PERSON_EXAMPLE,
                 "reference": "pay_4f9a1c",
                 "provider": "sandbox",
                 "sandbox": False,

@@ -24,7 +24,7 @@ from volthub.http.blueprints.interactive.common import (
 from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, ErrorBody, Model, PersonOut
+from volthub.http.schemas import PERSON_EXAMPLE, Body, ErrorBody, Model, PersonOut
 from volthub.hub.components import giveaways
 
 # --- shapes ---
@@ -50,13 +50,7 @@ class GiveawayEnvelope(Model):
             "status": "open",
             "subscribersOnly": False,
             "entries": 1,
-            "winners": [
-                {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                }
-            ],
+            "winners": [PERSON_EXAMPLE],
             "startedAt": "2026-03-14T18:30:00Z",
             "endsAt": "2026-03-14T18:30:00Z",
             "endedAt": "2026-03-14T18:30:00Z",

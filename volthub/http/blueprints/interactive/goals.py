@@ -40,42 +40,28 @@ class GoalOut(Model):
     status: Literal["in_progress", "completed"]
 
 
+_GOAL_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "type": "followers",
+    "title": "Friday night speedrun",
+    "current": 1,
+    "target": 1,
+    "completed": False,
+    "period": "stream",
+    "periodStartedAt": "2026-03-14T18:30:00Z",
+    "periodEndsAt": "2026-03-14T18:30:00Z",
+    "status": "in_progress",
+}
+
+
 class GoalEnvelope(Model):
-    example = {
-        "goal": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "type": "followers",
-            "title": "Friday night speedrun",
-            "current": 1,
-            "target": 1,
-            "completed": False,
-            "period": "stream",
-            "periodStartedAt": "2026-03-14T18:30:00Z",
-            "periodEndsAt": "2026-03-14T18:30:00Z",
-            "status": "in_progress",
-        }
-    }
+    example = {"goal": _GOAL_EXAMPLE}
 
     goal: GoalOut
 
 
 class GoalsOut(Model):
-    example = {
-        "goals": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "type": "followers",
-                "title": "Friday night speedrun",
-                "current": 1,
-                "target": 1,
-                "completed": False,
-                "period": "stream",
-                "periodStartedAt": "2026-03-14T18:30:00Z",
-                "periodEndsAt": "2026-03-14T18:30:00Z",
-                "status": "in_progress",
-            }
-        ]
-    }
+    example = {"goals": [_GOAL_EXAMPLE]}
 
     goals: list[GoalOut]
 

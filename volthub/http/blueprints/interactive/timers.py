@@ -45,36 +45,25 @@ class TimerOut(Model):
     subathon: SubathonOut | None
 
 
+_TIMER_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "title": "Friday night speedrun",
+    "status": "running",
+    "durationSeconds": 60,
+    "remainingSeconds": 60,
+    "endsAt": "2026-03-14T18:30:00Z",
+    "subathon": {"secondsPerSub": 1.5, "secondsPerGift": 1.5, "secondsPerVolt": 1.5},
+}
+
+
 class TimerEnvelope(Model):
-    example = {
-        "timer": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "title": "Friday night speedrun",
-            "status": "running",
-            "durationSeconds": 60,
-            "remainingSeconds": 60,
-            "endsAt": "2026-03-14T18:30:00Z",
-            "subathon": {"secondsPerSub": 1.5, "secondsPerGift": 1.5, "secondsPerVolt": 1.5},
-        }
-    }
+    example = {"timer": _TIMER_EXAMPLE}
 
     timer: TimerOut
 
 
 class TimersOut(Model):
-    example = {
-        "timers": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "title": "Friday night speedrun",
-                "status": "running",
-                "durationSeconds": 60,
-                "remainingSeconds": 60,
-                "endsAt": "2026-03-14T18:30:00Z",
-                "subathon": {"secondsPerSub": 1.5, "secondsPerGift": 1.5, "secondsPerVolt": 1.5},
-            }
-        ]
-    }
+    example = {"timers": [_TIMER_EXAMPLE]}
 
     timers: list[TimerOut]
 
