@@ -199,10 +199,7 @@ class SelectBody(Body):
 
 
 class DirectoryOut(Model):
-    example = {
-        "bots": [example_of(BotOut)],
-        "selected": "selected",
-    }
+    example = {"bots": [example_of(BotOut)], "selected": "selected"}
 
     bots: list[BotOut]
     selected: str | None = Field(description="clientId of the bot this channel selected")

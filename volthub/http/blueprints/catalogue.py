@@ -208,10 +208,7 @@ def team_out(team: Team) -> TeamOut:
 
 
 class TeamList(Model):
-    example = {
-        "items": [example_of(TeamOut)],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(TeamOut)], "nextCursor": None}
 
     items: list[TeamOut]
     nextCursor: str | None

@@ -252,10 +252,7 @@ class RedeemedOut(RedemptionOut):
 
 
 class RedemptionPage(Model):
-    example = {
-        "items": [example_of(RedemptionOut)],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(RedemptionOut)], "nextCursor": None}
 
     items: list[RedemptionOut]
     nextCursor: str | None

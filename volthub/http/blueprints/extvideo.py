@@ -125,10 +125,7 @@ class VideoList(Model):
 
 
 class LibraryOut(Model):
-    example = {
-        "items": [_VIDEO_EXAMPLE],
-        "nextCursor": None,
-    }
+    example = {"items": [_VIDEO_EXAMPLE], "nextCursor": None}
 
     items: list[VideoOut]
     nextCursor: str | None

@@ -45,10 +45,7 @@ class NotificationOut(Model):
 
 
 class NotificationPage(Model):
-    example = {
-        "items": [example_of(NotificationOut)],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(NotificationOut)], "nextCursor": None}
 
     items: list[NotificationOut]
     nextCursor: str | None

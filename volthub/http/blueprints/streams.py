@@ -88,10 +88,7 @@ _STREAM_EXAMPLE = {
 
 
 class StreamPage(Model):
-    example = {
-        "items": [_STREAM_EXAMPLE],
-        "nextCursor": None,
-    }
+    example = {"items": [_STREAM_EXAMPLE], "nextCursor": None}
 
     items: list[StreamOut]
     nextCursor: str | None
@@ -399,10 +396,7 @@ class ClipOut(Model):
 
 
 class ClipPage(Model):
-    example = {
-        "items": [example_of(ClipOut)],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(ClipOut)], "nextCursor": None}
 
     items: list[ClipOut]
     nextCursor: str | None

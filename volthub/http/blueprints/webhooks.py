@@ -123,10 +123,7 @@ class DeliveryOut(Model):
 
 
 class DeliveryPageOut(Model):
-    example = {
-        "items": [example_of(DeliveryOut)],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(DeliveryOut)], "nextCursor": None}
 
     items: list[DeliveryOut]
     nextCursor: str | None
