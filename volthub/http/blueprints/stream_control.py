@@ -15,7 +15,7 @@ from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
-from volthub.http.blueprints.streams import CategoryList, categories_out, streams
+from volthub.http.blueprints.streams import STREAM_SETTINGS_EXAMPLE, CategoryList, categories_out, streams
 from volthub.http.documented import error_responses
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
@@ -32,17 +32,7 @@ _MAX_RAW_TAGS = 40
 
 
 class InfoOut(Model):
-    example = {
-        "title": "Friday night speedrun",
-        "category": "Just Chatting",
-        "categoryName": "Just Chatting",
-        "tags": ["speedrun"],
-        "channelTags": ["english"],
-        "contentWarnings": ["mature"],
-        "language": "en",
-        "live": False,
-        "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
-    }
+    example = {**STREAM_SETTINGS_EXAMPLE, "live": False, "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000"}
 
     title: str
     category: str | None = Field(description="category slug")

@@ -69,12 +69,9 @@ class StreamOut(Model):
     viewers: int
 
 
-_STREAM_EXAMPLE = {
-    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-    "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-    "username": "ada_streams",
-    "displayName": "Ada Streams",
-    "avatarUrl": "https://volthub.example/avatarUrl",
+# What a channel set for its stream (title, category, tags, language): the one sample of it
+# in every example that shows it, stream_control's stream info included.
+STREAM_SETTINGS_EXAMPLE = {
     "title": "Friday night speedrun",
     "category": "Just Chatting",
     "categoryName": "Just Chatting",
@@ -82,6 +79,15 @@ _STREAM_EXAMPLE = {
     "channelTags": ["english"],
     "contentWarnings": ["mature"],
     "language": "en",
+}
+
+_STREAM_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+    "username": "ada_streams",
+    "displayName": "Ada Streams",
+    "avatarUrl": "https://volthub.example/avatarUrl",
+    **STREAM_SETTINGS_EXAMPLE,
     "startedAt": "2026-03-14T18:30:00Z",
     "viewers": 1,
 }
@@ -100,13 +106,7 @@ class ChannelStreamOut(Model):
         "username": "ada_streams",
         "displayName": "Ada Streams",
         "live": False,
-        "title": "Friday night speedrun",
-        "category": "Just Chatting",
-        "categoryName": "Just Chatting",
-        "tags": ["speedrun"],
-        "channelTags": ["english"],
-        "contentWarnings": ["mature"],
-        "language": "en",
+        **STREAM_SETTINGS_EXAMPLE,
         "stream": _STREAM_EXAMPLE,
     }
 
