@@ -56,20 +56,7 @@ class FollowOut(UserOut):
 
 
 class FollowPage(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "avatarUrl": "https://volthub.example/avatarUrl",
-                "bio": "Speedruns and chill every Friday.",
-                "createdAt": "2026-03-14T18:30:00Z",
-                "followedAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [{**example_of(UserOut), "followedAt": "2026-03-14T18:30:00Z"}], "nextCursor": None}
 
     items: list[FollowOut]
     nextCursor: str | None
