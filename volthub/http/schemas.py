@@ -62,7 +62,7 @@ def _finish_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
 def example_of(model: type[BaseModel]) -> dict[str, Any]:
     """The `example` a model sets itself: the piece a holder's example is built from, so one
     sample of an object serves every model that carries it."""
-    example = model.__dict__.get("example")
+    example: dict[str, Any] | None = model.__dict__.get("example")
     if example is None:
         raise TypeError(f"{model.__name__} sets no example")
     return example
