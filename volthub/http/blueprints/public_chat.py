@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -346,30 +347,17 @@ _MODERATE = "/api/integrations/oauth/chat/channels/{channelId}/moderate"
 _SETTINGS = "/api/integrations/oauth/chat/settings"
 
 
-def _moderation(name: str, usage: str, description: str, body: dict[str, Any]) -> SlashCommandOut:
-    return SlashCommandOut(
-        name=name,
-        usage=usage,
-        description=description,
-        permission="moderator",
-        method="POST",
-        path=_MODERATE,
-        scope="chat:moderate",
-        body=body,
-    )
+# Who may run each kind of slash command, and the API call it maps to.
+_MODERATION_CALL = {"permission": "moderator", "method": "POST", "path": _MODERATE, "scope": "chat:moderate"}
+_MODE_CALL = {"permission": "broadcaster", "method": "PATCH", "path": _SETTINGS, "scope": "stream:write"}
 
 
-def _mode(name: str, usage: str, description: str, body: dict[str, Any]) -> SlashCommandOut:
-    return SlashCommandOut(
-        name=name,
-        usage=usage,
-        description=description,
-        permission="broadcaster",
-        method="PATCH",
-        path=_SETTINGS,
-        scope="stream:write",
-        body=body,
-    )
+def _command(call: dict[str, str], name: str, usage: str, description: str, body: dict[str, Any]) -> SlashCommandOut:
+    return SlashCommandOut(name=name, usage=usage, description=description, body=body, **call)
+
+
+_moderation = partial(_command, _MODERATION_CALL)
+_mode = partial(_command, _MODE_CALL)
 
 
 SLASH_COMMANDS = [
