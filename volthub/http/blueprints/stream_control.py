@@ -15,7 +15,13 @@ from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
-from volthub.http.blueprints.streams import STREAM_SETTINGS_EXAMPLE, CategoryList, categories_out, streams
+from volthub.http.blueprints.streams import (
+    STREAM_SETTINGS_EXAMPLE,
+    CategoryList,
+    categories_out,
+    stream_settings_out,
+    streams,
+)
 from volthub.http.documented import error_responses
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
@@ -123,16 +129,8 @@ class SetupOut(Model):
 
 
 def info_out(info: Info) -> InfoOut:
-    settings = info.settings
-    category = streams().categories.get(settings.category) if settings.category else None
     return InfoOut(
-        title=settings.title,
-        category=settings.category,
-        categoryName=category.name if category else None,
-        tags=list(settings.tags),
-        channelTags=list(settings.channel_tags),
-        contentWarnings=info.content_warnings,
-        language=settings.language,
+        **stream_settings_out(info),
         live=info.live is not None,
         streamId=info.live.id if info.live else None,
     )

@@ -11,6 +11,8 @@ Clips are records of a span of a live or recorded stream: volthub cuts no video.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, field_validator
 from quart import Blueprint
 from quart_schema import document_response, tag, validate_querystring, validate_request, validate_response
@@ -165,21 +167,30 @@ def _category_name(slug: str | None) -> str | None:
     return found.name if found else None
 
 
+def stream_settings_out(holder: Info | LiveStream) -> dict[str, Any]:
+    """What a channel set for its stream, as every answer that shows it has it (a live
+    stream, a channel's stream, stream_control's stream info)."""
+    settings = holder.settings
+    return {
+        "title": settings.title,
+        "category": settings.category,
+        "categoryName": _category_name(settings.category),
+        "tags": list(settings.tags),
+        "channelTags": list(settings.channel_tags),
+        "contentWarnings": streamtags.content_warnings(settings.tags, settings.channel_tags),
+        "language": settings.language,
+    }
+
+
 def stream_out(live: LiveStream, viewers: int) -> StreamOut:
-    settings, channel = live.settings, live.channel
+    channel = live.channel
     return StreamOut(
         id=live.stream.id,
         channelId=channel.id,
         username=channel.username,
         displayName=channel.display_name,
         avatarUrl=channel.avatar_url,
-        title=settings.title,
-        category=settings.category,
-        categoryName=_category_name(settings.category),
-        tags=list(settings.tags),
-        channelTags=list(settings.channel_tags),
-        contentWarnings=streamtags.content_warnings(settings.tags, settings.channel_tags),
-        language=settings.language,
+        **stream_settings_out(live),
         startedAt=iso8601(live.stream.started_at),
         viewers=viewers,
     )
@@ -208,13 +219,7 @@ async def channel_stream_out(info: Info) -> ChannelStreamOut:
         username=channel.username,
         displayName=channel.display_name,
         live=live is not None,
-        title=settings.title,
-        category=settings.category,
-        categoryName=_category_name(settings.category),
-        tags=list(settings.tags),
-        channelTags=list(settings.channel_tags),
-        contentWarnings=info.content_warnings,
-        language=settings.language,
+        **stream_settings_out(info),
         stream=stream_out(live, await viewer_count(live.channel.id)) if live else None,
     )
 
