@@ -262,19 +262,26 @@ def _page(title: str, body: str) -> str:
     )
 
 
+# The username and password fields and the button that end both sign-in forms (the OAuth
+# consent flow's and the bot-select flow's).
+_SIGN_IN_FIELDS = (
+    '<label for="login-username">Username</label>'
+    '<input type="text" id="login-username" name="username" autocomplete="username" '
+    'autocapitalize="none" spellcheck="false" maxlength="25" required>'
+    '<label for="login-password">Password</label>'
+    '<input type="password" id="login-password" name="password" '
+    'autocomplete="current-password" maxlength="128" required>'
+    '<div class="actions"><button type="submit" id="login-submit" class="primary">Sign in'
+    "</button></div></form>"
+)
+
+
 def _login_body(app: Mapping[str, Any], params: Mapping[str, Any], csrf_token: str) -> str:
     return (
         _app_header(app, f"Sign in to continue to {_app_name(app)}")
         + f'<form id="login-form" method="post" action="{FORM_ACTION}">'
         + _hidden_fields("login", params, csrf_token)
-        + '<label for="login-username">Username</label>'
-        '<input type="text" id="login-username" name="username" autocomplete="username" '
-        'autocapitalize="none" spellcheck="false" maxlength="25" required>'
-        '<label for="login-password">Password</label>'
-        '<input type="password" id="login-password" name="password" '
-        'autocomplete="current-password" maxlength="128" required>'
-        '<div class="actions"><button type="submit" id="login-submit" class="primary">Sign in'
-        "</button></div></form>"
+        + _SIGN_IN_FIELDS
     )
 
 
@@ -372,14 +379,7 @@ def render_bot_select_page(
             _app_header(app, f"Sign in to connect {bot_name} to your channel")
             + f'<form id="login-form" method="post" action="{BOT_SELECT_ACTION}">'
             + _bot_fields("login", client_id, csrf_token)
-            + '<label for="login-username">Username</label>'
-            '<input type="text" id="login-username" name="username" autocomplete="username" '
-            'autocapitalize="none" spellcheck="false" maxlength="25" required>'
-            '<label for="login-password">Password</label>'
-            '<input type="password" id="login-password" name="password" '
-            'autocomplete="current-password" maxlength="128" required>'
-            '<div class="actions"><button type="submit" id="login-submit" class="primary">Sign in'
-            "</button></div></form>"
+            + _SIGN_IN_FIELDS
         )
         return _page(f"Sign in – {bot.get('name')} – volthub", _error_block(error) + body)
     replacing = (

@@ -59,6 +59,15 @@ def _finish_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
         schema["examples"] = [example]
 
 
+def example_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The `example` a model sets itself: the piece a holder's example is built from, so one
+    sample of an object serves every model that carries it."""
+    example: dict[str, Any] | None = model.__dict__.get("example")
+    if example is None:
+        raise TypeError(f"{model.__name__} sets no example")
+    return example
+
+
 class Body(BaseModel):
     """Request bodies: strict types (no "1" for 1), unknown fields ignored."""
 
@@ -91,6 +100,16 @@ class ErrorBody(Model):
 class PageQuery(Query):
     limit: int = Field(20, ge=1, le=100)
     cursor: str | None = Field(None, max_length=512)
+
+
+# A model shown only inside others (a list's item, an envelope's object) sets no example of
+# its own, so the document does not show it alone; its module keeps one sample of it, as
+# `_X_EXAMPLE` or, for a person, here, and every example that holds one uses that sample.
+PERSON_EXAMPLE = {
+    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+    "username": "ada_streams",
+    "displayName": "Ada Streams",
+}
 
 
 class PersonOut(Model):

@@ -20,7 +20,7 @@ from volthub.http.errors import ApiError, not_found
 from volthub.http.login_guard import LoginThrottled, Throttled, guarded_login
 from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, DisplayName, ErrorBody, Model, UserOut
+from volthub.http.schemas import Body, DisplayName, ErrorBody, Model, UserOut, example_of
 from volthub.http.users_view import user_out
 from volthub.hub.clock import iso8601
 from volthub.protocol.names import RESERVED_USERNAMES
@@ -57,14 +57,7 @@ class LoginBody(Body):
 
 class SessionOut(Model):
     example = {
-        "user": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "username": "ada_streams",
-            "displayName": "Ada Streams",
-            "avatarUrl": "https://volthub.example/avatarUrl",
-            "bio": "Speedruns and chill every Friday.",
-            "createdAt": "2026-03-14T18:30:00Z",
-        },
+        "user": example_of(UserOut),
         "token": "vh_at_3q2Xb9Lk0sZpA1mN7rTq",
         "tokenType": "Bearer",
         "expiresAt": "2026-03-14T18:30:00Z",

@@ -20,7 +20,7 @@ from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model
+from volthub.http.schemas import Body, Model, example_of
 from volthub.hub.clock import iso8601
 from volthub.protocol import commands
 from volthub.services.bots import Bot, BotIdentity, Bots, check_bot_name
@@ -124,18 +124,7 @@ class ReservedNameOut(Model):
 
 class InstancesOut(Model):
     example = {
-        "default": {
-            "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
-            "appName": "Ada's Helper",
-            "botUserId": "0b7e2a4c-5d1f-4e8a-9c3b-57a812fa0000",
-            "name": "Speedrun Club",
-            "commandPrefix": "!",
-            "defaultPermission": "defaultPermission",
-            "logoUrl": "https://volthub.example/logoUrl",
-            "reviewed": False,
-            "createdAt": "2026-03-14T18:30:00Z",
-            "updatedAt": "2026-03-14T18:30:00Z",
-        },
+        "default": example_of(BotOut),
         "custom": [
             {
                 "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
@@ -167,18 +156,7 @@ class CurrentOut(Model):
         "via": "app",
         "name": "Speedrun Club",
         "customName": False,
-        "bot": {
-            "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
-            "appName": "Ada's Helper",
-            "botUserId": "0b7e2a4c-5d1f-4e8a-9c3b-57a812fa0000",
-            "name": "Speedrun Club",
-            "commandPrefix": "!",
-            "defaultPermission": "defaultPermission",
-            "logoUrl": "https://volthub.example/logoUrl",
-            "reviewed": False,
-            "createdAt": "2026-03-14T18:30:00Z",
-            "updatedAt": "2026-03-14T18:30:00Z",
-        },
+        "bot": example_of(BotOut),
     }
 
     connected: bool
@@ -208,26 +186,7 @@ class CustomizeBody(Body):
 
 
 class RevertOut(CurrentOut):
-    example = {
-        "connected": False,
-        "via": "app",
-        "name": "Speedrun Club",
-        "customName": False,
-        "bot": {
-            "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
-            "appName": "Ada's Helper",
-            "botUserId": "0b7e2a4c-5d1f-4e8a-9c3b-57a812fa0000",
-            "name": "Speedrun Club",
-            "commandPrefix": "!",
-            "defaultPermission": "defaultPermission",
-            "logoUrl": "https://volthub.example/logoUrl",
-            "reviewed": False,
-            "createdAt": "2026-03-14T18:30:00Z",
-            "updatedAt": "2026-03-14T18:30:00Z",
-        },
-        "releasedName": None,
-        "reservedUntil": "2026-04-14T18:30:00Z",
-    }
+    example = {**example_of(CurrentOut), "releasedName": None, "reservedUntil": "2026-04-14T18:30:00Z"}
 
     releasedName: str | None
     reservedUntil: str | None
@@ -240,23 +199,7 @@ class SelectBody(Body):
 
 
 class DirectoryOut(Model):
-    example = {
-        "bots": [
-            {
-                "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
-                "appName": "Ada's Helper",
-                "botUserId": "0b7e2a4c-5d1f-4e8a-9c3b-57a812fa0000",
-                "name": "Speedrun Club",
-                "commandPrefix": "!",
-                "defaultPermission": "defaultPermission",
-                "logoUrl": "https://volthub.example/logoUrl",
-                "reviewed": False,
-                "createdAt": "2026-03-14T18:30:00Z",
-                "updatedAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-        "selected": "selected",
-    }
+    example = {"bots": [example_of(BotOut)], "selected": "selected"}
 
     bots: list[BotOut]
     selected: str | None = Field(description="clientId of the bot this channel selected")

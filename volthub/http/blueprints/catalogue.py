@@ -16,7 +16,7 @@ from quart_schema import tag, validate_querystring, validate_response
 from volthub.http import access
 from volthub.http.documented import error_responses
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Model, PageQuery, Query
+from volthub.http.schemas import Model, PageQuery, Query, example_of
 from volthub.hub.clock import iso8601
 from volthub.services.catalogue import Badge, BadgeCatalogue, Team, Teams
 
@@ -208,19 +208,7 @@ def team_out(team: Team) -> TeamOut:
 
 
 class TeamList(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "slug": "speedrun-club",
-                "name": "Speedrun Club",
-                "description": "Speedruns and chill every Friday.",
-                "memberCount": 3,
-                "createdAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(TeamOut)], "nextCursor": None}
 
     items: list[TeamOut]
     nextCursor: str | None
@@ -237,14 +225,7 @@ class MemberOut(Model):
 
 class MemberList(Model):
     example = {
-        "team": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "slug": "speedrun-club",
-            "name": "Speedrun Club",
-            "description": "Speedruns and chill every Friday.",
-            "memberCount": 3,
-            "createdAt": "2026-03-14T18:30:00Z",
-        },
+        "team": example_of(TeamOut),
         "items": [
             {
                 "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",

@@ -24,7 +24,7 @@ from volthub.http.documented import error_responses
 from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model, Query
+from volthub.http.schemas import Body, Model, Query, example_of
 from volthub.services import channel_points as points
 from volthub.services.channel_points import ChannelPoints, Redemptions, rest_shape
 
@@ -58,22 +58,7 @@ class RewardOut(Model):
 
 
 class RewardList(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "name": "Speedrun Club",
-                "cost": 100,
-                "description": "Speedruns and chill every Friday.",
-                "iconUrl": "https://volthub.example/iconUrl",
-                "enabled": False,
-                "builtInType": None,
-                "requiresModeratorApproval": False,
-                "maxPerStream": 1,
-                "maxPerUserPerStream": 1,
-            }
-        ]
-    }
+    example = {"items": [example_of(RewardOut)]}
 
     items: list[RewardOut]
 
@@ -261,45 +246,13 @@ class RedemptionOut(Model):
 
 
 class RedeemedOut(RedemptionOut):
-    example = {
-        "redemptionId": "0b7e2a4c-5d1f-4e8a-9c3b-b5a0ec470000",
-        "rewardId": "0b7e2a4c-5d1f-4e8a-9c3b-052013a40000",
-        "rewardTitle": "Hydrate!",
-        "rewardCost": 100,
-        "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-        "username": "ada_streams",
-        "displayName": "Ada Streams",
-        "userInput": "Play the chess opening!",
-        "status": "active",
-        "redeemedAt": "2026-03-14T18:30:00Z",
-        "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
-        "resolvedAt": "2026-03-14T18:30:00Z",
-        "balance": 100,
-    }
+    example = {**example_of(RedemptionOut), "balance": 100}
 
     balance: int = Field(description="the redeemer's points in this channel afterwards")
 
 
 class RedemptionPage(Model):
-    example = {
-        "items": [
-            {
-                "redemptionId": "0b7e2a4c-5d1f-4e8a-9c3b-b5a0ec470000",
-                "rewardId": "0b7e2a4c-5d1f-4e8a-9c3b-052013a40000",
-                "rewardTitle": "Hydrate!",
-                "rewardCost": 100,
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "userInput": "Play the chess opening!",
-                "status": "active",
-                "redeemedAt": "2026-03-14T18:30:00Z",
-                "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
-                "resolvedAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(RedemptionOut)], "nextCursor": None}
 
     items: list[RedemptionOut]
     nextCursor: str | None

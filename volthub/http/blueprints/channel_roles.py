@@ -36,34 +36,24 @@ class RoleOut(Model):
     expiresAt: str | None
 
 
+_ROLE_EXAMPLE = {
+    "memberId": "0b7e2a4c-5d1f-4e8a-9c3b-9033dbea0000",
+    "username": "ada_streams",
+    "displayName": "Ada Streams",
+    "roleType": "moderator",
+    "grantedAt": "2026-03-14T18:30:00Z",
+    "expiresAt": "2026-03-14T18:30:00Z",
+}
+
+
 class OneRoleOut(Model):
-    example = {
-        "role": {
-            "memberId": "0b7e2a4c-5d1f-4e8a-9c3b-9033dbea0000",
-            "username": "ada_streams",
-            "displayName": "Ada Streams",
-            "roleType": "moderator",
-            "grantedAt": "2026-03-14T18:30:00Z",
-            "expiresAt": "2026-03-14T18:30:00Z",
-        }
-    }
+    example = {"role": _ROLE_EXAMPLE}
 
     role: RoleOut
 
 
 class RolesOut(Model):
-    example = {
-        "roles": [
-            {
-                "memberId": "0b7e2a4c-5d1f-4e8a-9c3b-9033dbea0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "roleType": "moderator",
-                "grantedAt": "2026-03-14T18:30:00Z",
-                "expiresAt": "2026-03-14T18:30:00Z",
-            }
-        ]
-    }
+    example = {"roles": [_ROLE_EXAMPLE]}
 
     roles: list[RoleOut]
 

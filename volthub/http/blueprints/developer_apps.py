@@ -20,7 +20,7 @@ from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model
+from volthub.http.schemas import Body, Model, example_of
 from volthub.hub.clock import iso8601
 from volthub.protocol.oauth.redirects import InvalidRedirectURI, validate_registered_uri
 from volthub.protocol.oauth.scopes import SCOPES
@@ -146,40 +146,13 @@ class AppOut(Model):
 
 
 class AppWithSecretOut(AppOut):
-    example = {
-        "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
-        "name": "Speedrun Club",
-        "description": "Speedruns and chill every Friday.",
-        "logoUrl": "https://volthub.example/logoUrl",
-        "redirectUris": ["https://volthub.example/redirectUri"],
-        "botApp": False,
-        "public": False,
-        "reviewed": False,
-        "createdAt": "2026-03-14T18:30:00Z",
-        "updatedAt": "2026-03-14T18:30:00Z",
-        "clientSecret": "vhs_Xr4p9Lm2Qz7Nw1Kb",
-    }
+    example = {**example_of(AppOut), "clientSecret": "vhs_Xr4p9Lm2Qz7Nw1Kb"}
 
     clientSecret: str | None = Field(description="shown only now; null for a public client")
 
 
 class AppList(Model):
-    example = {
-        "items": [
-            {
-                "clientId": "0b7e2a4c-5d1f-4e8a-9c3b-ea1ce9be0000",
-                "name": "Speedrun Club",
-                "description": "Speedruns and chill every Friday.",
-                "logoUrl": "https://volthub.example/logoUrl",
-                "redirectUris": ["https://volthub.example/redirectUri"],
-                "botApp": False,
-                "public": False,
-                "reviewed": False,
-                "createdAt": "2026-03-14T18:30:00Z",
-                "updatedAt": "2026-03-14T18:30:00Z",
-            }
-        ]
-    }
+    example = {"items": [example_of(AppOut)]}
 
     items: list[AppOut]
 

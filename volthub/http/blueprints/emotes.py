@@ -16,7 +16,7 @@ from volthub.http import access
 from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Model, Query
+from volthub.http.schemas import Model, Query, example_of
 from volthub.http.uploads import ACCEPTED, read_image
 from volthub.hub.clock import iso8601
 from volthub.services.emotes import CODE, MAX_CODES, Emote, Emotes, emote_url
@@ -72,17 +72,7 @@ class CollectionsOut(Model):
             {
                 "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
                 "title": "Friday night speedrun",
-                "emotes": [
-                    {
-                        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                        "code": "adaWave",
-                        "url": "https://volthub.example/url",
-                        "scope": "chat:read chat:write",
-                        "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-                        "channelUsername": "grace_plays",
-                        "createdAt": "2026-03-14T18:30:00Z",
-                    }
-                ],
+                "emotes": [example_of(EmoteOut)],
             }
         ]
     }
@@ -91,19 +81,7 @@ class CollectionsOut(Model):
 
 
 class EmotesOut(Model):
-    example = {
-        "emotes": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "code": "adaWave",
-                "url": "https://volthub.example/url",
-                "scope": "chat:read chat:write",
-                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-                "channelUsername": "grace_plays",
-                "createdAt": "2026-03-14T18:30:00Z",
-            }
-        ]
-    }
+    example = {"emotes": [example_of(EmoteOut)]}
 
     emotes: list[EmoteOut]
 

@@ -100,6 +100,17 @@ class VideoOut(Model):
     views: int | None
 
 
+_VIDEO_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "title": "Friday night speedrun",
+    "url": "https://volthub.example/url",
+    "thumbnailUrl": "https://volthub.example/thumbnailUrl",
+    "publishedAt": "2026-03-14T18:30:00Z",
+    "durationSeconds": 60,
+    "views": 1,
+}
+
+
 class PlaylistOut(Model):
     id: str
     title: str
@@ -108,38 +119,13 @@ class PlaylistOut(Model):
 
 
 class VideoList(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "title": "Friday night speedrun",
-                "url": "https://volthub.example/url",
-                "thumbnailUrl": "https://volthub.example/thumbnailUrl",
-                "publishedAt": "2026-03-14T18:30:00Z",
-                "durationSeconds": 60,
-                "views": 1,
-            }
-        ]
-    }
+    example = {"items": [_VIDEO_EXAMPLE]}
 
     items: list[VideoOut]
 
 
 class LibraryOut(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "title": "Friday night speedrun",
-                "url": "https://volthub.example/url",
-                "thumbnailUrl": "https://volthub.example/thumbnailUrl",
-                "publishedAt": "2026-03-14T18:30:00Z",
-                "durationSeconds": 60,
-                "views": 1,
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [_VIDEO_EXAMPLE], "nextCursor": None}
 
     items: list[VideoOut]
     nextCursor: str | None
@@ -169,17 +155,7 @@ class WidgetOut(Model):
             "name": "Speedrun Club",
             "url": "https://volthub.example/url",
         },
-        "videos": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "title": "Friday night speedrun",
-                "url": "https://volthub.example/url",
-                "thumbnailUrl": "https://volthub.example/thumbnailUrl",
-                "publishedAt": "2026-03-14T18:30:00Z",
-                "durationSeconds": 60,
-                "views": 1,
-            }
-        ],
+        "videos": [_VIDEO_EXAMPLE],
     }
 
     username: str

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -32,9 +33,10 @@ from quart_schema import document_response, tag, validate_request
 
 from volthub.http import access
 from volthub.http.blueprints.streams import streams
+from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, ErrorBody, Model
+from volthub.http.schemas import Body, Model
 from volthub.services.streams import NotLive, PathRefused, StreamKeyRefused
 
 log = logging.getLogger(__name__)
@@ -58,14 +60,6 @@ class HookOut(Model):
     allowed: bool | None = None
 
 
-def _documented(fn: Any) -> Any:
-    """The answers every hook may give (the media server only looks at 2xx or not)."""
-    fn = document_response(HookOut, 200)(fn)
-    fn = document_response(ErrorBody, 401)(fn)
-    fn = document_response(ErrorBody, 403)(fn)
-    return document_response(ErrorBody, 404)(fn)
-
-
 def _check_secret() -> None:
     configured = runtime().settings.ingest.hook_secret
     if not configured:
@@ -75,6 +69,24 @@ def _check_secret() -> None:
     presented = value.strip() if scheme.lower() == "bearer" else request.args.get("secret", "")
     if not hmac.compare_digest(presented.encode(), configured.encode()):
         raise ApiError(401, "invalid_hook_secret", "the hook secret is missing or wrong")
+
+
+def _hook(rule: str, *, body: type[Body] | None = None, form: bool = False) -> Callable[[Any], Any]:
+    """A media-server hook at `rule`: public but for the hook secret, checked before anything
+    else; it reads `body` as JSON, or a form. Documented with the answers every hook may give
+    (the media server only looks at 2xx or not)."""
+
+    def register(fn: Any) -> Any:
+        if body is not None:
+            fn = validate_request(body)(fn)
+        fn = error_responses(401, 403, 404)(document_response(HookOut, 200)(fn))
+        fn = tag(["Ingest"])(fn)
+        if form:
+            fn = access.accepts(FORM)(fn)
+        fn = access.public(access.checked_first(_check_secret)(fn))
+        return blueprint.post(rule)(fn)
+
+    return register
 
 
 def _refused_key() -> ApiError:
@@ -126,35 +138,20 @@ class KeyBody(Body):
     streamKey: str = Field(min_length=1, max_length=200)
 
 
-@blueprint.post("/publish")
-@access.public
-@access.checked_first(_check_secret)
-@tag(["Ingest"])
-@_documented
-@validate_request(KeyBody)
+@_hook("/publish", body=KeyBody)
 async def publish(data: KeyBody) -> dict[str, Any]:
     """The media server admitted a publisher: the channel goes live (`stream.online`).
     403 `invalid_stream_key` for a key no channel has; repeating it while live is a no-op."""
     return await _publish(data.streamKey, "hook")
 
 
-@blueprint.post("/unpublish")
-@access.public
-@access.checked_first(_check_secret)
-@tag(["Ingest"])
-@_documented
-@validate_request(KeyBody)
+@_hook("/unpublish", body=KeyBody)
 async def unpublish(data: KeyBody) -> dict[str, Any]:
     """The publisher stopped: the stream closes, leaves a VOD (`stream.offline`)."""
     return await _unpublish(data.streamKey)
 
 
-@blueprint.post("/heartbeat")
-@access.public
-@access.checked_first(_check_secret)
-@tag(["Ingest"])
-@_documented
-@validate_request(KeyBody)
+@_hook("/heartbeat", body=KeyBody)
 async def heartbeat(data: KeyBody) -> dict[str, Any]:
     """The publisher is still there: holds off the silence timeout."""
     return await _heartbeat(data.streamKey)
@@ -168,34 +165,19 @@ async def _form_name() -> str:
     return str(form.get("name", "")).strip()
 
 
-@blueprint.post("/nginx/publish")
-@access.public
-@access.checked_first(_check_secret)
-@access.accepts(FORM)
-@tag(["Ingest"])
-@_documented
+@_hook("/nginx/publish", form=True)
 async def nginx_publish() -> dict[str, Any]:
     """nginx-rtmp `on_publish` (form-encoded, key in `name`, secret in `?secret=`)."""
     return await _publish(await _form_name(), "nginx-rtmp")
 
 
-@blueprint.post("/nginx/unpublish")
-@access.public
-@access.checked_first(_check_secret)
-@access.accepts(FORM)
-@tag(["Ingest"])
-@_documented
+@_hook("/nginx/unpublish", form=True)
 async def nginx_unpublish() -> dict[str, Any]:
     """nginx-rtmp `on_publish_done`."""
     return await _unpublish(await _form_name())
 
 
-@blueprint.post("/nginx/update")
-@access.public
-@access.checked_first(_check_secret)
-@access.accepts(FORM)
-@tag(["Ingest"])
-@_documented
+@_hook("/nginx/update", form=True)
 async def nginx_update() -> dict[str, Any]:
     """nginx-rtmp `on_update` (every `notify_update_timeout`): a heartbeat."""
     return await _heartbeat(await _form_name())
@@ -244,12 +226,7 @@ def _mediamtx_key(data: MediaMTXAuth) -> str:
     return ""
 
 
-@blueprint.post("/mediamtx/auth")
-@access.public
-@access.checked_first(_check_secret)
-@tag(["Ingest"])
-@_documented
-@validate_request(MediaMTXAuth)
+@_hook("/mediamtx/auth", body=MediaMTXAuth)
 async def mediamtx_auth(data: MediaMTXAuth) -> dict[str, Any]:
     """MediaMTX `authHTTPAddress`: `publish` with a valid key on its channel's path (the
     username, any case) goes live (2xx admits; 403 `invalid_stream_key`, or
@@ -268,12 +245,7 @@ class PathBody(Body):
     path: str = Field(min_length=1, max_length=1000)
 
 
-@blueprint.post("/mediamtx/unpublish")
-@access.public
-@access.checked_first(_check_secret)
-@tag(["Ingest"])
-@_documented
-@validate_request(PathBody)
+@_hook("/mediamtx/unpublish", body=PathBody)
 async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
     """MediaMTX `runOnUnavailable` (curl with `{"path": "$MTX_PATH"}`): the stream closes."""
     try:
@@ -283,12 +255,7 @@ async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
     return {"live": False, "streamId": vod.stream_id, "vodId": vod.id}
 
 
-@blueprint.post("/mediamtx/heartbeat")
-@access.public
-@access.checked_first(_check_secret)
-@tag(["Ingest"])
-@_documented
-@validate_request(PathBody)
+@_hook("/mediamtx/heartbeat", body=PathBody)
 async def mediamtx_heartbeat(data: PathBody) -> dict[str, Any]:
     """A `runOnAvailable` loop's heartbeat for a MediaMTX path."""
     try:

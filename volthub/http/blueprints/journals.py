@@ -21,7 +21,7 @@ from volthub.http import access
 from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model, PageQuery
+from volthub.http.schemas import PERSON_EXAMPLE, Body, Model, PageQuery
 from volthub.http.uploads import ACCEPTED, read_image
 from volthub.hub.clock import iso8601
 from volthub.protocol import markdown
@@ -67,11 +67,7 @@ class JournalOut(JournalSummary):
         "title": "Friday night speedrun",
         "status": "active",
         "excerpt": "Tonight we race any%.",
-        "author": {
-            "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-            "username": "ada_streams",
-            "displayName": "Ada Streams",
-        },
+        "author": PERSON_EXAMPLE,
         "createdAt": "2026-03-14T18:30:00Z",
         "updatedAt": "2026-03-14T18:30:00Z",
         "publishedAt": "2026-03-14T18:30:00Z",
@@ -114,11 +110,7 @@ class JournalList(Model):
                 "title": "Friday night speedrun",
                 "status": "active",
                 "excerpt": "Tonight we race any%.",
-                "author": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
+                "author": PERSON_EXAMPLE,
                 "createdAt": "2026-03-14T18:30:00Z",
                 "updatedAt": "2026-03-14T18:30:00Z",
                 "publishedAt": "2026-03-14T18:30:00Z",

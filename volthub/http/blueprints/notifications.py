@@ -11,7 +11,7 @@ from quart_schema import tag, validate_querystring, validate_response
 from volthub.http import access
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import CountOut, Model, PageQuery
+from volthub.http.schemas import CountOut, Model, PageQuery, example_of
 from volthub.hub.clock import iso8601
 from volthub.services.notifications import Notification, Notifications
 
@@ -45,21 +45,7 @@ class NotificationOut(Model):
 
 
 class NotificationPage(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "type": "chat.message",
-                "title": "Friday night speedrun",
-                "message": "GG everyone!",
-                "data": {},
-                "read": False,
-                "readAt": "2026-03-14T18:30:00Z",
-                "createdAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(NotificationOut)], "nextCursor": None}
 
     items: list[NotificationOut]
     nextCursor: str | None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -12,7 +13,7 @@ from volthub.http import access
 from volthub.http.blueprints.chat import OmitNone, SettingsOut, absent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Model, PersonOut, Query
+from volthub.http.schemas import PERSON_EXAMPLE, Model, PersonOut, Query
 from volthub.hub.components import chat_rules as rules
 from volthub.services.chat import VIEWER_LIST_MAX, ChatReads, Member
 
@@ -82,13 +83,7 @@ class HistoryOut(Model):
                 "timestamp": "2026-03-14T18:30:00Z",
                 "subscriberMonths": 1,
                 "color": "#9146ff",
-                "mentions": [
-                    {
-                        "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                        "username": "ada_streams",
-                        "displayName": "Ada Streams",
-                    }
-                ],
+                "mentions": [PERSON_EXAMPLE],
                 "replyTo": {
                     "messageId": "0b7e2a4c-5d1f-4e8a-9c3b-a4c3a0da0000",
                     "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
@@ -352,30 +347,17 @@ _MODERATE = "/api/integrations/oauth/chat/channels/{channelId}/moderate"
 _SETTINGS = "/api/integrations/oauth/chat/settings"
 
 
-def _moderation(name: str, usage: str, description: str, body: dict[str, Any]) -> SlashCommandOut:
-    return SlashCommandOut(
-        name=name,
-        usage=usage,
-        description=description,
-        permission="moderator",
-        method="POST",
-        path=_MODERATE,
-        scope="chat:moderate",
-        body=body,
-    )
+# Who may run each kind of slash command, and the API call it maps to.
+_MODERATION_CALL = {"permission": "moderator", "method": "POST", "path": _MODERATE, "scope": "chat:moderate"}
+_MODE_CALL = {"permission": "broadcaster", "method": "PATCH", "path": _SETTINGS, "scope": "stream:write"}
 
 
-def _mode(name: str, usage: str, description: str, body: dict[str, Any]) -> SlashCommandOut:
-    return SlashCommandOut(
-        name=name,
-        usage=usage,
-        description=description,
-        permission="broadcaster",
-        method="PATCH",
-        path=_SETTINGS,
-        scope="stream:write",
-        body=body,
-    )
+def _command(call: dict[str, str], name: str, usage: str, description: str, body: dict[str, Any]) -> SlashCommandOut:
+    return SlashCommandOut(name=name, usage=usage, description=description, body=body, **call)
+
+
+_moderation = partial(_command, _MODERATION_CALL)
+_mode = partial(_command, _MODE_CALL)
 
 
 SLASH_COMMANDS = [

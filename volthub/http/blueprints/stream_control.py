@@ -15,7 +15,13 @@ from quart import Blueprint
 from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
-from volthub.http.blueprints.streams import CategoryList, categories_out, streams
+from volthub.http.blueprints.streams import (
+    STREAM_SETTINGS_EXAMPLE,
+    CategoryList,
+    categories_out,
+    stream_settings_out,
+    streams,
+)
 from volthub.http.documented import error_responses
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
@@ -32,17 +38,7 @@ _MAX_RAW_TAGS = 40
 
 
 class InfoOut(Model):
-    example = {
-        "title": "Friday night speedrun",
-        "category": "Just Chatting",
-        "categoryName": "Just Chatting",
-        "tags": ["speedrun"],
-        "channelTags": ["english"],
-        "contentWarnings": ["mature"],
-        "language": "en",
-        "live": False,
-        "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
-    }
+    example = {**STREAM_SETTINGS_EXAMPLE, "live": False, "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000"}
 
     title: str
     category: str | None = Field(description="category slug")
@@ -133,16 +129,8 @@ class SetupOut(Model):
 
 
 def info_out(info: Info) -> InfoOut:
-    settings = info.settings
-    category = streams().categories.get(settings.category) if settings.category else None
     return InfoOut(
-        title=settings.title,
-        category=settings.category,
-        categoryName=category.name if category else None,
-        tags=list(settings.tags),
-        channelTags=list(settings.channel_tags),
-        contentWarnings=info.content_warnings,
-        language=settings.language,
+        **stream_settings_out(info),
         live=info.live is not None,
         streamId=info.live.id if info.live else None,
     )

@@ -11,6 +11,8 @@ Clips are records of a span of a live or recorded stream: volthub cuts no video.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, field_validator
 from quart import Blueprint
 from quart_schema import document_response, tag, validate_querystring, validate_request, validate_response
@@ -18,7 +20,7 @@ from quart_schema import document_response, tag, validate_querystring, validate_
 from volthub.http import access
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, ErrorBody, Model, PageQuery, PersonOut, Query
+from volthub.http.schemas import PERSON_EXAMPLE, Body, ErrorBody, Model, PageQuery, PersonOut, Query, example_of
 from volthub.hub.clock import iso8601, to_ms
 from volthub.protocol import languages, streamtags
 from volthub.services.chat import presence_snapshot
@@ -69,28 +71,32 @@ class StreamOut(Model):
     viewers: int
 
 
+# What a channel set for its stream (title, category, tags, language): the one sample of it
+# in every example that shows it, stream_control's stream info included.
+STREAM_SETTINGS_EXAMPLE = {
+    "title": "Friday night speedrun",
+    "category": "Just Chatting",
+    "categoryName": "Just Chatting",
+    "tags": ["speedrun"],
+    "channelTags": ["english"],
+    "contentWarnings": ["mature"],
+    "language": "en",
+}
+
+_STREAM_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
+    "username": "ada_streams",
+    "displayName": "Ada Streams",
+    "avatarUrl": "https://volthub.example/avatarUrl",
+    **STREAM_SETTINGS_EXAMPLE,
+    "startedAt": "2026-03-14T18:30:00Z",
+    "viewers": 1,
+}
+
+
 class StreamPage(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "avatarUrl": "https://volthub.example/avatarUrl",
-                "title": "Friday night speedrun",
-                "category": "Just Chatting",
-                "categoryName": "Just Chatting",
-                "tags": ["speedrun"],
-                "channelTags": ["english"],
-                "contentWarnings": ["mature"],
-                "language": "en",
-                "startedAt": "2026-03-14T18:30:00Z",
-                "viewers": 1,
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [_STREAM_EXAMPLE], "nextCursor": None}
 
     items: list[StreamOut]
     nextCursor: str | None
@@ -102,29 +108,8 @@ class ChannelStreamOut(Model):
         "username": "ada_streams",
         "displayName": "Ada Streams",
         "live": False,
-        "title": "Friday night speedrun",
-        "category": "Just Chatting",
-        "categoryName": "Just Chatting",
-        "tags": ["speedrun"],
-        "channelTags": ["english"],
-        "contentWarnings": ["mature"],
-        "language": "en",
-        "stream": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-            "username": "ada_streams",
-            "displayName": "Ada Streams",
-            "avatarUrl": "https://volthub.example/avatarUrl",
-            "title": "Friday night speedrun",
-            "category": "Just Chatting",
-            "categoryName": "Just Chatting",
-            "tags": ["speedrun"],
-            "channelTags": ["english"],
-            "contentWarnings": ["mature"],
-            "language": "en",
-            "startedAt": "2026-03-14T18:30:00Z",
-            "viewers": 1,
-        },
+        **STREAM_SETTINGS_EXAMPLE,
+        "stream": _STREAM_EXAMPLE,
     }
 
     channelId: str
@@ -182,21 +167,30 @@ def _category_name(slug: str | None) -> str | None:
     return found.name if found else None
 
 
+def stream_settings_out(holder: Info | LiveStream) -> dict[str, Any]:
+    """What a channel set for its stream, as every answer that shows it has it (a live
+    stream, a channel's stream, stream_control's stream info)."""
+    settings = holder.settings
+    return {
+        "title": settings.title,
+        "category": settings.category,
+        "categoryName": _category_name(settings.category),
+        "tags": list(settings.tags),
+        "channelTags": list(settings.channel_tags),
+        "contentWarnings": streamtags.content_warnings(settings.tags, settings.channel_tags),
+        "language": settings.language,
+    }
+
+
 def stream_out(live: LiveStream, viewers: int) -> StreamOut:
-    settings, channel = live.settings, live.channel
+    channel = live.channel
     return StreamOut(
         id=live.stream.id,
         channelId=channel.id,
         username=channel.username,
         displayName=channel.display_name,
         avatarUrl=channel.avatar_url,
-        title=settings.title,
-        category=settings.category,
-        categoryName=_category_name(settings.category),
-        tags=list(settings.tags),
-        channelTags=list(settings.channel_tags),
-        contentWarnings=streamtags.content_warnings(settings.tags, settings.channel_tags),
-        language=settings.language,
+        **stream_settings_out(live),
         startedAt=iso8601(live.stream.started_at),
         viewers=viewers,
     )
@@ -225,13 +219,7 @@ async def channel_stream_out(info: Info) -> ChannelStreamOut:
         username=channel.username,
         displayName=channel.display_name,
         live=live is not None,
-        title=settings.title,
-        category=settings.category,
-        categoryName=_category_name(settings.category),
-        tags=list(settings.tags),
-        channelTags=list(settings.channel_tags),
-        contentWarnings=info.content_warnings,
-        language=settings.language,
+        **stream_settings_out(info),
         stream=stream_out(live, await viewer_count(live.channel.id)) if live else None,
     )
 
@@ -285,26 +273,7 @@ async def browse(query_args: BrowseQuery) -> StreamPage:
 
 
 class StreamList(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "avatarUrl": "https://volthub.example/avatarUrl",
-                "title": "Friday night speedrun",
-                "category": "Just Chatting",
-                "categoryName": "Just Chatting",
-                "tags": ["speedrun"],
-                "channelTags": ["english"],
-                "contentWarnings": ["mature"],
-                "language": "en",
-                "startedAt": "2026-03-14T18:30:00Z",
-                "viewers": 1,
-            }
-        ]
-    }
+    example = {"items": [_STREAM_EXAMPLE]}
 
     items: list[StreamOut]
 
@@ -406,11 +375,7 @@ class ClipOut(Model):
         "username": "ada_streams",
         "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
         "vodId": "0b7e2a4c-5d1f-4e8a-9c3b-f74f37d60000",
-        "creator": {
-            "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-            "username": "ada_streams",
-            "displayName": "Ada Streams",
-        },
+        "creator": PERSON_EXAMPLE,
         "title": "Friday night speedrun",
         "description": "Speedruns and chill every Friday.",
         "durationMs": 1773513000000,
@@ -436,30 +401,7 @@ class ClipOut(Model):
 
 
 class ClipPage(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "channelId": "0b7e2a4c-5d1f-4e8a-9c3b-9f8596ee0000",
-                "username": "ada_streams",
-                "streamId": "0b7e2a4c-5d1f-4e8a-9c3b-e01370cd0000",
-                "vodId": "0b7e2a4c-5d1f-4e8a-9c3b-f74f37d60000",
-                "creator": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
-                "title": "Friday night speedrun",
-                "description": "Speedruns and chill every Friday.",
-                "durationMs": 1773513000000,
-                "startOffsetMs": 1773513000000,
-                "highlight": False,
-                "createdAt": "2026-03-14T18:30:00Z",
-                "videoUrl": None,
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(ClipOut)], "nextCursor": None}
 
     items: list[ClipOut]
     nextCursor: str | None

@@ -19,7 +19,7 @@ from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, CountOut, Model, PersonOut, Query
+from volthub.http.schemas import PERSON_EXAMPLE, Body, CountOut, Model, PersonOut, Query
 from volthub.services.subscriptions import Subscriptions, roster_item, subscription_shape
 
 blueprint = Blueprint("subscriptions", __name__)
@@ -39,27 +39,17 @@ class RosterItemOut(Model):
     expiresAt: str
 
 
+_ROSTER_ITEM_EXAMPLE = {
+    **PERSON_EXAMPLE,
+    "tier": "tier1",
+    "isGift": False,
+    "gifter": PERSON_EXAMPLE,
+    "expiresAt": "2026-03-14T18:30:00Z",
+}
+
+
 class RosterOut(Model):
-    example = {
-        "roster": [
-            {
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "tier": "tier1",
-                "isGift": False,
-                "gifter": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
-                "expiresAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-        "total": 3,
-        "page": 1,
-        "perPage": 1,
-    }
+    example = {"roster": [_ROSTER_ITEM_EXAMPLE], "total": 3, "page": 1, "perPage": 1}
 
     roster: list[RosterItemOut]
     total: int = Field(description="all active subscribers of the channel, whatever the page")
@@ -68,26 +58,7 @@ class RosterOut(Model):
 
 
 class SubscribersOut(Model):
-    example = {
-        "subscribers": [
-            {
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "tier": "tier1",
-                "isGift": False,
-                "gifter": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
-                "expiresAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-        "total": 3,
-        "page": 1,
-        "perPage": 1,
-    }
+    example = {"subscribers": [_ROSTER_ITEM_EXAMPLE], "total": 3, "page": 1, "perPage": 1}
 
     subscribers: list[RosterItemOut]
     total: int
@@ -116,97 +87,37 @@ class SubscriptionOut(Model):
     endedAt: str | None
 
 
+_SUBSCRIPTION_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
+    "creator": PERSON_EXAMPLE,
+    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
+    "tier": "tier1",
+    "isGift": False,
+    "gifter": PERSON_EXAMPLE,
+    "months": 1,
+    "startedAt": "2026-03-14T18:30:00Z",
+    "expiresAt": "2026-03-14T18:30:00Z",
+    "status": "active",
+    "endReason": None,
+    "endedAt": "2026-03-14T18:30:00Z",
+}
+
+
 class OneSubscriptionOut(Model):
-    example = {
-        "subscription": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
-            "creator": {
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-            },
-            "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-            "tier": "tier1",
-            "isGift": False,
-            "gifter": {
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-            },
-            "months": 1,
-            "startedAt": "2026-03-14T18:30:00Z",
-            "expiresAt": "2026-03-14T18:30:00Z",
-            "status": "active",
-            "endReason": None,
-            "endedAt": "2026-03-14T18:30:00Z",
-        }
-    }
+    example = {"subscription": _SUBSCRIPTION_EXAMPLE}
 
     subscription: SubscriptionOut
 
 
 class MySubscriptionsOut(Model):
-    example = {
-        "subscriptions": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
-                "creator": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "tier": "tier1",
-                "isGift": False,
-                "gifter": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
-                "months": 1,
-                "startedAt": "2026-03-14T18:30:00Z",
-                "expiresAt": "2026-03-14T18:30:00Z",
-                "status": "active",
-                "endReason": None,
-                "endedAt": "2026-03-14T18:30:00Z",
-            }
-        ]
-    }
+    example = {"subscriptions": [_SUBSCRIPTION_EXAMPLE]}
 
     subscriptions: list[SubscriptionOut]
 
 
 class GiftOut(Model):
-    example = {
-        "quantity": 1,
-        "subscriptions": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "creatorId": "0b7e2a4c-5d1f-4e8a-9c3b-24b2ccf60000",
-                "creator": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "tier": "tier1",
-                "isGift": False,
-                "gifter": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
-                "months": 1,
-                "startedAt": "2026-03-14T18:30:00Z",
-                "expiresAt": "2026-03-14T18:30:00Z",
-                "status": "active",
-                "endReason": None,
-                "endedAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-    }
+    example = {"quantity": 1, "subscriptions": [_SUBSCRIPTION_EXAMPLE]}
 
     quantity: int = Field(description="subscriptions given (random gifts: at most the followers eligible)")
     subscriptions: list[SubscriptionOut]
@@ -299,6 +210,12 @@ def _out(sub: Any) -> SubscriptionOut:
     return SubscriptionOut(**subscription_shape(sub))
 
 
+async def _roster(creator_id: str, query: RosterQuery) -> tuple[list[RosterItemOut], int]:
+    """One page of the channel's active subscribers, and how many there are in all."""
+    subs, total = await _service().roster(creator_id, query.page, query.perPage)
+    return [RosterItemOut(**roster_item(s)) for s in subs], total
+
+
 # --- developer routes (the token owner's channel) ---------------------------------------------
 
 
@@ -321,13 +238,8 @@ async def developer_count() -> CountOut:
 async def developer_roster(query_args: RosterQuery) -> RosterOut:
     """Your channel's active subscribers, oldest first: `page` (1-based) and `perPage`
     (1-100, default 50); `total` counts them all."""
-    subs, total = await _service().roster(access.principal().user_id, query_args.page, query_args.perPage)
-    return RosterOut(
-        roster=[RosterItemOut(**roster_item(s)) for s in subs],
-        total=total,
-        page=query_args.page,
-        perPage=query_args.perPage,
-    )
+    roster, total = await _roster(access.principal().user_id, query_args)
+    return RosterOut(roster=roster, total=total, page=query_args.page, perPage=query_args.perPage)
 
 
 # --- viewers and creators ----------------------------------------------------------------------
@@ -353,13 +265,8 @@ async def my_subscriptions() -> MySubscriptionsOut:
 @access.own_channel("creator_id", name="creatorId")
 async def creator_subscribers(creator_id: str, query_args: RosterQuery) -> SubscribersOut:
     """Your own channel's active subscribers (403 for another creator's)."""
-    subs, total = await _service().roster(creator_id, query_args.page, query_args.perPage)
-    return SubscribersOut(
-        subscribers=[RosterItemOut(**roster_item(s)) for s in subs],
-        total=total,
-        page=query_args.page,
-        perPage=query_args.perPage,
-    )
+    roster, total = await _roster(creator_id, query_args)
+    return SubscribersOut(subscribers=roster, total=total, page=query_args.page, perPage=query_args.perPage)
 
 
 @blueprint.get("/api/subscriptions/creator/<creator_id>/gift-leaderboard")

@@ -10,7 +10,7 @@ from volthub.http import access
 from volthub.http.errors import ApiError, not_found
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, DisplayName, Model, PageQuery, Query, UserOut
+from volthub.http.schemas import Body, DisplayName, Model, PageQuery, Query, UserOut, example_of
 from volthub.http.users_view import user_out
 from volthub.hub.clock import iso8601
 from volthub.services.accounts import Accounts, SelfFollow, UnknownUser
@@ -46,18 +46,7 @@ class SearchQuery(Query):
 
 
 class UserList(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "avatarUrl": "https://volthub.example/avatarUrl",
-                "bio": "Speedruns and chill every Friday.",
-                "createdAt": "2026-03-14T18:30:00Z",
-            }
-        ]
-    }
+    example = {"items": [example_of(UserOut)]}
 
     items: list[UserOut]
 
@@ -67,20 +56,7 @@ class FollowOut(UserOut):
 
 
 class FollowPage(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-                "avatarUrl": "https://volthub.example/avatarUrl",
-                "bio": "Speedruns and chill every Friday.",
-                "createdAt": "2026-03-14T18:30:00Z",
-                "followedAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [{**example_of(UserOut), "followedAt": "2026-03-14T18:30:00Z"}], "nextCursor": None}
 
     items: list[FollowOut]
     nextCursor: str | None

@@ -17,7 +17,7 @@ from volthub.http.documented import error_responses
 from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model, PageQuery, Query
+from volthub.http.schemas import PERSON_EXAMPLE, Body, Model, PageQuery, Query, example_of
 from volthub.services.volts import Volts
 
 blueprint = Blueprint("volts", __name__, url_prefix="/api/volts")
@@ -52,27 +52,23 @@ class TransactionOut(Model):
     createdAt: str
 
 
+_TRANSACTION_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "type": "chat.message",
+    "direction": "out",
+    "amount": 100,
+    "balance": 100,
+    "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
+    "counterparty": PERSON_EXAMPLE,
+    "reference": "pay_4f9a1c",
+    "provider": "sandbox",
+    "sandbox": False,
+    "createdAt": "2026-03-14T18:30:00Z",
+}
+
+
 class MoneyOut(Model):
-    example = {
-        "balance": 100,
-        "transaction": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "type": "chat.message",
-            "direction": "out",
-            "amount": 100,
-            "balance": 100,
-            "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
-            "counterparty": {
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-            },
-            "reference": "pay_4f9a1c",
-            "provider": "sandbox",
-            "sandbox": False,
-            "createdAt": "2026-03-14T18:30:00Z",
-        },
-    }
+    example = {"balance": 100, "transaction": _TRANSACTION_EXAMPLE}
 
     balance: int
     transaction: TransactionOut
@@ -103,37 +99,7 @@ class PurchaseOut(Model):
 
 
 class PurchaseResultOut(Model):
-    example = {
-        "balance": 100,
-        "transaction": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "type": "chat.message",
-            "direction": "out",
-            "amount": 100,
-            "balance": 100,
-            "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
-            "counterparty": {
-                "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                "username": "ada_streams",
-                "displayName": "Ada Streams",
-            },
-            "reference": "pay_4f9a1c",
-            "provider": "sandbox",
-            "sandbox": False,
-            "createdAt": "2026-03-14T18:30:00Z",
-        },
-        "purchase": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "amount": 100,
-            "provider": "sandbox",
-            "status": "active",
-            "sandbox": False,
-            "checkoutUrl": "https://volthub.example/checkoutUrl",
-            "transactionId": "0b7e2a4c-5d1f-4e8a-9c3b-c2f431140000",
-            "createdAt": "2026-03-14T18:30:00Z",
-            "resolvedAt": "2026-03-14T18:30:00Z",
-        },
-    }
+    example = {"balance": 100, "transaction": _TRANSACTION_EXAMPLE, "purchase": example_of(PurchaseOut)}
 
     balance: int
     transaction: TransactionOut | None = Field(description="the credit; null until the purchase is confirmed")
@@ -141,28 +107,7 @@ class PurchaseResultOut(Model):
 
 
 class TransactionPage(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "type": "chat.message",
-                "direction": "out",
-                "amount": 100,
-                "balance": 100,
-                "counterpartyId": "0b7e2a4c-5d1f-4e8a-9c3b-c9276a020000",
-                "counterparty": {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                },
-                "reference": "pay_4f9a1c",
-                "provider": "sandbox",
-                "sandbox": False,
-                "createdAt": "2026-03-14T18:30:00Z",
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [_TRANSACTION_EXAMPLE], "nextCursor": None}
 
     items: list[TransactionOut]
     nextCursor: str | None

@@ -16,7 +16,7 @@ from volthub.http import access
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, Model, PageQuery
+from volthub.http.schemas import Body, Model, PageQuery, example_of
 from volthub.hub.clock import iso8601
 from volthub.protocol.catalogue import WEBHOOK_EVENT_GROUPS, unknown_events
 from volthub.services.webhooks import WebhookAdmin, WebhookChange
@@ -67,38 +67,13 @@ class WebhookOut(Model):
 
 
 class WebhookWithSecret(WebhookOut):
-    example = {
-        "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-        "url": "https://volthub.example/url",
-        "events": ["chat.message"],
-        "enabled": False,
-        "status": "enabled",
-        "disabledReason": "owner",
-        "consecutiveFailures": 1,
-        "createdAt": "2026-03-14T18:30:00Z",
-        "updatedAt": "2026-03-14T18:30:00Z",
-        "secret": "whsec_5kQ2n8Vb1xZr7Lp0",
-    }
+    example = {**example_of(WebhookOut), "secret": "whsec_5kQ2n8Vb1xZr7Lp0"}
 
     secret: str
 
 
 class WebhookList(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "url": "https://volthub.example/url",
-                "events": ["chat.message"],
-                "enabled": False,
-                "status": "enabled",
-                "disabledReason": "owner",
-                "consecutiveFailures": 1,
-                "createdAt": "2026-03-14T18:30:00Z",
-                "updatedAt": "2026-03-14T18:30:00Z",
-            }
-        ]
-    }
+    example = {"items": [example_of(WebhookOut)]}
 
     items: list[WebhookOut]
 
@@ -148,32 +123,7 @@ class DeliveryOut(Model):
 
 
 class DeliveryPageOut(Model):
-    example = {
-        "items": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "eventId": "0b7e2a4c-5d1f-4e8a-9c3b-2b2ebb6c0000",
-                "event": "chat.message",
-                "status": "pending",
-                "attemptCount": 3,
-                "nextAttemptAt": "2026-03-14T18:30:00Z",
-                "redeliveryOf": None,
-                "createdAt": "2026-03-14T18:30:00Z",
-                "completedAt": "2026-03-14T18:30:00Z",
-                "attempts": [
-                    {
-                        "number": 1,
-                        "attemptedAt": "2026-03-14T18:30:00Z",
-                        "outcome": "success",
-                        "statusCode": 1,
-                        "latencyMs": 1773513000000,
-                        "error": None,
-                    }
-                ],
-            }
-        ],
-        "nextCursor": None,
-    }
+    example = {"items": [example_of(DeliveryOut)], "nextCursor": None}
 
     items: list[DeliveryOut]
     nextCursor: str | None

@@ -20,16 +20,17 @@ from volthub.http.blueprints.interactive import giveaways, goals, polls, predict
 from volthub.http.blueprints.interactive.common import (
     READ_SCOPE,
     WRITE_SCOPE,
+    Door,
     dashboard_blueprint,
     oauth_blueprint,
     streams_blueprint,
 )
 
-for blueprint, read, write, label in (
-    (oauth_blueprint, access.token(READ_SCOPE), access.token(WRITE_SCOPE), "Interactive control"),
-    (dashboard_blueprint, access.first_party, access.first_party, "Dashboard"),
+for door in (
+    Door(oauth_blueprint, access.token(READ_SCOPE), access.token(WRITE_SCOPE), "Interactive control"),
+    Door(dashboard_blueprint, access.first_party, access.first_party, "Dashboard"),
 ):
     for area in (polls, predictions, giveaways, goals, timers):
-        area.owner_routes(blueprint, read, write, label)
+        area.owner_routes(door)
 
 BLUEPRINTS = [oauth_blueprint, dashboard_blueprint, streams_blueprint]

@@ -4,27 +4,26 @@ blueprints) and the by-username routes, where viewers join.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
-from quart import Blueprint, request
-from quart_schema import RequestSchemaValidationError, tag, validate_request, validate_response
+from quart import request
+from quart_schema import RequestSchemaValidationError
 
 from volthub.http import access
 from volthub.http.blueprints.interactive.common import (
-    WRITE_SCOPE,
+    Door,
     call,
     channel_of,
-    conflicts,
+    channel_read,
+    channel_write,
     me,
     owned_channel,
-    streams_blueprint,
+    viewer_action,
 )
 from volthub.http.params import uuid_param
-from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, ErrorBody, Model, PersonOut
+from volthub.http.schemas import PERSON_EXAMPLE, Body, Model, PersonOut
 from volthub.hub.components import giveaways
 
 # --- shapes ---
@@ -50,13 +49,7 @@ class GiveawayEnvelope(Model):
             "status": "open",
             "subscribersOnly": False,
             "entries": 1,
-            "winners": [
-                {
-                    "userId": "0b7e2a4c-5d1f-4e8a-9c3b-64b64dcc0000",
-                    "username": "ada_streams",
-                    "displayName": "Ada Streams",
-                }
-            ],
+            "winners": [PERSON_EXAMPLE],
             "startedAt": "2026-03-14T18:30:00Z",
             "endsAt": "2026-03-14T18:30:00Z",
             "endedAt": "2026-03-14T18:30:00Z",
@@ -105,24 +98,15 @@ async def _draw_count() -> int:
 # --- the owner's operations ---
 
 
-def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callable[[Any], Any], label: str) -> None:
-    """The operations on the caller's own channel. `read`/`write` declare the access."""
+def owner_routes(door: Door) -> None:
+    """The operations on the caller's own channel, mounted through `door`."""
 
-    @blueprint.get("/giveaways/active")
-    @read
-    @tag([label])
-    @validate_response(GiveawayEnvelope, 200)
+    @door.read("/giveaways/active", GiveawayEnvelope)
     async def active_giveaway() -> GiveawayEnvelope:
         """The open giveaway with its entry count, or `{giveaway: null}`."""
         return _giveaway(await runtime().services.interactive.active_giveaway(me()))
 
-    @blueprint.post("/giveaways")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_request(GiveawayBody)
-    @validate_response(GiveawayEnvelope, 201)
-    @conflicts
+    @door.write("/giveaways", GiveawayEnvelope, status=201, body=GiveawayBody)
     async def start_giveaway(data: GiveawayBody) -> tuple[GiveawayEnvelope, int]:
         """Open a giveaway: `{title (1–100), durationSeconds? (10–86400), subscribersOnly?}`.
         States: `open → closed`. With a duration it closes by itself. Emits
@@ -130,12 +114,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
         command = giveaways.StartGiveaway(data.title, data.durationSeconds, data.subscribersOnly)
         return _giveaway(await call(me(), command)), 201
 
-    @blueprint.post("/giveaways/<giveaway_id>/draw")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_response(GiveawayEnvelope, 200)
-    @conflicts
+    @door.write("/giveaways/<giveaway_id>/draw", GiveawayEnvelope)
     async def draw_giveaway(giveaway_id: str) -> GiveawayEnvelope:
         """Draw `{count? (1–50, default 1)}` winners uniformly among the entrants who have not
         won (nobody wins twice). On an open giveaway the draw closes it: one
@@ -144,12 +123,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
         count = await _draw_count()
         return _giveaway(await call(me(), giveaways.Draw(uuid_param(giveaway_id, "giveawayId"), count)))
 
-    @blueprint.post("/giveaways/<giveaway_id>/end")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_response(GiveawayEnvelope, 200)
-    @conflicts
+    @door.write("/giveaways/<giveaway_id>/end", GiveawayEnvelope)
     async def end_giveaway(giveaway_id: str) -> GiveawayEnvelope:
         """Close an open giveaway without drawing (`channel.giveaway.end` with the winners so far).
         Closed: 409 `invalid_state`."""
@@ -159,24 +133,14 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
 # --- by channel username ---
 
 
-@streams_blueprint.get("/giveaways/active")
-@access.public
-@tag(["Polls and giveaways"])
-@validate_response(GiveawayEnvelope, 200)
-@validate_response(ErrorBody, 404)
+@channel_read("/giveaways/active", GiveawayEnvelope)
 async def stream_active_giveaway(username: str) -> GiveawayEnvelope:
     """The channel's open giveaway, or `{giveaway: null}`."""
     channel_id = await channel_of(username)
     return _giveaway(await runtime().services.interactive.active_giveaway(channel_id))
 
 
-@streams_blueprint.post("/giveaways")
-@access.token(WRITE_SCOPE)
-@limited("interactive")
-@tag(["Polls and giveaways"])
-@validate_request(GiveawayBody)
-@validate_response(GiveawayEnvelope, 201)
-@validate_response(ErrorBody, 409)
+@channel_write("/giveaways", GiveawayEnvelope, status=201, body=GiveawayBody)
 async def stream_start_giveaway(username: str, data: GiveawayBody) -> tuple[GiveawayEnvelope, int]:
     """Open a giveaway in your own channel (as `POST /api/integrations/oauth/giveaways`)."""
     channel_id = await owned_channel(username)
@@ -184,12 +148,7 @@ async def stream_start_giveaway(username: str, data: GiveawayBody) -> tuple[Give
     return _giveaway(await call(channel_id, command)), 201
 
 
-@streams_blueprint.post("/giveaways/<giveaway_id>/join")
-@access.token("user:write")
-@tag(["Polls and giveaways"])
-@validate_response(JoinOut, 200)
-@validate_response(ErrorBody, 404)
-@validate_response(ErrorBody, 409)
+@viewer_action("/giveaways/<giveaway_id>/join", JoinOut)
 async def join_giveaway(username: str, giveaway_id: str) -> JoinOut:
     """Enter the channel's open giveaway, once (409 `already_entered`). Subscribers-only
     giveaways take active subscribers only (403 `subscribers_only`); the broadcaster cannot
@@ -201,12 +160,7 @@ async def join_giveaway(username: str, giveaway_id: str) -> JoinOut:
     return JoinOut(success=True, giveawayId=gid)
 
 
-@streams_blueprint.post("/giveaways/<giveaway_id>/draw")
-@access.token(WRITE_SCOPE)
-@limited("interactive")
-@tag(["Polls and giveaways"])
-@validate_response(GiveawayEnvelope, 200)
-@validate_response(ErrorBody, 409)
+@channel_write("/giveaways/<giveaway_id>/draw", GiveawayEnvelope)
 async def stream_draw_giveaway(username: str, giveaway_id: str) -> GiveawayEnvelope:
     """Draw winners in your own channel's giveaway (as the OAuth `giveaways/:id/draw`)."""
     channel_id = await owned_channel(username)
@@ -214,12 +168,7 @@ async def stream_draw_giveaway(username: str, giveaway_id: str) -> GiveawayEnvel
     return _giveaway(await call(channel_id, giveaways.Draw(uuid_param(giveaway_id, "giveawayId"), count)))
 
 
-@streams_blueprint.post("/giveaways/<giveaway_id>/end")
-@access.token(WRITE_SCOPE)
-@limited("interactive")
-@tag(["Polls and giveaways"])
-@validate_response(GiveawayEnvelope, 200)
-@validate_response(ErrorBody, 409)
+@channel_write("/giveaways/<giveaway_id>/end", GiveawayEnvelope)
 async def stream_end_giveaway(username: str, giveaway_id: str) -> GiveawayEnvelope:
     """Close your own channel's open giveaway."""
     channel_id = await owned_channel(username)

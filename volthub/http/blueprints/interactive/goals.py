@@ -4,24 +4,21 @@ blueprints) and the public by-username list for overlays.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator
-from quart import Blueprint
-from quart_schema import tag, validate_request, validate_response
 
-from volthub.http import access
 from volthub.http.blueprints.interactive.common import (
+    Door,
     call,
     channel_of,
+    channel_read,
     me,
-    streams_blueprint,
+    refuses,
 )
 from volthub.http.params import uuid_param
-from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, ErrorBody, Model
+from volthub.http.schemas import Body, Model
 from volthub.hub.components import goals
 
 # --- shapes ---
@@ -40,42 +37,28 @@ class GoalOut(Model):
     status: Literal["in_progress", "completed"]
 
 
+_GOAL_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "type": "followers",
+    "title": "Friday night speedrun",
+    "current": 1,
+    "target": 1,
+    "completed": False,
+    "period": "stream",
+    "periodStartedAt": "2026-03-14T18:30:00Z",
+    "periodEndsAt": "2026-03-14T18:30:00Z",
+    "status": "in_progress",
+}
+
+
 class GoalEnvelope(Model):
-    example = {
-        "goal": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "type": "followers",
-            "title": "Friday night speedrun",
-            "current": 1,
-            "target": 1,
-            "completed": False,
-            "period": "stream",
-            "periodStartedAt": "2026-03-14T18:30:00Z",
-            "periodEndsAt": "2026-03-14T18:30:00Z",
-            "status": "in_progress",
-        }
-    }
+    example = {"goal": _GOAL_EXAMPLE}
 
     goal: GoalOut
 
 
 class GoalsOut(Model):
-    example = {
-        "goals": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "type": "followers",
-                "title": "Friday night speedrun",
-                "current": 1,
-                "target": 1,
-                "completed": False,
-                "period": "stream",
-                "periodStartedAt": "2026-03-14T18:30:00Z",
-                "periodEndsAt": "2026-03-14T18:30:00Z",
-                "status": "in_progress",
-            }
-        ]
-    }
+    example = {"goals": [_GOAL_EXAMPLE]}
 
     goals: list[GoalOut]
 
@@ -108,26 +91,17 @@ class TargetBody(Body):
 # --- the owner's operations ---
 
 
-def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callable[[Any], Any], label: str) -> None:
-    """The operations on the caller's own channel. `read`/`write` declare the access."""
+def owner_routes(door: Door) -> None:
+    """The operations on the caller's own channel, mounted through `door`."""
 
-    @blueprint.get("/goals")
-    @read
-    @tag([label])
-    @validate_response(GoalsOut, 200)
+    @door.read("/goals", GoalsOut)
     async def list_goals() -> GoalsOut:
         """The channel's goals, oldest first."""
         rt = runtime()
         found = await rt.services.interactive.goals(me())
         return GoalsOut(goals=[GoalOut(**goal.as_api()) for goal in found])
 
-    @blueprint.post("/goals")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_request(GoalBody)
-    @validate_response(GoalEnvelope, 201)
-    @validate_response(ErrorBody, 409)
+    @door.write("/goals", GoalEnvelope, status=201, body=GoalBody, refusals=refuses(409))
     async def create_goal(data: GoalBody) -> tuple[GoalEnvelope, int]:
         """Create a goal `{type: followers|subscriptions|volts|custom, title (1–100), target (> 0),
         period?: stream|day|week|month|none (default none)}`. Follows, subscriptions (1 per
@@ -139,36 +113,19 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
         goal = await call(me(), goals.CreateGoal(data.type, data.title, data.target, data.period))
         return GoalEnvelope(goal=GoalOut(**goal.as_api())), 201
 
-    @blueprint.post("/goals/<goal_id>/adjust")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_request(AdjustBody)
-    @validate_response(GoalEnvelope, 200)
-    @validate_response(ErrorBody, 404)
+    @door.write("/goals/<goal_id>/adjust", GoalEnvelope, body=AdjustBody, refusals=refuses(404))
     async def adjust_goal(goal_id: str, data: AdjustBody) -> GoalEnvelope:
         """Add `{delta}` (non-zero, may be negative; the count stops at 0)."""
         goal = await call(me(), goals.AdjustGoal(uuid_param(goal_id, "goalId"), data.delta))
         return GoalEnvelope(goal=GoalOut(**goal.as_api()))
 
-    @blueprint.post("/goals/<goal_id>/target")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_request(TargetBody)
-    @validate_response(GoalEnvelope, 200)
-    @validate_response(ErrorBody, 404)
+    @door.write("/goals/<goal_id>/target", GoalEnvelope, body=TargetBody, refusals=refuses(404))
     async def target_goal(goal_id: str, data: TargetBody) -> GoalEnvelope:
         """Change the target `{target (> 0)}`; reaching it this way completes the goal too."""
         goal = await call(me(), goals.SetGoalTarget(uuid_param(goal_id, "goalId"), data.target))
         return GoalEnvelope(goal=GoalOut(**goal.as_api()))
 
-    @blueprint.post("/goals/<goal_id>/reset")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_response(GoalEnvelope, 200)
-    @validate_response(ErrorBody, 404)
+    @door.write("/goals/<goal_id>/reset", GoalEnvelope, refusals=refuses(404))
     async def reset_goal(goal_id: str) -> GoalEnvelope:
         """Set the count to 0 and let the goal complete again in this period."""
         goal = await call(me(), goals.ResetGoal(uuid_param(goal_id, "goalId")))
@@ -178,11 +135,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
 # --- by channel username ---
 
 
-@streams_blueprint.get("/goals")
-@access.public
-@tag(["Polls and giveaways"])
-@validate_response(GoalsOut, 200)
-@validate_response(ErrorBody, 404)
+@channel_read("/goals", GoalsOut)
 async def stream_goals(username: str) -> GoalsOut:
     """The channel's goals (for overlays)."""
     channel_id = await channel_of(username)

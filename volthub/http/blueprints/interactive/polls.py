@@ -4,27 +4,24 @@ blueprints) and the by-username routes, where viewers vote.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator
-from quart import Blueprint
-from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
 from volthub.http.blueprints.interactive.common import (
-    WRITE_SCOPE,
+    Door,
     call,
     channel_of,
-    conflicts,
+    channel_read,
+    channel_write,
     me,
     owned_channel,
-    streams_blueprint,
+    viewer_action,
 )
 from volthub.http.params import uuid_param
-from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, ErrorBody, Model
+from volthub.http.schemas import Body, Model
 from volthub.hub.components import polls
 
 # --- shapes ---
@@ -111,24 +108,15 @@ def _poll(poll: polls.Poll | None) -> PollEnvelope:
 # --- the owner's operations ---
 
 
-def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callable[[Any], Any], label: str) -> None:
-    """The operations on the caller's own channel. `read`/`write` declare the access."""
+def owner_routes(door: Door) -> None:
+    """The operations on the caller's own channel, mounted through `door`."""
 
-    @blueprint.get("/polls/active")
-    @read
-    @tag([label])
-    @validate_response(PollEnvelope, 200)
+    @door.read("/polls/active", PollEnvelope)
     async def active_poll() -> PollEnvelope:
         """The open poll of the caller's channel with its votes so far, or `{poll: null}`."""
         return _poll(await runtime().services.interactive.active_poll(me()))
 
-    @blueprint.post("/polls")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_request(PollBody)
-    @validate_response(PollEnvelope, 201)
-    @conflicts
+    @door.write("/polls", PollEnvelope, status=201, body=PollBody)
     async def start_poll(data: PollBody) -> tuple[PollEnvelope, int]:
         """Start a poll: `{title (1–100), options: [2–5 distinct strings of 1–50], durationSeconds
         (15–1800)}`. Emits `channel.poll.begin` and posts a `poll-begin` chat card. It ends by itself
@@ -137,12 +125,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
         poll = await call(me(), polls.StartPoll(data.title, tuple(data.options), data.durationSeconds))
         return _poll(poll), 201
 
-    @blueprint.post("/polls/<poll_id>/end")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_response(PollEnvelope, 200)
-    @conflicts
+    @door.write("/polls/<poll_id>/end", PollEnvelope)
     async def end_poll(poll_id: str) -> PollEnvelope:
         """End the open poll now with its final votes (`channel.poll.end`, `poll-end` card).
         An ended poll: 409 `invalid_state` with `details.status: "ended"`; unknown: 404."""
@@ -152,37 +135,21 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
 # --- by channel username ---
 
 
-@streams_blueprint.get("/polls/active")
-@access.public
-@tag(["Polls and giveaways"])
-@validate_response(PollEnvelope, 200)
-@validate_response(ErrorBody, 404)
+@channel_read("/polls/active", PollEnvelope)
 async def stream_active_poll(username: str) -> PollEnvelope:
     """The channel's open poll with its votes so far, or `{poll: null}`."""
     channel_id = await channel_of(username)
     return _poll(await runtime().services.interactive.active_poll(channel_id))
 
 
-@streams_blueprint.post("/polls")
-@access.token(WRITE_SCOPE)
-@limited("interactive")
-@tag(["Polls and giveaways"])
-@validate_request(PollBody)
-@validate_response(PollEnvelope, 201)
-@validate_response(ErrorBody, 409)
+@channel_write("/polls", PollEnvelope, status=201, body=PollBody)
 async def stream_start_poll(username: str, data: PollBody) -> tuple[PollEnvelope, int]:
     """Start a poll in your own channel (as `POST /api/integrations/oauth/polls`)."""
     channel_id = await owned_channel(username)
     return _poll(await call(channel_id, polls.StartPoll(data.title, tuple(data.options), data.durationSeconds))), 201
 
 
-@streams_blueprint.post("/polls/<poll_id>/vote")
-@access.token("user:write")
-@tag(["Polls and giveaways"])
-@validate_request(VoteBody)
-@validate_response(VoteOut, 200)
-@validate_response(ErrorBody, 404)
-@validate_response(ErrorBody, 409)
+@viewer_action("/polls/<poll_id>/vote", VoteOut, body=VoteBody)
 async def vote(username: str, poll_id: str, data: VoteBody) -> VoteOut:
     """Vote `{optionId}` in the channel's open poll, once per user (409 `already_voted`). An
     ended poll: 409 `invalid_state`; an option not of this poll: 400 `invalid_option`; banned
@@ -193,12 +160,7 @@ async def vote(username: str, poll_id: str, data: VoteBody) -> VoteOut:
     return VoteOut(success=True, pollId=pid, optionId=option)
 
 
-@streams_blueprint.post("/polls/<poll_id>/end")
-@access.token(WRITE_SCOPE)
-@limited("interactive")
-@tag(["Polls and giveaways"])
-@validate_response(PollEnvelope, 200)
-@validate_response(ErrorBody, 409)
+@channel_write("/polls/<poll_id>/end", PollEnvelope)
 async def stream_end_poll(username: str, poll_id: str) -> PollEnvelope:
     """End the open poll of your own channel now."""
     channel_id = await owned_channel(username)

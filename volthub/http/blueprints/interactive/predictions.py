@@ -4,25 +4,22 @@ blueprints) and the by-username routes, where viewers bet channel points.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator
-from quart import Blueprint
-from quart_schema import tag, validate_request, validate_response
 
 from volthub.http import access
 from volthub.http.blueprints.interactive.common import (
+    Door,
     call,
     channel_of,
-    conflicts,
+    channel_read,
     me,
-    streams_blueprint,
+    viewer_action,
 )
 from volthub.http.params import uuid_param
-from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, ErrorBody, Model
+from volthub.http.schemas import Body, Model
 from volthub.hub.components import predictions
 
 # --- shapes ---
@@ -123,24 +120,15 @@ def _prediction(prediction: predictions.Prediction | None) -> PredictionEnvelope
 # --- the owner's operations ---
 
 
-def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callable[[Any], Any], label: str) -> None:
-    """The operations on the caller's own channel. `read`/`write` declare the access."""
+def owner_routes(door: Door) -> None:
+    """The operations on the caller's own channel, mounted through `door`."""
 
-    @blueprint.get("/predictions/active")
-    @read
-    @tag([label])
-    @validate_response(PredictionEnvelope, 200)
+    @door.read("/predictions/active", PredictionEnvelope)
     async def active_prediction() -> PredictionEnvelope:
         """The open or locked prediction with the points on each outcome, or `{prediction: null}`."""
         return _prediction(await runtime().services.interactive.active_prediction(me()))
 
-    @blueprint.post("/predictions")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_request(PredictionBody)
-    @validate_response(PredictionEnvelope, 201)
-    @conflicts
+    @door.write("/predictions", PredictionEnvelope, status=201, body=PredictionBody)
     async def start_prediction(data: PredictionBody) -> tuple[PredictionEnvelope, int]:
         """Open a prediction: `{title (1–100), outcomes: [2–10 distinct strings of 1–50],
         windowSeconds (30–1800)}`. States: `open → locked → resolved`, `open | locked →
@@ -149,23 +137,12 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
         command = predictions.StartPrediction(data.title, tuple(data.outcomes), data.windowSeconds)
         return _prediction(await call(me(), command)), 201
 
-    @blueprint.post("/predictions/<prediction_id>/lock")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_response(PredictionEnvelope, 200)
-    @conflicts
+    @door.write("/predictions/<prediction_id>/lock", PredictionEnvelope)
     async def lock_prediction(prediction_id: str) -> PredictionEnvelope:
         """Stop taking bets: open → locked (`channel.prediction.lock`). Other states: 409 `invalid_state`."""
         return _prediction(await call(me(), predictions.LockPrediction(uuid_param(prediction_id, "predictionId"))))
 
-    @blueprint.post("/predictions/<prediction_id>/resolve")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_request(ResolveBody)
-    @validate_response(PredictionEnvelope, 200)
-    @conflicts
+    @door.write("/predictions/<prediction_id>/resolve", PredictionEnvelope, body=ResolveBody)
     async def resolve_prediction(prediction_id: str, data: ResolveBody) -> PredictionEnvelope:
         """Resolve with `{winningOutcomeId}` from `locked`, or from `open` (which locks first:
         `channel.prediction.lock`, then `channel.prediction.end`). The escrow pays the winners pro
@@ -175,12 +152,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
         command = predictions.ResolvePrediction(uuid_param(prediction_id, "predictionId"), data.winningOutcomeId)
         return _prediction(await call(me(), command))
 
-    @blueprint.post("/predictions/<prediction_id>/cancel")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_response(PredictionEnvelope, 200)
-    @conflicts
+    @door.write("/predictions/<prediction_id>/cancel", PredictionEnvelope)
     async def cancel_prediction(prediction_id: str) -> PredictionEnvelope:
         """Cancel an open or locked prediction: every bet is refunded in full, atomically
         (`channel.prediction.end` with `status: "cancelled"`). Resolved or cancelled: 409."""
@@ -190,24 +162,14 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
 # --- by channel username ---
 
 
-@streams_blueprint.get("/predictions/active")
-@access.public
-@tag(["Polls and giveaways"])
-@validate_response(PredictionEnvelope, 200)
-@validate_response(ErrorBody, 404)
+@channel_read("/predictions/active", PredictionEnvelope)
 async def stream_active_prediction(username: str) -> PredictionEnvelope:
     """The channel's open or locked prediction, or `{prediction: null}` (for viewers and overlays)."""
     channel_id = await channel_of(username)
     return _prediction(await runtime().services.interactive.active_prediction(channel_id))
 
 
-@streams_blueprint.post("/predictions/<prediction_id>/bet")
-@access.token("user:write")
-@tag(["Polls and giveaways"])
-@validate_request(BetBody)
-@validate_response(BetOut, 200)
-@validate_response(ErrorBody, 404)
-@validate_response(ErrorBody, 409)
+@viewer_action("/predictions/<prediction_id>/bet", BetOut, body=BetBody)
 async def bet(username: str, prediction_id: str, data: BetBody) -> BetOut:
     """Bet `{outcomeId, points (≥ 1)}` of your channel points of this channel while the
     prediction is open. More points on the same outcome add up; another outcome: 409

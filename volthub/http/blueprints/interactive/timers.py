@@ -4,26 +4,26 @@ dashboard blueprints) and the public by-username list for overlays.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
-from quart import Blueprint
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_response
 
-from volthub.http import access
 from volthub.http.blueprints.interactive.common import (
+    Door,
     call,
     channel_of,
+    channel_read,
     conflicts,
     me,
     now_ms,
-    streams_blueprint,
+    refuses,
+    stacked,
 )
 from volthub.http.params import uuid_param
 from volthub.http.ratelimit import limited
 from volthub.http.runtime import runtime
-from volthub.http.schemas import Body, ErrorBody, Model
+from volthub.http.schemas import Body, Model
 from volthub.hub.components import timers
 
 # --- shapes ---
@@ -45,36 +45,25 @@ class TimerOut(Model):
     subathon: SubathonOut | None
 
 
+_TIMER_EXAMPLE = {
+    "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
+    "title": "Friday night speedrun",
+    "status": "running",
+    "durationSeconds": 60,
+    "remainingSeconds": 60,
+    "endsAt": "2026-03-14T18:30:00Z",
+    "subathon": {"secondsPerSub": 1.5, "secondsPerGift": 1.5, "secondsPerVolt": 1.5},
+}
+
+
 class TimerEnvelope(Model):
-    example = {
-        "timer": {
-            "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-            "title": "Friday night speedrun",
-            "status": "running",
-            "durationSeconds": 60,
-            "remainingSeconds": 60,
-            "endsAt": "2026-03-14T18:30:00Z",
-            "subathon": {"secondsPerSub": 1.5, "secondsPerGift": 1.5, "secondsPerVolt": 1.5},
-        }
-    }
+    example = {"timer": _TIMER_EXAMPLE}
 
     timer: TimerOut
 
 
 class TimersOut(Model):
-    example = {
-        "timers": [
-            {
-                "id": "0b7e2a4c-5d1f-4e8a-9c3b-bf3967500000",
-                "title": "Friday night speedrun",
-                "status": "running",
-                "durationSeconds": 60,
-                "remainingSeconds": 60,
-                "endsAt": "2026-03-14T18:30:00Z",
-                "subathon": {"secondsPerSub": 1.5, "secondsPerGift": 1.5, "secondsPerVolt": 1.5},
-            }
-        ]
-    }
+    example = {"timers": [_TIMER_EXAMPLE]}
 
     timers: list[TimerOut]
 
@@ -124,13 +113,10 @@ def _timer(view: dict[str, Any]) -> TimerEnvelope:
 # --- the owner's operations ---
 
 
-def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callable[[Any], Any], label: str) -> None:
-    """The operations on the caller's own channel. `read`/`write` declare the access."""
+def owner_routes(door: Door) -> None:
+    """The operations on the caller's own channel, mounted through `door`."""
 
-    @blueprint.get("/timers")
-    @read
-    @tag([label])
-    @validate_response(TimersOut, 200)
+    @door.read("/timers", TimersOut)
     async def list_timers() -> TimersOut:
         """The channel's timers, newest first (at most 100), with their remaining time now."""
         rt = runtime()
@@ -138,13 +124,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
         now = now_ms(rt)
         return TimersOut(timers=[TimerOut(**timer.as_api(now)) for timer in found])
 
-    @blueprint.post("/timers")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_request(TimerBody)
-    @validate_response(TimerEnvelope, 201)
-    @validate_response(ErrorBody, 409)
+    @door.write("/timers", TimerEnvelope, status=201, body=TimerBody, refusals=refuses(409))
     async def start_timer(data: TimerBody) -> tuple[TimerEnvelope, int]:
         """Start a timer (running): `{title? (1–100), durationSeconds (1–604800), subathon?:
         {secondsPerSub, secondsPerGift, secondsPerVolt}}`. States and operations: pause
@@ -166,20 +146,20 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
             f"`{operation}` the timer (see `POST timers` for the states); "
             "a state that does not allow it: 409 `invalid_state` with `details.status`."
         )
-        view = conflicts(validate_response(TimerEnvelope, 200)(operate))
-        view = write(limited("interactive")(tag([label])(view)))
-        blueprint.post(f"/timers/<timer_id>/{operation}")(view)
+        # As door.write, but the document lists the refusals before the answer here.
+        stacked(
+            door.blueprint.post(f"/timers/<timer_id>/{operation}"),
+            door.write_access,
+            limited("interactive"),
+            tag([door.label]),
+            conflicts,
+            validate_response(TimerEnvelope, 200),
+        )(operate)
 
     for name in timers.OPERATIONS:
         timer_operation(name)
 
-    @blueprint.post("/timers/<timer_id>/add-time")
-    @write
-    @limited("interactive")
-    @tag([label])
-    @validate_request(AddTimeBody)
-    @validate_response(TimerEnvelope, 200)
-    @conflicts
+    @door.write("/timers/<timer_id>/add-time", TimerEnvelope, body=AddTimeBody)
     async def add_time(timer_id: str, data: AddTimeBody) -> TimerEnvelope:
         """Add `{seconds}` (non-zero, ±604800) to a running or paused timer; taking it to zero or
         below ends it. A timer holds at most 31536000 seconds (365 days): more is 400
@@ -190,11 +170,7 @@ def owner_routes(blueprint: Blueprint, read: Callable[[Any], Any], write: Callab
 # --- by channel username ---
 
 
-@streams_blueprint.get("/timers")
-@access.public
-@tag(["Polls and giveaways"])
-@validate_response(TimersOut, 200)
-@validate_response(ErrorBody, 404)
+@channel_read("/timers", TimersOut)
 async def stream_timers(username: str) -> TimersOut:
     """The channel's timers with their remaining time now (for overlays)."""
     rt = runtime()
