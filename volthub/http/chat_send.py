@@ -105,10 +105,7 @@ class GatewayRoute:
             headers = [
                 (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers.items()
             ]
-        headers += [
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in request_checks.rate_limit_headers(request.decisions)
-        ]
+        headers += request_checks.rate_limit_headers(request.decisions)
         headers.append(_JSON)
         verdict = request.cors
         await self._respond(scope, link, rid, started, status, body, headers, verdict.headers if verdict else [])
@@ -141,8 +138,7 @@ class GatewayRequest(request_checks.RequestView):
         self, scope: Scope, link: Link, rid: str, rules: request_checks.RouteRules, route: GatewayRoute
     ) -> None:
         path = unquote(scope["path"])
-        client = (scope.get("client") or (None,))[0]
-        super().__init__(scope["method"], path, scope["query_string"], scope["headers"], client, rid, rules, route.rt)
+        super().__init__(scope, path, rid, rules, route.rt)
         self.link = link
         self.cors_policy = route.cors
         self.channel_id = path[len(_PREFIX) : -len(_SUFFIX)]

@@ -127,22 +127,14 @@ class RequestView:
         "data",
     )
 
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        query_string: bytes,
-        headers: Iterable[tuple[bytes, bytes]],
-        client: str | None,
-        rid: str,
-        rules: RouteRules,
-        rt: Runtime,
-    ) -> None:
-        self.method = method
+    def __init__(self, scope: dict[str, Any], path: str, rid: str, rules: RouteRules, rt: Runtime) -> None:
+        """`scope`: the request's ASGI-style scope (both listeners have one); `path`: its
+        path, percent-decoded."""
+        self.method: str = scope["method"]
         self.path = path
-        self.query_string = query_string
-        self.headers = headers
-        self.client = client
+        self.query_string: bytes = scope["query_string"]
+        self.headers: Iterable[tuple[bytes, bytes]] = scope.get("headers", ())
+        self.client: str | None = (scope.get("client") or (None,))[0]
         self.rid = rid
         self.rules = rules
         self.rt = rt
@@ -162,10 +154,6 @@ class RequestView:
             if key.lower() == name:
                 return value.decode("latin-1")
         return None
-
-    @property
-    def has_body(self) -> bool:
-        return bool(self.content_length) or self.chunked
 
     async def read_ahead_length(self) -> int | None:
         """The length of a chunked body, where the listener reads it ahead (None: the
@@ -232,7 +220,8 @@ async def _limit_body_size(view: RequestView) -> None:
 
 def _check_body_type(view: RequestView) -> None:
     """Bodies are JSON unless a route opts into forms (the token endpoint, consent page)."""
-    request_rules.check_body_type(view.method, view.header(b"content-type"), view.has_body, view.rules.accepted)
+    has_body = bool(view.content_length) or view.chunked
+    request_rules.check_body_type(view.method, view.header(b"content-type"), has_body, view.rules.accepted)
 
 
 async def _spend_route_budget(view: RequestView) -> None:
@@ -303,15 +292,16 @@ async def run(view: RequestView, steps: Sequence[Step] = STEPS) -> None:
             await pending
 
 
-def rate_limit_headers(decisions: list[Decision]) -> list[tuple[str, str]]:
-    """`X-RateLimit-*` of the tightest budget the request spent (none when it spent none)."""
+def rate_limit_headers(decisions: list[Decision]) -> Headers:
+    """`X-RateLimit-*` of the tightest budget the request spent (none when it spent none),
+    as they go on the wire (lower-case names, the form the gateway writes)."""
     if not decisions:
         return []
     shown = tightest(decisions)
     return [
-        ("X-RateLimit-Limit", str(shown.limit)),
-        ("X-RateLimit-Remaining", str(shown.remaining)),
-        ("X-RateLimit-Reset", str(shown.reset)),
+        (b"x-ratelimit-limit", str(shown.limit).encode()),
+        (b"x-ratelimit-remaining", str(shown.remaining).encode()),
+        (b"x-ratelimit-reset", str(shown.reset).encode()),
     ]
 
 
@@ -373,21 +363,19 @@ def _view_of_request(server: ServerSettings, rules_of_views: dict[str | None, Ro
         view = current_app.view_functions.get(endpoint) if endpoint else None
         rules = rules_of_views[endpoint] = RouteRules.of(view, server)
     scope: Any = request.scope  # Quart types it as its own TypedDicts: a plain ASGI scope here
-    return MainPortRequest(
-        request.method,
-        request.path,
-        request.query_string,
-        scope.get("headers", ()),
-        (scope.get("client") or (None,))[0],
-        observe.request_id(scope),
-        rules,
-        runtime(),
-    )
+    return MainPortRequest(scope, request.path, observe.request_id(scope), rules, runtime())
+
+
+_HEADER_NAMES: Final = {
+    b"x-ratelimit-limit": "X-RateLimit-Limit",
+    b"x-ratelimit-remaining": "X-RateLimit-Remaining",
+    b"x-ratelimit-reset": "X-RateLimit-Reset",
+}
 
 
 async def _add_rate_limit_headers(response: Response) -> Response:
     view: RequestView | None = g.get(VIEW_KEY)
     if view is not None:
         for name, value in rate_limit_headers(view.decisions):
-            response.headers[name] = value
+            response.headers[_HEADER_NAMES[name]] = value.decode()
     return response
