@@ -15,9 +15,9 @@
 Each step takes the listener's :class:`RequestView` (method, path, headers, the caller
 once known, the route's rules) and returns to go on, or raises the `ApiError` that
 answers (a preflight raises :class:`Answered`). A listener adapts its own request to a
-view once per request, and every answer carries `X-Request-Id`, the CORS headers and the
-`X-RateLimit-*` headers of the budgets spent (`rate_limit_headers`), is counted in the
-HTTP metrics and gets one access line.
+view once per request, and every answer carries `X-Request-Id`, the CORS headers and,
+when rate limiting is on, the `X-RateLimit-*` headers of the budgets spent
+(`rate_limit_headers`); it is counted in the HTTP metrics and gets one access line.
 
 How each listener runs the list:
 
@@ -32,7 +32,7 @@ How each listener runs the list:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -53,9 +53,6 @@ Check = Callable[["RequestView"], Awaitable[None] | None]
 AHEAD: Final = "ahead of the app"  # an ASGI layer ahead of Quart
 HOOK: Final = "before_request hook"
 VIEW: Final = "the view"  # Quart's routing and the view's own decorators
-
-# Where the main port keeps the request's view (in `g`): the caller is read from it.
-VIEW_KEY: Final = access.REQUEST_VIEW_KEY
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,9 +281,9 @@ STEPS: Final[tuple[Step, ...]] = (
 )
 
 
-async def run(view: RequestView, steps: Sequence[Step] = STEPS) -> None:
+async def run(view: RequestView) -> None:
     """Every step, in order; the first refusal raises (an `ApiError`, or `Answered`)."""
-    for step in steps:
+    for step in STEPS:
         pending = step.check(view)
         if pending is not None:
             await pending
@@ -340,14 +337,17 @@ def install(app: Quart, server: ServerSettings, rate_limiting: bool) -> None:
         app.after_request(_add_rate_limit_headers)
 
 
-def _hook(step: Step, server: ServerSettings, rules_of_views: dict[str | None, RouteRules]) -> Any:
+def _hook(
+    step: Step, server: ServerSettings, rules_of_views: dict[str | None, RouteRules]
+) -> Callable[[], Awaitable[None]]:
+    """The step as a before_request hook: the first hook of a request makes its view."""
     check = step.check
 
     async def hook() -> None:
-        view: MainPortRequest | None = g.get(VIEW_KEY)
+        view: MainPortRequest | None = g.get(access.REQUEST_VIEW_KEY)
         if view is None:
             view = _view_of_request(server, rules_of_views)
-            setattr(g, VIEW_KEY, view)
+            setattr(g, access.REQUEST_VIEW_KEY, view)
         pending = check(view)
         if pending is not None:
             await pending
@@ -374,7 +374,7 @@ _HEADER_NAMES: Final = {
 
 
 async def _add_rate_limit_headers(response: Response) -> Response:
-    view: RequestView | None = g.get(VIEW_KEY)
+    view: RequestView | None = g.get(access.REQUEST_VIEW_KEY)
     if view is not None:
         for name, value in rate_limit_headers(view.decisions):
             response.headers[_HEADER_NAMES[name]] = value.decode()
