@@ -1,4 +1,5 @@
-"""Access, declared once per route and enforced in one place.
+"""Access, declared once per route and enforced in one place (the `access` step of the
+request checks, `request_checks`, on every listener).
 
     @access.public                 anyone, no token needed
     @access.token()                any valid token (first-party, or OAuth with no scope needed)
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from quart import Quart, g, request
+from quart import Quart, g
 
 from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
@@ -245,35 +246,29 @@ async def authenticate(raw_token: str, rt: Verifier | None = None) -> Principal:
     return Principal(claims.user_id, OAUTH, scopes, claims.client_id, claims.grant_id)
 
 
-def principal() -> Principal:
-    """The caller of a route declared `token` or `first_party`."""
-    found = g.get("principal")
-    if found is None:
-        raise unauthorized("missing_token", "this route needs an Authorization: Bearer token")
-    assert isinstance(found, Principal)
-    return found
+# Where the main port keeps the request's view of the request checks (`request_checks`),
+# which holds the caller once the `access` step has run.
+REQUEST_VIEW_KEY = "request_view"
 
 
 def optional_principal() -> Principal | None:
-    found: Principal | None = g.get("principal")
+    """The caller, when the request carried a valid token (None on a public route without one)."""
+    view = g.get(REQUEST_VIEW_KEY)
+    found: Principal | None = None if view is None else view.principal
     return found
 
 
-async def enforce(view: Callable[..., Any] | None) -> None:
-    if view is None:  # routing failed; Quart answers 404/405 itself
-        return
-    declaration = declaration_of(view)
-    if declaration is None:
-        raise ApiError(403, "forbidden", "this route has no access declaration")
-    header = request.headers.get("Authorization")
-    check_first = getattr(view, "__volthub_check_first__", None)
-    if check_first is not None:
-        check_first()
-    if declaration.kind == "public":
-        await _optional_authentication(header)
-        return
-    caller = g.principal = await bearer_caller(header)
-    check_allowed(declaration, caller)
+def principal() -> Principal:
+    """The caller of a route declared `token` or `first_party`."""
+    found = optional_principal()
+    if found is None:
+        raise unauthorized("missing_token", "this route needs an Authorization: Bearer token")
+    return found
+
+
+def check_first_of(view: Callable[..., Any]) -> Callable[[], None] | None:
+    """What `checked_first` asked to run with the access check (None: nothing)."""
+    return getattr(view, "__volthub_check_first__", None)
 
 
 async def bearer_caller(authorization: str | None, rt: Runtime | None = None) -> Principal:
@@ -298,20 +293,18 @@ def check_allowed(declaration: Access, caller: Principal) -> None:
         )
 
 
-async def _optional_authentication(header: str | None) -> None:
+async def optional_caller(authorization: str | None, rt: Runtime | None = None) -> Principal | None:
     """Public routes ignore a bad token, but know who a good one belongs to."""
     try:
-        raw = bearer_token(header)
-        g.principal = await authenticate(raw) if raw else None
+        raw = bearer_token(authorization)
+        return await authenticate(raw, rt) if raw else None
     except ApiError:
-        g.principal = None
+        return None
 
 
 def install(app: Quart) -> None:
-    @app.before_request
-    async def _enforce_access() -> None:
-        endpoint = request.endpoint
-        await enforce(app.view_functions.get(endpoint) if endpoint else None)
+    """Refuse a WebSocket route without an access declaration (fail closed). HTTP routes
+    are checked by the request checks' `access` step (`request_checks`)."""
 
     @app.before_websocket
     async def _enforce_websocket_access() -> None:

@@ -26,7 +26,7 @@ from quart_trio.wrappers.request import TrioRequest
 
 from volthub import logs, metrics, version
 from volthub.config import Settings, load_settings
-from volthub.http import access, cors, hypercorn_fixes, observe, ratelimit, request_rules, serving
+from volthub.http import access, cors, hypercorn_fixes, observe, request_checks, request_rules, serving
 from volthub.http.blueprints import BLUEPRINTS
 from volthub.http.errors import ApiError, install_error_handlers
 from volthub.http.events import listeners as events_api
@@ -87,11 +87,8 @@ def create_app(
 
     install_error_handlers(app)
     app.url_value_preprocessor(_note_route)  # runs before every before_request hook
-    app.before_request(_refuse_nul_in_url)
-    access.install(app)  # authentication and scopes before anything about the body
-    app.before_request(_body_limiter(settings.server.small_body_bytes, settings.server.max_body_bytes))
-    app.before_request(_require_json_body)
-    ratelimit.install(app, settings.ratelimit)  # after access; puts its per-IP check first of all hooks
+    request_checks.install(app, settings.server, settings.ratelimit.enabled)  # the checks' hooks, in order
+    access.install(app)  # WebSocket routes: refused without an access declaration
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     _declare_openapi_route(app)
@@ -122,40 +119,3 @@ def _note_route(endpoint: str | None, values: dict[str, Any] | None) -> None:
     """The matched route's template labels the request's metrics and access line."""
     if request.url_rule is not None:
         request.scope[observe.ROUTE_KEY] = request.url_rule.rule  # type: ignore[typeddict-unknown-key]
-
-
-async def _refuse_nul_in_url() -> None:
-    request_rules.refuse_nul_in_url(request.path, request.query_string)
-
-
-def _body_limiter(small_body_bytes: int, max_body_bytes: int) -> Callable[[], Awaitable[None]]:
-    async def limit_body() -> None:
-        """Each route's body limit (`[server] small_body_bytes`, or `max_body_bytes` for the
-        routes marked `access.large_body`): 413 past it, before the body is used."""
-        view = _view(request.endpoint) if request.endpoint else None
-        limit = access.body_limit_of(view, small_body_bytes, max_body_bytes)
-        length = request.content_length
-        if length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
-            length = len(await request.get_data(cache=True))  # at most max_body_bytes, read ahead
-        request_rules.check_body_size(length, limit)
-
-    return limit_body
-
-
-async def _require_json_body() -> None:
-    """Bodies are JSON unless a route opts into forms (the token endpoint, consent page)."""
-    view = _view(request.endpoint) if request.endpoint else None
-    request_rules.check_body_type(
-        request.method, request.headers.get("Content-Type"), _has_body(), access.accepted_body_types(view)
-    )
-
-
-def _view(endpoint: str) -> Any:
-    from quart import current_app
-
-    return current_app.view_functions.get(endpoint)
-
-
-def _has_body() -> bool:
-    length = request.content_length
-    return bool(length) or "chunked" in request.headers.get("Transfer-Encoding", "").lower()

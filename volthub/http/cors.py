@@ -2,8 +2,9 @@
 API, and the two policies every listener uses.
 
 `middleware` wraps the app below the access log and request ids (`observe`), ahead of
-Quart: a preflight for `/api/*` or `/.well-known/*` is answered here, 204, before the
-authentication and rate-limit hooks, which would refuse it (a preflight carries no token);
+Quart: a preflight for `/api/*` or `/.well-known/*` is answered here (the request checks'
+first step, `cors_preflight`, on the main port), 204, before the authentication and
+rate-limit hooks, which would refuse it (a preflight carries no token);
 every other answer on those paths, errors included, leaves with the policy's headers. The
 HTML pages (consent, dashboard, API reference) are outside those paths and stay
 same-origin. A request from an origin that is not allowed gets no CORS headers, a
@@ -77,6 +78,14 @@ def refused_preflight_body(verdict: Verdict, rid: str) -> bytes:
     return orjson.dumps(error_body(origin_refused(verdict.origin), rid))
 
 
+def preflight_answer(verdict: Verdict, rid: str) -> tuple[int, bytes, Headers]:
+    """The answer to a preflight (a verdict that is not `SERVE`): 204 with the policy's
+    headers, or 403 `origin_not_allowed` without them (the listener adds the length)."""
+    if verdict.kind is Kind.PREFLIGHT:
+        return 204, b"", verdict.headers
+    return 403, refused_preflight_body(verdict, rid), [JSON]
+
+
 def middleware(app: ASGIApp, url_map: Map, policy: CorsPolicy) -> ASGIApp:
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not answers_cross_origin(scope.get("path", "")):
@@ -87,11 +96,9 @@ def middleware(app: ASGIApp, url_map: Map, policy: CorsPolicy) -> ASGIApp:
             await app(scope, receive, _adding(send, verdict.headers))
             return
         _label_route(scope, url_map)
-        if verdict.kind is Kind.PREFLIGHT:
-            status, body, headers = 204, b"", verdict.headers
-        else:
-            status, body = 403, refused_preflight_body(verdict, request_id(scope))
-            headers = [JSON, (b"content-length", str(len(body)).encode())]
+        status, body, headers = preflight_answer(verdict, request_id(scope))
+        if body:
+            headers = [*headers, (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 

@@ -5,13 +5,13 @@
 Categories: chat_send, moderation, token, app_create, subscriptions, roles_write,
 interactive. The global per-IP budget applies to every route.
 
-Enforcement (`install(app)`, once, in create_app):
-- first of all before_request hooks (so before authentication, and a garbage token cannot
-  dodge it): the global budget, per client IP;
-- after access enforcement (so the caller is known): the route's category budget, keyed by
-  `budget_key` below;
-- after_request: X-RateLimit-Limit / -Remaining / -Reset on every response, errors
-  included, reporting the tightest budget that applied (the refusing one on a 429).
+Enforcement: two steps of the request checks every listener runs (`request_checks`):
+- `client_ip_budget`, first of the checks after a browser's preflight (so before
+  authentication, and a garbage token cannot dodge it): the global budget, per client IP;
+- `route_budget`, after the access check (so the caller is known): the route's category
+  budget, keyed by `budget_key` below;
+and X-RateLimit-Limit / -Remaining / -Reset on every response, errors included, reporting
+the tightest budget that applied (the refusing one on a 429).
 A refusal is 429 `{error: "rate_limit_exceeded", message, retry_after}` + `Retry-After`;
 `details.retry_after` repeats the seconds where a client reads the error's details.
 
@@ -24,8 +24,8 @@ A refused request is not counted, so retrying early does not push the wait back.
 Other users of the budgets (the Events API counts new Engine.IO sessions, which bypass
 Quart): `runtime().rate_limits` is a `RateLimits` (None when disabled);
 `.per_ip.hit(("ip", client_ip(...)), now_ns)` and `too_many_requests(decision, "global")`.
-Chat send on the gateway (`volthub/http/chat_send.py`) spends the same budgets, in the
-same order, through `spend`, so a client has one budget whichever port it posts on.
+Chat send on the gateway (`volthub/http/chat_send.py`) runs the same steps, so a client
+has one budget whichever port it posts on.
 
 The arithmetic is `protocol.ratelimit` (sans-IO). Where the counts live is the broker's
 (`rt.bus.budgets`, chosen with it at start-up): on SQLite (one process) in this process's
@@ -34,7 +34,8 @@ row of the database, so every process spends the same budget: a client gets each
 once, whichever process it reaches. With `[cluster] broker = "redis"` the budgets live in
 Redis instead (one key each, changed by compare-and-set), falling back to the database
 while Redis does not answer. New Engine.IO sessions (checked synchronously, outside Quart) are counted against the
-per-IP budget in memory in either mode. `[ratelimit] enabled = false` installs nothing.
+per-IP budget in memory in either mode. `[ratelimit] enabled = false` makes no budgets
+(`runtime().rate_limits` is None): the steps spend nothing and no headers are added.
 """
 
 from __future__ import annotations
@@ -43,16 +44,13 @@ import ipaddress
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
-from quart import Quart, Response, current_app, g, request
-
-from volthub.config import RateLimitSettings
 from volthub.http import access
 from volthub.http.errors import ApiError
-from volthub.http.rate_budgets import BUDGETS, RateLimits
-from volthub.http.runtime import Runtime, runtime
+from volthub.http.rate_budgets import BUDGETS
+from volthub.http.runtime import Runtime
 from volthub.hub.broker_budgets import LocalBudgets
 from volthub.protocol.oauth.client_auth import MalformedBasic, parse_basic
-from volthub.protocol.ratelimit import Decision, Gcra, tightest, to_ns
+from volthub.protocol.ratelimit import Decision, Gcra, to_ns
 
 F = TypeVar("F", bound=Callable[..., Any])
 ATTRIBUTE = "__volthub_rate_category__"
@@ -84,6 +82,10 @@ def counted_in_process(fn: F) -> F:
 
 def category_of(view: Callable[..., Any] | None) -> str | None:
     return getattr(view, ATTRIBUTE, None)
+
+
+def counted_in_process_of(view: Callable[..., Any] | None) -> bool:
+    return bool(getattr(view, _IN_PROCESS, False))
 
 
 # --- who is counted (pure) -------------------------------------------------------------------
@@ -135,43 +137,6 @@ def basic_client_id(authorization: str | None) -> str | None:
     return (credentials.client_id or None) if credentials else None
 
 
-def install(app: Quart, settings: RateLimitSettings) -> None:
-    """Register the hooks. Call once, after `access.install(app)`; the budgets themselves
-    (`rate_budgets.RateLimits`) are made by the composition root."""
-    if not settings.enabled:
-        return
-    # The per-IP check must precede every other hook (access, body-type checks), so that
-    # no request — unauthenticated, malformed, or for a missing route — goes uncounted.
-    # Quart has no public "register first"; its hook list is a plain list we prepend to.
-    app.before_request_funcs.setdefault(None, []).insert(0, _check_client_ip)
-    app.before_request(_check_category)  # after access.install: the caller is known
-    app.after_request(_add_headers)
-
-
-async def _check_client_ip() -> None:
-    limits = _limits()
-    g.ratelimit_ip = client_ip((request.scope.get("client") or (None,))[0])
-    g.ratelimit_decisions = []
-    await _spend(limits.per_ip, ("ip", g.ratelimit_ip), "global")
-
-
-async def _check_category() -> None:
-    endpoint = request.endpoint
-    category = category_of(current_app.view_functions.get(endpoint) if endpoint else None)
-    if category is None:
-        return
-    client_id = await _token_client_id() if category == "token" else None
-    key = budget_key(category, access.optional_principal(), g.ratelimit_ip, client_id)
-    await _spend(_limits().budgets[category], key, category)
-
-
-async def _spend(limiter: Gcra, key: Hashable, name: str) -> None:
-    decision = await spend(runtime(), limiter, key, name, in_process=_counted_in_process())
-    g.ratelimit_decisions.append(decision)
-    if not decision.allowed:
-        raise too_many_requests(decision, name)
-
-
 def spend(rt: Runtime, limiter: Gcra, key: Hashable, name: str, *, in_process: bool = False) -> Awaitable[Decision]:
     """Count one request against `limiter`'s budget for `key` (`name`: its category, or
     "global") where the broker keeps budgets: in this process's memory, or shared by every
@@ -188,12 +153,6 @@ async def forget_full_budgets(rt: Runtime) -> None:
         await rt.bus.budgets.forget_full()
 
 
-def _counted_in_process() -> bool:
-    endpoint = request.endpoint
-    view = current_app.view_functions.get(endpoint) if endpoint else None
-    return bool(getattr(view, _IN_PROCESS, False))
-
-
 def too_many_requests(decision: Decision, name: str) -> ApiError:
     seconds = decision.retry_after
     window = "hour" if BUDGETS.get(name, ("", 60))[1] == 3600 else "minute"
@@ -205,38 +164,3 @@ def too_many_requests(decision: Decision, name: str) -> ApiError:
         headers={"Retry-After": str(seconds)},
         extra={"retry_after": seconds},
     )
-
-
-async def _add_headers(response: Response) -> Response:
-    decisions: list[Decision] = g.get("ratelimit_decisions") or []
-    if decisions:
-        shown = tightest(decisions)
-        response.headers["X-RateLimit-Limit"] = str(shown.limit)
-        response.headers["X-RateLimit-Remaining"] = str(shown.remaining)
-        response.headers["X-RateLimit-Reset"] = str(shown.reset)
-    return response
-
-
-async def _token_client_id() -> str | None:
-    """client_id for the token endpoint: Basic auth, else the form or JSON body.
-
-    Reading the body here is safe: Quart caches it (and the parsed form) for the view.
-    An unreadable body yields None, and the request is counted per IP alone.
-    """
-    found = basic_client_id(request.headers.get("Authorization"))
-    if found:
-        return found
-    if request.mimetype == "application/x-www-form-urlencoded":
-        value = (await request.form).get("client_id")
-    elif request.is_json:
-        body = await request.get_json(silent=True)
-        value = body.get("client_id") if isinstance(body, dict) else None
-    else:
-        value = None
-    return value if isinstance(value, str) and value else None
-
-
-def _limits() -> RateLimits:
-    limits = runtime().rate_limits
-    assert limits is not None, "the hooks are installed only when rate limiting is enabled"
-    return limits
