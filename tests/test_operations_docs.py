@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 import volthub.metrics as metrics
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operating"
-# Read at scrape time from the database, not kept in the registry (volthub.http.observe.scrape).
+# Read at scrape time from the database, not kept in the registry (volthub.http.observe.MetricsScrape).
 SAMPLED_AT_SCRAPE = {"volthub_webhook_outbox_pending", "volthub_webhook_outbox_oldest_age_seconds"}
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
 

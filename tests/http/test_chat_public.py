@@ -6,6 +6,8 @@ import uuid
 
 import pytest
 
+from volthub.services.chat import ChatReads
+
 
 async def get(env, path, status=200):
     response = await env.client.get(path)
@@ -26,8 +28,11 @@ class FakePresence:
 
 @pytest.fixture
 def presence(chat_env):
+    """The app's presence and its chat reads, which are handed presence when made, both the fake."""
     fake = FakePresence()
-    chat_env.rt.services.presence = fake
+    rt = chat_env.rt
+    rt.services.presence = fake
+    rt.services.chat_reads = ChatReads(rt.db, rt.clock, fake)
     return fake
 
 

@@ -54,6 +54,7 @@ from volthub.services.catalogue import BadgeCatalogue, Teams
 from volthub.services.categories import Categories
 from volthub.services.channel_points import ChannelPoints, Redemptions, WatchEarnings
 from volthub.services.channel_roles import ChannelRoles
+from volthub.services.chat import ChatReads
 from volthub.services.emotes import Emotes
 from volthub.services.expiry import ExpiryService
 from volthub.services.extvideo import ExtVideo
@@ -63,6 +64,7 @@ from volthub.services.interactive import InteractiveReads
 from volthub.services.journals import Journals
 from volthub.services.login_throttle import LoginThrottle
 from volthub.services.media import MediaStore
+from volthub.services.notifications import Notifications
 from volthub.services.oauth import build_oauth_service
 from volthub.services.passwords import Passwords
 from volthub.services.sessions import build_sessions
@@ -251,8 +253,11 @@ async def _make_services(
         ),
         channel_roles=ChannelRoles(database, clock, chat),
         chat=chat,
+        chat_reads=ChatReads(database, clock, presence),
+        notifications=Notifications(database, clock),
         interactive=InteractiveReads(database),
         readiness=Readiness(database, broker),
+        metrics=observe.MetricsScrape(database, dispatcher),
         fanout=fanout,
         presence=presence,
         connections=connections,

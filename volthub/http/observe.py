@@ -1,5 +1,5 @@
 """What operators see of each request: request ids, access lines and HTTP metrics; and the
-per-process gauges a scrape reads (`GET /metrics`, blueprints/metrics.py).
+per-process gauges a scrape reads (`GET /metrics`, blueprints/health.py).
 
 `middleware` wraps the whole ASGI app (the Engine.IO paths included): every response
 carries `X-Request-Id` (the caller's when it sent a sane one, else a new one), every HTTP
@@ -225,19 +225,28 @@ async def sampler_service(
         await trio.sleep(SAMPLE_SECONDS)
 
 
-async def scrape(endpoints: Iterable[SampledEndpoint], database: PooledDatabase, webhooks: Dispatcher) -> bytes:
-    """The exposition a scrape gets: every family, this process's gauges sampled now, and
-    the webhook outbox read from the database (the same for every process)."""
-    sample(endpoints, database)
-    pending, age = await webhooks.outbox_summary()
-    return metrics.exposition(
-        metrics.Sampled(
-            {
-                "webhook_outbox_pending": ("Webhook deliveries waiting for their next attempt.", float(pending)),
-                "webhook_outbox_oldest_age_seconds": (
-                    "How long the oldest delivery waiting for an attempt has waited (0: none waits).",
-                    age,
-                ),
-            }
+class MetricsScrape:
+    """What a scrape reads besides the metric registry: the database pool it samples and
+    the webhook outbox. Made once by the composition root; the Engine.IO endpoints, made
+    after the services, are handed to each scrape."""
+
+    def __init__(self, pool: PooledDatabase, webhooks: Dispatcher) -> None:
+        self._pool = pool
+        self._webhooks = webhooks
+
+    async def exposition(self, endpoints: Iterable[SampledEndpoint]) -> bytes:
+        """Every family, this process's gauges sampled now, and the webhook outbox read
+        from the database (the same for every process)."""
+        sample(endpoints, self._pool)
+        pending, age = await self._webhooks.outbox_summary()
+        return metrics.exposition(
+            metrics.Sampled(
+                {
+                    "webhook_outbox_pending": ("Webhook deliveries waiting for their next attempt.", float(pending)),
+                    "webhook_outbox_oldest_age_seconds": (
+                        "How long the oldest delivery waiting for an attempt has waited (0: none waits).",
+                        age,
+                    ),
+                }
+            )
         )
-    )

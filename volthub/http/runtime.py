@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from volthub.http.events.engineio import EngineIOEndpoint
     from volthub.http.events.gateway import Gateway
     from volthub.http.events.registry import ConnectionRegistry
+    from volthub.http.observe import MetricsScrape
     from volthub.http.rate_budgets import RateLimits
     from volthub.hub.fanout import Fanout
     from volthub.hub.recovery_store import RecoveryStore
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from volthub.services.catalogue import BadgeCatalogue, Teams
     from volthub.services.channel_points import ChannelPoints, Redemptions
     from volthub.services.channel_roles import ChannelRoles
+    from volthub.services.chat import ChatReads
     from volthub.services.emotes import Emotes
     from volthub.services.extvideo import ExtVideo
     from volthub.services.health import Readiness
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from volthub.services.journals import Journals
     from volthub.services.login_throttle import LoginThrottle
     from volthub.services.media import MediaStore
+    from volthub.services.notifications import Notifications
     from volthub.services.oauth import OAuthService
     from volthub.services.streams import Streams
     from volthub.services.subscriptions import Subscriptions
@@ -85,10 +88,15 @@ class Services:
     channel_roles: ChannelRoles
     # The channel actors' registry: every chat and interactive write goes to a channel's actor.
     chat: ActorRegistry
+    # Reads of chat that need no actor: history, chat modes, activity, viewers (with presence).
+    chat_reads: ChatReads
+    notifications: Notifications
     # Reads of the interactive features' current state (active poll, goals, timers ...).
     interactive: InteractiveReads
     # Whether this process can serve (`/healthz`): database and broker.
     readiness: Readiness
+    # What `GET /metrics` reads besides the metric registry: the database pool, the webhook outbox.
+    metrics: MetricsScrape
     # The Events API fan-out: per-channel subscribers and resume buffers of this process.
     fanout: Fanout
     # The fan-out itself on one process; added up over every process on PostgreSQL.

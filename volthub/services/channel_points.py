@@ -117,43 +117,43 @@ class ChannelPoints:
 
         return await self._db.write(insert)
 
+    async def balance(self, channel_id: str, user_id: str) -> int:
+        """The viewer's points held in the channel; ChannelNotFound when no user has that id."""
+
+        def read(tx: Tx) -> int:
+            channel_by_id(tx, channel_id)
+            return ledger.balance(tx, points_account(channel_id, user_id))
+
+        return await self._db.read(read)
+
+    async def leaderboard(self, channel_id: str, limit: int) -> list[dict[str, Any]]:
+        """Viewers of the channel by points held."""
+
+        def read(tx: Tx) -> list[dict[str, Any]]:
+            channel_by_id(tx, channel_id)
+            rows = tx.execute(
+                "SELECT a.holder, a.balance, u.username, u.display_name FROM ledger_accounts a"
+                " JOIN users u ON u.id = a.holder WHERE a.currency = 'points' AND a.channel_id = ?"
+                " AND a.holder_kind = 'user' AND a.balance > 0 ORDER BY a.balance DESC, u.username LIMIT ?",
+                (channel_id, limit),
+            )
+            return [
+                {
+                    "rank": rank,
+                    "userId": row["holder"],
+                    "username": row["username"],
+                    "displayName": row["display_name"],
+                    "points": int(row["balance"]),
+                }
+                for rank, row in enumerate(rows, start=1)
+            ]
+
+        return await self._db.read(read)
+
 
 def points_account(channel_id: str, user_id: str) -> str:
     """The viewer's channel-points account in the ledger (the one prediction bets use)."""
     return ledger.user_account("points", user_id, channel_id)
-
-
-async def balance(database: Database, channel_id: str, user_id: str) -> int:
-    def read(tx: Tx) -> int:
-        channel_by_id(tx, channel_id)
-        return ledger.balance(tx, points_account(channel_id, user_id))
-
-    return await database.read(read)
-
-
-async def leaderboard(database: Database, channel_id: str, limit: int) -> list[dict[str, Any]]:
-    """Viewers of the channel by points held."""
-
-    def read(tx: Tx) -> list[dict[str, Any]]:
-        channel_by_id(tx, channel_id)
-        rows = tx.execute(
-            "SELECT a.holder, a.balance, u.username, u.display_name FROM ledger_accounts a"
-            " JOIN users u ON u.id = a.holder WHERE a.currency = 'points' AND a.channel_id = ?"
-            " AND a.holder_kind = 'user' AND a.balance > 0 ORDER BY a.balance DESC, u.username LIMIT ?",
-            (channel_id, limit),
-        )
-        return [
-            {
-                "rank": rank,
-                "userId": row["holder"],
-                "username": row["username"],
-                "displayName": row["display_name"],
-                "points": int(row["balance"]),
-            }
-            for rank, row in enumerate(rows, start=1)
-        ]
-
-    return await database.read(read)
 
 
 def socket_shape(reward: Reward) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from volthub.http.idempotency import idempotent
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model, Query, example_of
-from volthub.services import channel_points as points
 from volthub.services.channel_points import ChannelPoints, Redemptions, rest_shape
 
 blueprint = Blueprint("channel_points", __name__, url_prefix="/api/channel-points")
@@ -185,7 +184,7 @@ class LeaderQuery(Query):
 async def get_balance(channel_id: str) -> BalanceOut:
     """The caller's channel-points balance in that channel (ledger-backed)."""
     channel_id = uuid_param(channel_id, "channelId")
-    held = await points.balance(runtime().db, channel_id, access.principal().user_id)
+    held = await _service().balance(channel_id, access.principal().user_id)
     return BalanceOut(channelId=channel_id, balance=held)
 
 
@@ -197,7 +196,7 @@ async def get_balance(channel_id: str) -> BalanceOut:
 async def get_leaderboard(channel_id: str, query_args: LeaderQuery) -> PointsLeaderboardOut:
     """Viewers of the channel by points held."""
     channel_id = uuid_param(channel_id, "channelId")
-    board = await points.leaderboard(runtime().db, channel_id, query_args.limit)
+    board = await _service().leaderboard(channel_id, query_args.limit)
     return PointsLeaderboardOut(channelId=channel_id, leaderboard=[PointsLeaderOut(**row) for row in board])
 
 

@@ -30,7 +30,6 @@ from volthub.hub.components.chat import (
 )
 from volthub.hub.components.chat_rules import ChatSettings, Effect, ModerationAction
 from volthub.hub.registry import ActorRegistry
-from volthub.services.chat import ChatReads
 
 blueprint = Blueprint("chat", __name__, url_prefix="/api/integrations/oauth/chat")
 
@@ -364,8 +363,7 @@ async def moderate(channel_id: str, data: ModerateBody) -> ModerateOut:
 @validate_response(SettingsOut, 200)
 async def get_settings() -> SettingsOut:
     """The chat modes of the token owner's channel; fresh: false, 0, false, false, false."""
-    rt = runtime()
-    settings = await ChatReads(rt.db, rt.clock).settings(access.principal().user_id)
+    settings = await runtime().services.chat_reads.settings(access.principal().user_id)
     return SettingsOut.of(settings)
 
 

@@ -8,7 +8,7 @@ from quart import Blueprint, Response, request
 from quart_schema import tag, validate_response
 from werkzeug.exceptions import NotFound
 
-from volthub.http import access, observe, ratelimit
+from volthub.http import access, ratelimit
 from volthub.http.errors import ApiError
 from volthub.http.openapi import responds
 from volthub.http.runtime import runtime
@@ -58,7 +58,7 @@ async def metrics() -> Response:
     settings = rt.settings.metrics
     if not settings.enabled or not _allowed(request.scope.get("client"), settings.allow):
         raise NotFound()
-    body = await observe.scrape(rt.all_engineio_endpoints(), rt.db, rt.services.webhooks)
+    body = await rt.services.metrics.exposition(rt.all_engineio_endpoints())
     return Response(body, status=200, content_type=CONTENT_TYPE_LATEST)
 
 

@@ -71,8 +71,7 @@ def notification_out(item: Notification) -> NotificationOut:
 
 
 def _notifications() -> Notifications:
-    rt = runtime()
-    return Notifications(rt.db, rt.clock)
+    return runtime().services.notifications
 
 
 @blueprint.get("")

@@ -237,8 +237,7 @@ class SlashCommandsOut(Model):
 
 
 def _chat() -> ChatReads:
-    rt = runtime()
-    return ChatReads(rt.db, rt.clock, rt.services.presence)
+    return runtime().services.chat_reads
 
 
 # --- routes ----------------------------------------------------------------------------------
