@@ -62,7 +62,7 @@ import trio
 
 from volthub.loadtest import checks
 from volthub.loadtest.metrics import percentile, read_proc
-from volthub.loadtest.servers import free_port, profiling
+from volthub.loadtest.servers import free_port, profiling, serve_argv
 
 PASSWORD = "bench password 123"
 
@@ -242,20 +242,7 @@ class Server:
         self.log_path = workdir / "server.log"
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "volthub",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--gateway-port",
-                str(gateway_port),
-                "--database",
-                database,
-            ],
+            [*serve_argv(port, database), "--gateway-port", str(gateway_port)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,

@@ -74,6 +74,22 @@ class ServerPlan:
         return f"http://127.0.0.1:{self.gateway_port or self.port}"
 
 
+def serve_argv(port: int, database: str) -> list[str]:
+    """`volthub serve` on 127.0.0.1:`port` over `database`, run by this Python."""
+    return [
+        sys.executable,
+        "-m",
+        "volthub",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--database",
+        database,
+    ]
+
+
 def plan_server(
     target: str,
     workdir: Path,
@@ -93,18 +109,7 @@ def plan_server(
             for old in workdir.glob("loadtest.db*"):
                 old.unlink()
             database = f"sqlite:///{workdir / 'loadtest.db'}"
-        argv = [
-            sys.executable,
-            "-m",
-            "volthub",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--database",
-            database,
-        ]
+        argv = serve_argv(port, database)
         if workers > 1:  # `serve --workers N`: every worker binds the gateway port (SO_REUSEPORT)
             argv += ["--workers", str(workers)]
         # `volthub`: the mount alone (gateway off); `volthub-gateway`: the Events API's own
