@@ -13,12 +13,14 @@ server's timers with `mock_clock.jump` (with `autojump_clock`, each wait for a p
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import orjson
 import pytest
 import trio
 from trio.testing import MockClock, wait_all_tasks_blocked
+from trio_websocket import WebSocketConnection
 
 from tests.http.events.live import closed, handshake, open_ws, poll, polling_open, push, receive, ws_refusal
 from volthub.tools import conformance
@@ -122,6 +124,20 @@ async def test_polling_messages_echo_text_and_binary(http: httpx.AsyncClient) ->
         assert (polled.status_code, polled.text) == (200, body)
 
 
+@asynccontextmanager
+async def parked_poll(http: httpx.AsyncClient, sid: str) -> AsyncIterator[list[httpx.Response]]:
+    """A GET poll parked in the server while the block runs; its response is in the list after."""
+    answered: list[httpx.Response] = []
+
+    async def pending() -> None:
+        answered.append(await poll(http, EIO, sid))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pending)
+        await wait_all_tasks_blocked()  # the GET is parked in the server (same Trio run)
+        yield answered
+
+
 async def test_polling_invalid_packet_closes_the_session(http: httpx.AsyncClient) -> None:
     sid = await polling_open(http, EIO)
     assert (await push(http, EIO, sid, "abc")).status_code == 400
@@ -130,17 +146,10 @@ async def test_polling_invalid_packet_closes_the_session(http: httpx.AsyncClient
 
 async def test_duplicate_polls_close_the_session(http: httpx.AsyncClient) -> None:
     sid = await polling_open(http, EIO)
-    results: dict[str, httpx.Response] = {}
-
-    async def first() -> None:
-        results["first"] = await poll(http, EIO, sid)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(first)
-        await wait_all_tasks_blocked()  # the first GET is parked in the server (same Trio run)
-        results["second"] = await poll(http, EIO, sid)
-    assert (results["first"].status_code, results["first"].text) == (200, "1")  # CLOSE
-    assert results["second"].status_code == 400
+    async with parked_poll(http, sid) as first:
+        second = await poll(http, EIO, sid)
+    assert (first[0].status_code, first[0].text) == (200, "1")  # CLOSE
+    assert second.status_code == 400
     assert (await poll(http, EIO, sid)).status_code == 400
 
 
@@ -215,16 +224,9 @@ async def test_websocket_ping_timeout_closes(server: str, nursery: trio.Nursery,
 
 async def test_polling_close_releases_the_pending_poll(http: httpx.AsyncClient) -> None:
     sid = await polling_open(http, EIO)
-    results: dict[str, httpx.Response] = {}
-
-    async def pending() -> None:
-        results["poll"] = await poll(http, EIO, sid)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pending)
-        await wait_all_tasks_blocked()  # the first GET is parked in the server (same Trio run)
+    async with parked_poll(http, sid) as pending:
         assert (await push(http, EIO, sid, "1")).status_code == 200
-    assert (results["poll"].status_code, results["poll"].text) == (200, "6")
+    assert (pending[0].status_code, pending[0].text) == (200, "6")
     assert (await poll(http, EIO, sid)).status_code == 400
 
 
@@ -260,15 +262,19 @@ async def test_upgrade_from_polling(http: httpx.AsyncClient, server: str, nurser
 # be answered as the upgraded session's (400 / closed) while the upgraded socket works on.
 
 
-@pytest.mark.parametrize("path", [EIO, SIO])
-async def test_polling_right_after_a_hasty_upgrade_is_400(
+async def hasty_upgrade(
     http: httpx.AsyncClient, server: str, nursery: trio.Nursery, path: str
-) -> None:
+) -> tuple[str, WebSocketConnection]:
+    """A polling session, and a WebSocket that upgrades it without waiting for "3probe"."""
     sid = await polling_open(http, path)
     ws = await open_ws(nursery, server, path, sid=sid)
     await ws.send_message("2probe")
     await ws.send_message("5")
-    assert (await poll(http, path, sid)).status_code == 400
+    return sid, ws
+
+
+async def assert_the_upgraded_socket_works_on(ws: WebSocketConnection, path: str) -> None:
+    """Its probe is answered, then a message is echoed (Engine.IO) or a namespace joined (Socket.IO)."""
     assert await receive(ws) == "3probe"
     if path == EIO:
         await ws.send_message("4hello")
@@ -277,26 +283,24 @@ async def test_polling_right_after_a_hasty_upgrade_is_400(
         await ws.send_message("40")
         assert (await receive(ws, skip_pings=True)).startswith("40")
     await ws.aclose()
+
+
+@pytest.mark.parametrize("path", [EIO, SIO])
+async def test_polling_right_after_a_hasty_upgrade_is_400(
+    http: httpx.AsyncClient, server: str, nursery: trio.Nursery, path: str
+) -> None:
+    sid, ws = await hasty_upgrade(http, server, nursery, path)
+    assert (await poll(http, path, sid)).status_code == 400
+    await assert_the_upgraded_socket_works_on(ws, path)
 
 
 @pytest.mark.parametrize("path", [EIO, SIO])
 async def test_second_websocket_right_after_a_hasty_upgrade_is_closed(
     http: httpx.AsyncClient, server: str, nursery: trio.Nursery, path: str
 ) -> None:
-    sid = await polling_open(http, path)
-    ws = await open_ws(nursery, server, path, sid=sid)
-    await ws.send_message("2probe")
-    await ws.send_message("5")
-    second = await open_ws(nursery, server, path, sid=sid)
-    assert await closed(second)
-    assert await receive(ws) == "3probe"
-    if path == EIO:
-        await ws.send_message("4hello")
-        assert await receive(ws, skip_pings=True) == "4hello"
-    else:
-        await ws.send_message("40")
-        assert (await receive(ws, skip_pings=True)).startswith("40")
-    await ws.aclose()
+    sid, ws = await hasty_upgrade(http, server, nursery, path)
+    assert await closed(await open_ws(nursery, server, path, sid=sid))
+    await assert_the_upgraded_socket_works_on(ws, path)
 
 
 async def test_second_websocket_while_probing_is_closed_and_the_probe_goes_on(
@@ -318,18 +322,11 @@ async def test_pending_poll_during_upgrade_gets_noop(
     http: httpx.AsyncClient, server: str, nursery: trio.Nursery
 ) -> None:
     sid = await polling_open(http, EIO)
-    results: dict[str, httpx.Response] = {}
-
-    async def pending() -> None:
-        results["poll"] = await poll(http, EIO, sid)
-
-    async with trio.open_nursery() as inner:
-        inner.start_soon(pending)
-        await wait_all_tasks_blocked()  # the first GET is parked in the server (same Trio run)
+    async with parked_poll(http, sid) as pending:
         ws = await open_ws(nursery, server, EIO, sid=sid)
         await ws.send_message("2probe")
         assert await receive(ws) == "3probe"
-    assert results["poll"].text == "6"
+    assert pending[0].text == "6"
     await ws.send_message("5")
     await ws.send_message("4up")
     assert await receive(ws, skip_pings=True) == "4up"
