@@ -155,6 +155,22 @@ _SUBSCRIPTION = (
     *_WHO,
     _f("tier", "string", "tier1, tier2 or tier3"),
 )
+_VOLTS_SENT = (
+    *_WHO,
+    _f("amount", "number", "Volts sent"),
+    _f("message", "string|null", "the sender's message"),
+    _f("sentAt", "string", "ISO 8601"),
+)
+_FOLLOWED = (
+    _f("followedUserId", "string", "id of the followed user"),
+    _f("followedUsername", "string", "the followed user's username"),
+    _f("followedDisplayName", "string", "the followed user's display name"),
+)
+_AUTHORISED_APP = (
+    *_WHO,
+    _f("clientId", "string", "the app's client id"),
+    _f("appName", "string", "the app's name"),
+)
 
 
 def _event(name: str, group: str, description: str, *fields: PayloadField, **options: Any) -> EventType:
@@ -244,20 +260,14 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "channel.volts",
         "Channel",
         "Someone sent Volts to the channel.",
-        *_WHO,
-        _f("amount", "number", "Volts sent"),
-        _f("message", "string|null", "the sender's message"),
-        _f("sentAt", "string", "ISO 8601"),
+        *_VOLTS_SENT,
         _TEST,
     ),
     _event(
         "channel.cheer",
         "Channel",
         "Legacy webhook name of channel.volts (same payload).",
-        *_WHO,
-        _f("amount", "number", "Volts sent"),
-        _f("message", "string|null", "the sender's message"),
-        _f("sentAt", "string", "ISO 8601"),
+        *_VOLTS_SENT,
         transports=_WEBHOOKS_ONLY,
         alias_of="channel.volts",
     ),
@@ -335,26 +345,15 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("updatedAt", "string", "ISO 8601"),
         transports=_WEBHOOKS_ONLY,
     ),
-    _event(
-        "channel.hype_train.begin",
-        "Channel",
-        "Listed by the spec; the platform has no Hype Train.",
-        transports=frozenset({EVENTS_API}),
-        never_fires=True,
-    ),
-    _event(
-        "channel.hype_train.progress",
-        "Channel",
-        "Listed by the spec; the platform has no Hype Train.",
-        transports=frozenset({EVENTS_API}),
-        never_fires=True,
-    ),
-    _event(
-        "channel.hype_train.end",
-        "Channel",
-        "Listed by the spec; the platform has no Hype Train.",
-        transports=frozenset({EVENTS_API}),
-        never_fires=True,
+    *(
+        _event(
+            f"channel.hype_train.{stage}",
+            "Channel",
+            "Listed by the spec; the platform has no Hype Train.",
+            transports=frozenset({EVENTS_API}),
+            never_fires=True,
+        )
+        for stage in ("begin", "progress", "end")
     ),
     # ---------------------------------------------------------------- Interaction
     _event(
@@ -454,9 +453,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "User",
         "The app owner followed someone.",
         *_WHO,
-        _f("followedUserId", "string", "id of the followed user"),
-        _f("followedUsername", "string", "the followed user's username"),
-        _f("followedDisplayName", "string", "the followed user's display name"),
+        *_FOLLOWED,
         _f("followedAt", "string", "ISO 8601"),
         transports=_WEBHOOKS_ONLY,
     ),
@@ -465,9 +462,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "User",
         "The app owner unfollowed someone.",
         *_WHO,
-        _f("followedUserId", "string", "id of the followed user"),
-        _f("followedUsername", "string", "the followed user's username"),
-        _f("followedDisplayName", "string", "the followed user's display name"),
+        *_FOLLOWED,
         _f("unfollowedAt", "string", "ISO 8601"),
         transports=_WEBHOOKS_ONLY,
     ),
@@ -477,9 +472,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A user authorised the app. Sent to the authorised app's owner (whose channel the"
         " event belongs to): that app's webhooks and the owner's Events API connections,"
         " never to the authorising user's own channel.",
-        *_WHO,
-        _f("clientId", "string", "the app's client id"),
-        _f("appName", "string", "the app's name"),
+        *_AUTHORISED_APP,
         _f("scopes", "string[]", "the real scopes the grant holds"),
         _f("grantedAt", "string", "ISO 8601"),
         transports=_BOTH,
@@ -490,9 +483,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A user revoked the app's access (or the app was deleted). Sent like"
         " user.authorization.grant: to the authorised app's webhooks and its owner's Events API"
         " connections, never to the authorising user's own channel.",
-        *_WHO,
-        _f("clientId", "string", "the app's client id"),
-        _f("appName", "string", "the app's name"),
+        *_AUTHORISED_APP,
         _f("scopes", "string[]", "the real scopes the revoked grants held"),
         _f("revokedAt", "string", "ISO 8601"),
         transports=_BOTH,
