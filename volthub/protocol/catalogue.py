@@ -116,6 +116,11 @@ def _f(name: str, type_: str, description: str, optional: bool = False) -> Paylo
     return PayloadField(name, type_, description, optional)
 
 
+def _at(name: str) -> PayloadField:
+    """A moment: an ISO 8601 timestamp."""
+    return _f(name, "string", "ISO 8601")
+
+
 # Field sets shared by several events.
 _WHO = (
     _f("userId", "string", "the user's id (immutable)"),
@@ -159,7 +164,7 @@ _VOLTS_SENT = (
     *_WHO,
     _f("amount", "number", "Volts sent"),
     _f("message", "string|null", "the sender's message"),
-    _f("sentAt", "string", "ISO 8601"),
+    _at("sentAt"),
 )
 _FOLLOWED = (
     _f("followedUserId", "string", "id of the followed user"),
@@ -188,7 +193,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_STREAM,
         _f("title", "string", "stream title"),
         _f("category", "string|null", "category slug"),
-        _f("startedAt", "string", "ISO 8601"),
+        _at("startedAt"),
         public=True,
     ),
     _event(
@@ -196,7 +201,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Stream",
         "The channel's stream ended.",
         *_STREAM,
-        _f("endedAt", "string", "ISO 8601"),
+        _at("endedAt"),
         _f("vodId", "string", "the VOD record the stream left", optional=True),
         public=True,
     ),
@@ -218,7 +223,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Channel",
         "Someone followed the channel.",
         *_WHO,
-        _f("followedAt", "string", "ISO 8601"),
+        _at("followedAt"),
         _TEST,
     ),
     _event(
@@ -229,7 +234,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("isGift", "boolean", "false: bought by the subscriber"),
         _f("months", "number", "cumulative months"),
         _f("message", "string|null", "resubscription message"),
-        _f("subscribedAt", "string", "ISO 8601"),
+        _at("subscribedAt"),
         _TEST,
     ),
     _event(
@@ -240,7 +245,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("quantity", "number", "subscriptions gifted (1-100)"),
         _f("amount", "number", "Volts paid", optional=True),
         _f("isAnonymous", "boolean", "the gifter chose to stay anonymous"),
-        _f("giftedAt", "string", "ISO 8601"),
+        _at("giftedAt"),
         _f("recipients", "array", "[{userId, username, displayName}] who received them", optional=True),
         _TEST,
     ),
@@ -252,8 +257,8 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("isGift", "boolean", "it was a gift"),
         _f("gifter", "object|null", "{userId, username, displayName}"),
         _f("reason", "string", "canceled or expired"),
-        _f("endedAt", "string", "ISO 8601"),
-        _f("expiresAt", "string", "ISO 8601"),
+        _at("endedAt"),
+        _at("expiresAt"),
         transports=_WEBHOOKS_ONLY,
     ),
     _event(
@@ -282,7 +287,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("toChannelId", "string", "the raided channel"),
         _f("toUsername", "string", "the raided channel's username"),
         _f("viewers", "number", "viewers brought along"),
-        _f("raidedAt", "string", "ISO 8601"),
+        _at("raidedAt"),
         _TEST,
     ),
     _event(
@@ -293,7 +298,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _MODERATOR,
         _f("reason", "string|null", "why"),
         _f("isPermanent", "boolean", "false for a timeout"),
-        _f("bannedAt", "string", "ISO 8601"),
+        _at("bannedAt"),
         _f("endsAt", "string|null", "end of a timeout"),
         _f("durationSeconds", "number", "length of a timeout", optional=True),
     ),
@@ -304,7 +309,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_WHO,
         _MODERATOR,
         _f("wasPermanent", "boolean", "it was a ban, not a timeout"),
-        _f("unbannedAt", "string", "ISO 8601"),
+        _at("unbannedAt"),
     ),
     _event(
         "channel.moderator.add",
@@ -312,7 +317,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A user was made a moderator.",
         *_WHO,
         _MODERATOR,
-        _f("addedAt", "string", "ISO 8601"),
+        _at("addedAt"),
     ),
     _event(
         "channel.moderator.remove",
@@ -320,7 +325,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A moderator was removed.",
         *_WHO,
         _MODERATOR,
-        _f("removedAt", "string", "ISO 8601"),
+        _at("removedAt"),
     ),
     _event(
         "channel.channel_points_redemption",
@@ -333,7 +338,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_WHO,
         _f("userInput", "string", "present if the reward takes input", optional=True),
         _f("status", "string", "e.g. unfulfilled"),
-        _f("redeemedAt", "string", "ISO 8601"),
+        _at("redeemedAt"),
     ),
     _event(
         "channel.update",
@@ -342,7 +347,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("userId", "string", "the channel id"),
         _f("username", "string", "the channel's username"),
         _f("displayName", "string", "the channel's display name"),
-        _f("updatedAt", "string", "ISO 8601"),
+        _at("updatedAt"),
         transports=_WEBHOOKS_ONLY,
     ),
     *(
@@ -361,7 +366,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A poll started.",
         *_POLL,
-        _f("startedAt", "string", "ISO 8601"),
+        _at("startedAt"),
         _f("endsAt", "string|null", "ISO 8601"),
         _f("durationSeconds", "number", "how long the poll runs"),
         public=True,
@@ -372,8 +377,8 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A poll ended (with its final votes).",
         *_POLL,
         _f("totalVotes", "number", "votes cast"),
-        _f("startedAt", "string", "ISO 8601"),
-        _f("endedAt", "string", "ISO 8601"),
+        _at("startedAt"),
+        _at("endedAt"),
         public=True,
     ),
     _event(
@@ -382,7 +387,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A giveaway opened.",
         *_GIVEAWAY,
         _f("subscribersOnly", "boolean", "only the channel's subscribers may enter"),
-        _f("startedAt", "string", "ISO 8601"),
+        _at("startedAt"),
         _f("endsAt", "string|null", "ISO 8601; null: open until ended or drawn"),
         public=True,
     ),
@@ -393,7 +398,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_GIVEAWAY,
         _f("winners", "array", "[{userId, username, displayName}]"),
         _f("entries", "number", "how many entered"),
-        _f("endedAt", "string", "ISO 8601"),
+        _at("endedAt"),
         public=True,
     ),
     _event(
@@ -401,8 +406,8 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A prediction opened.",
         *_PREDICTION,
-        _f("startedAt", "string", "ISO 8601"),
-        _f("locksAt", "string", "ISO 8601"),
+        _at("startedAt"),
+        _at("locksAt"),
         public=True,
     ),
     _event(
@@ -410,7 +415,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A prediction stopped taking entries.",
         *_PREDICTION,
-        _f("lockedAt", "string", "ISO 8601"),
+        _at("lockedAt"),
         public=True,
     ),
     _event(
@@ -420,7 +425,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_PREDICTION,
         _f("winningOutcomeId", "string|null", "null when cancelled"),
         _f("status", "string", "resolved or cancelled"),
-        _f("endedAt", "string", "ISO 8601"),
+        _at("endedAt"),
         public=True,
     ),
     _event("channel.goal.progress", "Interaction", "A goal's amount changed.", *_GOAL, public=True),
@@ -429,7 +434,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A goal was reached (once per period).",
         *_GOAL,
-        _f("completedAt", "string", "ISO 8601"),
+        _at("completedAt"),
         public=True,
     ),
     _event(
@@ -454,7 +459,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "The app owner followed someone.",
         *_WHO,
         *_FOLLOWED,
-        _f("followedAt", "string", "ISO 8601"),
+        _at("followedAt"),
         transports=_WEBHOOKS_ONLY,
     ),
     _event(
@@ -463,7 +468,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "The app owner unfollowed someone.",
         *_WHO,
         *_FOLLOWED,
-        _f("unfollowedAt", "string", "ISO 8601"),
+        _at("unfollowedAt"),
         transports=_WEBHOOKS_ONLY,
     ),
     _event(
@@ -474,7 +479,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         " never to the authorising user's own channel.",
         *_AUTHORISED_APP,
         _f("scopes", "string[]", "the real scopes the grant holds"),
-        _f("grantedAt", "string", "ISO 8601"),
+        _at("grantedAt"),
         transports=_BOTH,
     ),
     _event(
@@ -485,7 +490,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         " connections, never to the authorising user's own channel.",
         *_AUTHORISED_APP,
         _f("scopes", "string[]", "the real scopes the revoked grants held"),
-        _f("revokedAt", "string", "ISO 8601"),
+        _at("revokedAt"),
         transports=_BOTH,
     ),
     # ---------------------------------------------------------------- Chat
@@ -501,7 +506,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("isMod", "boolean", "the sender moderates the channel"),
         _f("isVip", "boolean", "the sender is a VIP of the channel"),
         _f("isSubscriber", "boolean", "the sender subscribes to the channel"),
-        _f("timestamp", "string", "ISO 8601"),
+        _at("timestamp"),
         _f("subscriberMonths", "number", "tenure when subscribed", optional=True),
         _f("color", "string", "accent colour, hex", optional=True),
         _f("mentions", "array", "[{username, userId, displayName}]", optional=True),
