@@ -62,7 +62,7 @@ import trio
 
 from volthub.loadtest import checks
 from volthub.loadtest.metrics import percentile, read_proc
-from volthub.loadtest.servers import free_port, profiling, serve_argv
+from volthub.loadtest.servers import free_port, profiling, serve_argv, until_healthy
 
 PASSWORD = "bench password 123"
 
@@ -250,17 +250,9 @@ class Server:
         )
 
     async def wait_ready(self, timeout: float = 60) -> None:
-        async with httpx.AsyncClient(base_url=self.url, timeout=2) as client:
-            with trio.fail_after(timeout):
-                while True:
-                    if self.process.poll() is not None:
-                        raise RuntimeError(f"server exited: {self.log_path.read_text(errors='replace')[-2000:]}")
-                    try:
-                        if (await client.get("/healthz")).status_code == 200:
-                            return
-                    except httpx.HTTPError:
-                        pass
-                    await trio.sleep(0.1)
+        with trio.fail_after(timeout):
+            if not await until_healthy(self.url, lambda: self.process.poll() is None):
+                raise RuntimeError(f"server exited: {self.log_path.read_text(errors='replace')[-2000:]}")
 
     def stop(self) -> None:
         if self.process.poll() is None:

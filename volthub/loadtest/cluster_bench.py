@@ -63,7 +63,7 @@ from trio_websocket import ConnectionClosed, connect_websocket_url
 
 from volthub.loadtest import checks
 from volthub.loadtest.metrics import Activity, machine_busy_seconds, percentile, read_activity, read_proc
-from volthub.loadtest.servers import free_port
+from volthub.loadtest.servers import free_port, until_healthy
 
 SERVER_ENV = {
     "VOLTHUB_RATELIMIT__ENABLED": "false",
@@ -136,16 +136,8 @@ def _start(url: str, workdir: Path, index: int, plan: Plan) -> Server:
 
 async def _healthy(server: Server, timeout: float = 60.0) -> None:
     with trio.fail_after(timeout):
-        async with httpx.AsyncClient() as http:
-            while True:
-                if server.process.poll() is not None:
-                    raise RuntimeError(f"server exited: {server.log.read_text()[-2000:]}")
-                try:
-                    if (await http.get(f"{server.url}/healthz")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await trio.sleep(0.2)
+        if not await until_healthy(server.url, lambda: server.process.poll() is None):
+            raise RuntimeError(f"server exited: {server.log.read_text()[-2000:]}")
 
 
 async def _client(server: Server, token: str, tally: Tally, ready: trio.Semaphore, stop: trio.Event) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import trio
 
-from volthub.loadtest.servers import free_port
+from volthub.loadtest.servers import free_port, until_healthy
 
 PASSWORD = "correct horse battery"
 
@@ -53,14 +53,9 @@ def _start(database: str, port: int, throttle: bool, workdir: Path) -> subproces
 
 
 async def _wait_healthy(url: str) -> None:
-    async with httpx.AsyncClient(base_url=url) as http:
-        for _ in range(300):
-            try:
-                if (await http.get("/healthz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await trio.sleep(0.1)
+    with trio.move_on_after(30):
+        await until_healthy(url)
+        return
     raise RuntimeError("server did not start")
 
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,6 +138,20 @@ def plan_server(
     return ServerPlan(target, argv, env, port, workdir, workdir / f"{target}.log", gateway_port)
 
 
+async def until_healthy(url: str, running: Callable[[], bool] = lambda: True) -> bool:
+    """Polls `url`/healthz: True once it answers 200, False once `running` says the server's
+    process is gone. It sets no deadline: the caller bounds the wait."""
+    async with httpx.AsyncClient(timeout=2) as http:
+        while running():
+            try:
+                if (await http.get(f"{url}/healthz")).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            await trio.sleep(0.1)
+    return False
+
+
 @dataclass
 class SpawnedServer:
     plan: ServerPlan
@@ -151,7 +165,7 @@ class SpawnedServer:
 
     async def start(self, timeout: float = 60.0) -> None:
         with open(self.plan.log_path, "ab") as log:  # the child keeps its own copy of the fd
-            self.process = await trio.lowlevel.open_process(
+            self.process = process = await trio.lowlevel.open_process(
                 self.plan.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -160,19 +174,10 @@ class SpawnedServer:
                 cwd=str(self.plan.cwd),
                 start_new_session=True,
             )
-        async with httpx.AsyncClient(timeout=2) as http:
-            with trio.move_on_after(timeout):
-                while True:
-                    if self.process.returncode is not None:
-                        raise RuntimeError(
-                            f"{self.plan.target} exited with {self.process.returncode}:\n{self.log_tail()}"
-                        )
-                    try:
-                        if (await http.get(f"{self.plan.url}/healthz")).status_code == 200:
-                            return
-                    except httpx.HTTPError:
-                        pass
-                    await trio.sleep(0.1)
+        with trio.move_on_after(timeout):
+            if await until_healthy(self.plan.url, lambda: process.returncode is None):
+                return
+            raise RuntimeError(f"{self.plan.target} exited with {process.returncode}:\n{self.log_tail()}")
         await self.stop()
         raise RuntimeError(f"{self.plan.target} did not become healthy in {timeout:.0f}s:\n{self.log_tail()}")
 
