@@ -63,7 +63,7 @@ from trio_websocket import ConnectionClosed, connect_websocket_url
 
 from volthub.loadtest import checks
 from volthub.loadtest.metrics import Activity, machine_busy_seconds, percentile, read_activity, read_proc
-from volthub.loadtest.servers import free_port, until_healthy
+from volthub.loadtest.servers import free_port, serve_argv, until_healthy
 
 SERVER_ENV = {
     "VOLTHUB_RATELIMIT__ENABLED": "false",
@@ -117,7 +117,7 @@ def _admin(database: str, statement: str) -> None:
 def _start(url: str, workdir: Path, index: int, plan: Plan) -> Server:
     port, gateway_port = free_port(), free_port()  # never the default 8081: servers run side by side
     log = workdir / f"server-{index}-{port}.log"
-    argv = [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    argv = serve_argv(port, url)
     if plan.server_cpus:
         # "0": every process on CPU 0; "0/1": process i on the i-th list (mod their number), so
         # that each serving process has a core of its own as it would on its own machine.
@@ -125,7 +125,7 @@ def _start(url: str, workdir: Path, index: int, plan: Plan) -> Server:
         argv = ["taskset", "-c", choices[index % len(choices)], *argv]  # taskset execs: the pid stays the server's
     with open(log, "wb") as handle:
         process = subprocess.Popen(
-            [*argv, "--gateway-port", str(gateway_port), "--database", url],
+            [*argv, "--gateway-port", str(gateway_port)],
             stdout=handle,
             stderr=subprocess.STDOUT,
             env={**os.environ, **SERVER_ENV, **plan.broker_env},

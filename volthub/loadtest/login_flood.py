@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import trio
 
-from volthub.loadtest.servers import free_port, until_healthy
+from volthub.loadtest.servers import free_port, serve_argv, until_healthy
 
 PASSWORD = "correct horse battery"
 
@@ -37,18 +37,7 @@ def _start(database: str, port: int, throttle: bool, workdir: Path) -> subproces
         env["VOLTHUB_AUTH__FAILED_LOGINS_PER_ACCOUNT"] = "1000000"
         env["VOLTHUB_AUTH__FAILED_LOGINS_PER_ADDRESS"] = "1000000"
     log = open(workdir / "server.log", "wb")  # noqa: SIM115 - the child keeps it
-    command = [
-        sys.executable,
-        "-m",
-        "volthub",
-        "serve",
-        "--port",
-        str(port),
-        "--gateway-port",
-        "0",
-        "--database",
-        database,
-    ]
+    command = [*serve_argv(port, database), "--gateway-port", "0"]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
 
 
