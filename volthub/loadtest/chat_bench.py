@@ -62,7 +62,7 @@ import trio
 
 from volthub.loadtest import checks
 from volthub.loadtest.metrics import percentile, read_proc
-from volthub.loadtest.servers import free_port, profiling, serve_argv, until_healthy
+from volthub.loadtest.servers import CHEAP_PASSWORD_HASHING, free_port, profiling, serve_argv, until_healthy
 
 PASSWORD = "bench password 123"
 
@@ -230,11 +230,7 @@ class Server:
         gateway_port = free_port()  # never the default 8081: benches may run beside other servers
         self.events_url = f"ws://127.0.0.1:{gateway_port}"
         self.gateway_url = f"http://127.0.0.1:{gateway_port}"
-        env = {
-            **os.environ,
-            "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
-            "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024",
-        }
+        env = {**os.environ, **CHEAP_PASSWORD_HASHING}
         if rate_limits:  # counted and stored as in production, with budgets no sender reaches
             env.update({f"VOLTHUB_RATELIMIT__{name.upper()}": str(UNREACHED_BUDGET) for name in _budget_fields()})
         elif _ratelimit_switch_exists():

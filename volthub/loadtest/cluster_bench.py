@@ -63,13 +63,9 @@ from trio_websocket import ConnectionClosed, connect_websocket_url
 
 from volthub.loadtest import checks
 from volthub.loadtest.metrics import Activity, machine_busy_seconds, percentile, read_activity, read_proc
-from volthub.loadtest.servers import free_port, serve_argv, until_healthy
+from volthub.loadtest.servers import CHEAP_PASSWORD_HASHING, free_port, serve_argv, until_healthy
 
-SERVER_ENV = {
-    "VOLTHUB_RATELIMIT__ENABLED": "false",
-    "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
-    "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024",
-}
+SERVER_ENV = {"VOLTHUB_RATELIMIT__ENABLED": "false", **CHEAP_PASSWORD_HASHING}
 
 
 @dataclass
