@@ -353,6 +353,16 @@ async def sio_connect(server: str, nursery: trio.Nursery, connect: str = "40") -
     return ws, ack
 
 
+async def sio_joined(server: str, nursery: trio.Nursery) -> WebSocketConnection:
+    """A Socket.IO connection joined to the main namespace, its CONNECT answer and auth event read."""
+    ws = await open_ws(nursery, server, SIO)
+    handshake(await receive(ws))
+    await ws.send_message("40")
+    await receive(ws, skip_pings=True)  # the CONNECT answer
+    await receive(ws, skip_pings=True)  # the auth event
+    return ws
+
+
 @pytest.mark.parametrize(
     ("connect", "prefix", "auth"),
     [
@@ -380,12 +390,11 @@ async def test_unknown_namespace_gets_connect_error(server: str, nursery: trio.N
 
 @pytest.mark.parametrize("frame", ["4abc", "42{}", '42abc["message-with-ack",1]', '42["message"'])
 async def test_invalid_packets_close_the_connection(server: str, nursery: trio.Nursery, frame: str) -> None:
-    ws = await open_ws(nursery, server, SIO)
-    handshake(await receive(ws))
-    if frame != "4abc":
-        await ws.send_message("40")
-        await receive(ws, skip_pings=True)
-        await receive(ws, skip_pings=True)
+    if frame == "4abc":
+        ws = await open_ws(nursery, server, SIO)
+        handshake(await receive(ws))
+    else:
+        ws = await sio_joined(server, nursery)
     await ws.send_message(frame)
     assert await closed(ws)
 
@@ -397,15 +406,13 @@ async def test_no_connect_packet_closes(server: str, nursery: trio.Nursery, auto
 
 
 async def test_disconnect_main_namespace_keeps_the_connection(server: str, nursery: trio.Nursery) -> None:
-    ws, _ = await sio_connect(server, nursery)
-    await receive(ws, skip_pings=True)  # auth
+    ws = await sio_joined(server, nursery)
     await ws.send_message("41")
     assert await receive(ws) == "2"  # still open: the next thing is a ping
 
 
 async def test_custom_namespace_connect_then_disconnect(server: str, nursery: trio.Nursery) -> None:
-    ws, _ = await sio_connect(server, nursery)
-    await receive(ws, skip_pings=True)  # auth
+    ws = await sio_joined(server, nursery)
     await ws.send_message("40/custom")
     assert (await receive(ws, skip_pings=True)).startswith("40/custom,")
     assert await receive(ws, skip_pings=True) == '42/custom,["auth",{}]'
@@ -415,8 +422,7 @@ async def test_custom_namespace_connect_then_disconnect(server: str, nursery: tr
 
 
 async def test_message_and_ack(server: str, nursery: trio.Nursery) -> None:
-    ws, _ = await sio_connect(server, nursery)
-    await receive(ws, skip_pings=True)
+    ws = await sio_joined(server, nursery)
     await ws.send_message('42["message",1,"2",{"3":[true]}]')
     assert await receive(ws, skip_pings=True) == '42["message-back",1,"2",{"3":[true]}]'
     await ws.send_message('42456["message-with-ack",1,"2",{"3":[false]}]')
@@ -424,8 +430,7 @@ async def test_message_and_ack(server: str, nursery: trio.Nursery) -> None:
 
 
 async def test_binary_attachments_and_binary_ack(server: str, nursery: trio.Nursery) -> None:
-    ws, _ = await sio_connect(server, nursery)
-    await receive(ws, skip_pings=True)
+    ws = await sio_joined(server, nursery)
     await ws.send_message('452-["message",{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]')
     await ws.send_message(bytes([1, 2, 3]))
     await ws.send_message(bytes([4, 5, 6]))
