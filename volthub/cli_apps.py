@@ -23,7 +23,6 @@ from volthub.protocol.oauth.scopes import ALIASES, SCOPE_NAMES, SENSITIVE_SCOPES
 
 if TYPE_CHECKING:
     from volthub.persistence import Tx
-    from volthub.persistence.apps import App
 
 # The database code is imported when a command runs, not when the command is registered:
 # every `volthub` command registers this one, and `volthub serve --workers` must choose
@@ -79,7 +78,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     database = await _open(settings)
     try:
         await migrate(database)
-        return int(await database.write(lambda tx: _ACTIONS[args.action](tx, args)))
+        return int(await database.write(lambda tx: _act(tx, args)))
     finally:
         await database.close()
 
@@ -88,13 +87,14 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _app_or_error(tx: Tx, client_id: str) -> App | None:
+def _act(tx: Tx, args: argparse.Namespace) -> int:
+    """The action; every one but `list` names an app, which must exist."""
     from volthub.persistence import apps as apps_repo
 
-    app = apps_repo.get_app(tx, client_id)
-    if app is None:
-        print(f"error: no app with client id {client_id!r}", file=sys.stderr)
-    return app
+    if args.action != "list" and apps_repo.get_app(tx, args.client_id) is None:
+        print(f"error: no app with client id {args.client_id!r}", file=sys.stderr)
+        return 1
+    return _ACTIONS[args.action](tx, args)
 
 
 def _list(tx: Tx, args: argparse.Namespace) -> int:
@@ -116,8 +116,6 @@ def _list(tx: Tx, args: argparse.Namespace) -> int:
 def _review(tx: Tx, args: argparse.Namespace) -> int:
     from volthub.persistence import apps as apps_repo
 
-    if _app_or_error(tx, args.client_id) is None:
-        return 1
     apps_repo.set_reviewed(tx, args.client_id, not args.unset, _now_ms())
     print(f"{args.client_id}\t{'not reviewed' if args.unset else 'reviewed'}")
     return 0
@@ -126,8 +124,6 @@ def _review(tx: Tx, args: argparse.Namespace) -> int:
 def _grant(tx: Tx, args: argparse.Namespace) -> int:
     from volthub.persistence import oauth as oauth_repo
 
-    if _app_or_error(tx, args.client_id) is None:
-        return 1
     for scope in args.scopes:
         created = oauth_repo.grant_app_scope(tx, args.client_id, scope, _now_ms())
         print(f"{args.client_id}\t{scope}\t{'granted' if created else 'already granted'}")
@@ -137,8 +133,6 @@ def _grant(tx: Tx, args: argparse.Namespace) -> int:
 def _revoke(tx: Tx, args: argparse.Namespace) -> int:
     from volthub.persistence import oauth as oauth_repo
 
-    if _app_or_error(tx, args.client_id) is None:
-        return 1
     for scope in args.scopes:
         removed, narrowed = oauth_repo.revoke_app_scope(tx, args.client_id, scope, _now_ms())
         state = f"revoked; removed from {narrowed} connection(s)" if removed else "was not granted"

@@ -13,18 +13,9 @@ from volthub.loadtest import servers
 def test_volthub_plan_is_a_bench_configuration(tmp_path: Path) -> None:
     plan = servers.plan_server("volthub", tmp_path, cpus="0", port=5555, extra_env={"VOLTHUB_CHAT__INBOX_SIZE": "9"})
     assert plan.argv[:3] == ["taskset", "-c", "0"]
-    assert plan.argv[3:] == [
-        sys.executable,
-        "-m",
-        "volthub",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "5555",
-        "--database",
-        f"sqlite:///{tmp_path / 'loadtest.db'}",
-    ]
+    assert plan.argv[3:7] == [sys.executable, "-m", "volthub", "serve"]
+    database = f"sqlite:///{tmp_path / 'loadtest.db'}"
+    assert " ".join(plan.argv[7:]) == f"--host 127.0.0.1 --port 5555 --database {database}"
     assert plan.env["VOLTHUB_RATELIMIT__ENABLED"] == "false"
     assert plan.env["VOLTHUB_CHAT__INBOX_SIZE"] == "9"
     assert plan.url == "http://127.0.0.1:5555"

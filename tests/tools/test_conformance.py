@@ -13,12 +13,14 @@ server's timers with `mock_clock.jump` (with `autojump_clock`, each wait for a p
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import orjson
 import pytest
 import trio
 from trio.testing import MockClock, wait_all_tasks_blocked
+from trio_websocket import WebSocketConnection
 
 from tests.http.events.live import closed, handshake, open_ws, poll, polling_open, push, receive, ws_refusal
 from volthub.tools import conformance
@@ -122,6 +124,20 @@ async def test_polling_messages_echo_text_and_binary(http: httpx.AsyncClient) ->
         assert (polled.status_code, polled.text) == (200, body)
 
 
+@asynccontextmanager
+async def parked_poll(http: httpx.AsyncClient, sid: str) -> AsyncIterator[list[httpx.Response]]:
+    """A GET poll parked in the server while the block runs; its response is in the list after."""
+    answered: list[httpx.Response] = []
+
+    async def pending() -> None:
+        answered.append(await poll(http, EIO, sid))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pending)
+        await wait_all_tasks_blocked()  # the GET is parked in the server (same Trio run)
+        yield answered
+
+
 async def test_polling_invalid_packet_closes_the_session(http: httpx.AsyncClient) -> None:
     sid = await polling_open(http, EIO)
     assert (await push(http, EIO, sid, "abc")).status_code == 400
@@ -130,17 +146,10 @@ async def test_polling_invalid_packet_closes_the_session(http: httpx.AsyncClient
 
 async def test_duplicate_polls_close_the_session(http: httpx.AsyncClient) -> None:
     sid = await polling_open(http, EIO)
-    results: dict[str, httpx.Response] = {}
-
-    async def first() -> None:
-        results["first"] = await poll(http, EIO, sid)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(first)
-        await wait_all_tasks_blocked()  # the first GET is parked in the server (same Trio run)
-        results["second"] = await poll(http, EIO, sid)
-    assert (results["first"].status_code, results["first"].text) == (200, "1")  # CLOSE
-    assert results["second"].status_code == 400
+    async with parked_poll(http, sid) as first:
+        second = await poll(http, EIO, sid)
+    assert (first[0].status_code, first[0].text) == (200, "1")  # CLOSE
+    assert second.status_code == 400
     assert (await poll(http, EIO, sid)).status_code == 400
 
 
@@ -215,16 +224,9 @@ async def test_websocket_ping_timeout_closes(server: str, nursery: trio.Nursery,
 
 async def test_polling_close_releases_the_pending_poll(http: httpx.AsyncClient) -> None:
     sid = await polling_open(http, EIO)
-    results: dict[str, httpx.Response] = {}
-
-    async def pending() -> None:
-        results["poll"] = await poll(http, EIO, sid)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pending)
-        await wait_all_tasks_blocked()  # the first GET is parked in the server (same Trio run)
+    async with parked_poll(http, sid) as pending:
         assert (await push(http, EIO, sid, "1")).status_code == 200
-    assert (results["poll"].status_code, results["poll"].text) == (200, "6")
+    assert (pending[0].status_code, pending[0].text) == (200, "6")
     assert (await poll(http, EIO, sid)).status_code == 400
 
 
@@ -260,15 +262,19 @@ async def test_upgrade_from_polling(http: httpx.AsyncClient, server: str, nurser
 # be answered as the upgraded session's (400 / closed) while the upgraded socket works on.
 
 
-@pytest.mark.parametrize("path", [EIO, SIO])
-async def test_polling_right_after_a_hasty_upgrade_is_400(
+async def hasty_upgrade(
     http: httpx.AsyncClient, server: str, nursery: trio.Nursery, path: str
-) -> None:
+) -> tuple[str, WebSocketConnection]:
+    """A polling session, and a WebSocket that upgrades it without waiting for "3probe"."""
     sid = await polling_open(http, path)
     ws = await open_ws(nursery, server, path, sid=sid)
     await ws.send_message("2probe")
     await ws.send_message("5")
-    assert (await poll(http, path, sid)).status_code == 400
+    return sid, ws
+
+
+async def assert_the_upgraded_socket_works_on(ws: WebSocketConnection, path: str) -> None:
+    """Its probe is answered, then a message is echoed (Engine.IO) or a namespace joined (Socket.IO)."""
     assert await receive(ws) == "3probe"
     if path == EIO:
         await ws.send_message("4hello")
@@ -277,26 +283,24 @@ async def test_polling_right_after_a_hasty_upgrade_is_400(
         await ws.send_message("40")
         assert (await receive(ws, skip_pings=True)).startswith("40")
     await ws.aclose()
+
+
+@pytest.mark.parametrize("path", [EIO, SIO])
+async def test_polling_right_after_a_hasty_upgrade_is_400(
+    http: httpx.AsyncClient, server: str, nursery: trio.Nursery, path: str
+) -> None:
+    sid, ws = await hasty_upgrade(http, server, nursery, path)
+    assert (await poll(http, path, sid)).status_code == 400
+    await assert_the_upgraded_socket_works_on(ws, path)
 
 
 @pytest.mark.parametrize("path", [EIO, SIO])
 async def test_second_websocket_right_after_a_hasty_upgrade_is_closed(
     http: httpx.AsyncClient, server: str, nursery: trio.Nursery, path: str
 ) -> None:
-    sid = await polling_open(http, path)
-    ws = await open_ws(nursery, server, path, sid=sid)
-    await ws.send_message("2probe")
-    await ws.send_message("5")
-    second = await open_ws(nursery, server, path, sid=sid)
-    assert await closed(second)
-    assert await receive(ws) == "3probe"
-    if path == EIO:
-        await ws.send_message("4hello")
-        assert await receive(ws, skip_pings=True) == "4hello"
-    else:
-        await ws.send_message("40")
-        assert (await receive(ws, skip_pings=True)).startswith("40")
-    await ws.aclose()
+    sid, ws = await hasty_upgrade(http, server, nursery, path)
+    assert await closed(await open_ws(nursery, server, path, sid=sid))
+    await assert_the_upgraded_socket_works_on(ws, path)
 
 
 async def test_second_websocket_while_probing_is_closed_and_the_probe_goes_on(
@@ -318,18 +322,11 @@ async def test_pending_poll_during_upgrade_gets_noop(
     http: httpx.AsyncClient, server: str, nursery: trio.Nursery
 ) -> None:
     sid = await polling_open(http, EIO)
-    results: dict[str, httpx.Response] = {}
-
-    async def pending() -> None:
-        results["poll"] = await poll(http, EIO, sid)
-
-    async with trio.open_nursery() as inner:
-        inner.start_soon(pending)
-        await wait_all_tasks_blocked()  # the first GET is parked in the server (same Trio run)
+    async with parked_poll(http, sid) as pending:
         ws = await open_ws(nursery, server, EIO, sid=sid)
         await ws.send_message("2probe")
         assert await receive(ws) == "3probe"
-    assert results["poll"].text == "6"
+    assert pending[0].text == "6"
     await ws.send_message("5")
     await ws.send_message("4up")
     assert await receive(ws, skip_pings=True) == "4up"
@@ -354,6 +351,16 @@ async def sio_connect(server: str, nursery: trio.Nursery, connect: str = "40") -
     await ws.send_message(connect)
     ack = await receive(ws, skip_pings=True)
     return ws, ack
+
+
+async def sio_joined(server: str, nursery: trio.Nursery) -> WebSocketConnection:
+    """A Socket.IO connection joined to the main namespace, its CONNECT answer and auth event read."""
+    ws = await open_ws(nursery, server, SIO)
+    handshake(await receive(ws))
+    await ws.send_message("40")
+    await receive(ws, skip_pings=True)  # the CONNECT answer
+    await receive(ws, skip_pings=True)  # the auth event
+    return ws
 
 
 @pytest.mark.parametrize(
@@ -383,12 +390,11 @@ async def test_unknown_namespace_gets_connect_error(server: str, nursery: trio.N
 
 @pytest.mark.parametrize("frame", ["4abc", "42{}", '42abc["message-with-ack",1]', '42["message"'])
 async def test_invalid_packets_close_the_connection(server: str, nursery: trio.Nursery, frame: str) -> None:
-    ws = await open_ws(nursery, server, SIO)
-    handshake(await receive(ws))
-    if frame != "4abc":
-        await ws.send_message("40")
-        await receive(ws, skip_pings=True)
-        await receive(ws, skip_pings=True)
+    if frame == "4abc":
+        ws = await open_ws(nursery, server, SIO)
+        handshake(await receive(ws))
+    else:
+        ws = await sio_joined(server, nursery)
     await ws.send_message(frame)
     assert await closed(ws)
 
@@ -400,15 +406,13 @@ async def test_no_connect_packet_closes(server: str, nursery: trio.Nursery, auto
 
 
 async def test_disconnect_main_namespace_keeps_the_connection(server: str, nursery: trio.Nursery) -> None:
-    ws, _ = await sio_connect(server, nursery)
-    await receive(ws, skip_pings=True)  # auth
+    ws = await sio_joined(server, nursery)
     await ws.send_message("41")
     assert await receive(ws) == "2"  # still open: the next thing is a ping
 
 
 async def test_custom_namespace_connect_then_disconnect(server: str, nursery: trio.Nursery) -> None:
-    ws, _ = await sio_connect(server, nursery)
-    await receive(ws, skip_pings=True)  # auth
+    ws = await sio_joined(server, nursery)
     await ws.send_message("40/custom")
     assert (await receive(ws, skip_pings=True)).startswith("40/custom,")
     assert await receive(ws, skip_pings=True) == '42/custom,["auth",{}]'
@@ -418,8 +422,7 @@ async def test_custom_namespace_connect_then_disconnect(server: str, nursery: tr
 
 
 async def test_message_and_ack(server: str, nursery: trio.Nursery) -> None:
-    ws, _ = await sio_connect(server, nursery)
-    await receive(ws, skip_pings=True)
+    ws = await sio_joined(server, nursery)
     await ws.send_message('42["message",1,"2",{"3":[true]}]')
     assert await receive(ws, skip_pings=True) == '42["message-back",1,"2",{"3":[true]}]'
     await ws.send_message('42456["message-with-ack",1,"2",{"3":[false]}]')
@@ -427,8 +430,7 @@ async def test_message_and_ack(server: str, nursery: trio.Nursery) -> None:
 
 
 async def test_binary_attachments_and_binary_ack(server: str, nursery: trio.Nursery) -> None:
-    ws, _ = await sio_connect(server, nursery)
-    await receive(ws, skip_pings=True)
+    ws = await sio_joined(server, nursery)
     await ws.send_message('452-["message",{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]')
     await ws.send_message(bytes([1, 2, 3]))
     await ws.send_message(bytes([4, 5, 6]))

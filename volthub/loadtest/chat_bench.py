@@ -62,7 +62,7 @@ import trio
 
 from volthub.loadtest import checks
 from volthub.loadtest.metrics import percentile, read_proc
-from volthub.loadtest.servers import free_port, profiling
+from volthub.loadtest.servers import CHEAP_PASSWORD_HASHING, free_port, profiling, serve_argv, until_healthy
 
 PASSWORD = "bench password 123"
 
@@ -230,11 +230,7 @@ class Server:
         gateway_port = free_port()  # never the default 8081: benches may run beside other servers
         self.events_url = f"ws://127.0.0.1:{gateway_port}"
         self.gateway_url = f"http://127.0.0.1:{gateway_port}"
-        env = {
-            **os.environ,
-            "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
-            "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024",
-        }
+        env = {**os.environ, **CHEAP_PASSWORD_HASHING}
         if rate_limits:  # counted and stored as in production, with budgets no sender reaches
             env.update({f"VOLTHUB_RATELIMIT__{name.upper()}": str(UNREACHED_BUDGET) for name in _budget_fields()})
         elif _ratelimit_switch_exists():
@@ -242,20 +238,7 @@ class Server:
         self.log_path = workdir / "server.log"
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "volthub",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--gateway-port",
-                str(gateway_port),
-                "--database",
-                database,
-            ],
+            [*serve_argv(port, database), "--gateway-port", str(gateway_port)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -263,17 +246,9 @@ class Server:
         )
 
     async def wait_ready(self, timeout: float = 60) -> None:
-        async with httpx.AsyncClient(base_url=self.url, timeout=2) as client:
-            with trio.fail_after(timeout):
-                while True:
-                    if self.process.poll() is not None:
-                        raise RuntimeError(f"server exited: {self.log_path.read_text(errors='replace')[-2000:]}")
-                    try:
-                        if (await client.get("/healthz")).status_code == 200:
-                            return
-                    except httpx.HTTPError:
-                        pass
-                    await trio.sleep(0.1)
+        with trio.fail_after(timeout):
+            if not await until_healthy(self.url, lambda: self.process.poll() is None):
+                raise RuntimeError(f"server exited: {self.log_path.read_text(errors='replace')[-2000:]}")
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -128,15 +128,7 @@ async def _runs(args: argparse.Namespace, failures: list[str]) -> bool:
                     print(f"\n== {name} ==\nerror: {exc}", file=sys.stderr)
                     continue
             else:
-                run = Run(
-                    config,
-                    make_target(name, args.url, args.ws_url),
-                    args.server_pid,
-                    progress=None if args.quiet else sys.stderr,
-                    profile=profile,
-                    profile_phase=args.profile_phase,
-                    channels=args.channel_list,
-                )
+                run = _run(args, config, args.url, args.ws_url, args.server_pid, profile)
                 result = await run.execute()
                 if run.provisioned:
                     result["notes"].append(
@@ -262,6 +254,27 @@ async def _remote_hold(args: argparse.Namespace, name: str, failures: list[str])
         return None
 
 
+def _run(
+    args: argparse.Namespace,
+    config: RunConfig,
+    url: str,
+    socket_url: str | None,
+    server_pid: int | None,
+    profile: Path | None,
+) -> Run:
+    """`config`'s run against the server at `url` (its Socket.IO clients at `socket_url`, when
+    elsewhere), reading the CPU and RSS of process `server_pid`."""
+    return Run(
+        config,
+        make_target(config.target, url, socket_url),
+        server_pid,
+        progress=None if args.quiet else sys.stderr,
+        profile=profile,
+        profile_phase=args.profile_phase,
+        channels=args.channel_list,
+    )
+
+
 async def _spawned_run(
     args: argparse.Namespace, config: RunConfig, workdir: Path, profile: Path | None
 ) -> dict[str, Any]:
@@ -279,15 +292,7 @@ async def _spawned_run(
     await server.start()
     run: Run | None = None
     try:
-        run = Run(
-            config,
-            make_target(config.target, plan.url, plan.socket_url),
-            server.pid,
-            progress=None if args.quiet else sys.stderr,
-            profile=profile,
-            profile_phase=args.profile_phase,
-            channels=args.channel_list,
-        )
+        run = _run(args, config, plan.url, plan.socket_url, server.pid, profile)
         result = await run.execute()
     finally:
         await server.stop()

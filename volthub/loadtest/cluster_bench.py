@@ -63,13 +63,9 @@ from trio_websocket import ConnectionClosed, connect_websocket_url
 
 from volthub.loadtest import checks
 from volthub.loadtest.metrics import Activity, machine_busy_seconds, percentile, read_activity, read_proc
-from volthub.loadtest.servers import free_port
+from volthub.loadtest.servers import CHEAP_PASSWORD_HASHING, free_port, serve_argv, until_healthy
 
-SERVER_ENV = {
-    "VOLTHUB_RATELIMIT__ENABLED": "false",
-    "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
-    "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024",
-}
+SERVER_ENV = {"VOLTHUB_RATELIMIT__ENABLED": "false", **CHEAP_PASSWORD_HASHING}
 
 
 @dataclass
@@ -117,7 +113,7 @@ def _admin(database: str, statement: str) -> None:
 def _start(url: str, workdir: Path, index: int, plan: Plan) -> Server:
     port, gateway_port = free_port(), free_port()  # never the default 8081: servers run side by side
     log = workdir / f"server-{index}-{port}.log"
-    argv = [sys.executable, "-m", "volthub", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    argv = serve_argv(port, url)
     if plan.server_cpus:
         # "0": every process on CPU 0; "0/1": process i on the i-th list (mod their number), so
         # that each serving process has a core of its own as it would on its own machine.
@@ -125,7 +121,7 @@ def _start(url: str, workdir: Path, index: int, plan: Plan) -> Server:
         argv = ["taskset", "-c", choices[index % len(choices)], *argv]  # taskset execs: the pid stays the server's
     with open(log, "wb") as handle:
         process = subprocess.Popen(
-            [*argv, "--gateway-port", str(gateway_port), "--database", url],
+            [*argv, "--gateway-port", str(gateway_port)],
             stdout=handle,
             stderr=subprocess.STDOUT,
             env={**os.environ, **SERVER_ENV, **plan.broker_env},
@@ -136,16 +132,8 @@ def _start(url: str, workdir: Path, index: int, plan: Plan) -> Server:
 
 async def _healthy(server: Server, timeout: float = 60.0) -> None:
     with trio.fail_after(timeout):
-        async with httpx.AsyncClient() as http:
-            while True:
-                if server.process.poll() is not None:
-                    raise RuntimeError(f"server exited: {server.log.read_text()[-2000:]}")
-                try:
-                    if (await http.get(f"{server.url}/healthz")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await trio.sleep(0.2)
+        if not await until_healthy(server.url, lambda: server.process.poll() is None):
+            raise RuntimeError(f"server exited: {server.log.read_text()[-2000:]}")
 
 
 async def _client(server: Server, token: str, tally: Tally, ready: trio.Semaphore, stop: trio.Event) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import trio
 
-from volthub.loadtest.servers import free_port
+from volthub.loadtest.servers import free_port, serve_argv, until_healthy
 
 PASSWORD = "correct horse battery"
 
@@ -37,30 +37,14 @@ def _start(database: str, port: int, throttle: bool, workdir: Path) -> subproces
         env["VOLTHUB_AUTH__FAILED_LOGINS_PER_ACCOUNT"] = "1000000"
         env["VOLTHUB_AUTH__FAILED_LOGINS_PER_ADDRESS"] = "1000000"
     log = open(workdir / "server.log", "wb")  # noqa: SIM115 - the child keeps it
-    command = [
-        sys.executable,
-        "-m",
-        "volthub",
-        "serve",
-        "--port",
-        str(port),
-        "--gateway-port",
-        "0",
-        "--database",
-        database,
-    ]
+    command = [*serve_argv(port, database), "--gateway-port", "0"]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
 
 
 async def _wait_healthy(url: str) -> None:
-    async with httpx.AsyncClient(base_url=url) as http:
-        for _ in range(300):
-            try:
-                if (await http.get("/healthz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await trio.sleep(0.1)
+    with trio.move_on_after(30):
+        await until_healthy(url)
+        return
     raise RuntimeError("server did not start")
 
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import trio
 
+# Password hashing at its cheapest: a bench registers its users by the hundred.
+CHEAP_PASSWORD_HASHING = {"VOLTHUB_AUTH__ARGON2_TIME_COST": "1", "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024"}
 # Rate limits off, cheap password hashing (provisioning registers one user per channel), no
 # per-address connection cap (every generated client comes from 127.0.0.1, as behind a
 # reverse proxy; the default cap is a third of the total), and nothing else changed: the
@@ -32,8 +34,7 @@ import trio
 VOLTHUB_BENCH_ENV = {
     "VOLTHUB_RATELIMIT__ENABLED": "false",
     "VOLTHUB_SERVER__MAX_CONNECTIONS_PER_ADDRESS": "10000000",
-    "VOLTHUB_AUTH__ARGON2_TIME_COST": "1",
-    "VOLTHUB_AUTH__ARGON2_MEMORY_KIB": "1024",
+    **CHEAP_PASSWORD_HASHING,
 }
 
 
@@ -74,6 +75,22 @@ class ServerPlan:
         return f"http://127.0.0.1:{self.gateway_port or self.port}"
 
 
+def serve_argv(port: int, database: str) -> list[str]:
+    """`volthub serve` on 127.0.0.1:`port` over `database`, run by this Python."""
+    return [
+        sys.executable,
+        "-m",
+        "volthub",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--database",
+        database,
+    ]
+
+
 def plan_server(
     target: str,
     workdir: Path,
@@ -93,18 +110,7 @@ def plan_server(
             for old in workdir.glob("loadtest.db*"):
                 old.unlink()
             database = f"sqlite:///{workdir / 'loadtest.db'}"
-        argv = [
-            sys.executable,
-            "-m",
-            "volthub",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--database",
-            database,
-        ]
+        argv = serve_argv(port, database)
         if workers > 1:  # `serve --workers N`: every worker binds the gateway port (SO_REUSEPORT)
             argv += ["--workers", str(workers)]
         # `volthub`: the mount alone (gateway off); `volthub-gateway`: the Events API's own
@@ -133,6 +139,20 @@ def plan_server(
     return ServerPlan(target, argv, env, port, workdir, workdir / f"{target}.log", gateway_port)
 
 
+async def until_healthy(url: str, running: Callable[[], bool] = lambda: True) -> bool:
+    """Polls `url`/healthz: True once it answers 200, False once `running` says the server's
+    process is gone. It sets no deadline: the caller bounds the wait."""
+    async with httpx.AsyncClient(timeout=2) as http:
+        while running():
+            try:
+                if (await http.get(f"{url}/healthz")).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            await trio.sleep(0.1)
+    return False
+
+
 @dataclass
 class SpawnedServer:
     plan: ServerPlan
@@ -146,7 +166,7 @@ class SpawnedServer:
 
     async def start(self, timeout: float = 60.0) -> None:
         with open(self.plan.log_path, "ab") as log:  # the child keeps its own copy of the fd
-            self.process = await trio.lowlevel.open_process(
+            self.process = process = await trio.lowlevel.open_process(
                 self.plan.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -155,19 +175,10 @@ class SpawnedServer:
                 cwd=str(self.plan.cwd),
                 start_new_session=True,
             )
-        async with httpx.AsyncClient(timeout=2) as http:
-            with trio.move_on_after(timeout):
-                while True:
-                    if self.process.returncode is not None:
-                        raise RuntimeError(
-                            f"{self.plan.target} exited with {self.process.returncode}:\n{self.log_tail()}"
-                        )
-                    try:
-                        if (await http.get(f"{self.plan.url}/healthz")).status_code == 200:
-                            return
-                    except httpx.HTTPError:
-                        pass
-                    await trio.sleep(0.1)
+        with trio.move_on_after(timeout):
+            if await until_healthy(self.plan.url, lambda: process.returncode is None):
+                return
+            raise RuntimeError(f"{self.plan.target} exited with {process.returncode}:\n{self.log_tail()}")
         await self.stop()
         raise RuntimeError(f"{self.plan.target} did not become healthy in {timeout:.0f}s:\n{self.log_tail()}")
 

@@ -38,6 +38,7 @@ from typing import Any
 import trio
 
 from volthub.config import load_settings
+from volthub.http.events.asgi import answer_lifespan
 from volthub.hub.bus import InProcessBroker
 from volthub.hub.clock import SystemClock
 from volthub.hub.publisher import Emitter, EventPublisher
@@ -51,12 +52,7 @@ from volthub.services.webhooks import Dispatcher
 async def receiver(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """The receiving end: drain the body, answer 204 (ASGI, run by Hypercorn)."""
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            kind = message["type"].rsplit(".", 1)[-1]
-            await send({"type": f"lifespan.{kind}.complete"})
-            if kind == "shutdown":
-                return
+        return await answer_lifespan(receive, send)
     more = True
     while more:
         more = (await receive()).get("more_body", False)

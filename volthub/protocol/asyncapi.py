@@ -392,20 +392,13 @@ def _operations(channels: dict[str, Any]) -> dict[str, Any]:
         sent = [key for key in channels[channel]["messages"] if key not in requests]
         operations[f"{channel}Send"] = operation(channel, "send", "Events and answers the server emits", sent)
         operations[f"{channel}Receive"] = operation(channel, "receive", "Requests a client may emit", requests)
-    operations["sseSend"] = operation(
-        "sse",
-        "send",
-        "The SSE stream",
-        list(channels["sse"]["messages"]),
-        bindings={"http": {"method": "GET", "bindingVersion": "0.3.0"}},
-    )
-    operations["webhookSend"] = operation(
-        "webhooks",
-        "send",
-        "Webhook deliveries",
-        list(channels["webhooks"]["messages"]),
-        bindings={"http": {"method": "POST", "bindingVersion": "0.3.0"}},
-    )
+    # The HTTP channels: the server only sends, each over its own method.
+    for key, channel, summary, method in (
+        ("sseSend", "sse", "The SSE stream", "GET"),
+        ("webhookSend", "webhooks", "Webhook deliveries", "POST"),
+    ):
+        bindings = {"http": {"method": method, "bindingVersion": "0.3.0"}}
+        operations[key] = operation(channel, "send", summary, list(channels[channel]["messages"]), bindings=bindings)
     return operations
 
 

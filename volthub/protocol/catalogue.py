@@ -116,6 +116,11 @@ def _f(name: str, type_: str, description: str, optional: bool = False) -> Paylo
     return PayloadField(name, type_, description, optional)
 
 
+def _at(name: str) -> PayloadField:
+    """A moment: an ISO 8601 timestamp."""
+    return _f(name, "string", "ISO 8601")
+
+
 # Field sets shared by several events.
 _WHO = (
     _f("userId", "string", "the user's id (immutable)"),
@@ -155,6 +160,22 @@ _SUBSCRIPTION = (
     *_WHO,
     _f("tier", "string", "tier1, tier2 or tier3"),
 )
+_VOLTS_SENT = (
+    *_WHO,
+    _f("amount", "number", "Volts sent"),
+    _f("message", "string|null", "the sender's message"),
+    _at("sentAt"),
+)
+_FOLLOWED = (
+    _f("followedUserId", "string", "id of the followed user"),
+    _f("followedUsername", "string", "the followed user's username"),
+    _f("followedDisplayName", "string", "the followed user's display name"),
+)
+_AUTHORISED_APP = (
+    *_WHO,
+    _f("clientId", "string", "the app's client id"),
+    _f("appName", "string", "the app's name"),
+)
 
 
 def _event(name: str, group: str, description: str, *fields: PayloadField, **options: Any) -> EventType:
@@ -172,7 +193,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_STREAM,
         _f("title", "string", "stream title"),
         _f("category", "string|null", "category slug"),
-        _f("startedAt", "string", "ISO 8601"),
+        _at("startedAt"),
         public=True,
     ),
     _event(
@@ -180,7 +201,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Stream",
         "The channel's stream ended.",
         *_STREAM,
-        _f("endedAt", "string", "ISO 8601"),
+        _at("endedAt"),
         _f("vodId", "string", "the VOD record the stream left", optional=True),
         public=True,
     ),
@@ -202,7 +223,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Channel",
         "Someone followed the channel.",
         *_WHO,
-        _f("followedAt", "string", "ISO 8601"),
+        _at("followedAt"),
         _TEST,
     ),
     _event(
@@ -213,7 +234,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("isGift", "boolean", "false: bought by the subscriber"),
         _f("months", "number", "cumulative months"),
         _f("message", "string|null", "resubscription message"),
-        _f("subscribedAt", "string", "ISO 8601"),
+        _at("subscribedAt"),
         _TEST,
     ),
     _event(
@@ -224,7 +245,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("quantity", "number", "subscriptions gifted (1-100)"),
         _f("amount", "number", "Volts paid", optional=True),
         _f("isAnonymous", "boolean", "the gifter chose to stay anonymous"),
-        _f("giftedAt", "string", "ISO 8601"),
+        _at("giftedAt"),
         _f("recipients", "array", "[{userId, username, displayName}] who received them", optional=True),
         _TEST,
     ),
@@ -236,28 +257,22 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("isGift", "boolean", "it was a gift"),
         _f("gifter", "object|null", "{userId, username, displayName}"),
         _f("reason", "string", "canceled or expired"),
-        _f("endedAt", "string", "ISO 8601"),
-        _f("expiresAt", "string", "ISO 8601"),
+        _at("endedAt"),
+        _at("expiresAt"),
         transports=_WEBHOOKS_ONLY,
     ),
     _event(
         "channel.volts",
         "Channel",
         "Someone sent Volts to the channel.",
-        *_WHO,
-        _f("amount", "number", "Volts sent"),
-        _f("message", "string|null", "the sender's message"),
-        _f("sentAt", "string", "ISO 8601"),
+        *_VOLTS_SENT,
         _TEST,
     ),
     _event(
         "channel.cheer",
         "Channel",
         "Legacy webhook name of channel.volts (same payload).",
-        *_WHO,
-        _f("amount", "number", "Volts sent"),
-        _f("message", "string|null", "the sender's message"),
-        _f("sentAt", "string", "ISO 8601"),
+        *_VOLTS_SENT,
         transports=_WEBHOOKS_ONLY,
         alias_of="channel.volts",
     ),
@@ -272,7 +287,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("toChannelId", "string", "the raided channel"),
         _f("toUsername", "string", "the raided channel's username"),
         _f("viewers", "number", "viewers brought along"),
-        _f("raidedAt", "string", "ISO 8601"),
+        _at("raidedAt"),
         _TEST,
     ),
     _event(
@@ -283,7 +298,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _MODERATOR,
         _f("reason", "string|null", "why"),
         _f("isPermanent", "boolean", "false for a timeout"),
-        _f("bannedAt", "string", "ISO 8601"),
+        _at("bannedAt"),
         _f("endsAt", "string|null", "end of a timeout"),
         _f("durationSeconds", "number", "length of a timeout", optional=True),
     ),
@@ -294,7 +309,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_WHO,
         _MODERATOR,
         _f("wasPermanent", "boolean", "it was a ban, not a timeout"),
-        _f("unbannedAt", "string", "ISO 8601"),
+        _at("unbannedAt"),
     ),
     _event(
         "channel.moderator.add",
@@ -302,7 +317,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A user was made a moderator.",
         *_WHO,
         _MODERATOR,
-        _f("addedAt", "string", "ISO 8601"),
+        _at("addedAt"),
     ),
     _event(
         "channel.moderator.remove",
@@ -310,7 +325,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A moderator was removed.",
         *_WHO,
         _MODERATOR,
-        _f("removedAt", "string", "ISO 8601"),
+        _at("removedAt"),
     ),
     _event(
         "channel.channel_points_redemption",
@@ -323,7 +338,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_WHO,
         _f("userInput", "string", "present if the reward takes input", optional=True),
         _f("status", "string", "e.g. unfulfilled"),
-        _f("redeemedAt", "string", "ISO 8601"),
+        _at("redeemedAt"),
     ),
     _event(
         "channel.update",
@@ -332,29 +347,18 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("userId", "string", "the channel id"),
         _f("username", "string", "the channel's username"),
         _f("displayName", "string", "the channel's display name"),
-        _f("updatedAt", "string", "ISO 8601"),
+        _at("updatedAt"),
         transports=_WEBHOOKS_ONLY,
     ),
-    _event(
-        "channel.hype_train.begin",
-        "Channel",
-        "Listed by the spec; the platform has no Hype Train.",
-        transports=frozenset({EVENTS_API}),
-        never_fires=True,
-    ),
-    _event(
-        "channel.hype_train.progress",
-        "Channel",
-        "Listed by the spec; the platform has no Hype Train.",
-        transports=frozenset({EVENTS_API}),
-        never_fires=True,
-    ),
-    _event(
-        "channel.hype_train.end",
-        "Channel",
-        "Listed by the spec; the platform has no Hype Train.",
-        transports=frozenset({EVENTS_API}),
-        never_fires=True,
+    *(
+        _event(
+            f"channel.hype_train.{stage}",
+            "Channel",
+            "Listed by the spec; the platform has no Hype Train.",
+            transports=frozenset({EVENTS_API}),
+            never_fires=True,
+        )
+        for stage in ("begin", "progress", "end")
     ),
     # ---------------------------------------------------------------- Interaction
     _event(
@@ -362,7 +366,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A poll started.",
         *_POLL,
-        _f("startedAt", "string", "ISO 8601"),
+        _at("startedAt"),
         _f("endsAt", "string|null", "ISO 8601"),
         _f("durationSeconds", "number", "how long the poll runs"),
         public=True,
@@ -373,8 +377,8 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A poll ended (with its final votes).",
         *_POLL,
         _f("totalVotes", "number", "votes cast"),
-        _f("startedAt", "string", "ISO 8601"),
-        _f("endedAt", "string", "ISO 8601"),
+        _at("startedAt"),
+        _at("endedAt"),
         public=True,
     ),
     _event(
@@ -383,7 +387,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A giveaway opened.",
         *_GIVEAWAY,
         _f("subscribersOnly", "boolean", "only the channel's subscribers may enter"),
-        _f("startedAt", "string", "ISO 8601"),
+        _at("startedAt"),
         _f("endsAt", "string|null", "ISO 8601; null: open until ended or drawn"),
         public=True,
     ),
@@ -394,7 +398,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_GIVEAWAY,
         _f("winners", "array", "[{userId, username, displayName}]"),
         _f("entries", "number", "how many entered"),
-        _f("endedAt", "string", "ISO 8601"),
+        _at("endedAt"),
         public=True,
     ),
     _event(
@@ -402,8 +406,8 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A prediction opened.",
         *_PREDICTION,
-        _f("startedAt", "string", "ISO 8601"),
-        _f("locksAt", "string", "ISO 8601"),
+        _at("startedAt"),
+        _at("locksAt"),
         public=True,
     ),
     _event(
@@ -411,7 +415,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A prediction stopped taking entries.",
         *_PREDICTION,
-        _f("lockedAt", "string", "ISO 8601"),
+        _at("lockedAt"),
         public=True,
     ),
     _event(
@@ -421,7 +425,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         *_PREDICTION,
         _f("winningOutcomeId", "string|null", "null when cancelled"),
         _f("status", "string", "resolved or cancelled"),
-        _f("endedAt", "string", "ISO 8601"),
+        _at("endedAt"),
         public=True,
     ),
     _event("channel.goal.progress", "Interaction", "A goal's amount changed.", *_GOAL, public=True),
@@ -430,7 +434,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "Interaction",
         "A goal was reached (once per period).",
         *_GOAL,
-        _f("completedAt", "string", "ISO 8601"),
+        _at("completedAt"),
         public=True,
     ),
     _event(
@@ -454,10 +458,8 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "User",
         "The app owner followed someone.",
         *_WHO,
-        _f("followedUserId", "string", "id of the followed user"),
-        _f("followedUsername", "string", "the followed user's username"),
-        _f("followedDisplayName", "string", "the followed user's display name"),
-        _f("followedAt", "string", "ISO 8601"),
+        *_FOLLOWED,
+        _at("followedAt"),
         transports=_WEBHOOKS_ONLY,
     ),
     _event(
@@ -465,10 +467,8 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "User",
         "The app owner unfollowed someone.",
         *_WHO,
-        _f("followedUserId", "string", "id of the followed user"),
-        _f("followedUsername", "string", "the followed user's username"),
-        _f("followedDisplayName", "string", "the followed user's display name"),
-        _f("unfollowedAt", "string", "ISO 8601"),
+        *_FOLLOWED,
+        _at("unfollowedAt"),
         transports=_WEBHOOKS_ONLY,
     ),
     _event(
@@ -477,11 +477,9 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A user authorised the app. Sent to the authorised app's owner (whose channel the"
         " event belongs to): that app's webhooks and the owner's Events API connections,"
         " never to the authorising user's own channel.",
-        *_WHO,
-        _f("clientId", "string", "the app's client id"),
-        _f("appName", "string", "the app's name"),
+        *_AUTHORISED_APP,
         _f("scopes", "string[]", "the real scopes the grant holds"),
-        _f("grantedAt", "string", "ISO 8601"),
+        _at("grantedAt"),
         transports=_BOTH,
     ),
     _event(
@@ -490,11 +488,9 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         "A user revoked the app's access (or the app was deleted). Sent like"
         " user.authorization.grant: to the authorised app's webhooks and its owner's Events API"
         " connections, never to the authorising user's own channel.",
-        *_WHO,
-        _f("clientId", "string", "the app's client id"),
-        _f("appName", "string", "the app's name"),
+        *_AUTHORISED_APP,
         _f("scopes", "string[]", "the real scopes the revoked grants held"),
-        _f("revokedAt", "string", "ISO 8601"),
+        _at("revokedAt"),
         transports=_BOTH,
     ),
     # ---------------------------------------------------------------- Chat
@@ -510,7 +506,7 @@ CATALOGUE: Final[tuple[EventType, ...]] = (
         _f("isMod", "boolean", "the sender moderates the channel"),
         _f("isVip", "boolean", "the sender is a VIP of the channel"),
         _f("isSubscriber", "boolean", "the sender subscribes to the channel"),
-        _f("timestamp", "string", "ISO 8601"),
+        _at("timestamp"),
         _f("subscriberMonths", "number", "tenure when subscribed", optional=True),
         _f("color", "string", "accent colour, hex", optional=True),
         _f("mentions", "array", "[{username, userId, displayName}]", optional=True),

@@ -22,7 +22,7 @@ from typing import Final
 
 import trio
 
-from volthub.http.events.asgi import Receive, Scope, Send
+from volthub.http.events.asgi import Receive, Scope, Send, answer_lifespan
 from volthub.http.events.connection import Connection
 from volthub.http.events.engineio import EngineIOEndpoint
 from volthub.http.events.gateway import Gateway
@@ -92,7 +92,7 @@ class ConformanceApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await answer_lifespan(receive, send)
             return
         path = scope.get("path", "")
         endpoint = self._paths.get(path[:-1] if path.endswith("/") else path)
@@ -109,16 +109,6 @@ async def _run_endpoint(
     endpoint: EngineIOEndpoint, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
     await endpoint.run(task_status=task_status)
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 async def serve(

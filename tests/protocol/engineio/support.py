@@ -31,3 +31,9 @@ def post(session: EngineIOSession, body: str | bytes, now: float = 0.0) -> list:
 
 def assert_refused(result: object, code: ErrorCode) -> None:
     assert isinstance(result, HttpError) and result.status == 400 and result.code is code
+
+
+def assert_gone(session: EngineIOSession, now: float) -> None:
+    """The session is over: a request with its sid finds no session."""
+    assert session.finished
+    assert_refused(session.poll_begin(now), ErrorCode.UNKNOWN_SID)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.protocol.engineio.support import SETTINGS, assert_refused, open_polling, open_websocket, post
+from tests.protocol.engineio.support import SETTINGS, assert_gone, assert_refused, open_polling, open_websocket, post
 from volthub.protocol.engineio.handshake import ErrorCode
 from volthub.protocol.engineio.packets import EngineIOProtocolError
 from volthub.protocol.engineio.session import (
@@ -152,16 +152,14 @@ def test_duplicate_poll_closes_the_session() -> None:
     # The first GET is answered with a CLOSE packet, then the session is gone.
     assert session.poll_ready
     assert session.poll_take() == "1"
-    assert session.finished
-    assert_refused(session.poll_begin(0.01), ErrorCode.UNKNOWN_SID)
+    assert_gone(session, 0.01)
 
 
 def test_cancelled_poll_closes_the_session() -> None:
     session = open_polling()
     session.poll_begin(0.0)
     assert session.poll_abort(0.005) == [SessionClosed("transport error")]
-    assert session.finished
-    assert_refused(session.poll_begin(0.01), ErrorCode.UNKNOWN_SID)
+    assert_gone(session, 0.01)
 
 
 def test_poll_abort_without_a_pending_get_does_nothing() -> None:
@@ -212,8 +210,7 @@ def test_client_close_releases_the_pending_get_with_noop() -> None:
     assert post(session, "1", 0.001) == [SessionClosed("transport close")]
     assert session.poll_ready
     assert session.poll_take() == "6"
-    assert session.finished
-    assert_refused(session.poll_begin(0.002), ErrorCode.UNKNOWN_SID)
+    assert_gone(session, 0.002)
 
 
 def test_packets_after_close_in_the_same_payload_are_ignored() -> None:
@@ -248,8 +245,7 @@ def test_server_close_gives_up_when_nobody_polls() -> None:
     session.close(1.0)
     assert session.on_timer(1.19) == [] and not session.finished
     assert session.on_timer(1.2) == []
-    assert session.finished
-    assert_refused(session.poll_begin(1.3), ErrorCode.UNKNOWN_SID)
+    assert_gone(session, 1.3)
 
 
 def test_close_twice_reports_once() -> None:
@@ -285,8 +281,7 @@ def test_ping_timeout_closes_at_interval_plus_timeout() -> None:
     assert session.on_timer(0.499) == []
     assert session.on_timer(0.5) == [SessionClosed("ping timeout")]
     # No GET was pending: nothing left to say, the next request finds no session.
-    assert session.finished
-    assert_refused(session.poll_begin(0.51), ErrorCode.UNKNOWN_SID)
+    assert_gone(session, 0.51)
 
 
 def test_ping_timeout_answers_a_pending_get_with_close() -> None:

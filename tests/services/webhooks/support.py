@@ -18,6 +18,7 @@ import pytest
 import trio
 
 from tests.event_payloads import note_delivery
+from volthub.http.events.asgi import answer_lifespan
 
 
 @dataclass
@@ -53,13 +54,7 @@ class WebhookReceiver:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            return await answer_lifespan(receive, send)
         body, more = b"", True
         while more:
             message = await receive()

@@ -173,3 +173,13 @@ async def wait_unless_disconnected(receive: Receive, waiting: Awaitable[None]) -
         await waiting
         nursery.cancel_scope.cancel()
     return dropped
+
+
+async def answer_lifespan(receive: Receive, send: Send) -> None:
+    """An ASGI app's lifespan with nothing to start or stop: each event is completed at once,
+    until shutdown."""
+    while True:
+        kind = (await receive())["type"].rsplit(".", 1)[-1]  # lifespan.startup / lifespan.shutdown
+        await send({"type": f"lifespan.{kind}.complete"})
+        if kind == "shutdown":
+            return
