@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 _COLUMNS = (
     "client_id, owner_id, name, description, logo_url, redirect_uris, client_secret_hash,"
@@ -15,7 +16,7 @@ _COLUMNS = (
 
 
 @dataclass(frozen=True)
-class App:
+class App(Record):
     client_id: str
     owner_id: str
     name: str
@@ -32,22 +33,6 @@ class App:
     def is_public(self) -> bool:
         """A public client has no secret (a browser or native app) and must use PKCE."""
         return self.client_secret_hash is None
-
-    @classmethod
-    def from_row(cls, row: Row) -> App:
-        return cls(
-            client_id=row["client_id"],
-            owner_id=row["owner_id"],
-            name=row["name"],
-            description=row["description"],
-            logo_url=row["logo_url"],
-            redirect_uris=orjson.loads(row["redirect_uris"]),
-            client_secret_hash=row["client_secret_hash"],
-            bot_app=bool(row["bot_app"]),
-            reviewed=bool(row["reviewed"]),
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-        )
 
 
 def get_app(tx: Tx, client_id: str) -> App | None:

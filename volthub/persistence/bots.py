@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 from volthub.protocol.names import skeleton
 
 _BOT = (
@@ -15,7 +16,7 @@ _FROM = " FROM bots b JOIN users u ON u.id = b.user_id JOIN apps a ON a.client_i
 
 
 @dataclass(frozen=True)
-class Bot:
+class Bot(Record):
     client_id: str
     user_id: str  # the bot's own account
     username: str  # the default bot name
@@ -28,23 +29,6 @@ class Bot:
     reviewed: bool
     created_at: int
     updated_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Bot:
-        return cls(
-            client_id=row["client_id"],
-            user_id=row["user_id"],
-            username=row["username"],
-            display_name=row["display_name"],
-            command_prefix=row["command_prefix"],
-            default_permission=row["default_permission"],
-            app_name=row["app_name"],
-            owner_id=row["owner_id"],
-            logo_url=row["logo_url"],
-            reviewed=bool(row["reviewed"]),
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-        )
 
 
 @dataclass(frozen=True)

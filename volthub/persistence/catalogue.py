@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.database import IntegrityError, Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.records import Record
 
 # --- badges ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Badge:
+class Badge(Record):
     slug: str
     category: str
     title: str
@@ -25,10 +26,6 @@ class UserBadge:
     awarded_at: int
 
 
-def _badge(row: Row) -> Badge:
-    return Badge(row["slug"], row["category"], row["title"], row["description"])
-
-
 def badges(tx: Tx, category: str | None) -> list[Badge]:
     if category is None:
         rows = tx.execute("SELECT slug, category, title, description FROM badges ORDER BY category, slug")
@@ -36,7 +33,7 @@ def badges(tx: Tx, category: str | None) -> list[Badge]:
         rows = tx.execute(
             "SELECT slug, category, title, description FROM badges WHERE category = ? ORDER BY slug", (category,)
         )
-    return [_badge(row) for row in rows]
+    return [Badge.from_row(row) for row in rows]
 
 
 def badges_by_slug(tx: Tx, slugs: list[str]) -> dict[str, Badge]:
@@ -44,7 +41,7 @@ def badges_by_slug(tx: Tx, slugs: list[str]) -> dict[str, Badge]:
         return {}
     marks = ", ".join("?" for _ in slugs)
     rows = tx.execute(f"SELECT slug, category, title, description FROM badges WHERE slug IN ({marks})", slugs)
-    return {row["slug"]: _badge(row) for row in rows}
+    return {row["slug"]: Badge.from_row(row) for row in rows}
 
 
 def user_badges(tx: Tx, user_id: str, channel_id: str | None) -> list[UserBadge]:
@@ -57,7 +54,7 @@ def user_badges(tx: Tx, user_id: str, channel_id: str | None) -> list[UserBadge]
         " ORDER BY ub.awarded_at, b.slug",
         (user_id, *scopes),
     )
-    return [UserBadge(_badge(row), row["channel_id"], int(row["awarded_at"])) for row in rows]
+    return [UserBadge(Badge.from_row(row), row["channel_id"], int(row["awarded_at"])) for row in rows]
 
 
 def subscriber_tenure_by_tier(tx: Tx, channel_id: str) -> dict[str, int]:
@@ -107,7 +104,7 @@ class TeamExists(Exception):
 
 
 @dataclass(frozen=True)
-class Team:
+class Team(Record):
     id: str
     slug: str
     name: str
@@ -133,18 +130,6 @@ _TEAM = (
 )
 
 
-def _team(row: Row) -> Team:
-    return Team(
-        row["id"],
-        row["slug"],
-        row["name"],
-        row["description"],
-        int(row["member_count"]),
-        int(row["created_at"]),
-        int(row["updated_at"]),
-    )
-
-
 def create_team(tx: Tx, team_id: str, slug: str, name: str, description: str, now_ms: int) -> Team:
     try:
         with tx.savepoint():
@@ -163,7 +148,7 @@ def delete_team(tx: Tx, slug: str) -> bool:
 
 def team(tx: Tx, slug: str) -> Team | None:
     row = tx.one(f"SELECT {_TEAM} FROM teams t WHERE t.slug = ?", (slug,))
-    return _team(row) if row else None
+    return Team.from_row(row) if row else None
 
 
 def teams(tx: Tx, limit: int, cursor: str | None) -> tuple[list[Team], str | None]:
@@ -175,7 +160,7 @@ def teams(tx: Tx, limit: int, cursor: str | None) -> tuple[list[Team], str | Non
         after = " WHERE t.slug > ?"
         params.append(last)
     rows = tx.execute(f"SELECT {_TEAM} FROM teams t{after} ORDER BY t.slug LIMIT ?", (*params, limit + 1))
-    found = [_team(row) for row in rows[:limit]]
+    found = [Team.from_row(row) for row in rows[:limit]]
     return found, encode_cursor(found[-1].slug) if len(rows) > limit else None
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 
 @dataclass(frozen=True)
-class Connection:
+class Connection(Record):
     user_id: str
     account_id: str
     account_name: str
@@ -20,23 +21,6 @@ class Connection:
     status: str
     connected_at: int
     updated_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Connection:
-        expires = row["expires_at"]
-        return cls(
-            row["user_id"],
-            row["account_id"],
-            row["account_name"],
-            row["account_url"],
-            row["access_token"],
-            row["refresh_token"],
-            None if expires is None else int(expires),
-            row["scope"],
-            row["status"],
-            int(row["connected_at"]),
-            int(row["updated_at"]),
-        )
 
 
 _COLUMNS = (

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.database import IntegrityError, Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.records import Record
 
 _COLUMNS = (
     "j.id, j.user_id, j.slug, j.title, j.body, j.status, j.created_at, j.updated_at, j.published_at,"
@@ -19,7 +20,7 @@ class SlugTaken(Exception):
 
 
 @dataclass(frozen=True)
-class Journal:
+class Journal(Record):
     id: str
     user_id: str
     username: str
@@ -33,25 +34,6 @@ class Journal:
     published_at: int | None
     html: str | None = None  # the body rendered and sanitised; None: not rendered yet
     excerpt: str | None = None
-
-    @classmethod
-    def from_row(cls, row: Row) -> Journal:
-        published = row["published_at"]
-        return cls(
-            row["id"],
-            row["user_id"],
-            row["username"],
-            row["display_name"],
-            row["slug"],
-            row["title"],
-            row["body"],
-            row["status"],
-            int(row["created_at"]),
-            int(row["updated_at"]),
-            None if published is None else int(published),
-            row["html"],
-            row["excerpt"],
-        )
 
 
 def slug_exists(tx: Tx, user_id: str, slug: str) -> bool:

@@ -24,7 +24,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 CURRENCIES = ("volts", "points")
 MINT = "mint"
@@ -194,7 +195,7 @@ def balance(tx: Tx, account: str) -> int:
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(Record):
     transaction_id: str
     side: str
     account: str
@@ -205,21 +206,6 @@ class Entry:
     kind: str
     reference: str | None
     created_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Entry:
-        return cls(
-            transaction_id=row["transaction_id"],
-            side=row["side"],
-            account=row["account"],
-            counterparty=row["counterparty"],
-            currency=row["currency"],
-            amount=int(row["amount"]),
-            balance_after=int(row["balance_after"]),
-            kind=row["kind"],
-            reference=row["reference"],
-            created_at=int(row["created_at"]),
-        )
 
 
 _ENTRY_COLUMNS = (

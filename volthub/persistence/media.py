@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 
 @dataclass(frozen=True)
-class Media:
+class Media(Record):
     id: str
     owner_id: str | None
     purpose: str
@@ -18,20 +19,6 @@ class Media:
     data: str | None  # base64, when stored in the database
     path: str | None  # file name under the media directory, when stored on disk
     created_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Media:
-        return cls(
-            row["id"],
-            row["owner_id"],
-            row["purpose"],
-            row["content_type"],
-            int(row["size_bytes"]),
-            row["sha256"],
-            row["data"],
-            row["path"],
-            int(row["created_at"]),
-        )
 
 
 _COLUMNS = "id, owner_id, purpose, content_type, size_bytes, sha256, data, path, created_at"

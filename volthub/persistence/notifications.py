@@ -7,14 +7,15 @@ from typing import Any
 
 import orjson
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.records import Record
 
 _COLUMNS = "id, user_id, type, title, message, data, read_at, created_at"
 
 
 @dataclass(frozen=True)
-class Notification:
+class Notification(Record):
     id: str
     user_id: str
     type: str
@@ -23,19 +24,6 @@ class Notification:
     data: dict[str, Any]
     read_at: int | None
     created_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Notification:
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            type=row["type"],
-            title=row["title"],
-            message=row["message"],
-            data=orjson.loads(row["data"]),
-            read_at=None if row["read_at"] is None else int(row["read_at"]),
-            created_at=int(row["created_at"]),
-        )
 
 
 @dataclass(frozen=True)

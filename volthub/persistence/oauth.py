@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.records import Record, read
 
 # --- operator grants of sensitive scopes ----------------------------------------------------
 
@@ -63,7 +64,7 @@ _GRANT_COLUMNS = (
 
 
 @dataclass(frozen=True)
-class Grant:
+class Grant(Record):
     id: str
     user_id: str
     client_id: str
@@ -80,17 +81,7 @@ class Grant:
 
     @classmethod
     def from_row(cls, row: Row) -> Grant:
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            client_id=row["client_id"],
-            consented_scope=row["consented_scope"],
-            held=frozenset(row["held_scope"].split()),
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-            revoked_at=None if row["revoked_at"] is None else int(row["revoked_at"]),
-            revoke_reason=row["revoke_reason"],
-        )
+        return read(cls, row, held=frozenset(row["held_scope"].split()))
 
 
 def _held_text(held: Iterable[str]) -> str:
@@ -168,7 +159,7 @@ def grant_has_scope(tx: Tx, user_id: str, client_id: str, scope: str) -> bool:
 
 
 @dataclass(frozen=True)
-class AuthorizationCode:
+class AuthorizationCode(Record):
     code_hash: str
     client_id: str
     user_id: str
@@ -181,23 +172,6 @@ class AuthorizationCode:
     expires_at: int
     used_at: int | None = None
     grant_id: str | None = None
-
-    @classmethod
-    def from_row(cls, row: Row) -> AuthorizationCode:
-        return cls(
-            code_hash=row["code_hash"],
-            client_id=row["client_id"],
-            user_id=row["user_id"],
-            redirect_uri=row["redirect_uri"],
-            redirect_uri_sent=bool(row["redirect_uri_sent"]),
-            scope=row["scope"],
-            code_challenge=row["code_challenge"],
-            code_challenge_method=row["code_challenge_method"],
-            created_at=int(row["created_at"]),
-            expires_at=int(row["expires_at"]),
-            used_at=None if row["used_at"] is None else int(row["used_at"]),
-            grant_id=row["grant_id"],
-        )
 
 
 _CODE_COLUMNS = (

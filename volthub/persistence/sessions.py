@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 _COLUMNS = "id, user_id, label, created_at, expires_at, revoked_at"
 
 
 @dataclass(frozen=True)
-class Session:
+class Session(Record):
     id: str
     user_id: str
     label: str
@@ -24,18 +25,6 @@ class Session:
 
     def active(self, now_ms: int) -> bool:
         return self.revoked_at is None and self.expires_at > now_ms
-
-    @classmethod
-    def from_row(cls, row: Row) -> Session:
-        revoked = row["revoked_at"]
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            label=row["label"],
-            created_at=int(row["created_at"]),
-            expires_at=int(row["expires_at"]),
-            revoked_at=None if revoked is None else int(revoked),
-        )
 
 
 def create(tx: Tx, session: Session) -> None:

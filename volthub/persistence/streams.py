@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, TypeVar
-
-import orjson
 
 from volthub.persistence.database import Row, Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.records import Record, columns, read, to_json, values
 from volthub.persistence.users import Page, User
 
 # Live listings (top, growing, featured) sort in memory by presence; this bounds one read.
 MAX_LIVE_SCAN = 5000
 
 
-def _tags(value: str) -> tuple[str, ...]:
-    return tuple(orjson.loads(value))
-
-
-def _json(tags: tuple[str, ...] | list[str]) -> str:
-    return orjson.dumps(list(tags)).decode()
-
-
 @dataclass(frozen=True)
-class StreamSettings:
+class StreamSettings(Record):
     channel_id: str
     title: str
     category: str | None
@@ -35,20 +25,6 @@ class StreamSettings:
     key_nonce: str
     key_hash: str
     updated_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> StreamSettings:
-        return cls(
-            channel_id=row["channel_id"],
-            title=row["title"],
-            category=row["category"],
-            tags=_tags(row["tags"]),
-            channel_tags=_tags(row["channel_tags"]),
-            language=row["language"],
-            key_nonce=row["key_nonce"],
-            key_hash=row["key_hash"],
-            updated_at=int(row["updated_at"]),
-        )
 
 
 _SETTINGS = "channel_id, title, category, tags, channel_tags, language, key_nonce, key_hash, updated_at"
@@ -86,7 +62,7 @@ def update_info(tx: Tx, channel_id: str, changes: dict[str, Any], now_ms: int) -
     for key, value in changes.items():
         if key in ("tags", "channel_tags"):
             sets.append(f"{key} = ?")
-            values.append(_json(value))
+            values.append(to_json(value))
         else:
             sets.append(f"{_INFO_COLUMNS[key]} = ?")
             values.append(value)
@@ -107,7 +83,7 @@ def set_key(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_ms: int)
 
 
 @dataclass(frozen=True)
-class Stream:
+class Stream(Record):
     id: str
     channel_id: str
     key_hash: str
@@ -117,21 +93,6 @@ class Stream:
     last_seen_at: int
     ended_at: int | None = None
     end_reason: str | None = None
-
-    @classmethod
-    def from_row(cls, row: Row) -> Stream:
-        ended = row["ended_at"]
-        return cls(
-            id=row["id"],
-            channel_id=row["channel_id"],
-            key_hash=row["key_hash"],
-            source=row["source"],
-            media_path=row["media_path"],
-            started_at=int(row["started_at"]),
-            last_seen_at=int(row["last_seen_at"]),
-            ended_at=None if ended is None else int(ended),
-            end_reason=row["end_reason"],
-        )
 
 
 _STREAM = "id, channel_id, key_hash, source, media_path, started_at, last_seen_at, ended_at, end_reason"
@@ -219,26 +180,15 @@ _LIVE = (
 
 
 def _live(row: Row) -> LiveStream:
-    channel = User(
+    # The joined row names the channel's and the settings' own columns apart from the stream's.
+    channel = read(
+        User,
+        row,
         id=row["channel_id"],
-        username=row["username"],
-        display_name=row["display_name"],
-        avatar_url=row["avatar_url"],
-        bio=row["bio"],
         created_at=int(row["user_created_at"]),
         updated_at=int(row["user_updated_at"]),
     )
-    settings = StreamSettings(
-        channel_id=row["channel_id"],
-        title=row["title"],
-        category=row["category"],
-        tags=_tags(row["tags"]),
-        channel_tags=_tags(row["channel_tags"]),
-        language=row["language"],
-        key_nonce=row["key_nonce"],
-        key_hash=row["settings_key_hash"],
-        updated_at=int(row["settings_updated_at"]),
-    )
+    settings = read(StreamSettings, row, key_hash=row["settings_key_hash"], updated_at=int(row["settings_updated_at"]))
     return LiveStream(Stream.from_row(row), channel, settings)
 
 
@@ -294,26 +244,11 @@ def live_of_channels(tx: Tx, channel_ids: list[str]) -> list[LiveStream]:
 
 # --- VODs and clips -------------------------------------------------------------------------
 # Both are records written once and read whole, their columns named as their fields: one
-# mapper serves both tables, reading and writing each column by its field's annotation.
-
-
-def _as_is(value: Any) -> Any:
-    return value
-
-
-# Every annotation a record field may have; another one fails on first use, not silently.
-_READ: dict[str, Callable[[Any], Any]] = {
-    "str": _as_is,
-    "str | None": _as_is,
-    "int": int,  # BIGINT
-    "bool": bool,  # SQLite stores 0/1
-    "tuple[str, ...]": _tags,  # JSON text
-}
-_WRITE: dict[str, Callable[[Any], Any]] = {"tuple[str, ...]": _json}
+# set of functions serves both tables.
 
 
 @dataclass(frozen=True)
-class Vod:
+class Vod(Record):
     id: str
     channel_id: str
     stream_id: str
@@ -327,7 +262,7 @@ class Vod:
 
 
 @dataclass(frozen=True)
-class Clip:
+class Clip(Record):
     id: str
     channel_id: str
     stream_id: str
@@ -340,40 +275,32 @@ class Clip:
     created_at: int
 
 
-Record = TypeVar("Record", Vod, Clip)
+VodOrClip = TypeVar("VodOrClip", Vod, Clip)
 _TABLES: dict[type[Any], str] = {Vod: "vods", Clip: "clips"}
-
-
-def _columns(kind: type[Vod | Clip]) -> str:
-    return ", ".join(f.name for f in fields(kind))
-
-
-def _from_row(kind: type[Record], row: Row) -> Record:
-    return kind(**{f.name: _READ[str(f.type)](row[f.name]) for f in fields(kind)})
 
 
 def _insert(tx: Tx, record: Vod | Clip) -> None:
     kind = type(record)
-    values = tuple(_WRITE.get(str(f.type), _as_is)(getattr(record, f.name)) for f in fields(kind))
-    placeholders = ", ".join("?" * len(values))
-    tx.execute(f"INSERT INTO {_TABLES[kind]} ({_columns(kind)}) VALUES ({placeholders})", values)
+    row = values(record)
+    placeholders = ", ".join("?" * len(row))
+    tx.execute(f"INSERT INTO {_TABLES[kind]} ({columns(kind)}) VALUES ({placeholders})", row)
 
 
-def _get(tx: Tx, kind: type[Record], record_id: str) -> Record | None:
-    row = tx.one(f"SELECT {_columns(kind)} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
-    return _from_row(kind, row) if row else None
+def _get(tx: Tx, kind: type[VodOrClip], record_id: str) -> VodOrClip | None:
+    row = tx.one(f"SELECT {columns(kind)} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
+    return kind.from_row(row) if row else None
 
 
-def _page(tx: Tx, kind: type[Record], channel_id: str, limit: int, cursor: str | None) -> Page:
+def _page(tx: Tx, kind: type[VodOrClip], channel_id: str, limit: int, cursor: str | None) -> Page:
     """A channel's records, newest first."""
-    sql = f"SELECT {_columns(kind)} FROM {_TABLES[kind]} WHERE channel_id = ?"
+    sql = f"SELECT {columns(kind)} FROM {_TABLES[kind]} WHERE channel_id = ?"
     params: list[Any] = [channel_id]
     if cursor is not None:
         created, row_id = decode_cursor(cursor, 2)
         sql += " AND (created_at < ? OR (created_at = ? AND id < ?))"
         params += [created, created, row_id]
     rows = tx.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit + 1))
-    items = [_from_row(kind, row) for row in rows[:limit]]
+    items = [kind.from_row(row) for row in rows[:limit]]
     more = len(rows) > limit and items
     return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more else None)
 
@@ -388,10 +315,10 @@ def get_vod(tx: Tx, vod_id: str) -> Vod | None:
 
 def latest_vod(tx: Tx, channel_id: str) -> Vod | None:
     row = tx.one(
-        f"SELECT {_columns(Vod)} FROM vods WHERE channel_id = ? ORDER BY created_at DESC, id DESC LIMIT 1",
+        f"SELECT {columns(Vod)} FROM vods WHERE channel_id = ? ORDER BY created_at DESC, id DESC LIMIT 1",
         (channel_id,),
     )
-    return _from_row(Vod, row) if row else None
+    return Vod.from_row(row) if row else None
 
 
 def vods_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from volthub.persistence import names
-from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.database import IntegrityError, Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.records import Record
 from volthub.protocol.names import UnsafeName, is_spelling_of, normalised_display_name, reserved_skeletons, skeleton
 
 _USER_COLUMNS = "id, username, display_name, avatar_url, bio, created_at, updated_at"
@@ -19,7 +20,7 @@ class UsernameTaken(Exception):
 
 
 @dataclass(frozen=True)
-class User:
+class User(Record):
     id: str
     username: str
     display_name: str
@@ -27,18 +28,6 @@ class User:
     bio: str
     created_at: int
     updated_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> User:
-        return cls(
-            id=row["id"],
-            username=row["username"],
-            display_name=row["display_name"],
-            avatar_url=row["avatar_url"],
-            bio=row["bio"],
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-        )
 
 
 @dataclass(frozen=True)

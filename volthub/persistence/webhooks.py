@@ -20,6 +20,7 @@ import orjson
 
 from volthub.persistence.database import Row, Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.records import Record, optional_int, read
 
 PENDING = "pending"
 SUCCEEDED = "succeeded"
@@ -40,7 +41,7 @@ _DELIVERY_COLUMNS = (
 
 
 @dataclass(frozen=True)
-class Webhook:
+class Webhook(Record):
     id: str
     client_id: str
     url: str
@@ -51,21 +52,6 @@ class Webhook:
     consecutive_failures: int
     created_at: int
     updated_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Webhook:
-        return cls(
-            id=row["id"],
-            client_id=row["client_id"],
-            url=row["url"],
-            events=orjson.loads(row["events"]),
-            secret=row["secret"],
-            enabled=bool(row["enabled"]),
-            disabled_reason=row["disabled_reason"],
-            consecutive_failures=int(row["consecutive_failures"]),
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-        )
 
 
 @dataclass(frozen=True)
@@ -106,7 +92,7 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Attempt:
+class Attempt(Record):
     number: int
     attempted_at: int
     outcome: str  # "success" | "failure" | "gone"
@@ -114,20 +100,9 @@ class Attempt:
     latency_ms: int
     error: str | None
 
-    @classmethod
-    def from_row(cls, row: Row) -> Attempt:
-        return cls(
-            number=int(row["number"]),
-            attempted_at=int(row["attempted_at"]),
-            outcome=row["outcome"],
-            status_code=None if row["status_code"] is None else int(row["status_code"]),
-            latency_ms=int(row["latency_ms"]),
-            error=row["error"],
-        )
-
 
 @dataclass(frozen=True)
-class Delivery:
+class Delivery(Record):
     id: str
     webhook_id: str
     event_id: str
@@ -145,32 +120,13 @@ class Delivery:
 
     @classmethod
     def from_row(cls, row: Row, attempts: Sequence[Attempt] = ()) -> Delivery:
-        return cls(
-            id=row["id"],
-            webhook_id=row["webhook_id"],
-            event_id=row["event_id"],
-            event_name=row["event_name"],
-            body=row["body"].encode("utf-8"),
-            state=row["state"],
-            failed_attempts=int(row["failed_attempts"]),
-            attempt_count=int(row["attempt_count"]),
-            next_attempt_at=_opt_int(row["next_attempt_at"]),
-            redelivery_of=row["redelivery_of"],
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-            completed_at=_opt_int(row["completed_at"]),
-            attempts=tuple(attempts),
-        )
+        return read(cls, row, body=row["body"].encode("utf-8"), attempts=tuple(attempts))
 
 
 @dataclass(frozen=True)
 class DeliveryPage:
     items: list[Delivery]
     next_cursor: str | None
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 # --------------------------------------------------------------------------- webhooks
@@ -418,7 +374,7 @@ def outbox_summary(tx: Tx) -> tuple[int, int | None]:
     )
     if row is None:
         return 0, None
-    return int(row["pending"]), _opt_int(row["oldest"])
+    return int(row["pending"]), optional_int(row["oldest"])
 
 
 def next_due_at(tx: Tx) -> int | None:
@@ -430,7 +386,7 @@ def next_due_at(tx: Tx) -> int | None:
         " ORDER BY d.next_attempt_at LIMIT 1",
         (PENDING, True),
     )
-    return _opt_int(value)
+    return optional_int(value)
 
 
 def start_recording(tx: Tx, delivery_id: str, token: str) -> tuple[int, bool, int] | None:

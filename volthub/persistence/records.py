@@ -1,0 +1,86 @@
+"""Records: frozen dataclasses read from rows whose columns are named as their fields.
+
+A field's annotation says how its column is read (SQLite stores a bool as 0/1, a list as
+JSON text, ...), so a repository declares its record once and every query that selects
+those columns reads it with `Kind.from_row(row)`: one mapper instead of one per record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import MISSING, fields
+from typing import Any, Self, TypeVar
+
+import orjson
+
+from volthub.persistence.database import Row
+
+R = TypeVar("R")
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _json_tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(orjson.loads(value))
+
+
+def to_json(value: Any) -> str:
+    return orjson.dumps(list(value) if isinstance(value, tuple) else value).decode()
+
+
+# Every annotation a record field may have; another one fails on first use, not silently.
+_READ: dict[str, Callable[[Any], Any]] = {
+    "str": _as_is,
+    "str | None": _as_is,
+    "int": int,  # BIGINT
+    "int | None": optional_int,
+    "bool": bool,  # SQLite stores 0/1
+    "list[str]": orjson.loads,  # JSON text
+    "tuple[str, ...]": _json_tuple,  # JSON text
+    "dict[str, Any]": orjson.loads,  # JSON text
+}
+# How a value is written back where its column does not hold it as it is.
+_WRITE: dict[str, Callable[[Any], Any]] = {
+    "list[str]": to_json,
+    "tuple[str, ...]": to_json,
+    "dict[str, Any]": to_json,
+}
+
+
+def read(kind: type[R], row: Row, **given: Any) -> R:
+    """The record `kind` of `row`. `given` holds the fields read otherwise than from a column
+    of their name; a field with a default keeps it where the row has no such column, or NULL."""
+    found = dict(given)
+    for field in fields(kind):  # type: ignore[arg-type]  # every record is a dataclass
+        name, default = field.name, field.default
+        if name in found:
+            continue
+        value = row.get(name) if default is not MISSING else row[name]
+        found[name] = default if value is None and default is not MISSING else _READ[str(field.type)](value)
+    return kind(**found)
+
+
+def columns(kind: type[Any]) -> str:
+    """The column list of `kind`'s table, in field order."""
+    return ", ".join(f.name for f in fields(kind))
+
+
+def values(record: Any) -> tuple[Any, ...]:
+    """`record`'s fields as `columns` lists them, ready to write."""
+    return tuple(_WRITE.get(str(f.type), _as_is)(getattr(record, f.name)) for f in fields(record))
+
+
+class Record:
+    """The base of a record read from rows (see the module): gives it `from_row`."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_row(cls, row: Row) -> Self:
+        return read(cls, row)
