@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from volthub.persistence.database import Tx
-from volthub.persistence.records import Record
+from volthub.persistence.records import Record, insert
 
 _COLUMNS = (
     "id, channel_id, name, cost, description, icon_url, enabled, requires_moderator_approval,"
@@ -66,23 +66,7 @@ def claim_reward_slot(tx: Tx, channel_id: str) -> bool:
 
 
 def insert_reward(tx: Tx, reward: Reward) -> Reward:
-    tx.execute(
-        f"INSERT INTO channel_point_rewards ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            reward.id,
-            reward.channel_id,
-            reward.name,
-            reward.cost,
-            reward.description,
-            reward.icon_url,
-            reward.enabled,
-            reward.requires_moderator_approval,
-            reward.max_per_stream,
-            reward.max_per_user_per_stream,
-            reward.created_at,
-            reward.updated_at,
-        ),
-    )
+    insert(tx, "channel_point_rewards", reward, leave_out=("built_in_type",))
     return reward
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from volthub.persistence import records
 from volthub.persistence.database import Tx
 from volthub.persistence.records import Record
 
@@ -25,20 +26,7 @@ _COLUMNS = "id, owner_id, purpose, content_type, size_bytes, sha256, data, path,
 
 
 def insert(tx: Tx, media: Media) -> None:
-    tx.execute(
-        f"INSERT INTO media ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            media.id,
-            media.owner_id,
-            media.purpose,
-            media.content_type,
-            media.size_bytes,
-            media.sha256,
-            media.data,
-            media.path,
-            media.created_at,
-        ),
-    )
+    records.insert(tx, "media", media)
 
 
 def get(tx: Tx, media_id: str) -> Media | None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from volthub.persistence.database import IntegrityError, Row, Tx
-from volthub.persistence.records import Record, read
+from volthub.persistence.records import Record, insert, read
 
 # --- operator grants of sensitive scopes ----------------------------------------------------
 
@@ -181,21 +181,7 @@ _CODE_COLUMNS = (
 
 
 def insert_code(tx: Tx, code: AuthorizationCode) -> None:
-    tx.execute(
-        f"INSERT INTO oauth_codes ({_CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
-        (
-            code.code_hash,
-            code.client_id,
-            code.user_id,
-            code.redirect_uri,
-            code.redirect_uri_sent,
-            code.scope,
-            code.code_challenge,
-            code.code_challenge_method,
-            code.created_at,
-            code.expires_at,
-        ),
-    )
+    insert(tx, "oauth_codes", code)
 
 
 def get_code(tx: Tx, code_hash: str) -> AuthorizationCode | None:

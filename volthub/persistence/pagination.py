@@ -28,3 +28,11 @@ def decode_cursor(cursor: str, arity: int) -> list[Any]:
     if not all(isinstance(part, (int, str)) and not isinstance(part, bool) for part in key):
         raise InvalidCursor("cursor is not one this server issued")
     return key
+
+
+def decode_position(cursor: str) -> tuple[int, str]:
+    """The (time, id) key most listings page by, from a cursor `encode_cursor(time, id)` made."""
+    at, last = decode_cursor(cursor, 2)
+    if not isinstance(at, int) or not isinstance(last, str):
+        raise InvalidCursor("cursor is not one this server issued")
+    return at, last

@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 
 import orjson
 
-from volthub.persistence.database import Row
+from volthub.persistence.database import Row, Tx
 
 R = TypeVar("R")
 
@@ -71,9 +71,13 @@ def columns(kind: type[Any]) -> str:
     return ", ".join(f.name for f in fields(kind))
 
 
-def values(record: Any) -> tuple[Any, ...]:
-    """`record`'s fields as `columns` lists them, ready to write."""
-    return tuple(_WRITE.get(str(f.type), _as_is)(getattr(record, f.name)) for f in fields(record))
+def insert(tx: Tx, table: str, record: Any, *, leave_out: tuple[str, ...] = ()) -> None:
+    """Write `record` as a new row of `table`. `leave_out` names the fields that are no
+    columns of it (read from a join, or derived), which the table's defaults stand for."""
+    written = [f for f in fields(record) if f.name not in leave_out]
+    row = tuple(_WRITE.get(str(f.type), _as_is)(getattr(record, f.name)) for f in written)
+    names = ", ".join(f.name for f in written)
+    tx.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(row))})", row)
 
 
 class Record:

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from volthub.persistence.database import Row, Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
-from volthub.persistence.records import Record, columns, read, to_json, values
+from volthub.persistence.records import Record, columns, insert, read, to_json
 from volthub.persistence.users import Page, User
 
 # Live listings (top, growing, featured) sort in memory by presence; this bounds one read.
@@ -109,18 +109,7 @@ def open_stream_by_key(tx: Tx, key_hash: str) -> Stream | None:
 
 
 def insert_stream(tx: Tx, stream: Stream) -> None:
-    tx.execute(
-        f"INSERT INTO streams ({_STREAM}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
-        (
-            stream.id,
-            stream.channel_id,
-            stream.key_hash,
-            stream.source,
-            stream.media_path,
-            stream.started_at,
-            stream.last_seen_at,
-        ),
-    )
+    insert(tx, "streams", stream)
 
 
 def touch_stream(tx: Tx, stream_id: str, now_ms: int) -> None:
@@ -279,13 +268,6 @@ VodOrClip = TypeVar("VodOrClip", Vod, Clip)
 _TABLES: dict[type[Any], str] = {Vod: "vods", Clip: "clips"}
 
 
-def _insert(tx: Tx, record: Vod | Clip) -> None:
-    kind = type(record)
-    row = values(record)
-    placeholders = ", ".join("?" * len(row))
-    tx.execute(f"INSERT INTO {_TABLES[kind]} ({columns(kind)}) VALUES ({placeholders})", row)
-
-
 def _get(tx: Tx, kind: type[VodOrClip], record_id: str) -> VodOrClip | None:
     row = tx.one(f"SELECT {columns(kind)} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
     return kind.from_row(row) if row else None
@@ -306,7 +288,7 @@ def _page(tx: Tx, kind: type[VodOrClip], channel_id: str, limit: int, cursor: st
 
 
 def insert_vod(tx: Tx, vod: Vod) -> None:
-    _insert(tx, vod)
+    insert(tx, "vods", vod)
 
 
 def get_vod(tx: Tx, vod_id: str) -> Vod | None:
@@ -326,7 +308,7 @@ def vods_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
 
 
 def insert_clip(tx: Tx, clip: Clip) -> None:
-    _insert(tx, clip)
+    insert(tx, "clips", clip)
 
 
 def get_clip(tx: Tx, clip_id: str) -> Clip | None:
