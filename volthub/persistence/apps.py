@@ -36,13 +36,13 @@ class App(Record):
 
 
 def get_app(tx: Tx, client_id: str) -> App | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM apps WHERE client_id = ?", (client_id,))
-    return App.from_row(row) if row else None
+    return App.fetch_one(tx, f"SELECT {_COLUMNS} FROM apps WHERE client_id = ?", (client_id,))
 
 
 def apps_of_owner(tx: Tx, owner_id: str) -> list[App]:
-    rows = tx.execute(f"SELECT {_COLUMNS} FROM apps WHERE owner_id = ? ORDER BY created_at, client_id", (owner_id,))
-    return [App.from_row(row) for row in rows]
+    return App.fetch_all(
+        tx, f"SELECT {_COLUMNS} FROM apps WHERE owner_id = ? ORDER BY created_at, client_id", (owner_id,)
+    )
 
 
 # --- writes (the developer-apps routes and `volthub apps`) ------------------------------------
@@ -134,5 +134,4 @@ def delete_app(tx: Tx, client_id: str) -> bool:
 
 
 def list_apps(tx: Tx, limit: int = 1000) -> list[App]:
-    rows = tx.execute(f"SELECT {_COLUMNS} FROM apps ORDER BY created_at, client_id LIMIT ?", (limit,))
-    return [App.from_row(row) for row in rows]
+    return App.fetch_all(tx, f"SELECT {_COLUMNS} FROM apps ORDER BY created_at, client_id LIMIT ?", (limit,))

@@ -41,13 +41,11 @@ class CustomName:
 
 
 def get(tx: Tx, client_id: str) -> Bot | None:
-    row = tx.one(f"SELECT {_BOT}{_FROM} WHERE b.client_id = ?", (client_id,))
-    return Bot.from_row(row) if row else None
+    return Bot.fetch_one(tx, f"SELECT {_BOT}{_FROM} WHERE b.client_id = ?", (client_id,))
 
 
 def all_bots(tx: Tx, limit: int) -> list[Bot]:
-    rows = tx.execute(f"SELECT {_BOT}{_FROM} ORDER BY u.username_lower LIMIT ?", (limit,))
-    return [Bot.from_row(row) for row in rows]
+    return Bot.fetch_all(tx, f"SELECT {_BOT}{_FROM} ORDER BY u.username_lower LIMIT ?", (limit,))
 
 
 def insert(tx: Tx, client_id: str, user_id: str, prefix: str, permission: str, now_ms: int) -> None:

@@ -147,8 +147,7 @@ def delete_team(tx: Tx, slug: str) -> bool:
 
 
 def team(tx: Tx, slug: str) -> Team | None:
-    row = tx.one(f"SELECT {_TEAM} FROM teams t WHERE t.slug = ?", (slug,))
-    return Team.from_row(row) if row else None
+    return Team.fetch_one(tx, f"SELECT {_TEAM} FROM teams t WHERE t.slug = ?", (slug,))
 
 
 def teams(tx: Tx, limit: int, cursor: str | None) -> tuple[list[Team], str | None]:

@@ -42,8 +42,9 @@ def insert(tx: Tx, emote_id: str, channel_id: str | None, code: str, media_id: s
 
 
 def get(tx: Tx, channel_id: str | None, code: str) -> Emote | None:
-    row = tx.one(f"SELECT {_COLUMNS}{_FROM} WHERE e.scope_key = ? AND e.code = ?", (_scope(channel_id), code))
-    return Emote.from_row(row) if row else None
+    return Emote.fetch_one(
+        tx, f"SELECT {_COLUMNS}{_FROM} WHERE e.scope_key = ? AND e.code = ?", (_scope(channel_id), code)
+    )
 
 
 def delete(tx: Tx, channel_id: str | None, code: str) -> Emote | None:

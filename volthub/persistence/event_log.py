@@ -235,8 +235,7 @@ _COLUMNS = "pos, channel_id, seq, event_id, name, body, created_at"
 
 
 def by_position(tx: Tx, pos: int) -> LoggedEvent | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM event_log WHERE pos = ?", (pos,))
-    return None if row is None else LoggedEvent.from_row(row)
+    return LoggedEvent.fetch_one(tx, f"SELECT {_COLUMNS} FROM event_log WHERE pos = ?", (pos,))
 
 
 def after(tx: Tx, pos: int, since_ms: int, limit: int) -> list[LoggedEvent]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from volthub.persistence.database import Tx
-from volthub.persistence.records import Record
+from volthub.persistence.records import Record, columns, insert
 
 
 @dataclass(frozen=True)
@@ -23,10 +23,7 @@ class Connection(Record):
     updated_at: int
 
 
-_COLUMNS = (
-    "user_id, account_id, account_name, account_url, access_token, refresh_token, expires_at, scope, status,"
-    " connected_at, updated_at"
-)
+_COLUMNS = columns(Connection)
 
 
 @dataclass(frozen=True)
@@ -68,28 +65,12 @@ def take_state(tx: Tx, state_hash: str, now_ms: int) -> PendingState | None:
 
 
 def get(tx: Tx, user_id: str) -> Connection | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM extvideo_connections WHERE user_id = ?", (user_id,))
-    return Connection.from_row(row) if row else None
+    return Connection.fetch_one(tx, f"SELECT {_COLUMNS} FROM extvideo_connections WHERE user_id = ?", (user_id,))
 
 
 def save(tx: Tx, connection: Connection) -> None:
     tx.execute("DELETE FROM extvideo_connections WHERE user_id = ?", (connection.user_id,))
-    tx.execute(
-        f"INSERT INTO extvideo_connections ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            connection.user_id,
-            connection.account_id,
-            connection.account_name,
-            connection.account_url,
-            connection.access_token,
-            connection.refresh_token,
-            connection.expires_at,
-            connection.scope,
-            connection.status,
-            connection.connected_at,
-            connection.updated_at,
-        ),
-    )
+    insert(tx, "extvideo_connections", connection)
 
 
 def update_tokens(

@@ -55,8 +55,7 @@ def insert(
 
 
 def get(tx: Tx, user_id: str, slug: str) -> Journal | None:
-    row = tx.one(f"SELECT {_COLUMNS}{_FROM} WHERE j.user_id = ? AND j.slug = ?", (user_id, slug))
-    return Journal.from_row(row) if row else None
+    return Journal.fetch_one(tx, f"SELECT {_COLUMNS}{_FROM} WHERE j.user_id = ? AND j.slug = ?", (user_id, slug))
 
 
 def update(tx: Tx, journal_id: str, changes: dict[str, str], now_ms: int) -> None:

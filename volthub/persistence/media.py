@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from volthub.persistence import records
 from volthub.persistence.database import Tx
-from volthub.persistence.records import Record
+from volthub.persistence.records import Record, columns
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Media(Record):
     created_at: int
 
 
-_COLUMNS = "id, owner_id, purpose, content_type, size_bytes, sha256, data, path, created_at"
+_COLUMNS = columns(Media)
 
 
 def insert(tx: Tx, media: Media) -> None:
@@ -30,8 +30,7 @@ def insert(tx: Tx, media: Media) -> None:
 
 
 def get(tx: Tx, media_id: str) -> Media | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM media WHERE id = ?", (media_id,))
-    return Media.from_row(row) if row else None
+    return Media.fetch_one(tx, f"SELECT {_COLUMNS} FROM media WHERE id = ?", (media_id,))
 
 
 def delete(tx: Tx, media_id: str) -> Media | None:

@@ -9,9 +9,7 @@ import orjson
 
 from volthub.persistence.database import Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
-from volthub.persistence.records import Record
-
-_COLUMNS = "id, user_id, type, title, message, data, read_at, created_at"
+from volthub.persistence.records import Record, columns
 
 
 @dataclass(frozen=True)
@@ -24,6 +22,9 @@ class Notification(Record):
     data: dict[str, Any]
     read_at: int | None
     created_at: int
+
+
+_COLUMNS = columns(Notification)
 
 
 @dataclass(frozen=True)

@@ -102,8 +102,7 @@ def create_grant(
 
 
 def get_grant(tx: Tx, grant_id: str) -> Grant | None:
-    row = tx.one(f"SELECT {_GRANT_COLUMNS} FROM oauth_grants WHERE id = ?", (grant_id,))
-    return Grant.from_row(row) if row else None
+    return Grant.fetch_one(tx, f"SELECT {_GRANT_COLUMNS} FROM oauth_grants WHERE id = ?", (grant_id,))
 
 
 def set_held_scope(tx: Tx, grant_id: str, held: Iterable[str], now_ms: int) -> None:
@@ -185,8 +184,7 @@ def insert_code(tx: Tx, code: AuthorizationCode) -> None:
 
 
 def get_code(tx: Tx, code_hash: str) -> AuthorizationCode | None:
-    row = tx.one(f"SELECT {_CODE_COLUMNS} FROM oauth_codes WHERE code_hash = ?", (code_hash,))
-    return AuthorizationCode.from_row(row) if row else None
+    return AuthorizationCode.fetch_one(tx, f"SELECT {_CODE_COLUMNS} FROM oauth_codes WHERE code_hash = ?", (code_hash,))
 
 
 def consume_code(tx: Tx, code_hash: str, now_ms: int) -> bool:
@@ -213,7 +211,7 @@ def purge_expired(tx: Tx, codes_before_ms: int, refresh_before_ms: int) -> None:
 
 
 @dataclass(frozen=True)
-class RefreshToken:
+class RefreshToken(Record):
     token_hash: str
     grant_id: str
     created_at: int
@@ -230,20 +228,11 @@ def insert_refresh_token(tx: Tx, token_hash: str, grant_id: str, now_ms: int, ex
 
 
 def get_refresh_token(tx: Tx, token_hash: str) -> RefreshToken | None:
-    row = tx.one(
+    return RefreshToken.fetch_one(
+        tx,
         "SELECT token_hash, grant_id, created_at, expires_at, rotated_at FROM oauth_refresh_tokens"
         " WHERE token_hash = ?",
         (token_hash,),
-    )
-    if row is None:
-        return None
-    rotated = row["rotated_at"]
-    return RefreshToken(
-        row["token_hash"],
-        row["grant_id"],
-        int(row["created_at"]),
-        int(row["expires_at"]),
-        None if rotated is None else int(rotated),
     )
 
 

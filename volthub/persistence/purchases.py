@@ -39,13 +39,13 @@ def set_reference(tx: Tx, purchase_id: str, reference: str, checkout_url: str | 
 
 
 def get(tx: Tx, purchase_id: str) -> Purchase | None:
-    row = tx.one("SELECT * FROM volt_purchases WHERE id = ?", (purchase_id,))
-    return Purchase.from_row(row) if row else None
+    return Purchase.fetch_one(tx, "SELECT * FROM volt_purchases WHERE id = ?", (purchase_id,))
 
 
 def by_reference(tx: Tx, provider: str, reference: str) -> Purchase | None:
-    row = tx.one("SELECT * FROM volt_purchases WHERE provider = ? AND reference = ?", (provider, reference))
-    return Purchase.from_row(row) if row else None
+    return Purchase.fetch_one(
+        tx, "SELECT * FROM volt_purchases WHERE provider = ? AND reference = ?", (provider, reference)
+    )
 
 
 def resolve(tx: Tx, purchase_id: str, status: str, now_ms: int) -> bool:

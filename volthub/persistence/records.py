@@ -2,7 +2,8 @@
 
 A field's annotation says how its column is read (SQLite stores a bool as 0/1, a list as
 JSON text, ...), so a repository declares its record once and every query that selects
-those columns reads it with `Kind.from_row(row)`: one mapper instead of one per record.
+those columns reads it with `Kind.from_row(row)` (or runs it with `Kind.fetch_one` and
+`Kind.fetch_all`): one mapper instead of one per record.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Self, TypeVar
 
 import orjson
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Params, Row, Tx
 
 R = TypeVar("R")
 
@@ -88,3 +89,14 @@ class Record:
     @classmethod
     def from_row(cls, row: Row) -> Self:
         return read(cls, row)
+
+    @classmethod
+    def fetch_one(cls, tx: Tx, sql: str, params: Params = ()) -> Self | None:
+        """The record of the first row `sql` returns; None when it returns none."""
+        row = tx.one(sql, params)
+        return None if row is None else cls.from_row(row)
+
+    @classmethod
+    def fetch_all(cls, tx: Tx, sql: str, params: Params = ()) -> list[Self]:
+        """The records of every row `sql` returns, in its order."""
+        return [cls.from_row(row) for row in tx.execute(sql, params)]

@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from volthub.persistence.database import Tx
-from volthub.persistence.records import Record
-
-_COLUMNS = "id, user_id, label, created_at, expires_at, revoked_at"
+from volthub.persistence.records import Record, columns, insert
 
 
 @dataclass(frozen=True)
@@ -27,16 +25,15 @@ class Session(Record):
         return self.revoked_at is None and self.expires_at > now_ms
 
 
+_COLUMNS = columns(Session)
+
+
 def create(tx: Tx, session: Session) -> None:
-    tx.execute(
-        f"INSERT INTO auth_sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL)",
-        (session.id, session.user_id, session.label, session.created_at, session.expires_at),
-    )
+    insert(tx, "auth_sessions", session)
 
 
 def get(tx: Tx, session_id: str) -> Session | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM auth_sessions WHERE id = ?", (session_id,))
-    return Session.from_row(row) if row else None
+    return Session.fetch_one(tx, f"SELECT {_COLUMNS} FROM auth_sessions WHERE id = ?", (session_id,))
 
 
 def active_of_user(tx: Tx, user_id: str, now_ms: int) -> list[Session]:

@@ -31,8 +31,7 @@ _SETTINGS = "channel_id, title, category, tags, channel_tags, language, key_nonc
 
 
 def get_settings(tx: Tx, channel_id: str) -> StreamSettings | None:
-    row = tx.one(f"SELECT {_SETTINGS} FROM stream_settings WHERE channel_id = ?", (channel_id,))
-    return StreamSettings.from_row(row) if row else None
+    return StreamSettings.fetch_one(tx, f"SELECT {_SETTINGS} FROM stream_settings WHERE channel_id = ?", (channel_id,))
 
 
 def ensure_settings(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_ms: int) -> StreamSettings:
@@ -48,8 +47,7 @@ def ensure_settings(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_
 
 
 def settings_by_key_hash(tx: Tx, key_hash: str) -> StreamSettings | None:
-    row = tx.one(f"SELECT {_SETTINGS} FROM stream_settings WHERE key_hash = ?", (key_hash,))
-    return StreamSettings.from_row(row) if row else None
+    return StreamSettings.fetch_one(tx, f"SELECT {_SETTINGS} FROM stream_settings WHERE key_hash = ?", (key_hash,))
 
 
 _INFO_COLUMNS = {"title": "title", "category": "category", "language": "language"}
@@ -99,13 +97,13 @@ _STREAM = "id, channel_id, key_hash, source, media_path, started_at, last_seen_a
 
 
 def open_stream(tx: Tx, channel_id: str) -> Stream | None:
-    row = tx.one(f"SELECT {_STREAM} FROM streams WHERE channel_id = ? AND ended_at IS NULL", (channel_id,))
-    return Stream.from_row(row) if row else None
+    return Stream.fetch_one(
+        tx, f"SELECT {_STREAM} FROM streams WHERE channel_id = ? AND ended_at IS NULL", (channel_id,)
+    )
 
 
 def open_stream_by_key(tx: Tx, key_hash: str) -> Stream | None:
-    row = tx.one(f"SELECT {_STREAM} FROM streams WHERE key_hash = ? AND ended_at IS NULL", (key_hash,))
-    return Stream.from_row(row) if row else None
+    return Stream.fetch_one(tx, f"SELECT {_STREAM} FROM streams WHERE key_hash = ? AND ended_at IS NULL", (key_hash,))
 
 
 def insert_stream(tx: Tx, stream: Stream) -> None:
@@ -140,8 +138,7 @@ def oldest_open_heartbeat(tx: Tx) -> int | None:
 
 
 def get_stream(tx: Tx, stream_id: str) -> Stream | None:
-    row = tx.one(f"SELECT {_STREAM} FROM streams WHERE id = ?", (stream_id,))
-    return Stream.from_row(row) if row else None
+    return Stream.fetch_one(tx, f"SELECT {_STREAM} FROM streams WHERE id = ?", (stream_id,))
 
 
 # --- live listings --------------------------------------------------------------------------
@@ -269,8 +266,7 @@ _TABLES: dict[type[Any], str] = {Vod: "vods", Clip: "clips"}
 
 
 def _get(tx: Tx, kind: type[VodOrClip], record_id: str) -> VodOrClip | None:
-    row = tx.one(f"SELECT {columns(kind)} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
-    return kind.from_row(row) if row else None
+    return kind.fetch_one(tx, f"SELECT {columns(kind)} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
 
 
 def _page(tx: Tx, kind: type[VodOrClip], channel_id: str, limit: int, cursor: str | None) -> Page:

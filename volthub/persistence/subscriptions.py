@@ -70,8 +70,7 @@ def insert(
 
 
 def get(tx: Tx, subscription_id: str) -> Subscription | None:
-    row = tx.one(f"SELECT {_COLUMNS}{_PEOPLE}{_JOINS} WHERE s.id = ?", (subscription_id,))
-    return None if row is None else Subscription.from_row(row)
+    return Subscription.fetch_one(tx, f"SELECT {_COLUMNS}{_PEOPLE}{_JOINS} WHERE s.id = ?", (subscription_id,))
 
 
 def open_of(tx: Tx, channel_id: str, user_id: str) -> Subscription | None:

@@ -111,19 +111,16 @@ def _display_name_problem(display_name: str, username: str, user_id: str, holder
 
 
 def get_by_id(tx: Tx, user_id: str) -> User | None:
-    row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (user_id,))
-    return User.from_row(row) if row else None
+    return User.fetch_one(tx, f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (user_id,))
 
 
 def get_by_username(tx: Tx, username: str) -> User | None:
     """Exact, case-sensitive lookup (usernames are case-sensitive on profiles)."""
-    row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE username = ?", (username,))
-    return User.from_row(row) if row else None
+    return User.fetch_one(tx, f"SELECT {_USER_COLUMNS} FROM users WHERE username = ?", (username,))
 
 
 def get_by_username_insensitive(tx: Tx, username: str) -> User | None:
-    row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE username_lower = ?", (username.lower(),))
-    return User.from_row(row) if row else None
+    return User.fetch_one(tx, f"SELECT {_USER_COLUMNS} FROM users WHERE username_lower = ?", (username.lower(),))
 
 
 def get_many_by_username_insensitive(tx: Tx, usernames: list[str]) -> dict[str, User]:
@@ -160,8 +157,7 @@ def update_profile(tx: Tx, user_id: str, changes: dict[str, Any], now_ms: int) -
 
 
 def list_users(tx: Tx, limit: int = 100) -> list[User]:
-    rows = tx.execute(f"SELECT {_USER_COLUMNS} FROM users ORDER BY created_at, id LIMIT ?", (limit,))
-    return [User.from_row(row) for row in rows]
+    return User.fetch_all(tx, f"SELECT {_USER_COLUMNS} FROM users ORDER BY created_at, id LIMIT ?", (limit,))
 
 
 def search(tx: Tx, term: str, limit: int) -> list[User]:

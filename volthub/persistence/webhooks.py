@@ -193,8 +193,7 @@ def get_webhook(tx: Tx, client_id: str, webhook_id: str) -> Webhook | None:
 
 
 def get_webhook_by_id(tx: Tx, webhook_id: str) -> Webhook | None:
-    row = tx.one(f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?", (webhook_id,))
-    return Webhook.from_row(row) if row else None
+    return Webhook.fetch_one(tx, f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?", (webhook_id,))
 
 
 def change_webhook(
