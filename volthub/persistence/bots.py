@@ -32,7 +32,7 @@ class Bot(Record):
 
 
 @dataclass(frozen=True)
-class CustomName:
+class CustomName(Record):
     client_id: str
     channel_id: str
     channel_username: str
@@ -108,12 +108,9 @@ def remove_custom_name(tx: Tx, client_id: str, channel_id: str) -> None:
 
 
 def custom_names(tx: Tx, client_id: str) -> list[CustomName]:
-    rows = tx.execute(
+    return CustomName.fetch_all(
+        tx,
         "SELECT c.client_id, c.channel_id, u.username AS channel_username, c.name, c.created_at"
         " FROM bot_custom_names c JOIN users u ON u.id = c.channel_id WHERE c.client_id = ? ORDER BY c.created_at",
         (client_id,),
     )
-    return [
-        CustomName(r["client_id"], r["channel_id"], r["channel_username"], r["name"], int(r["created_at"]))
-        for r in rows
-    ]

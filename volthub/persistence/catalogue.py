@@ -115,7 +115,7 @@ class Team(Record):
 
 
 @dataclass(frozen=True)
-class TeamMember:
+class TeamMember(Record):
     user_id: str
     username: str
     display_name: str
@@ -197,10 +197,7 @@ def members(tx: Tx, team_id: str, limit: int, cursor: str | None) -> tuple[list[
         f" WHERE m.team_id = ?) m WHERE 1 = 1{after} ORDER BY m.rnk, m.joined_at, m.user_id LIMIT ?",
         (*params, limit + 1),
     )
-    found = [
-        TeamMember(r["user_id"], r["username"], r["display_name"], r["avatar_url"], r["role"], int(r["joined_at"]))
-        for r in rows[:limit]
-    ]
+    found = [TeamMember.from_row(row) for row in rows[:limit]]
     next_cursor = None
     if len(rows) > limit:
         last = rows[limit - 1]

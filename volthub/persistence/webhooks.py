@@ -294,7 +294,7 @@ def subscribers(tx: Tx, channel_ids: Iterable[str]) -> list[Subscriber]:
         f" JOIN apps a ON a.client_id = w.client_id WHERE a.owner_id IN ({marks}) AND w.enabled = ?",
         (*owners, True),
     )
-    return [Subscriber(row["id"], row["client_id"], row["owner_id"], orjson.loads(row["events"])) for row in rows]
+    return [read(Subscriber, row, webhook_id=row["id"]) for row in rows]
 
 
 def enqueue(tx: Tx, deliveries: Sequence[NewDelivery], now_ms: int) -> None:
@@ -347,21 +347,7 @@ def claim_due(tx: Tx, now_ms: int, lease_until_ms: int, limit: int, token: str) 
         f"UPDATE webhook_deliveries SET next_attempt_at = ?, claimed_until = ?, claim_token = ? WHERE id IN ({marks})",
         (lease_until_ms, lease_until_ms, token, *ids),
     )
-    return [
-        Claim(
-            delivery_id=row["id"],
-            webhook_id=row["webhook_id"],
-            client_id=row["client_id"],
-            url=row["url"],
-            secret=row["secret"],
-            event_id=row["event_id"],
-            event_name=row["event_name"],
-            body=row["body"].encode("utf-8"),
-            failed_attempts=int(row["failed_attempts"]),
-            token=token,
-        )
-        for row in rows
-    ]
+    return [read(Claim, row, delivery_id=row["id"], body=row["body"].encode("utf-8"), token=token) for row in rows]
 
 
 def outbox_summary(tx: Tx) -> tuple[int, int | None]:
