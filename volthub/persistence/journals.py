@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from volthub.persistence.database import IntegrityError, Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.pagination import encode_cursor, newest_first
 from volthub.persistence.records import Record
 
 _COLUMNS = (
@@ -112,17 +112,12 @@ def page(
     """Newest first: published ones by publication time; with drafts, by last change."""
     order = "j.published_at" if published_only else "j.updated_at"
     where = "j.user_id = ?" + (" AND j.status = 'published'" if published_only else "")
-    params: list[object] = [user_id]
-    if cursor:
-        at, last_id = decode_cursor(cursor, 2)
-        where += f" AND ({order} < ? OR ({order} = ? AND j.id < ?))"
-        params += [at, at, last_id]
-    rows = tx.execute(
-        f"SELECT {_COLUMNS}{_FROM} WHERE {where} ORDER BY {order} DESC, j.id DESC LIMIT ?", (*params, limit + 1)
+    rows, more = newest_first(
+        tx, f"SELECT {_COLUMNS}{_FROM} WHERE {where}", [user_id], limit, cursor or None, at=order, key="j.id"
     )
-    found = [Journal.from_row(row) for row in rows[:limit]]
+    found = [Journal.from_row(row) for row in rows]
     next_cursor = None
-    if len(rows) > limit:
+    if more:
         last = found[-1]
         key = last.published_at if published_only else last.updated_at
         next_cursor = encode_cursor(key, last.id)

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from volthub.persistence.database import Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.pagination import encode_cursor, newest_first
 from volthub.persistence.records import Record, columns
 
 
@@ -53,20 +53,9 @@ def create(
 
 
 def list_for_user(tx: Tx, user_id: str, limit: int, cursor: str | None, unread_only: bool = False) -> NotificationPage:
-    params: list[Any] = [user_id]
-    where = "user_id = ?"
-    if unread_only:
-        where += " AND read_at IS NULL"
-    if cursor:
-        at, last_id = decode_cursor(cursor, 2)
-        where += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-        params += [at, at, last_id]
-    rows = tx.execute(
-        f"SELECT {_COLUMNS} FROM notifications WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-        (*params, limit + 1),
-    )
-    more = len(rows) > limit
-    rows = rows[:limit]
+    unread = " AND read_at IS NULL" if unread_only else ""
+    select = f"SELECT {_COLUMNS} FROM notifications WHERE user_id = ?{unread}"
+    rows, more = newest_first(tx, select, [user_id], limit, cursor or None, at="created_at", key="id")
     next_cursor = encode_cursor(int(rows[-1]["created_at"]), rows[-1]["id"]) if more else None
     return NotificationPage([Notification.from_row(row) for row in rows], next_cursor)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from volthub.persistence.database import Row, Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.pagination import encode_cursor, newest_first
 from volthub.persistence.records import Record, columns, insert, read, to_json
 from volthub.persistence.users import Page, User
 
@@ -203,14 +203,8 @@ def live_page(tx: Tx, filters: LiveFilter, limit: int, cursor: str | None) -> Pa
     for slug in filters.tags:
         sql += " AND (i.tags LIKE ? OR i.channel_tags LIKE ?)"
         params += [_like_tag(slug), _like_tag(slug)]
-    if cursor is not None:
-        started, stream_id = decode_cursor(cursor, 2)
-        sql += " AND (s.started_at < ? OR (s.started_at = ? AND s.id < ?))"
-        params += [started, started, stream_id]
-    sql += " ORDER BY s.started_at DESC, s.id DESC LIMIT ?"
-    rows = tx.execute(sql, (*params, limit + 1))
-    items = [_live(row) for row in rows[:limit]]
-    more = len(rows) > limit
+    rows, more = newest_first(tx, sql, params, limit, cursor, at="s.started_at", key="s.id")
+    items = [_live(row) for row in rows]
     last = items[-1].stream if items else None
     return Page(items, encode_cursor(last.started_at, last.id) if more and last else None)
 
@@ -271,16 +265,10 @@ def _get(tx: Tx, kind: type[VodOrClip], record_id: str) -> VodOrClip | None:
 
 def _page(tx: Tx, kind: type[VodOrClip], channel_id: str, limit: int, cursor: str | None) -> Page:
     """A channel's records, newest first."""
-    sql = f"SELECT {columns(kind)} FROM {_TABLES[kind]} WHERE channel_id = ?"
-    params: list[Any] = [channel_id]
-    if cursor is not None:
-        created, row_id = decode_cursor(cursor, 2)
-        sql += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-        params += [created, created, row_id]
-    rows = tx.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit + 1))
-    items = [kind.from_row(row) for row in rows[:limit]]
-    more = len(rows) > limit and items
-    return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more else None)
+    select = f"SELECT {columns(kind)} FROM {_TABLES[kind]} WHERE channel_id = ?"
+    rows, more = newest_first(tx, select, [channel_id], limit, cursor, at="created_at", key="id")
+    items = [kind.from_row(row) for row in rows]
+    return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more and items else None)
 
 
 def insert_vod(tx: Tx, vod: Vod) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from volthub.persistence import names
 from volthub.persistence.database import IntegrityError, Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.pagination import encode_cursor, newest_first
 from volthub.persistence.records import Record
 from volthub.protocol.names import UnsafeName, is_spelling_of, normalised_display_name, reserved_skeletons, skeleton
 
@@ -205,20 +205,11 @@ def follow_time(tx: Tx, follower_id: str, followed_id: str) -> int | None:
 
 def _follow_page(tx: Tx, *, mine: str, other: str, user_id: str, limit: int, cursor: str | None) -> Page:
     """Newest first. `mine` is the column holding user_id, `other` the listed users."""
-    params: list[Any] = [user_id]
-    after = ""
-    if cursor:
-        at, other_id = decode_cursor(cursor, 2)
-        after = f" AND (f.followed_at < ? OR (f.followed_at = ? AND f.{other} < ?))"
-        params += [at, at, other_id]
-    rows = tx.execute(
+    select = (
         f"SELECT u.id, u.username, u.display_name, u.avatar_url, u.bio, u.created_at, u.updated_at,"
-        f" f.followed_at FROM follows f JOIN users u ON u.id = f.{other}"
-        f" WHERE f.{mine} = ?{after} ORDER BY f.followed_at DESC, f.{other} DESC LIMIT ?",
-        (*params, limit + 1),
+        f" f.followed_at FROM follows f JOIN users u ON u.id = f.{other} WHERE f.{mine} = ?"
     )
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows, more = newest_first(tx, select, [user_id], limit, cursor or None, at="f.followed_at", key=f"f.{other}")
     items = [(User.from_row(row), int(row["followed_at"])) for row in rows]
     next_cursor = encode_cursor(int(rows[-1]["followed_at"]), rows[-1]["id"]) if more else None
     return Page(items, next_cursor)

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from volthub.persistence.database import Row, Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.pagination import encode_cursor, newest_first
 from volthub.persistence.records import Record, optional_int, read
 
 PENDING = "pending"
@@ -465,19 +464,8 @@ def get_delivery(tx: Tx, webhook_id: str, delivery_id: str) -> Delivery | None:
 
 def list_deliveries(tx: Tx, webhook_id: str, limit: int, cursor: str | None) -> DeliveryPage:
     """Newest first, each with its attempts; keyset cursor on (created_at, id)."""
-    params: list[Any] = [webhook_id]
-    after = ""
-    if cursor:
-        at, last_id = decode_cursor(cursor, 2)
-        after = " AND (created_at < ? OR (created_at = ? AND id < ?))"
-        params += [at, at, last_id]
-    rows = tx.execute(
-        f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ?{after}"
-        " ORDER BY created_at DESC, id DESC LIMIT ?",
-        (*params, limit + 1),
-    )
-    more = len(rows) > limit
-    rows = rows[:limit]
+    select = f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ?"
+    rows, more = newest_first(tx, select, [webhook_id], limit, cursor or None, at="created_at", key="id")
     attempts = _attempts_of(tx, [row["id"] for row in rows])
     items = [Delivery.from_row(row, attempts.get(row["id"], [])) for row in rows]
     next_cursor = encode_cursor(int(rows[-1]["created_at"]), rows[-1]["id"]) if more else None
