@@ -9,11 +9,6 @@ import orjson
 from volthub.persistence.database import Tx
 from volthub.persistence.records import Record
 
-_COLUMNS = (
-    "client_id, owner_id, name, description, logo_url, redirect_uris, client_secret_hash,"
-    " bot_app, reviewed, created_at, updated_at"
-)
-
 
 @dataclass(frozen=True)
 class App(Record):
@@ -36,12 +31,12 @@ class App(Record):
 
 
 def get_app(tx: Tx, client_id: str) -> App | None:
-    return App.fetch_one(tx, f"SELECT {_COLUMNS} FROM apps WHERE client_id = ?", (client_id,))
+    return App.fetch_one(tx, f"SELECT {App.columns()} FROM apps WHERE client_id = ?", (client_id,))
 
 
 def apps_of_owner(tx: Tx, owner_id: str) -> list[App]:
     return App.fetch_all(
-        tx, f"SELECT {_COLUMNS} FROM apps WHERE owner_id = ? ORDER BY created_at, client_id", (owner_id,)
+        tx, f"SELECT {App.columns()} FROM apps WHERE owner_id = ? ORDER BY created_at, client_id", (owner_id,)
     )
 
 
@@ -63,7 +58,7 @@ def create_app(
 ) -> App:
     """`client_secret_hash` None makes a public client (it must use PKCE)."""
     tx.execute(
-        f"INSERT INTO apps ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, FALSE, ?, ?)",
+        f"INSERT INTO apps ({App.columns()}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, FALSE, ?, ?)",
         (
             client_id,
             owner_id,
@@ -134,4 +129,4 @@ def delete_app(tx: Tx, client_id: str) -> bool:
 
 
 def list_apps(tx: Tx, limit: int = 1000) -> list[App]:
-    return App.fetch_all(tx, f"SELECT {_COLUMNS} FROM apps ORDER BY created_at, client_id LIMIT ?", (limit,))
+    return App.fetch_all(tx, f"SELECT {App.columns()} FROM apps ORDER BY created_at, client_id LIMIT ?", (limit,))

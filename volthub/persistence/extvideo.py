@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from volthub.persistence.database import Tx
-from volthub.persistence.records import Record, columns, insert
+from volthub.persistence.records import Record, insert
 
 
 @dataclass(frozen=True)
@@ -21,9 +21,6 @@ class Connection(Record):
     status: str
     connected_at: int
     updated_at: int
-
-
-_COLUMNS = columns(Connection)
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,9 @@ def take_state(tx: Tx, state_hash: str, now_ms: int) -> PendingState | None:
 
 
 def get(tx: Tx, user_id: str) -> Connection | None:
-    return Connection.fetch_one(tx, f"SELECT {_COLUMNS} FROM extvideo_connections WHERE user_id = ?", (user_id,))
+    return Connection.fetch_one(
+        tx, f"SELECT {Connection.columns()} FROM extvideo_connections WHERE user_id = ?", (user_id,)
+    )
 
 
 def save(tx: Tx, connection: Connection) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from volthub.persistence import records
 from volthub.persistence.database import Tx
-from volthub.persistence.records import Record, columns
+from volthub.persistence.records import Record
 
 
 @dataclass(frozen=True)
@@ -22,15 +22,12 @@ class Media(Record):
     created_at: int
 
 
-_COLUMNS = columns(Media)
-
-
 def insert(tx: Tx, media: Media) -> None:
     records.insert(tx, "media", media)
 
 
 def get(tx: Tx, media_id: str) -> Media | None:
-    return Media.fetch_one(tx, f"SELECT {_COLUMNS} FROM media WHERE id = ?", (media_id,))
+    return Media.fetch_one(tx, f"SELECT {Media.columns()} FROM media WHERE id = ?", (media_id,))
 
 
 def delete(tx: Tx, media_id: str) -> Media | None:

@@ -9,7 +9,7 @@ import orjson
 
 from volthub.persistence.database import Tx
 from volthub.persistence.pagination import encode_cursor, newest_first
-from volthub.persistence.records import Record, columns
+from volthub.persistence.records import Record
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,6 @@ class Notification(Record):
     data: dict[str, Any]
     read_at: int | None
     created_at: int
-
-
-_COLUMNS = columns(Notification)
 
 
 @dataclass(frozen=True)
@@ -54,7 +51,7 @@ def create(
 
 def list_for_user(tx: Tx, user_id: str, limit: int, cursor: str | None, unread_only: bool = False) -> NotificationPage:
     unread = " AND read_at IS NULL" if unread_only else ""
-    select = f"SELECT {_COLUMNS} FROM notifications WHERE user_id = ?{unread}"
+    select = f"SELECT {Notification.columns()} FROM notifications WHERE user_id = ?{unread}"
     rows, more = newest_first(tx, select, [user_id], limit, cursor or None, at="created_at", key="id")
     next_cursor = encode_cursor(int(rows[-1]["created_at"]), rows[-1]["id"]) if more else None
     return NotificationPage([Notification.from_row(row) for row in rows], next_cursor)
@@ -76,7 +73,7 @@ def mark_read(tx: Tx, user_id: str, notification_id: str, now_ms: int) -> Notifi
         (now_ms, notification_id, user_id),
     )
     row = tx.one(
-        f"SELECT {_COLUMNS} FROM notifications WHERE id = ? AND user_id = ?",
+        f"SELECT {Notification.columns()} FROM notifications WHERE id = ? AND user_id = ?",
         (notification_id, user_id),
     )
     return Notification.from_row(row) if row else None

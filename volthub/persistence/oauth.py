@@ -173,18 +173,14 @@ class AuthorizationCode(Record):
     grant_id: str | None = None
 
 
-_CODE_COLUMNS = (
-    "code_hash, client_id, user_id, redirect_uri, redirect_uri_sent, scope, code_challenge,"
-    " code_challenge_method, created_at, expires_at, used_at, grant_id"
-)
-
-
 def insert_code(tx: Tx, code: AuthorizationCode) -> None:
     insert(tx, "oauth_codes", code)
 
 
 def get_code(tx: Tx, code_hash: str) -> AuthorizationCode | None:
-    return AuthorizationCode.fetch_one(tx, f"SELECT {_CODE_COLUMNS} FROM oauth_codes WHERE code_hash = ?", (code_hash,))
+    return AuthorizationCode.fetch_one(
+        tx, f"SELECT {AuthorizationCode.columns()} FROM oauth_codes WHERE code_hash = ?", (code_hash,)
+    )
 
 
 def consume_code(tx: Tx, code_hash: str, now_ms: int) -> bool:

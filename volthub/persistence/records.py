@@ -3,7 +3,8 @@
 A field's annotation says how its column is read (SQLite stores a bool as 0/1, a list as
 JSON text, ...), so a repository declares its record once and every query that selects
 those columns reads it with `Kind.from_row(row)` (or runs it with `Kind.fetch_one` and
-`Kind.fetch_all`): one mapper instead of one per record.
+`Kind.fetch_all`): one mapper instead of one per record. Where the record's fields are its
+table's columns, `Kind.columns()` lists them and `insert` writes a new row.
 """
 
 from __future__ import annotations
@@ -67,11 +68,6 @@ def read(kind: type[R], row: Row, **given: Any) -> R:
     return kind(**found)
 
 
-def columns(kind: type[Any]) -> str:
-    """The column list of `kind`'s table, in field order."""
-    return ", ".join(f.name for f in fields(kind))
-
-
 def insert(tx: Tx, table: str, record: Any, *, leave_out: tuple[str, ...] = ()) -> None:
     """Write `record` as a new row of `table`. `leave_out` names the fields that are no
     columns of it (read from a join, or derived), which the table's defaults stand for."""
@@ -82,13 +78,18 @@ def insert(tx: Tx, table: str, record: Any, *, leave_out: tuple[str, ...] = ()) 
 
 
 class Record:
-    """The base of a record read from rows (see the module): gives it `from_row`."""
+    """The base of a record read from rows (see the module): its readers and its column list."""
 
     __slots__ = ()
 
     @classmethod
     def from_row(cls, row: Row) -> Self:
         return read(cls, row)
+
+    @classmethod
+    def columns(cls) -> str:
+        """The fields as a column list, for a record whose fields are its table's columns."""
+        return ", ".join(f.name for f in fields(cls))  # type: ignore[arg-type]  # every record is a dataclass
 
     @classmethod
     def fetch_one(cls, tx: Tx, sql: str, params: Params = ()) -> Self | None:

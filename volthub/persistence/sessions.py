@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from volthub.persistence.database import Tx
-from volthub.persistence.records import Record, columns, insert
+from volthub.persistence.records import Record, insert
 
 
 @dataclass(frozen=True)
@@ -25,21 +25,18 @@ class Session(Record):
         return self.revoked_at is None and self.expires_at > now_ms
 
 
-_COLUMNS = columns(Session)
-
-
 def create(tx: Tx, session: Session) -> None:
     insert(tx, "auth_sessions", session)
 
 
 def get(tx: Tx, session_id: str) -> Session | None:
-    return Session.fetch_one(tx, f"SELECT {_COLUMNS} FROM auth_sessions WHERE id = ?", (session_id,))
+    return Session.fetch_one(tx, f"SELECT {Session.columns()} FROM auth_sessions WHERE id = ?", (session_id,))
 
 
 def active_of_user(tx: Tx, user_id: str, now_ms: int) -> list[Session]:
     """The user's sessions neither revoked nor expired, newest first."""
     rows = tx.execute(
-        f"SELECT {_COLUMNS} FROM auth_sessions WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?"
+        f"SELECT {Session.columns()} FROM auth_sessions WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?"
         " ORDER BY created_at DESC, id",
         (user_id, now_ms),
     )

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from volthub.persistence.database import Row, Tx
 from volthub.persistence.pagination import encode_cursor, newest_first
-from volthub.persistence.records import Record, columns, insert, read, to_json
+from volthub.persistence.records import Record, insert, read, to_json
 from volthub.persistence.users import Page, User
 
 # Live listings (top, growing, featured) sort in memory by presence; this bounds one read.
@@ -27,11 +27,10 @@ class StreamSettings(Record):
     updated_at: int
 
 
-_SETTINGS = "channel_id, title, category, tags, channel_tags, language, key_nonce, key_hash, updated_at"
-
-
 def get_settings(tx: Tx, channel_id: str) -> StreamSettings | None:
-    return StreamSettings.fetch_one(tx, f"SELECT {_SETTINGS} FROM stream_settings WHERE channel_id = ?", (channel_id,))
+    return StreamSettings.fetch_one(
+        tx, f"SELECT {StreamSettings.columns()} FROM stream_settings WHERE channel_id = ?", (channel_id,)
+    )
 
 
 def ensure_settings(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_ms: int) -> StreamSettings:
@@ -47,7 +46,9 @@ def ensure_settings(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_
 
 
 def settings_by_key_hash(tx: Tx, key_hash: str) -> StreamSettings | None:
-    return StreamSettings.fetch_one(tx, f"SELECT {_SETTINGS} FROM stream_settings WHERE key_hash = ?", (key_hash,))
+    return StreamSettings.fetch_one(
+        tx, f"SELECT {StreamSettings.columns()} FROM stream_settings WHERE key_hash = ?", (key_hash,)
+    )
 
 
 _INFO_COLUMNS = {"title": "title", "category": "category", "language": "language"}
@@ -93,17 +94,16 @@ class Stream(Record):
     end_reason: str | None = None
 
 
-_STREAM = "id, channel_id, key_hash, source, media_path, started_at, last_seen_at, ended_at, end_reason"
-
-
 def open_stream(tx: Tx, channel_id: str) -> Stream | None:
     return Stream.fetch_one(
-        tx, f"SELECT {_STREAM} FROM streams WHERE channel_id = ? AND ended_at IS NULL", (channel_id,)
+        tx, f"SELECT {Stream.columns()} FROM streams WHERE channel_id = ? AND ended_at IS NULL", (channel_id,)
     )
 
 
 def open_stream_by_key(tx: Tx, key_hash: str) -> Stream | None:
-    return Stream.fetch_one(tx, f"SELECT {_STREAM} FROM streams WHERE key_hash = ? AND ended_at IS NULL", (key_hash,))
+    return Stream.fetch_one(
+        tx, f"SELECT {Stream.columns()} FROM streams WHERE key_hash = ? AND ended_at IS NULL", (key_hash,)
+    )
 
 
 def insert_stream(tx: Tx, stream: Stream) -> None:
@@ -125,7 +125,7 @@ def close_stream(tx: Tx, stream_id: str, now_ms: int, reason: str) -> bool:
 
 def silent_streams(tx: Tx, seen_before_ms: int, limit: int = 100) -> list[Stream]:
     rows = tx.execute(
-        f"SELECT {_STREAM} FROM streams WHERE ended_at IS NULL AND last_seen_at < ? ORDER BY last_seen_at LIMIT ?",
+        f"SELECT {Stream.columns()} FROM streams WHERE ended_at IS NULL AND last_seen_at < ? ORDER BY last_seen_at LIMIT ?",
         (seen_before_ms, limit),
     )
     return [Stream.from_row(row) for row in rows]
@@ -138,7 +138,7 @@ def oldest_open_heartbeat(tx: Tx) -> int | None:
 
 
 def get_stream(tx: Tx, stream_id: str) -> Stream | None:
-    return Stream.fetch_one(tx, f"SELECT {_STREAM} FROM streams WHERE id = ?", (stream_id,))
+    return Stream.fetch_one(tx, f"SELECT {Stream.columns()} FROM streams WHERE id = ?", (stream_id,))
 
 
 # --- live listings --------------------------------------------------------------------------
@@ -260,12 +260,12 @@ _TABLES: dict[type[Any], str] = {Vod: "vods", Clip: "clips"}
 
 
 def _get(tx: Tx, kind: type[VodOrClip], record_id: str) -> VodOrClip | None:
-    return kind.fetch_one(tx, f"SELECT {columns(kind)} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
+    return kind.fetch_one(tx, f"SELECT {kind.columns()} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
 
 
 def _page(tx: Tx, kind: type[VodOrClip], channel_id: str, limit: int, cursor: str | None) -> Page:
     """A channel's records, newest first."""
-    select = f"SELECT {columns(kind)} FROM {_TABLES[kind]} WHERE channel_id = ?"
+    select = f"SELECT {kind.columns()} FROM {_TABLES[kind]} WHERE channel_id = ?"
     rows, more = newest_first(tx, select, [channel_id], limit, cursor, at="created_at", key="id")
     items = [kind.from_row(row) for row in rows]
     return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more and items else None)
@@ -281,7 +281,7 @@ def get_vod(tx: Tx, vod_id: str) -> Vod | None:
 
 def latest_vod(tx: Tx, channel_id: str) -> Vod | None:
     row = tx.one(
-        f"SELECT {columns(Vod)} FROM vods WHERE channel_id = ? ORDER BY created_at DESC, id DESC LIMIT 1",
+        f"SELECT {Vod.columns()} FROM vods WHERE channel_id = ? ORDER BY created_at DESC, id DESC LIMIT 1",
         (channel_id,),
     )
     return Vod.from_row(row) if row else None

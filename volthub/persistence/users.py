@@ -12,8 +12,6 @@ from volthub.persistence.pagination import encode_cursor, newest_first
 from volthub.persistence.records import Record
 from volthub.protocol.names import UnsafeName, is_spelling_of, normalised_display_name, reserved_skeletons, skeleton
 
-_USER_COLUMNS = "id, username, display_name, avatar_url, bio, created_at, updated_at"
-
 
 class UsernameTaken(Exception):
     pass
@@ -111,16 +109,16 @@ def _display_name_problem(display_name: str, username: str, user_id: str, holder
 
 
 def get_by_id(tx: Tx, user_id: str) -> User | None:
-    return User.fetch_one(tx, f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (user_id,))
+    return User.fetch_one(tx, f"SELECT {User.columns()} FROM users WHERE id = ?", (user_id,))
 
 
 def get_by_username(tx: Tx, username: str) -> User | None:
     """Exact, case-sensitive lookup (usernames are case-sensitive on profiles)."""
-    return User.fetch_one(tx, f"SELECT {_USER_COLUMNS} FROM users WHERE username = ?", (username,))
+    return User.fetch_one(tx, f"SELECT {User.columns()} FROM users WHERE username = ?", (username,))
 
 
 def get_by_username_insensitive(tx: Tx, username: str) -> User | None:
-    return User.fetch_one(tx, f"SELECT {_USER_COLUMNS} FROM users WHERE username_lower = ?", (username.lower(),))
+    return User.fetch_one(tx, f"SELECT {User.columns()} FROM users WHERE username_lower = ?", (username.lower(),))
 
 
 def get_many_by_username_insensitive(tx: Tx, usernames: list[str]) -> dict[str, User]:
@@ -129,13 +127,13 @@ def get_many_by_username_insensitive(tx: Tx, usernames: list[str]) -> dict[str, 
     if not lowered:
         return {}
     marks = ", ".join("?" for _ in lowered)
-    rows = tx.execute(f"SELECT {_USER_COLUMNS} FROM users WHERE username_lower IN ({marks})", lowered)
+    rows = tx.execute(f"SELECT {User.columns()} FROM users WHERE username_lower IN ({marks})", lowered)
     return {row["username"].lower(): User.from_row(row) for row in rows}
 
 
 def password_hash_for_login(tx: Tx, username: str) -> tuple[User, str] | None:
     row = tx.one(
-        f"SELECT {_USER_COLUMNS}, password_hash FROM users WHERE username_lower = ?",
+        f"SELECT {User.columns()}, password_hash FROM users WHERE username_lower = ?",
         (username.lower(),),
     )
     return (User.from_row(row), row["password_hash"]) if row else None
@@ -157,14 +155,14 @@ def update_profile(tx: Tx, user_id: str, changes: dict[str, Any], now_ms: int) -
 
 
 def list_users(tx: Tx, limit: int = 100) -> list[User]:
-    return User.fetch_all(tx, f"SELECT {_USER_COLUMNS} FROM users ORDER BY created_at, id LIMIT ?", (limit,))
+    return User.fetch_all(tx, f"SELECT {User.columns()} FROM users ORDER BY created_at, id LIMIT ?", (limit,))
 
 
 def search(tx: Tx, term: str, limit: int) -> list[User]:
     """Prefix matches first, then substring matches; case-insensitive."""
     needle = term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     rows = tx.execute(
-        f"SELECT {_USER_COLUMNS}, CASE WHEN username_lower LIKE ? ESCAPE '\\' THEN 0 ELSE 1 END AS rank"
+        f"SELECT {User.columns()}, CASE WHEN username_lower LIKE ? ESCAPE '\\' THEN 0 ELSE 1 END AS rank"
         " FROM users WHERE username_lower LIKE ? ESCAPE '\\' OR lower(display_name) LIKE ? ESCAPE '\\'"
         " ORDER BY rank, username_lower LIMIT ?",
         (needle + "%", "%" + needle + "%", "%" + needle + "%", limit),

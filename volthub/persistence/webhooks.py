@@ -5,9 +5,9 @@ by a worker with a lease (`claimed_until`), and finished by recording an attempt
 policy (schedule, disabling, the per-app cap) lives in `volthub.services.webhooks`; these are
 its primitives.
 
-Over 500 lines on purpose: the webhook record, the cap counter, the outbox claim/lease/
-attempt cycle and the delivery log share one set of tables and row shapes, and their SQL is
-easier to keep consistent side by side than split across modules that import each other.
+One module on purpose: the webhook record, the cap counter, the outbox claim/lease/attempt
+cycle and the delivery log share one set of tables and row shapes, and their SQL is easier
+to keep consistent side by side than split across modules that import each other.
 """
 
 from __future__ import annotations
@@ -30,9 +30,6 @@ BY_OWNER = "owner"
 BY_FAILURES = "failures"
 BY_GONE = "gone"
 
-_WEBHOOK_COLUMNS = (
-    "id, client_id, url, events, secret, enabled, disabled_reason, consecutive_failures, created_at, updated_at"
-)
 _DELIVERY_COLUMNS = (
     "id, webhook_id, event_id, event_name, body, state, failed_attempts, attempt_count,"
     " next_attempt_at, redelivery_of, created_at, updated_at, completed_at"
@@ -177,7 +174,7 @@ def count_for_app(tx: Tx, client_id: str) -> int:
 
 def list_for_app(tx: Tx, client_id: str) -> list[Webhook]:
     rows = tx.execute(
-        f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE client_id = ? ORDER BY created_at, id",
+        f"SELECT {Webhook.columns()} FROM webhooks WHERE client_id = ? ORDER BY created_at, id",
         (client_id,),
     )
     return [Webhook.from_row(row) for row in rows]
@@ -185,14 +182,14 @@ def list_for_app(tx: Tx, client_id: str) -> list[Webhook]:
 
 def get_webhook(tx: Tx, client_id: str, webhook_id: str) -> Webhook | None:
     row = tx.one(
-        f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE id = ? AND client_id = ?",
+        f"SELECT {Webhook.columns()} FROM webhooks WHERE id = ? AND client_id = ?",
         (webhook_id, client_id),
     )
     return Webhook.from_row(row) if row else None
 
 
 def get_webhook_by_id(tx: Tx, webhook_id: str) -> Webhook | None:
-    return Webhook.fetch_one(tx, f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?", (webhook_id,))
+    return Webhook.fetch_one(tx, f"SELECT {Webhook.columns()} FROM webhooks WHERE id = ?", (webhook_id,))
 
 
 def change_webhook(
