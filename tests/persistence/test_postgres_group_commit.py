@@ -47,15 +47,17 @@ async def _values(database: PostgresDatabase) -> list[int]:
 BOTH_WAYS = pytest.mark.parametrize("lockstep", [True, False], ids=["lockstep", "one_after_another"])
 
 
-def _counting_groups(database: PostgresDatabase) -> list[int]:
+def _counting_groups(database: PostgresDatabase, runner: str = "_run_group") -> list[int]:
+    """The size of each group `database` runs with its method `runner`, from now on: of
+    writes (`_run_group`) or of statements (`_run_statement_group`)."""
     groups: list[int] = []
-    run_group = database._run_group
+    run_group = getattr(database, runner)
 
     def counting(group: list[Any], timeout: float) -> None:
         groups.append(len(group))
         run_group(group, timeout)
 
-    database._run_group = counting  # type: ignore[method-assign]
+    setattr(database, runner, counting)
     return groups
 
 
@@ -505,22 +507,10 @@ async def test_grouped_publishing_writes_publish_after_the_commit_and_a_failed_o
         assert await _values(database) == [1, 3, 100]
 
 
-def _counting_statement_groups(database: PostgresDatabase) -> list[int]:
-    groups: list[int] = []
-    run_group = database._run_statement_group
-
-    def counting(group: list[Any], timeout: float) -> None:
-        groups.append(len(group))
-        run_group(group, timeout)
-
-    database._run_statement_group = counting  # type: ignore[method-assign]
-    return groups
-
-
 async def test_queued_statements_share_a_thread_hop_and_each_commits_alone(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
         await _table(database)
-        groups = _counting_statement_groups(database)
+        groups = _counting_groups(database, "_run_statement_group")
         answers: dict[int, Any] = {}
 
         def insert(x: int) -> Callable[[], Any]:

@@ -6,29 +6,11 @@ from typing import Any
 
 import pytest
 
-from volthub.hub.bus import InProcessBroker
+from tests.services.cache_support import CountingDatabase, FakeClock, Publisher
 from volthub.hub.publisher import Event
 from volthub.persistence.oauth import Grant
 from volthub.services import oauth as oauth_module
 from volthub.services.oauth import OAuthPolicy, OAuthService
-
-
-class FakeClock:
-    def now(self) -> float:
-        return 1_800_000_000.0
-
-
-class CountingDatabase:
-    """Runs a read against nothing: the repository call is patched to count lookups."""
-
-    async def read(self, fn: Any) -> Any:
-        return fn(None)
-
-
-class Publisher:
-    def __init__(self) -> None:
-        self.bus = InProcessBroker()
-
 
 GRANT = Grant("g1", "u1", "c1", "chat:read", frozenset({"chat:read"}), 1, 1, None, None)
 

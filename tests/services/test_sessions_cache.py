@@ -7,32 +7,12 @@ from typing import Any
 
 import pytest
 
-from volthub.hub.bus import InProcessBroker
+from tests.services.cache_support import NOW, CountingDatabase, FakeClock, Publisher
 from volthub.hub.publisher import Event
 from volthub.persistence.sessions import Session
 from volthub.services import sessions as sessions_module
 from volthub.services.sessions import SESSION_REVOKED, Sessions, build_sessions
 from volthub.services.tokens import SESSION, Claims
-
-NOW = 1_800_000_000.0
-
-
-class FakeClock:
-    def now(self) -> float:
-        return NOW
-
-
-class CountingDatabase:
-    """Runs a read against nothing: the repository call is patched to count lookups."""
-
-    async def read(self, fn: Any) -> Any:
-        return fn(None)
-
-
-class Publisher:
-    def __init__(self) -> None:
-        self.bus = InProcessBroker()
-
 
 CLAIMS = Claims(SESSION, "u1", int(NOW) + 3600, "jti", session_id="s1")
 

@@ -6,16 +6,12 @@ from dataclasses import dataclass
 
 import orjson
 
-from volthub.persistence.database import Row, Tx
-
-_COLUMNS = (
-    "client_id, owner_id, name, description, logo_url, redirect_uris, client_secret_hash,"
-    " bot_app, reviewed, created_at, updated_at"
-)
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 
 @dataclass(frozen=True)
-class App:
+class App(Record):
     client_id: str
     owner_id: str
     name: str
@@ -33,31 +29,15 @@ class App:
         """A public client has no secret (a browser or native app) and must use PKCE."""
         return self.client_secret_hash is None
 
-    @classmethod
-    def from_row(cls, row: Row) -> App:
-        return cls(
-            client_id=row["client_id"],
-            owner_id=row["owner_id"],
-            name=row["name"],
-            description=row["description"],
-            logo_url=row["logo_url"],
-            redirect_uris=orjson.loads(row["redirect_uris"]),
-            client_secret_hash=row["client_secret_hash"],
-            bot_app=bool(row["bot_app"]),
-            reviewed=bool(row["reviewed"]),
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-        )
-
 
 def get_app(tx: Tx, client_id: str) -> App | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM apps WHERE client_id = ?", (client_id,))
-    return App.from_row(row) if row else None
+    return App.fetch_one(tx, f"SELECT {App.columns()} FROM apps WHERE client_id = ?", (client_id,))
 
 
 def apps_of_owner(tx: Tx, owner_id: str) -> list[App]:
-    rows = tx.execute(f"SELECT {_COLUMNS} FROM apps WHERE owner_id = ? ORDER BY created_at, client_id", (owner_id,))
-    return [App.from_row(row) for row in rows]
+    return App.fetch_all(
+        tx, f"SELECT {App.columns()} FROM apps WHERE owner_id = ? ORDER BY created_at, client_id", (owner_id,)
+    )
 
 
 # --- writes (the developer-apps routes and `volthub apps`) ------------------------------------
@@ -78,7 +58,7 @@ def create_app(
 ) -> App:
     """`client_secret_hash` None makes a public client (it must use PKCE)."""
     tx.execute(
-        f"INSERT INTO apps ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, FALSE, ?, ?)",
+        f"INSERT INTO apps ({App.columns()}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, FALSE, ?, ?)",
         (
             client_id,
             owner_id,
@@ -149,5 +129,4 @@ def delete_app(tx: Tx, client_id: str) -> bool:
 
 
 def list_apps(tx: Tx, limit: int = 1000) -> list[App]:
-    rows = tx.execute(f"SELECT {_COLUMNS} FROM apps ORDER BY created_at, client_id LIMIT ?", (limit,))
-    return [App.from_row(row) for row in rows]
+    return App.fetch_all(tx, f"SELECT {App.columns()} FROM apps ORDER BY created_at, client_id LIMIT ?", (limit,))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 from volthub.protocol.names import skeleton
 
 _BOT = (
@@ -15,7 +16,7 @@ _FROM = " FROM bots b JOIN users u ON u.id = b.user_id JOIN apps a ON a.client_i
 
 
 @dataclass(frozen=True)
-class Bot:
+class Bot(Record):
     client_id: str
     user_id: str  # the bot's own account
     username: str  # the default bot name
@@ -29,26 +30,9 @@ class Bot:
     created_at: int
     updated_at: int
 
-    @classmethod
-    def from_row(cls, row: Row) -> Bot:
-        return cls(
-            client_id=row["client_id"],
-            user_id=row["user_id"],
-            username=row["username"],
-            display_name=row["display_name"],
-            command_prefix=row["command_prefix"],
-            default_permission=row["default_permission"],
-            app_name=row["app_name"],
-            owner_id=row["owner_id"],
-            logo_url=row["logo_url"],
-            reviewed=bool(row["reviewed"]),
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-        )
-
 
 @dataclass(frozen=True)
-class CustomName:
+class CustomName(Record):
     client_id: str
     channel_id: str
     channel_username: str
@@ -57,13 +41,11 @@ class CustomName:
 
 
 def get(tx: Tx, client_id: str) -> Bot | None:
-    row = tx.one(f"SELECT {_BOT}{_FROM} WHERE b.client_id = ?", (client_id,))
-    return Bot.from_row(row) if row else None
+    return Bot.fetch_one(tx, f"SELECT {_BOT}{_FROM} WHERE b.client_id = ?", (client_id,))
 
 
 def all_bots(tx: Tx, limit: int) -> list[Bot]:
-    rows = tx.execute(f"SELECT {_BOT}{_FROM} ORDER BY u.username_lower LIMIT ?", (limit,))
-    return [Bot.from_row(row) for row in rows]
+    return Bot.fetch_all(tx, f"SELECT {_BOT}{_FROM} ORDER BY u.username_lower LIMIT ?", (limit,))
 
 
 def insert(tx: Tx, client_id: str, user_id: str, prefix: str, permission: str, now_ms: int) -> None:
@@ -126,12 +108,9 @@ def remove_custom_name(tx: Tx, client_id: str, channel_id: str) -> None:
 
 
 def custom_names(tx: Tx, client_id: str) -> list[CustomName]:
-    rows = tx.execute(
+    return CustomName.fetch_all(
+        tx,
         "SELECT c.client_id, c.channel_id, u.username AS channel_username, c.name, c.created_at"
         " FROM bot_custom_names c JOIN users u ON u.id = c.channel_id WHERE c.client_id = ? ORDER BY c.created_at",
         (client_id,),
     )
-    return [
-        CustomName(r["client_id"], r["channel_id"], r["channel_username"], r["name"], int(r["created_at"]))
-        for r in rows
-    ]

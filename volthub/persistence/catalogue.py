@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.database import IntegrityError, Tx
 from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.records import Record
 
 # --- badges ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Badge:
+class Badge(Record):
     slug: str
     category: str
     title: str
@@ -25,10 +26,6 @@ class UserBadge:
     awarded_at: int
 
 
-def _badge(row: Row) -> Badge:
-    return Badge(row["slug"], row["category"], row["title"], row["description"])
-
-
 def badges(tx: Tx, category: str | None) -> list[Badge]:
     if category is None:
         rows = tx.execute("SELECT slug, category, title, description FROM badges ORDER BY category, slug")
@@ -36,7 +33,7 @@ def badges(tx: Tx, category: str | None) -> list[Badge]:
         rows = tx.execute(
             "SELECT slug, category, title, description FROM badges WHERE category = ? ORDER BY slug", (category,)
         )
-    return [_badge(row) for row in rows]
+    return [Badge.from_row(row) for row in rows]
 
 
 def badges_by_slug(tx: Tx, slugs: list[str]) -> dict[str, Badge]:
@@ -44,7 +41,7 @@ def badges_by_slug(tx: Tx, slugs: list[str]) -> dict[str, Badge]:
         return {}
     marks = ", ".join("?" for _ in slugs)
     rows = tx.execute(f"SELECT slug, category, title, description FROM badges WHERE slug IN ({marks})", slugs)
-    return {row["slug"]: _badge(row) for row in rows}
+    return {row["slug"]: Badge.from_row(row) for row in rows}
 
 
 def user_badges(tx: Tx, user_id: str, channel_id: str | None) -> list[UserBadge]:
@@ -57,7 +54,7 @@ def user_badges(tx: Tx, user_id: str, channel_id: str | None) -> list[UserBadge]
         " ORDER BY ub.awarded_at, b.slug",
         (user_id, *scopes),
     )
-    return [UserBadge(_badge(row), row["channel_id"], int(row["awarded_at"])) for row in rows]
+    return [UserBadge(Badge.from_row(row), row["channel_id"], int(row["awarded_at"])) for row in rows]
 
 
 def subscriber_tenure_by_tier(tx: Tx, channel_id: str) -> dict[str, int]:
@@ -107,7 +104,7 @@ class TeamExists(Exception):
 
 
 @dataclass(frozen=True)
-class Team:
+class Team(Record):
     id: str
     slug: str
     name: str
@@ -118,7 +115,7 @@ class Team:
 
 
 @dataclass(frozen=True)
-class TeamMember:
+class TeamMember(Record):
     user_id: str
     username: str
     display_name: str
@@ -131,18 +128,6 @@ _TEAM = (
     "t.id, t.slug, t.name, t.description, t.created_at, t.updated_at,"
     " (SELECT COUNT(*) FROM team_members m WHERE m.team_id = t.id) AS member_count"
 )
-
-
-def _team(row: Row) -> Team:
-    return Team(
-        row["id"],
-        row["slug"],
-        row["name"],
-        row["description"],
-        int(row["member_count"]),
-        int(row["created_at"]),
-        int(row["updated_at"]),
-    )
 
 
 def create_team(tx: Tx, team_id: str, slug: str, name: str, description: str, now_ms: int) -> Team:
@@ -162,8 +147,7 @@ def delete_team(tx: Tx, slug: str) -> bool:
 
 
 def team(tx: Tx, slug: str) -> Team | None:
-    row = tx.one(f"SELECT {_TEAM} FROM teams t WHERE t.slug = ?", (slug,))
-    return _team(row) if row else None
+    return Team.fetch_one(tx, f"SELECT {_TEAM} FROM teams t WHERE t.slug = ?", (slug,))
 
 
 def teams(tx: Tx, limit: int, cursor: str | None) -> tuple[list[Team], str | None]:
@@ -175,7 +159,7 @@ def teams(tx: Tx, limit: int, cursor: str | None) -> tuple[list[Team], str | Non
         after = " WHERE t.slug > ?"
         params.append(last)
     rows = tx.execute(f"SELECT {_TEAM} FROM teams t{after} ORDER BY t.slug LIMIT ?", (*params, limit + 1))
-    found = [_team(row) for row in rows[:limit]]
+    found = [Team.from_row(row) for row in rows[:limit]]
     return found, encode_cursor(found[-1].slug) if len(rows) > limit else None
 
 
@@ -213,10 +197,7 @@ def members(tx: Tx, team_id: str, limit: int, cursor: str | None) -> tuple[list[
         f" WHERE m.team_id = ?) m WHERE 1 = 1{after} ORDER BY m.rnk, m.joined_at, m.user_id LIMIT ?",
         (*params, limit + 1),
     )
-    found = [
-        TeamMember(r["user_id"], r["username"], r["display_name"], r["avatar_url"], r["role"], int(r["joined_at"]))
-        for r in rows[:limit]
-    ]
+    found = [TeamMember.from_row(row) for row in rows[:limit]]
     next_cursor = None
     if len(rows) > limit:
         last = rows[limit - 1]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record, insert
 
 _COLUMNS = (
     "id, channel_id, name, cost, description, icon_url, enabled, requires_moderator_approval,"
@@ -16,7 +17,7 @@ MAX_REWARDS_PER_CHANNEL = 100
 
 
 @dataclass(frozen=True)
-class Reward:
+class Reward(Record):
     id: str
     channel_id: str
     name: str
@@ -30,27 +31,6 @@ class Reward:
     built_in_type: str | None = None
     created_at: int = 0
     updated_at: int = 0
-
-    @classmethod
-    def from_row(cls, row: Row) -> Reward:
-        return cls(
-            id=row["id"],
-            channel_id=row["channel_id"],
-            name=row["name"],
-            cost=int(row["cost"]),
-            description=row["description"],
-            icon_url=row["icon_url"],
-            enabled=bool(row["enabled"]),
-            requires_moderator_approval=bool(row["requires_moderator_approval"]),
-            max_per_stream=_opt_int(row["max_per_stream"]),
-            max_per_user_per_stream=_opt_int(row["max_per_user_per_stream"]),
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-        )
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 def list_rewards(tx: Tx, channel_id: str) -> list[Reward]:
@@ -86,23 +66,7 @@ def claim_reward_slot(tx: Tx, channel_id: str) -> bool:
 
 
 def insert_reward(tx: Tx, reward: Reward) -> Reward:
-    tx.execute(
-        f"INSERT INTO channel_point_rewards ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            reward.id,
-            reward.channel_id,
-            reward.name,
-            reward.cost,
-            reward.description,
-            reward.icon_url,
-            reward.enabled,
-            reward.requires_moderator_approval,
-            reward.max_per_stream,
-            reward.max_per_user_per_stream,
-            reward.created_at,
-            reward.updated_at,
-        ),
-    )
+    insert(tx, "channel_point_rewards", reward, leave_out=("built_in_type",))
     return reward
 
 
@@ -117,7 +81,7 @@ def get_reward(tx: Tx, channel_id: str, reward_id: str) -> Reward | None:
 
 
 @dataclass(frozen=True)
-class Redemption:
+class Redemption(Record):
     id: str
     channel_id: str
     stream_id: str
@@ -131,25 +95,6 @@ class Redemption:
     resolved_at: int | None
     username: str = ""
     display_name: str = ""
-
-    @classmethod
-    def from_row(cls, row: Row) -> Redemption:
-        resolved = row["resolved_at"]
-        return cls(
-            id=row["id"],
-            channel_id=row["channel_id"],
-            stream_id=row["stream_id"],
-            reward_id=row["reward_id"],
-            reward_title=row["reward_title"],
-            reward_cost=int(row["reward_cost"]),
-            user_id=row["user_id"],
-            user_input=row["user_input"],
-            status=row["status"],
-            redeemed_at=int(row["redeemed_at"]),
-            resolved_at=None if resolved is None else int(resolved),
-            username=row["username"],
-            display_name=row["display_name"],
-        )
 
 
 _REDEMPTION = (

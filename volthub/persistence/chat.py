@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from volthub.persistence.database import Row, Tx
+from volthub.persistence.records import Record
 
 ROLES = ("moderator", "vip")
 
@@ -151,7 +152,7 @@ def _standing(channel_id: str, row: Row) -> Row:
 
 
 @dataclass(frozen=True)
-class StoredMessage:
+class StoredMessage(Record):
     id: str
     channel_id: str
     user_id: str
@@ -195,20 +196,11 @@ def insert_message(
 
 
 def get_message(tx: Tx, channel_id: str, message_id: str) -> StoredMessage | None:
-    row = tx.one(
+    return StoredMessage.fetch_one(
+        tx,
         "SELECT id, channel_id, user_id, payload, created_at, deleted_at FROM chat_messages"
         " WHERE id = ? AND channel_id = ?",
         (message_id, channel_id),
-    )
-    if row is None:
-        return None
-    return StoredMessage(
-        id=row["id"],
-        channel_id=row["channel_id"],
-        user_id=row["user_id"],
-        payload=orjson.loads(row["payload"]),
-        created_at=int(row["created_at"]),
-        deleted_at=None if row["deleted_at"] is None else int(row["deleted_at"]),
     )
 
 
@@ -264,7 +256,7 @@ def activity(tx: Tx, channel_id: str, since_ms: int) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class Ban:
+class Ban(Record):
     channel_id: str
     user_id: str
     moderator_id: str | None
@@ -299,21 +291,11 @@ def set_ban(
 
 
 def active_ban(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Ban | None:
-    row = tx.one(
+    return Ban.fetch_one(
+        tx,
         "SELECT channel_id, user_id, moderator_id, reason, created_at, expires_at FROM chat_bans"
         " WHERE channel_id = ? AND user_id = ? AND (expires_at IS NULL OR expires_at > ?)",
         (channel_id, user_id, now_ms),
-    )
-    if row is None:
-        return None
-    expires = row["expires_at"]
-    return Ban(
-        row["channel_id"],
-        row["user_id"],
-        row["moderator_id"],
-        row["reason"],
-        int(row["created_at"]),
-        None if expires is None else int(expires),
     )
 
 

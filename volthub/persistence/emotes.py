@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.database import IntegrityError, Tx
+from volthub.persistence.records import Record
 
 _COLUMNS = "e.id, e.channel_id, e.code, e.media_id, e.created_at, u.username AS channel_username"
 _FROM = " FROM emotes e LEFT JOIN users u ON u.id = e.channel_id"
@@ -16,19 +17,13 @@ class EmoteExists(Exception):
 
 
 @dataclass(frozen=True)
-class Emote:
+class Emote(Record):
     id: str
     channel_id: str | None
     channel_username: str | None
     code: str
     media_id: str
     created_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Emote:
-        return cls(
-            row["id"], row["channel_id"], row["channel_username"], row["code"], row["media_id"], int(row["created_at"])
-        )
 
 
 def _scope(channel_id: str | None) -> str:
@@ -47,8 +42,9 @@ def insert(tx: Tx, emote_id: str, channel_id: str | None, code: str, media_id: s
 
 
 def get(tx: Tx, channel_id: str | None, code: str) -> Emote | None:
-    row = tx.one(f"SELECT {_COLUMNS}{_FROM} WHERE e.scope_key = ? AND e.code = ?", (_scope(channel_id), code))
-    return Emote.from_row(row) if row else None
+    return Emote.fetch_one(
+        tx, f"SELECT {_COLUMNS}{_FROM} WHERE e.scope_key = ? AND e.code = ?", (_scope(channel_id), code)
+    )
 
 
 def delete(tx: Tx, channel_id: str | None, code: str) -> Emote | None:

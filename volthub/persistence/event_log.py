@@ -22,7 +22,8 @@ from typing import Any
 
 import orjson
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 # NOTIFY refuses payloads of 8000 bytes or more; stay clear of it.
 MAX_INLINE_PAYLOAD = 7800
@@ -38,7 +39,7 @@ class NewEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class LoggedEvent:
+class LoggedEvent(Record):
     pos: int  # global position in the log (insertion order, not commit order)
     channel_id: str
     seq: int  # position within the channel: commit order
@@ -230,24 +231,11 @@ def parse_notification(payload: str) -> LoggedEvent | TransientEvent | int:
     )
 
 
-def _logged(row: Row) -> LoggedEvent:
-    return LoggedEvent(
-        int(row["pos"]),
-        row["channel_id"],
-        int(row["seq"]),
-        row["event_id"],
-        row["name"],
-        orjson.loads(row["body"]),
-        int(row["created_at"]),
-    )
-
-
 _COLUMNS = "pos, channel_id, seq, event_id, name, body, created_at"
 
 
 def by_position(tx: Tx, pos: int) -> LoggedEvent | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM event_log WHERE pos = ?", (pos,))
-    return None if row is None else _logged(row)
+    return LoggedEvent.fetch_one(tx, f"SELECT {_COLUMNS} FROM event_log WHERE pos = ?", (pos,))
 
 
 def after(tx: Tx, pos: int, since_ms: int, limit: int) -> list[LoggedEvent]:
@@ -258,7 +246,7 @@ def after(tx: Tx, pos: int, since_ms: int, limit: int) -> list[LoggedEvent]:
         f"SELECT {_COLUMNS} FROM event_log WHERE pos > ? OR created_at >= ? ORDER BY pos LIMIT ?",
         (pos, since_ms, limit),
     )
-    return [_logged(row) for row in rows]
+    return [LoggedEvent.from_row(row) for row in rows]
 
 
 def channel_range(tx: Tx, channel_id: str, after_seq: int, before_seq: int) -> list[LoggedEvent]:
@@ -267,7 +255,7 @@ def channel_range(tx: Tx, channel_id: str, after_seq: int, before_seq: int) -> l
         f"SELECT {_COLUMNS} FROM event_log WHERE channel_id = ? AND seq > ? AND seq < ? ORDER BY seq",
         (channel_id, after_seq, before_seq),
     )
-    return [_logged(row) for row in rows]
+    return [LoggedEvent.from_row(row) for row in rows]
 
 
 def channel_after(tx: Tx, channel_id: str, after_seq: int, limit: int) -> list[LoggedEvent]:
@@ -276,7 +264,7 @@ def channel_after(tx: Tx, channel_id: str, after_seq: int, limit: int) -> list[L
         f"SELECT {_COLUMNS} FROM event_log WHERE channel_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (channel_id, after_seq, limit),
     )
-    return [_logged(row) for row in rows]
+    return [LoggedEvent.from_row(row) for row in rows]
 
 
 def channel_position(tx: Tx, channel_id: str) -> int:
@@ -289,7 +277,7 @@ def tail(tx: Tx, since_ms: int, limit: int) -> list[LoggedEvent]:
     rows = tx.execute(
         f"SELECT {_COLUMNS} FROM event_log WHERE created_at >= ? ORDER BY pos DESC LIMIT ?", (since_ms, limit)
     )
-    return [_logged(row) for row in reversed(rows)]
+    return [LoggedEvent.from_row(row) for row in reversed(rows)]
 
 
 def last_position(tx: Tx) -> int:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record, insert
 
 
 @dataclass(frozen=True)
-class Connection:
+class Connection(Record):
     user_id: str
     account_id: str
     account_name: str
@@ -20,29 +21,6 @@ class Connection:
     status: str
     connected_at: int
     updated_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Connection:
-        expires = row["expires_at"]
-        return cls(
-            row["user_id"],
-            row["account_id"],
-            row["account_name"],
-            row["account_url"],
-            row["access_token"],
-            row["refresh_token"],
-            None if expires is None else int(expires),
-            row["scope"],
-            row["status"],
-            int(row["connected_at"]),
-            int(row["updated_at"]),
-        )
-
-
-_COLUMNS = (
-    "user_id, account_id, account_name, account_url, access_token, refresh_token, expires_at, scope, status,"
-    " connected_at, updated_at"
-)
 
 
 @dataclass(frozen=True)
@@ -84,28 +62,14 @@ def take_state(tx: Tx, state_hash: str, now_ms: int) -> PendingState | None:
 
 
 def get(tx: Tx, user_id: str) -> Connection | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM extvideo_connections WHERE user_id = ?", (user_id,))
-    return Connection.from_row(row) if row else None
+    return Connection.fetch_one(
+        tx, f"SELECT {Connection.columns()} FROM extvideo_connections WHERE user_id = ?", (user_id,)
+    )
 
 
 def save(tx: Tx, connection: Connection) -> None:
     tx.execute("DELETE FROM extvideo_connections WHERE user_id = ?", (connection.user_id,))
-    tx.execute(
-        f"INSERT INTO extvideo_connections ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            connection.user_id,
-            connection.account_id,
-            connection.account_name,
-            connection.account_url,
-            connection.access_token,
-            connection.refresh_token,
-            connection.expires_at,
-            connection.scope,
-            connection.status,
-            connection.connected_at,
-            connection.updated_at,
-        ),
-    )
+    insert(tx, "extvideo_connections", connection)
 
 
 def update_tokens(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 _COLUMNS = "user_id, route, idem_key, request_hash, state, claim_token, response_status, response_type, response_body, created_at"
 
 
 @dataclass(frozen=True)
-class KeyRecord:
+class KeyRecord(Record):
     request_hash: str
     state: str  # "pending" | "done"
     claim_token: str
@@ -18,18 +19,6 @@ class KeyRecord:
     response_type: str | None
     response_body: str | None
     created_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> KeyRecord:
-        return cls(
-            request_hash=row["request_hash"],
-            state=row["state"],
-            claim_token=row["claim_token"],
-            response_status=None if row["response_status"] is None else int(row["response_status"]),
-            response_type=row["response_type"],
-            response_body=row["response_body"],
-            created_at=int(row["created_at"]),
-        )
 
 
 def claim(

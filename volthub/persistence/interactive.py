@@ -28,6 +28,12 @@ def _decoded(row: Row | None, *json_columns: str) -> Row | None:
     return out
 
 
+def _channels(tx: Tx, table: str, condition: str) -> list[str]:
+    """The channels with a row of `table` that meets `condition` (a process resumes their
+    deadlines on start)."""
+    return [row["channel_id"] for row in tx.execute(f"SELECT DISTINCT channel_id FROM {table} WHERE {condition}")]
+
+
 def insert_poll(
     tx: Tx, *, poll_id: str, channel_id: str, title: str, options: list[dict[str, str]], started_at: int, ends_at: int
 ) -> None:
@@ -77,7 +83,7 @@ def end_poll(tx: Tx, poll_id: str, now_ms: int) -> bool:
 
 
 def channels_with_open_polls(tx: Tx) -> list[str]:
-    return [row["channel_id"] for row in tx.execute("SELECT DISTINCT channel_id FROM polls WHERE status = 'open'")]
+    return _channels(tx, "polls", "status = 'open'")
 
 
 # --- predictions -----------------------------------------------------------------------------
@@ -163,8 +169,7 @@ def finish_prediction(tx: Tx, prediction_id: str, status: str, winning: str | No
 
 
 def channels_with_open_predictions(tx: Tx) -> list[str]:
-    rows = tx.execute("SELECT DISTINCT channel_id FROM predictions WHERE status = 'open'")
-    return [row["channel_id"] for row in rows]
+    return _channels(tx, "predictions", "status = 'open'")
 
 
 # --- giveaways -------------------------------------------------------------------------------
@@ -249,8 +254,7 @@ def close_giveaway(tx: Tx, giveaway_id: str, now_ms: int) -> bool:
 
 
 def channels_with_timed_giveaways(tx: Tx) -> list[str]:
-    rows = tx.execute("SELECT DISTINCT channel_id FROM giveaways WHERE status = 'open' AND ends_at IS NOT NULL")
-    return [row["channel_id"] for row in rows]
+    return _channels(tx, "giveaways", "status = 'open' AND ends_at IS NOT NULL")
 
 
 # --- goals -----------------------------------------------------------------------------------
@@ -297,8 +301,7 @@ def roll_over_goal(tx: Tx, goal_id: str, old_start: int, new_start: int) -> bool
 
 
 def channels_with_calendar_goals(tx: Tx) -> list[str]:
-    rows = tx.execute("SELECT DISTINCT channel_id FROM goals WHERE period IN ('day', 'week', 'month')")
-    return [row["channel_id"] for row in rows]
+    return _channels(tx, "goals", "period IN ('day', 'week', 'month')")
 
 
 def count_once(tx: Tx, channel_id: str, key: str, now_ms: int) -> bool:
@@ -368,5 +371,4 @@ def expire_timer(tx: Tx, timer_id: str, ends_at: int, now_ms: int) -> bool:
 
 
 def channels_with_running_timers(tx: Tx) -> list[str]:
-    rows = tx.execute("SELECT DISTINCT channel_id FROM timers WHERE status = 'running'")
-    return [row["channel_id"] for row in rows]
+    return _channels(tx, "timers", "status = 'running'")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import IntegrityError, Row, Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.database import IntegrityError, Tx
+from volthub.persistence.pagination import encode_cursor, newest_first
+from volthub.persistence.records import Record
 
 _COLUMNS = (
     "j.id, j.user_id, j.slug, j.title, j.body, j.status, j.created_at, j.updated_at, j.published_at,"
@@ -19,7 +20,7 @@ class SlugTaken(Exception):
 
 
 @dataclass(frozen=True)
-class Journal:
+class Journal(Record):
     id: str
     user_id: str
     username: str
@@ -33,25 +34,6 @@ class Journal:
     published_at: int | None
     html: str | None = None  # the body rendered and sanitised; None: not rendered yet
     excerpt: str | None = None
-
-    @classmethod
-    def from_row(cls, row: Row) -> Journal:
-        published = row["published_at"]
-        return cls(
-            row["id"],
-            row["user_id"],
-            row["username"],
-            row["display_name"],
-            row["slug"],
-            row["title"],
-            row["body"],
-            row["status"],
-            int(row["created_at"]),
-            int(row["updated_at"]),
-            None if published is None else int(published),
-            row["html"],
-            row["excerpt"],
-        )
 
 
 def slug_exists(tx: Tx, user_id: str, slug: str) -> bool:
@@ -73,8 +55,7 @@ def insert(
 
 
 def get(tx: Tx, user_id: str, slug: str) -> Journal | None:
-    row = tx.one(f"SELECT {_COLUMNS}{_FROM} WHERE j.user_id = ? AND j.slug = ?", (user_id, slug))
-    return Journal.from_row(row) if row else None
+    return Journal.fetch_one(tx, f"SELECT {_COLUMNS}{_FROM} WHERE j.user_id = ? AND j.slug = ?", (user_id, slug))
 
 
 def update(tx: Tx, journal_id: str, changes: dict[str, str], now_ms: int) -> None:
@@ -131,17 +112,12 @@ def page(
     """Newest first: published ones by publication time; with drafts, by last change."""
     order = "j.published_at" if published_only else "j.updated_at"
     where = "j.user_id = ?" + (" AND j.status = 'published'" if published_only else "")
-    params: list[object] = [user_id]
-    if cursor:
-        at, last_id = decode_cursor(cursor, 2)
-        where += f" AND ({order} < ? OR ({order} = ? AND j.id < ?))"
-        params += [at, at, last_id]
-    rows = tx.execute(
-        f"SELECT {_COLUMNS}{_FROM} WHERE {where} ORDER BY {order} DESC, j.id DESC LIMIT ?", (*params, limit + 1)
+    rows, more = newest_first(
+        tx, f"SELECT {_COLUMNS}{_FROM} WHERE {where}", [user_id], limit, cursor or None, at=order, key="j.id"
     )
-    found = [Journal.from_row(row) for row in rows[:limit]]
+    found = [Journal.from_row(row) for row in rows]
     next_cursor = None
-    if len(rows) > limit:
+    if more:
         last = found[-1]
         key = last.published_at if published_only else last.updated_at
         next_cursor = encode_cursor(key, last.id)

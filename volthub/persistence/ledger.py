@@ -24,7 +24,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 CURRENCIES = ("volts", "points")
 MINT = "mint"
@@ -194,7 +195,7 @@ def balance(tx: Tx, account: str) -> int:
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(Record):
     transaction_id: str
     side: str
     account: str
@@ -206,38 +207,18 @@ class Entry:
     reference: str | None
     created_at: int
 
-    @classmethod
-    def from_row(cls, row: Row) -> Entry:
-        return cls(
-            transaction_id=row["transaction_id"],
-            side=row["side"],
-            account=row["account"],
-            counterparty=row["counterparty"],
-            currency=row["currency"],
-            amount=int(row["amount"]),
-            balance_after=int(row["balance_after"]),
-            kind=row["kind"],
-            reference=row["reference"],
-            created_at=int(row["created_at"]),
-        )
-
-
-_ENTRY_COLUMNS = (
-    "transaction_id, side, account, counterparty, currency, amount, balance_after, kind, reference, created_at"
-)
-
 
 def entries_of(tx: Tx, account: str, *, before: tuple[int, str] | None = None, limit: int = 50) -> list[Entry]:
     """An account's entries, newest first; `before` is the (created_at, transaction_id) cursor."""
     if before is None:
         rows = tx.execute(
-            f"SELECT {_ENTRY_COLUMNS} FROM ledger_entries WHERE account = ?"
+            f"SELECT {Entry.columns()} FROM ledger_entries WHERE account = ?"
             " ORDER BY created_at DESC, transaction_id DESC LIMIT ?",
             (account, limit),
         )
     else:
         rows = tx.execute(
-            f"SELECT {_ENTRY_COLUMNS} FROM ledger_entries WHERE account = ?"
+            f"SELECT {Entry.columns()} FROM ledger_entries WHERE account = ?"
             " AND (created_at < ? OR (created_at = ? AND transaction_id < ?))"
             " ORDER BY created_at DESC, transaction_id DESC LIMIT ?",
             (account, before[0], before[0], before[1], limit),
@@ -247,7 +228,7 @@ def entries_of(tx: Tx, account: str, *, before: tuple[int, str] | None = None, l
 
 def entries_of_transaction(tx: Tx, transaction_id: str) -> list[Entry]:
     rows = tx.execute(
-        f"SELECT {_ENTRY_COLUMNS} FROM ledger_entries WHERE transaction_id = ? ORDER BY side DESC",
+        f"SELECT {Entry.columns()} FROM ledger_entries WHERE transaction_id = ? ORDER BY side DESC",
         (transaction_id,),
     )
     return [Entry.from_row(row) for row in rows]

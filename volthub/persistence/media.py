@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence import records
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 
 @dataclass(frozen=True)
-class Media:
+class Media(Record):
     id: str
     owner_id: str | None
     purpose: str
@@ -19,44 +21,13 @@ class Media:
     path: str | None  # file name under the media directory, when stored on disk
     created_at: int
 
-    @classmethod
-    def from_row(cls, row: Row) -> Media:
-        return cls(
-            row["id"],
-            row["owner_id"],
-            row["purpose"],
-            row["content_type"],
-            int(row["size_bytes"]),
-            row["sha256"],
-            row["data"],
-            row["path"],
-            int(row["created_at"]),
-        )
-
-
-_COLUMNS = "id, owner_id, purpose, content_type, size_bytes, sha256, data, path, created_at"
-
 
 def insert(tx: Tx, media: Media) -> None:
-    tx.execute(
-        f"INSERT INTO media ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            media.id,
-            media.owner_id,
-            media.purpose,
-            media.content_type,
-            media.size_bytes,
-            media.sha256,
-            media.data,
-            media.path,
-            media.created_at,
-        ),
-    )
+    records.insert(tx, "media", media)
 
 
 def get(tx: Tx, media_id: str) -> Media | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM media WHERE id = ?", (media_id,))
-    return Media.from_row(row) if row else None
+    return Media.fetch_one(tx, f"SELECT {Media.columns()} FROM media WHERE id = ?", (media_id,))
 
 
 def delete(tx: Tx, media_id: str) -> Media | None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.database import IntegrityError, Tx
+from volthub.persistence.records import Record
 
 
 class NameTaken(Exception):
@@ -20,27 +21,13 @@ class NameTaken(Exception):
 
 
 @dataclass(frozen=True)
-class Claim:
+class Claim(Record):
     name_lower: str
     kind: str  # user | bot | custom_bot
     holder: str
     claimed_at: int
     released_at: int | None
     reserved_until: int | None
-
-    @classmethod
-    def from_row(cls, row: Row) -> Claim:
-        def opt(value: object) -> int | None:
-            return None if value is None else int(value)  # type: ignore[call-overload]
-
-        return cls(
-            row["name_lower"],
-            row["kind"],
-            row["holder"],
-            int(row["claimed_at"]),
-            opt(row["released_at"]),
-            opt(row["reserved_until"]),
-        )
 
 
 def current(tx: Tx, name: str, now_ms: int) -> Claim | None:

@@ -7,14 +7,13 @@ from typing import Any
 
 import orjson
 
-from volthub.persistence.database import Row, Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
-
-_COLUMNS = "id, user_id, type, title, message, data, read_at, created_at"
+from volthub.persistence.database import Tx
+from volthub.persistence.pagination import encode_cursor, newest_first
+from volthub.persistence.records import Record
 
 
 @dataclass(frozen=True)
-class Notification:
+class Notification(Record):
     id: str
     user_id: str
     type: str
@@ -23,19 +22,6 @@ class Notification:
     data: dict[str, Any]
     read_at: int | None
     created_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Notification:
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            type=row["type"],
-            title=row["title"],
-            message=row["message"],
-            data=orjson.loads(row["data"]),
-            read_at=None if row["read_at"] is None else int(row["read_at"]),
-            created_at=int(row["created_at"]),
-        )
 
 
 @dataclass(frozen=True)
@@ -64,20 +50,9 @@ def create(
 
 
 def list_for_user(tx: Tx, user_id: str, limit: int, cursor: str | None, unread_only: bool = False) -> NotificationPage:
-    params: list[Any] = [user_id]
-    where = "user_id = ?"
-    if unread_only:
-        where += " AND read_at IS NULL"
-    if cursor:
-        at, last_id = decode_cursor(cursor, 2)
-        where += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-        params += [at, at, last_id]
-    rows = tx.execute(
-        f"SELECT {_COLUMNS} FROM notifications WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-        (*params, limit + 1),
-    )
-    more = len(rows) > limit
-    rows = rows[:limit]
+    unread = " AND read_at IS NULL" if unread_only else ""
+    select = f"SELECT {Notification.columns()} FROM notifications WHERE user_id = ?{unread}"
+    rows, more = newest_first(tx, select, [user_id], limit, cursor or None, at="created_at", key="id")
     next_cursor = encode_cursor(int(rows[-1]["created_at"]), rows[-1]["id"]) if more else None
     return NotificationPage([Notification.from_row(row) for row in rows], next_cursor)
 
@@ -98,7 +73,7 @@ def mark_read(tx: Tx, user_id: str, notification_id: str, now_ms: int) -> Notifi
         (now_ms, notification_id, user_id),
     )
     row = tx.one(
-        f"SELECT {_COLUMNS} FROM notifications WHERE id = ? AND user_id = ?",
+        f"SELECT {Notification.columns()} FROM notifications WHERE id = ? AND user_id = ?",
         (notification_id, user_id),
     )
     return Notification.from_row(row) if row else None

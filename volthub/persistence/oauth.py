@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from volthub.persistence.database import IntegrityError, Row, Tx
+from volthub.persistence.records import Record, insert, read
 
 # --- operator grants of sensitive scopes ----------------------------------------------------
 
@@ -63,7 +64,7 @@ _GRANT_COLUMNS = (
 
 
 @dataclass(frozen=True)
-class Grant:
+class Grant(Record):
     id: str
     user_id: str
     client_id: str
@@ -80,17 +81,7 @@ class Grant:
 
     @classmethod
     def from_row(cls, row: Row) -> Grant:
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            client_id=row["client_id"],
-            consented_scope=row["consented_scope"],
-            held=frozenset(row["held_scope"].split()),
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-            revoked_at=None if row["revoked_at"] is None else int(row["revoked_at"]),
-            revoke_reason=row["revoke_reason"],
-        )
+        return read(cls, row, held=frozenset(row["held_scope"].split()))
 
 
 def _held_text(held: Iterable[str]) -> str:
@@ -111,8 +102,7 @@ def create_grant(
 
 
 def get_grant(tx: Tx, grant_id: str) -> Grant | None:
-    row = tx.one(f"SELECT {_GRANT_COLUMNS} FROM oauth_grants WHERE id = ?", (grant_id,))
-    return Grant.from_row(row) if row else None
+    return Grant.fetch_one(tx, f"SELECT {_GRANT_COLUMNS} FROM oauth_grants WHERE id = ?", (grant_id,))
 
 
 def set_held_scope(tx: Tx, grant_id: str, held: Iterable[str], now_ms: int) -> None:
@@ -168,7 +158,7 @@ def grant_has_scope(tx: Tx, user_id: str, client_id: str, scope: str) -> bool:
 
 
 @dataclass(frozen=True)
-class AuthorizationCode:
+class AuthorizationCode(Record):
     code_hash: str
     client_id: str
     user_id: str
@@ -182,51 +172,15 @@ class AuthorizationCode:
     used_at: int | None = None
     grant_id: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Row) -> AuthorizationCode:
-        return cls(
-            code_hash=row["code_hash"],
-            client_id=row["client_id"],
-            user_id=row["user_id"],
-            redirect_uri=row["redirect_uri"],
-            redirect_uri_sent=bool(row["redirect_uri_sent"]),
-            scope=row["scope"],
-            code_challenge=row["code_challenge"],
-            code_challenge_method=row["code_challenge_method"],
-            created_at=int(row["created_at"]),
-            expires_at=int(row["expires_at"]),
-            used_at=None if row["used_at"] is None else int(row["used_at"]),
-            grant_id=row["grant_id"],
-        )
-
-
-_CODE_COLUMNS = (
-    "code_hash, client_id, user_id, redirect_uri, redirect_uri_sent, scope, code_challenge,"
-    " code_challenge_method, created_at, expires_at, used_at, grant_id"
-)
-
 
 def insert_code(tx: Tx, code: AuthorizationCode) -> None:
-    tx.execute(
-        f"INSERT INTO oauth_codes ({_CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
-        (
-            code.code_hash,
-            code.client_id,
-            code.user_id,
-            code.redirect_uri,
-            code.redirect_uri_sent,
-            code.scope,
-            code.code_challenge,
-            code.code_challenge_method,
-            code.created_at,
-            code.expires_at,
-        ),
-    )
+    insert(tx, "oauth_codes", code)
 
 
 def get_code(tx: Tx, code_hash: str) -> AuthorizationCode | None:
-    row = tx.one(f"SELECT {_CODE_COLUMNS} FROM oauth_codes WHERE code_hash = ?", (code_hash,))
-    return AuthorizationCode.from_row(row) if row else None
+    return AuthorizationCode.fetch_one(
+        tx, f"SELECT {AuthorizationCode.columns()} FROM oauth_codes WHERE code_hash = ?", (code_hash,)
+    )
 
 
 def consume_code(tx: Tx, code_hash: str, now_ms: int) -> bool:
@@ -253,7 +207,7 @@ def purge_expired(tx: Tx, codes_before_ms: int, refresh_before_ms: int) -> None:
 
 
 @dataclass(frozen=True)
-class RefreshToken:
+class RefreshToken(Record):
     token_hash: str
     grant_id: str
     created_at: int
@@ -270,20 +224,11 @@ def insert_refresh_token(tx: Tx, token_hash: str, grant_id: str, now_ms: int, ex
 
 
 def get_refresh_token(tx: Tx, token_hash: str) -> RefreshToken | None:
-    row = tx.one(
+    return RefreshToken.fetch_one(
+        tx,
         "SELECT token_hash, grant_id, created_at, expires_at, rotated_at FROM oauth_refresh_tokens"
         " WHERE token_hash = ?",
         (token_hash,),
-    )
-    if row is None:
-        return None
-    rotated = row["rotated_at"]
-    return RefreshToken(
-        row["token_hash"],
-        row["grant_id"],
-        int(row["created_at"]),
-        int(row["expires_at"]),
-        None if rotated is None else int(rotated),
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record
 
 
 @dataclass(frozen=True, slots=True)
-class Purchase:
+class Purchase(Record):
     id: str
     user_id: str
     amount: int
@@ -20,21 +21,6 @@ class Purchase:
     transaction_id: str | None
     created_at: int
     resolved_at: int | None
-
-
-def _purchase(row: Row) -> Purchase:
-    return Purchase(
-        id=row["id"],
-        user_id=row["user_id"],
-        amount=int(row["amount"]),
-        provider=row["provider"],
-        reference=row["reference"],
-        checkout_url=row["checkout_url"],
-        status=row["status"],
-        transaction_id=row["transaction_id"],
-        created_at=int(row["created_at"]),
-        resolved_at=None if row["resolved_at"] is None else int(row["resolved_at"]),
-    )
 
 
 def create(tx: Tx, purchase_id: str, user_id: str, amount: int, provider: str, now_ms: int) -> None:
@@ -53,13 +39,13 @@ def set_reference(tx: Tx, purchase_id: str, reference: str, checkout_url: str | 
 
 
 def get(tx: Tx, purchase_id: str) -> Purchase | None:
-    row = tx.one("SELECT * FROM volt_purchases WHERE id = ?", (purchase_id,))
-    return _purchase(row) if row else None
+    return Purchase.fetch_one(tx, "SELECT * FROM volt_purchases WHERE id = ?", (purchase_id,))
 
 
 def by_reference(tx: Tx, provider: str, reference: str) -> Purchase | None:
-    row = tx.one("SELECT * FROM volt_purchases WHERE provider = ? AND reference = ?", (provider, reference))
-    return _purchase(row) if row else None
+    return Purchase.fetch_one(
+        tx, "SELECT * FROM volt_purchases WHERE provider = ? AND reference = ?", (provider, reference)
+    )
 
 
 def resolve(tx: Tx, purchase_id: str, status: str, now_ms: int) -> bool:

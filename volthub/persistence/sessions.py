@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volthub.persistence.database import Row, Tx
-
-_COLUMNS = "id, user_id, label, created_at, expires_at, revoked_at"
+from volthub.persistence.database import Tx
+from volthub.persistence.records import Record, insert
 
 
 @dataclass(frozen=True)
-class Session:
+class Session(Record):
     id: str
     user_id: str
     label: str
@@ -25,35 +24,19 @@ class Session:
     def active(self, now_ms: int) -> bool:
         return self.revoked_at is None and self.expires_at > now_ms
 
-    @classmethod
-    def from_row(cls, row: Row) -> Session:
-        revoked = row["revoked_at"]
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            label=row["label"],
-            created_at=int(row["created_at"]),
-            expires_at=int(row["expires_at"]),
-            revoked_at=None if revoked is None else int(revoked),
-        )
-
 
 def create(tx: Tx, session: Session) -> None:
-    tx.execute(
-        f"INSERT INTO auth_sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL)",
-        (session.id, session.user_id, session.label, session.created_at, session.expires_at),
-    )
+    insert(tx, "auth_sessions", session)
 
 
 def get(tx: Tx, session_id: str) -> Session | None:
-    row = tx.one(f"SELECT {_COLUMNS} FROM auth_sessions WHERE id = ?", (session_id,))
-    return Session.from_row(row) if row else None
+    return Session.fetch_one(tx, f"SELECT {Session.columns()} FROM auth_sessions WHERE id = ?", (session_id,))
 
 
 def active_of_user(tx: Tx, user_id: str, now_ms: int) -> list[Session]:
     """The user's sessions neither revoked nor expired, newest first."""
     rows = tx.execute(
-        f"SELECT {_COLUMNS} FROM auth_sessions WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?"
+        f"SELECT {Session.columns()} FROM auth_sessions WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?"
         " ORDER BY created_at DESC, id",
         (user_id, now_ms),
     )

@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import orjson
-
 from volthub.persistence.database import Row, Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.pagination import encode_cursor, newest_first
+from volthub.persistence.records import Record, insert, read, to_json
 from volthub.persistence.users import Page, User
 
 # Live listings (top, growing, featured) sort in memory by presence; this bounds one read.
 MAX_LIVE_SCAN = 5000
 
 
-def _tags(value: str) -> tuple[str, ...]:
-    return tuple(orjson.loads(value))
-
-
-def _json(tags: tuple[str, ...] | list[str]) -> str:
-    return orjson.dumps(list(tags)).decode()
-
-
 @dataclass(frozen=True)
-class StreamSettings:
+class StreamSettings(Record):
     channel_id: str
     title: str
     category: str | None
@@ -36,27 +26,11 @@ class StreamSettings:
     key_hash: str
     updated_at: int
 
-    @classmethod
-    def from_row(cls, row: Row) -> StreamSettings:
-        return cls(
-            channel_id=row["channel_id"],
-            title=row["title"],
-            category=row["category"],
-            tags=_tags(row["tags"]),
-            channel_tags=_tags(row["channel_tags"]),
-            language=row["language"],
-            key_nonce=row["key_nonce"],
-            key_hash=row["key_hash"],
-            updated_at=int(row["updated_at"]),
-        )
-
-
-_SETTINGS = "channel_id, title, category, tags, channel_tags, language, key_nonce, key_hash, updated_at"
-
 
 def get_settings(tx: Tx, channel_id: str) -> StreamSettings | None:
-    row = tx.one(f"SELECT {_SETTINGS} FROM stream_settings WHERE channel_id = ?", (channel_id,))
-    return StreamSettings.from_row(row) if row else None
+    return StreamSettings.fetch_one(
+        tx, f"SELECT {StreamSettings.columns()} FROM stream_settings WHERE channel_id = ?", (channel_id,)
+    )
 
 
 def ensure_settings(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_ms: int) -> StreamSettings:
@@ -72,8 +46,9 @@ def ensure_settings(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_
 
 
 def settings_by_key_hash(tx: Tx, key_hash: str) -> StreamSettings | None:
-    row = tx.one(f"SELECT {_SETTINGS} FROM stream_settings WHERE key_hash = ?", (key_hash,))
-    return StreamSettings.from_row(row) if row else None
+    return StreamSettings.fetch_one(
+        tx, f"SELECT {StreamSettings.columns()} FROM stream_settings WHERE key_hash = ?", (key_hash,)
+    )
 
 
 _INFO_COLUMNS = {"title": "title", "category": "category", "language": "language"}
@@ -86,7 +61,7 @@ def update_info(tx: Tx, channel_id: str, changes: dict[str, Any], now_ms: int) -
     for key, value in changes.items():
         if key in ("tags", "channel_tags"):
             sets.append(f"{key} = ?")
-            values.append(_json(value))
+            values.append(to_json(value))
         else:
             sets.append(f"{_INFO_COLUMNS[key]} = ?")
             values.append(value)
@@ -107,7 +82,7 @@ def set_key(tx: Tx, channel_id: str, key_nonce: str, key_hash: str, now_ms: int)
 
 
 @dataclass(frozen=True)
-class Stream:
+class Stream(Record):
     id: str
     channel_id: str
     key_hash: str
@@ -118,48 +93,21 @@ class Stream:
     ended_at: int | None = None
     end_reason: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Row) -> Stream:
-        ended = row["ended_at"]
-        return cls(
-            id=row["id"],
-            channel_id=row["channel_id"],
-            key_hash=row["key_hash"],
-            source=row["source"],
-            media_path=row["media_path"],
-            started_at=int(row["started_at"]),
-            last_seen_at=int(row["last_seen_at"]),
-            ended_at=None if ended is None else int(ended),
-            end_reason=row["end_reason"],
-        )
-
-
-_STREAM = "id, channel_id, key_hash, source, media_path, started_at, last_seen_at, ended_at, end_reason"
-
 
 def open_stream(tx: Tx, channel_id: str) -> Stream | None:
-    row = tx.one(f"SELECT {_STREAM} FROM streams WHERE channel_id = ? AND ended_at IS NULL", (channel_id,))
-    return Stream.from_row(row) if row else None
+    return Stream.fetch_one(
+        tx, f"SELECT {Stream.columns()} FROM streams WHERE channel_id = ? AND ended_at IS NULL", (channel_id,)
+    )
 
 
 def open_stream_by_key(tx: Tx, key_hash: str) -> Stream | None:
-    row = tx.one(f"SELECT {_STREAM} FROM streams WHERE key_hash = ? AND ended_at IS NULL", (key_hash,))
-    return Stream.from_row(row) if row else None
+    return Stream.fetch_one(
+        tx, f"SELECT {Stream.columns()} FROM streams WHERE key_hash = ? AND ended_at IS NULL", (key_hash,)
+    )
 
 
 def insert_stream(tx: Tx, stream: Stream) -> None:
-    tx.execute(
-        f"INSERT INTO streams ({_STREAM}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
-        (
-            stream.id,
-            stream.channel_id,
-            stream.key_hash,
-            stream.source,
-            stream.media_path,
-            stream.started_at,
-            stream.last_seen_at,
-        ),
-    )
+    insert(tx, "streams", stream)
 
 
 def touch_stream(tx: Tx, stream_id: str, now_ms: int) -> None:
@@ -177,7 +125,7 @@ def close_stream(tx: Tx, stream_id: str, now_ms: int, reason: str) -> bool:
 
 def silent_streams(tx: Tx, seen_before_ms: int, limit: int = 100) -> list[Stream]:
     rows = tx.execute(
-        f"SELECT {_STREAM} FROM streams WHERE ended_at IS NULL AND last_seen_at < ? ORDER BY last_seen_at LIMIT ?",
+        f"SELECT {Stream.columns()} FROM streams WHERE ended_at IS NULL AND last_seen_at < ? ORDER BY last_seen_at LIMIT ?",
         (seen_before_ms, limit),
     )
     return [Stream.from_row(row) for row in rows]
@@ -190,8 +138,7 @@ def oldest_open_heartbeat(tx: Tx) -> int | None:
 
 
 def get_stream(tx: Tx, stream_id: str) -> Stream | None:
-    row = tx.one(f"SELECT {_STREAM} FROM streams WHERE id = ?", (stream_id,))
-    return Stream.from_row(row) if row else None
+    return Stream.fetch_one(tx, f"SELECT {Stream.columns()} FROM streams WHERE id = ?", (stream_id,))
 
 
 # --- live listings --------------------------------------------------------------------------
@@ -219,26 +166,15 @@ _LIVE = (
 
 
 def _live(row: Row) -> LiveStream:
-    channel = User(
+    # The joined row names the channel's and the settings' own columns apart from the stream's.
+    channel = read(
+        User,
+        row,
         id=row["channel_id"],
-        username=row["username"],
-        display_name=row["display_name"],
-        avatar_url=row["avatar_url"],
-        bio=row["bio"],
         created_at=int(row["user_created_at"]),
         updated_at=int(row["user_updated_at"]),
     )
-    settings = StreamSettings(
-        channel_id=row["channel_id"],
-        title=row["title"],
-        category=row["category"],
-        tags=_tags(row["tags"]),
-        channel_tags=_tags(row["channel_tags"]),
-        language=row["language"],
-        key_nonce=row["key_nonce"],
-        key_hash=row["settings_key_hash"],
-        updated_at=int(row["settings_updated_at"]),
-    )
+    settings = read(StreamSettings, row, key_hash=row["settings_key_hash"], updated_at=int(row["settings_updated_at"]))
     return LiveStream(Stream.from_row(row), channel, settings)
 
 
@@ -267,14 +203,8 @@ def live_page(tx: Tx, filters: LiveFilter, limit: int, cursor: str | None) -> Pa
     for slug in filters.tags:
         sql += " AND (i.tags LIKE ? OR i.channel_tags LIKE ?)"
         params += [_like_tag(slug), _like_tag(slug)]
-    if cursor is not None:
-        started, stream_id = decode_cursor(cursor, 2)
-        sql += " AND (s.started_at < ? OR (s.started_at = ? AND s.id < ?))"
-        params += [started, started, stream_id]
-    sql += " ORDER BY s.started_at DESC, s.id DESC LIMIT ?"
-    rows = tx.execute(sql, (*params, limit + 1))
-    items = [_live(row) for row in rows[:limit]]
-    more = len(rows) > limit
+    rows, more = newest_first(tx, sql, params, limit, cursor, at="s.started_at", key="s.id")
+    items = [_live(row) for row in rows]
     last = items[-1].stream if items else None
     return Page(items, encode_cursor(last.started_at, last.id) if more and last else None)
 
@@ -294,26 +224,11 @@ def live_of_channels(tx: Tx, channel_ids: list[str]) -> list[LiveStream]:
 
 # --- VODs and clips -------------------------------------------------------------------------
 # Both are records written once and read whole, their columns named as their fields: one
-# mapper serves both tables, reading and writing each column by its field's annotation.
-
-
-def _as_is(value: Any) -> Any:
-    return value
-
-
-# Every annotation a record field may have; another one fails on first use, not silently.
-_READ: dict[str, Callable[[Any], Any]] = {
-    "str": _as_is,
-    "str | None": _as_is,
-    "int": int,  # BIGINT
-    "bool": bool,  # SQLite stores 0/1
-    "tuple[str, ...]": _tags,  # JSON text
-}
-_WRITE: dict[str, Callable[[Any], Any]] = {"tuple[str, ...]": _json}
+# set of functions serves both tables.
 
 
 @dataclass(frozen=True)
-class Vod:
+class Vod(Record):
     id: str
     channel_id: str
     stream_id: str
@@ -327,7 +242,7 @@ class Vod:
 
 
 @dataclass(frozen=True)
-class Clip:
+class Clip(Record):
     id: str
     channel_id: str
     stream_id: str
@@ -340,46 +255,24 @@ class Clip:
     created_at: int
 
 
-Record = TypeVar("Record", Vod, Clip)
+VodOrClip = TypeVar("VodOrClip", Vod, Clip)
 _TABLES: dict[type[Any], str] = {Vod: "vods", Clip: "clips"}
 
 
-def _columns(kind: type[Vod | Clip]) -> str:
-    return ", ".join(f.name for f in fields(kind))
+def _get(tx: Tx, kind: type[VodOrClip], record_id: str) -> VodOrClip | None:
+    return kind.fetch_one(tx, f"SELECT {kind.columns()} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
 
 
-def _from_row(kind: type[Record], row: Row) -> Record:
-    return kind(**{f.name: _READ[str(f.type)](row[f.name]) for f in fields(kind)})
-
-
-def _insert(tx: Tx, record: Vod | Clip) -> None:
-    kind = type(record)
-    values = tuple(_WRITE.get(str(f.type), _as_is)(getattr(record, f.name)) for f in fields(kind))
-    placeholders = ", ".join("?" * len(values))
-    tx.execute(f"INSERT INTO {_TABLES[kind]} ({_columns(kind)}) VALUES ({placeholders})", values)
-
-
-def _get(tx: Tx, kind: type[Record], record_id: str) -> Record | None:
-    row = tx.one(f"SELECT {_columns(kind)} FROM {_TABLES[kind]} WHERE id = ?", (record_id,))
-    return _from_row(kind, row) if row else None
-
-
-def _page(tx: Tx, kind: type[Record], channel_id: str, limit: int, cursor: str | None) -> Page:
+def _page(tx: Tx, kind: type[VodOrClip], channel_id: str, limit: int, cursor: str | None) -> Page:
     """A channel's records, newest first."""
-    sql = f"SELECT {_columns(kind)} FROM {_TABLES[kind]} WHERE channel_id = ?"
-    params: list[Any] = [channel_id]
-    if cursor is not None:
-        created, row_id = decode_cursor(cursor, 2)
-        sql += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-        params += [created, created, row_id]
-    rows = tx.execute(sql + " ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit + 1))
-    items = [_from_row(kind, row) for row in rows[:limit]]
-    more = len(rows) > limit and items
-    return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more else None)
+    select = f"SELECT {kind.columns()} FROM {_TABLES[kind]} WHERE channel_id = ?"
+    rows, more = newest_first(tx, select, [channel_id], limit, cursor, at="created_at", key="id")
+    items = [kind.from_row(row) for row in rows]
+    return Page(items, encode_cursor(items[-1].created_at, items[-1].id) if more and items else None)
 
 
 def insert_vod(tx: Tx, vod: Vod) -> None:
-    _insert(tx, vod)
+    insert(tx, "vods", vod)
 
 
 def get_vod(tx: Tx, vod_id: str) -> Vod | None:
@@ -388,10 +281,10 @@ def get_vod(tx: Tx, vod_id: str) -> Vod | None:
 
 def latest_vod(tx: Tx, channel_id: str) -> Vod | None:
     row = tx.one(
-        f"SELECT {_columns(Vod)} FROM vods WHERE channel_id = ? ORDER BY created_at DESC, id DESC LIMIT 1",
+        f"SELECT {Vod.columns()} FROM vods WHERE channel_id = ? ORDER BY created_at DESC, id DESC LIMIT 1",
         (channel_id,),
     )
-    return _from_row(Vod, row) if row else None
+    return Vod.from_row(row) if row else None
 
 
 def vods_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
@@ -399,7 +292,7 @@ def vods_page(tx: Tx, channel_id: str, limit: int, cursor: str | None) -> Page:
 
 
 def insert_clip(tx: Tx, clip: Clip) -> None:
-    _insert(tx, clip)
+    insert(tx, "clips", clip)
 
 
 def get_clip(tx: Tx, clip_id: str) -> Clip | None:

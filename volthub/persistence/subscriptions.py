@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from volthub.persistence.database import Row, Tx
+from volthub.persistence.records import Record
 
 _COLUMNS = (
     "s.id, s.channel_id, s.user_id, s.tier, s.is_gift, s.gifter_id, s.started_at, s.expires_at, s.months,"
@@ -28,7 +29,7 @@ TIERS = ("tier1", "tier2", "tier3")
 
 
 @dataclass(frozen=True)
-class Subscription:
+class Subscription(Record):
     id: str
     channel_id: str
     user_id: str
@@ -46,28 +47,6 @@ class Subscription:
     gifter_display_name: str | None = None
     channel_username: str = ""
     channel_display_name: str = ""
-
-    @classmethod
-    def from_row(cls, row: Row) -> Subscription:
-        return cls(
-            id=row["id"],
-            channel_id=row["channel_id"],
-            user_id=row["user_id"],
-            tier=row["tier"],
-            is_gift=bool(row["is_gift"]),
-            gifter_id=row["gifter_id"],
-            started_at=int(row["started_at"]),
-            expires_at=int(row["expires_at"]),
-            months=int(row["months"]),
-            ended_at=None if row["ended_at"] is None else int(row["ended_at"]),
-            end_reason=row["end_reason"],
-            username=row.get("username") or "",
-            display_name=row.get("display_name") or "",
-            gifter_username=row.get("gifter_username"),
-            gifter_display_name=row.get("gifter_display_name"),
-            channel_username=row.get("channel_username") or "",
-            channel_display_name=row.get("channel_display_name") or "",
-        )
 
 
 def insert(
@@ -91,8 +70,7 @@ def insert(
 
 
 def get(tx: Tx, subscription_id: str) -> Subscription | None:
-    row = tx.one(f"SELECT {_COLUMNS}{_PEOPLE}{_JOINS} WHERE s.id = ?", (subscription_id,))
-    return None if row is None else Subscription.from_row(row)
+    return Subscription.fetch_one(tx, f"SELECT {_COLUMNS}{_PEOPLE}{_JOINS} WHERE s.id = ?", (subscription_id,))
 
 
 def open_of(tx: Tx, channel_id: str, user_id: str) -> Subscription | None:

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from volthub.persistence import names
-from volthub.persistence.database import IntegrityError, Row, Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.database import IntegrityError, Tx
+from volthub.persistence.pagination import encode_cursor, newest_first
+from volthub.persistence.records import Record
 from volthub.protocol.names import UnsafeName, is_spelling_of, normalised_display_name, reserved_skeletons, skeleton
-
-_USER_COLUMNS = "id, username, display_name, avatar_url, bio, created_at, updated_at"
 
 
 class UsernameTaken(Exception):
@@ -19,7 +18,7 @@ class UsernameTaken(Exception):
 
 
 @dataclass(frozen=True)
-class User:
+class User(Record):
     id: str
     username: str
     display_name: str
@@ -27,18 +26,6 @@ class User:
     bio: str
     created_at: int
     updated_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> User:
-        return cls(
-            id=row["id"],
-            username=row["username"],
-            display_name=row["display_name"],
-            avatar_url=row["avatar_url"],
-            bio=row["bio"],
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-        )
 
 
 @dataclass(frozen=True)
@@ -122,19 +109,16 @@ def _display_name_problem(display_name: str, username: str, user_id: str, holder
 
 
 def get_by_id(tx: Tx, user_id: str) -> User | None:
-    row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (user_id,))
-    return User.from_row(row) if row else None
+    return User.fetch_one(tx, f"SELECT {User.columns()} FROM users WHERE id = ?", (user_id,))
 
 
 def get_by_username(tx: Tx, username: str) -> User | None:
     """Exact, case-sensitive lookup (usernames are case-sensitive on profiles)."""
-    row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE username = ?", (username,))
-    return User.from_row(row) if row else None
+    return User.fetch_one(tx, f"SELECT {User.columns()} FROM users WHERE username = ?", (username,))
 
 
 def get_by_username_insensitive(tx: Tx, username: str) -> User | None:
-    row = tx.one(f"SELECT {_USER_COLUMNS} FROM users WHERE username_lower = ?", (username.lower(),))
-    return User.from_row(row) if row else None
+    return User.fetch_one(tx, f"SELECT {User.columns()} FROM users WHERE username_lower = ?", (username.lower(),))
 
 
 def get_many_by_username_insensitive(tx: Tx, usernames: list[str]) -> dict[str, User]:
@@ -143,13 +127,13 @@ def get_many_by_username_insensitive(tx: Tx, usernames: list[str]) -> dict[str, 
     if not lowered:
         return {}
     marks = ", ".join("?" for _ in lowered)
-    rows = tx.execute(f"SELECT {_USER_COLUMNS} FROM users WHERE username_lower IN ({marks})", lowered)
+    rows = tx.execute(f"SELECT {User.columns()} FROM users WHERE username_lower IN ({marks})", lowered)
     return {row["username"].lower(): User.from_row(row) for row in rows}
 
 
 def password_hash_for_login(tx: Tx, username: str) -> tuple[User, str] | None:
     row = tx.one(
-        f"SELECT {_USER_COLUMNS}, password_hash FROM users WHERE username_lower = ?",
+        f"SELECT {User.columns()}, password_hash FROM users WHERE username_lower = ?",
         (username.lower(),),
     )
     return (User.from_row(row), row["password_hash"]) if row else None
@@ -171,15 +155,14 @@ def update_profile(tx: Tx, user_id: str, changes: dict[str, Any], now_ms: int) -
 
 
 def list_users(tx: Tx, limit: int = 100) -> list[User]:
-    rows = tx.execute(f"SELECT {_USER_COLUMNS} FROM users ORDER BY created_at, id LIMIT ?", (limit,))
-    return [User.from_row(row) for row in rows]
+    return User.fetch_all(tx, f"SELECT {User.columns()} FROM users ORDER BY created_at, id LIMIT ?", (limit,))
 
 
 def search(tx: Tx, term: str, limit: int) -> list[User]:
     """Prefix matches first, then substring matches; case-insensitive."""
     needle = term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     rows = tx.execute(
-        f"SELECT {_USER_COLUMNS}, CASE WHEN username_lower LIKE ? ESCAPE '\\' THEN 0 ELSE 1 END AS rank"
+        f"SELECT {User.columns()}, CASE WHEN username_lower LIKE ? ESCAPE '\\' THEN 0 ELSE 1 END AS rank"
         " FROM users WHERE username_lower LIKE ? ESCAPE '\\' OR lower(display_name) LIKE ? ESCAPE '\\'"
         " ORDER BY rank, username_lower LIMIT ?",
         (needle + "%", "%" + needle + "%", "%" + needle + "%", limit),
@@ -220,20 +203,11 @@ def follow_time(tx: Tx, follower_id: str, followed_id: str) -> int | None:
 
 def _follow_page(tx: Tx, *, mine: str, other: str, user_id: str, limit: int, cursor: str | None) -> Page:
     """Newest first. `mine` is the column holding user_id, `other` the listed users."""
-    params: list[Any] = [user_id]
-    after = ""
-    if cursor:
-        at, other_id = decode_cursor(cursor, 2)
-        after = f" AND (f.followed_at < ? OR (f.followed_at = ? AND f.{other} < ?))"
-        params += [at, at, other_id]
-    rows = tx.execute(
+    select = (
         f"SELECT u.id, u.username, u.display_name, u.avatar_url, u.bio, u.created_at, u.updated_at,"
-        f" f.followed_at FROM follows f JOIN users u ON u.id = f.{other}"
-        f" WHERE f.{mine} = ?{after} ORDER BY f.followed_at DESC, f.{other} DESC LIMIT ?",
-        (*params, limit + 1),
+        f" f.followed_at FROM follows f JOIN users u ON u.id = f.{other} WHERE f.{mine} = ?"
     )
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows, more = newest_first(tx, select, [user_id], limit, cursor or None, at="f.followed_at", key=f"f.{other}")
     items = [(User.from_row(row), int(row["followed_at"])) for row in rows]
     next_cursor = encode_cursor(int(rows[-1]["followed_at"]), rows[-1]["id"]) if more else None
     return Page(items, next_cursor)

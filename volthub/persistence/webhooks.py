@@ -5,21 +5,21 @@ by a worker with a lease (`claimed_until`), and finished by recording an attempt
 policy (schedule, disabling, the per-app cap) lives in `volthub.services.webhooks`; these are
 its primitives.
 
-Over 500 lines on purpose: the webhook record, the cap counter, the outbox claim/lease/
-attempt cycle and the delivery log share one set of tables and row shapes, and their SQL is
-easier to keep consistent side by side than split across modules that import each other.
+One module on purpose: the webhook record, the cap counter, the outbox claim/lease/attempt
+cycle and the delivery log share one set of tables and row shapes, and their SQL is easier
+to keep consistent side by side than split across modules that import each other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from volthub.persistence.database import Row, Tx
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.pagination import encode_cursor, newest_first
+from volthub.persistence.records import Record, optional_int, read
 
 PENDING = "pending"
 SUCCEEDED = "succeeded"
@@ -30,9 +30,6 @@ BY_OWNER = "owner"
 BY_FAILURES = "failures"
 BY_GONE = "gone"
 
-_WEBHOOK_COLUMNS = (
-    "id, client_id, url, events, secret, enabled, disabled_reason, consecutive_failures, created_at, updated_at"
-)
 _DELIVERY_COLUMNS = (
     "id, webhook_id, event_id, event_name, body, state, failed_attempts, attempt_count,"
     " next_attempt_at, redelivery_of, created_at, updated_at, completed_at"
@@ -40,7 +37,7 @@ _DELIVERY_COLUMNS = (
 
 
 @dataclass(frozen=True)
-class Webhook:
+class Webhook(Record):
     id: str
     client_id: str
     url: str
@@ -51,21 +48,6 @@ class Webhook:
     consecutive_failures: int
     created_at: int
     updated_at: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Webhook:
-        return cls(
-            id=row["id"],
-            client_id=row["client_id"],
-            url=row["url"],
-            events=orjson.loads(row["events"]),
-            secret=row["secret"],
-            enabled=bool(row["enabled"]),
-            disabled_reason=row["disabled_reason"],
-            consecutive_failures=int(row["consecutive_failures"]),
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-        )
 
 
 @dataclass(frozen=True)
@@ -106,7 +88,7 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Attempt:
+class Attempt(Record):
     number: int
     attempted_at: int
     outcome: str  # "success" | "failure" | "gone"
@@ -114,20 +96,9 @@ class Attempt:
     latency_ms: int
     error: str | None
 
-    @classmethod
-    def from_row(cls, row: Row) -> Attempt:
-        return cls(
-            number=int(row["number"]),
-            attempted_at=int(row["attempted_at"]),
-            outcome=row["outcome"],
-            status_code=None if row["status_code"] is None else int(row["status_code"]),
-            latency_ms=int(row["latency_ms"]),
-            error=row["error"],
-        )
-
 
 @dataclass(frozen=True)
-class Delivery:
+class Delivery(Record):
     id: str
     webhook_id: str
     event_id: str
@@ -145,32 +116,13 @@ class Delivery:
 
     @classmethod
     def from_row(cls, row: Row, attempts: Sequence[Attempt] = ()) -> Delivery:
-        return cls(
-            id=row["id"],
-            webhook_id=row["webhook_id"],
-            event_id=row["event_id"],
-            event_name=row["event_name"],
-            body=row["body"].encode("utf-8"),
-            state=row["state"],
-            failed_attempts=int(row["failed_attempts"]),
-            attempt_count=int(row["attempt_count"]),
-            next_attempt_at=_opt_int(row["next_attempt_at"]),
-            redelivery_of=row["redelivery_of"],
-            created_at=int(row["created_at"]),
-            updated_at=int(row["updated_at"]),
-            completed_at=_opt_int(row["completed_at"]),
-            attempts=tuple(attempts),
-        )
+        return read(cls, row, body=row["body"].encode("utf-8"), attempts=tuple(attempts))
 
 
 @dataclass(frozen=True)
 class DeliveryPage:
     items: list[Delivery]
     next_cursor: str | None
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 # --------------------------------------------------------------------------- webhooks
@@ -222,7 +174,7 @@ def count_for_app(tx: Tx, client_id: str) -> int:
 
 def list_for_app(tx: Tx, client_id: str) -> list[Webhook]:
     rows = tx.execute(
-        f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE client_id = ? ORDER BY created_at, id",
+        f"SELECT {Webhook.columns()} FROM webhooks WHERE client_id = ? ORDER BY created_at, id",
         (client_id,),
     )
     return [Webhook.from_row(row) for row in rows]
@@ -230,15 +182,14 @@ def list_for_app(tx: Tx, client_id: str) -> list[Webhook]:
 
 def get_webhook(tx: Tx, client_id: str, webhook_id: str) -> Webhook | None:
     row = tx.one(
-        f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE id = ? AND client_id = ?",
+        f"SELECT {Webhook.columns()} FROM webhooks WHERE id = ? AND client_id = ?",
         (webhook_id, client_id),
     )
     return Webhook.from_row(row) if row else None
 
 
 def get_webhook_by_id(tx: Tx, webhook_id: str) -> Webhook | None:
-    row = tx.one(f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?", (webhook_id,))
-    return Webhook.from_row(row) if row else None
+    return Webhook.fetch_one(tx, f"SELECT {Webhook.columns()} FROM webhooks WHERE id = ?", (webhook_id,))
 
 
 def change_webhook(
@@ -339,7 +290,7 @@ def subscribers(tx: Tx, channel_ids: Iterable[str]) -> list[Subscriber]:
         f" JOIN apps a ON a.client_id = w.client_id WHERE a.owner_id IN ({marks}) AND w.enabled = ?",
         (*owners, True),
     )
-    return [Subscriber(row["id"], row["client_id"], row["owner_id"], orjson.loads(row["events"])) for row in rows]
+    return [read(Subscriber, row, webhook_id=row["id"]) for row in rows]
 
 
 def enqueue(tx: Tx, deliveries: Sequence[NewDelivery], now_ms: int) -> None:
@@ -392,21 +343,7 @@ def claim_due(tx: Tx, now_ms: int, lease_until_ms: int, limit: int, token: str) 
         f"UPDATE webhook_deliveries SET next_attempt_at = ?, claimed_until = ?, claim_token = ? WHERE id IN ({marks})",
         (lease_until_ms, lease_until_ms, token, *ids),
     )
-    return [
-        Claim(
-            delivery_id=row["id"],
-            webhook_id=row["webhook_id"],
-            client_id=row["client_id"],
-            url=row["url"],
-            secret=row["secret"],
-            event_id=row["event_id"],
-            event_name=row["event_name"],
-            body=row["body"].encode("utf-8"),
-            failed_attempts=int(row["failed_attempts"]),
-            token=token,
-        )
-        for row in rows
-    ]
+    return [read(Claim, row, delivery_id=row["id"], body=row["body"].encode("utf-8"), token=token) for row in rows]
 
 
 def outbox_summary(tx: Tx) -> tuple[int, int | None]:
@@ -418,7 +355,7 @@ def outbox_summary(tx: Tx) -> tuple[int, int | None]:
     )
     if row is None:
         return 0, None
-    return int(row["pending"]), _opt_int(row["oldest"])
+    return int(row["pending"]), optional_int(row["oldest"])
 
 
 def next_due_at(tx: Tx) -> int | None:
@@ -430,7 +367,7 @@ def next_due_at(tx: Tx) -> int | None:
         " ORDER BY d.next_attempt_at LIMIT 1",
         (PENDING, True),
     )
-    return _opt_int(value)
+    return optional_int(value)
 
 
 def start_recording(tx: Tx, delivery_id: str, token: str) -> tuple[int, bool, int] | None:
@@ -524,19 +461,8 @@ def get_delivery(tx: Tx, webhook_id: str, delivery_id: str) -> Delivery | None:
 
 def list_deliveries(tx: Tx, webhook_id: str, limit: int, cursor: str | None) -> DeliveryPage:
     """Newest first, each with its attempts; keyset cursor on (created_at, id)."""
-    params: list[Any] = [webhook_id]
-    after = ""
-    if cursor:
-        at, last_id = decode_cursor(cursor, 2)
-        after = " AND (created_at < ? OR (created_at = ? AND id < ?))"
-        params += [at, at, last_id]
-    rows = tx.execute(
-        f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ?{after}"
-        " ORDER BY created_at DESC, id DESC LIMIT ?",
-        (*params, limit + 1),
-    )
-    more = len(rows) > limit
-    rows = rows[:limit]
+    select = f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ?"
+    rows, more = newest_first(tx, select, [webhook_id], limit, cursor or None, at="created_at", key="id")
     attempts = _attempts_of(tx, [row["id"] for row in rows])
     items = [Delivery.from_row(row, attempts.get(row["id"], [])) for row in rows]
     next_cursor = encode_cursor(int(rows[-1]["created_at"]), rows[-1]["id"]) if more else None

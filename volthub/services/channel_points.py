@@ -22,7 +22,7 @@ from volthub.persistence import chat as chat_repo
 from volthub.persistence import streams as streams_repo
 from volthub.persistence import users as users_repo
 from volthub.persistence.channel_points import MAX_REWARDS_PER_CHANNEL, Redemption, Reward
-from volthub.persistence.pagination import InvalidCursor, decode_cursor, encode_cursor
+from volthub.persistence.pagination import decode_position, encode_cursor
 from volthub.protocol import catalogue
 from volthub.services.channels import ChannelNotFound, channel_by_id
 from volthub.services.chat import Presence, presence_snapshot
@@ -323,12 +323,7 @@ class Redemptions:
     async def for_stream(
         self, channel_id: str, stream_id: str, status: str | None, limit: int, cursor: str | None
     ) -> tuple[list[dict[str, Any]], str | None]:
-        after = None
-        if cursor:
-            at, last = decode_cursor(cursor, 2)
-            if not isinstance(at, int) or not isinstance(last, str):
-                raise InvalidCursor("cursor is not one this server issued")
-            after = (at, last)
+        after = decode_position(cursor) if cursor else None
 
         def read(tx: Tx) -> list[Redemption]:
             channel_by_id(tx, channel_id)

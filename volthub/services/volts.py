@@ -18,7 +18,7 @@ from volthub.persistence import Database, Tx, ledger
 from volthub.persistence import purchases as purchases_repo
 from volthub.persistence import users as users_repo
 from volthub.persistence.ledger import InsufficientFunds
-from volthub.persistence.pagination import decode_cursor, encode_cursor
+from volthub.persistence.pagination import decode_position, encode_cursor
 from volthub.protocol import catalogue
 from volthub.services.channels import ChannelNotFound, channel_by_id
 from volthub.services.notifications import notify
@@ -289,14 +289,7 @@ class Volts:
     async def transactions(
         self, user_id: str, limit: int, cursor: str | None
     ) -> tuple[list[dict[str, Any]], str | None]:
-        before = None
-        if cursor:
-            at, last = decode_cursor(cursor, 2)
-            if not isinstance(at, int) or not isinstance(last, str):
-                from volthub.persistence.pagination import InvalidCursor
-
-                raise InvalidCursor("cursor is not one this server issued")
-            before = (at, last)
+        before = decode_position(cursor) if cursor else None
 
         def read(tx: Tx) -> tuple[list[ledger.Entry], dict[str, users_repo.User]]:
             entries = ledger.entries_of(tx, wallet(user_id), before=before, limit=limit + 1)

@@ -93,14 +93,16 @@ class Env:
 
 
 async def make_env(
-    nursery: trio.Nursery, tls: tuple[Path, Path, Path], database_url: str, **webhooks: Any
+    nursery: trio.Nursery, tls: tuple[Path, Path, Path], database_url: str, **sections: dict[str, Any]
 ) -> AsyncIterator[Env]:
+    """An app whose webhooks reach the HTTPS receiver; `sections` are the settings sections
+    it runs with besides `[webhooks]` (by default QUIET_TIMERS)."""
     from volthub.http.app import create_app
 
     clock = TrioClock()
     receiver, stop = await start_receiver(nursery, tls, now=clock.now)
-    config = {"allow_private_targets": True, "ca_file": str(tls[0]), "poll_seconds": 86_400.0, **webhooks}
-    app = create_app(make_settings(database_url, webhooks=config, **QUIET_TIMERS), clock=clock)
+    webhooks = {"allow_private_targets": True, "ca_file": str(tls[0]), "poll_seconds": 86_400.0}
+    app = create_app(make_settings(database_url, webhooks=webhooks, **(sections or QUIET_TIMERS)), clock=clock)
     try:
         async with _started(app):
             client = app.test_client()

@@ -12,10 +12,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from tests.conftest import insert_app, make_settings, register
-from tests.services.webhooks.support import start_receiver
-from tests.services.webhooks.test_delivery import Env, _started, assert_all_verified, io_clock
-from volthub.hub.clock import TrioClock
+from tests.services.webhooks.test_delivery import Env, assert_all_verified, io_clock, make_env
 
 __all__ = ["io_clock"]
 DAY = 86_400
@@ -23,22 +20,9 @@ DAY = 86_400
 
 @pytest.fixture
 async def env(io_clock: MockClock, nursery: trio.Nursery, receiver_tls: Any, database_url: str) -> AsyncIterator[Env]:
-    from volthub.http.app import create_app
-
-    clock = TrioClock()
-    receiver, stop = await start_receiver(nursery, receiver_tls, now=clock.now)
-    webhooks = {"allow_private_targets": True, "ca_file": str(receiver_tls[0]), "poll_seconds": 86_400.0}
     # The expiry service sleeps until the expiry itself, not every poll through a month.
-    settings = make_settings(database_url, webhooks=webhooks, subscriptions={"poll_seconds": 86_400.0})
-    app = create_app(settings, clock=clock)
-    try:
-        async with _started(app):
-            client = app.test_client()
-            owner, fan = await register(client), await register(client)
-            client_id = await insert_app(app.extensions["volthub"].db, owner.id)
-            yield Env(app, client, clock, receiver, owner, fan, client_id)
-    finally:
-        stop.set()
+    async for made in make_env(nursery, receiver_tls, database_url, subscriptions={"poll_seconds": 86_400.0}):
+        yield made
 
 
 async def test_expiry_reaches_an_https_receiver_with_reason_expired(env: Env, io_clock: MockClock) -> None:
