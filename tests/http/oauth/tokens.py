@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 from volthub.persistence import apps as apps_repo
 
 
@@ -56,3 +58,14 @@ async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], cli
     cid, grant_id = await rt.db.write(create)
     token, _ = rt.tokens.issue_access(user_id, cid, scope, grant_id, 3600)
     return token
+
+
+async def end_grant(http: httpx.AsyncClient, user: Any, how: str, base_url: str = "") -> None:
+    """End the grant behind the user's one connected app: "revoke" it, or "delete app"."""
+    [connection] = (await http.get(f"{base_url}/api/users/me/connections", headers=user.headers)).json()["items"]
+    client_id = connection["clientId"]
+    if how == "revoke":
+        gone = await http.delete(f"{base_url}/api/users/me/connections/{client_id}", headers=user.headers)
+    else:
+        gone = await http.delete(f"{base_url}/api/developer/apps/{client_id}", headers=user.headers)
+    assert gone.status_code == 204
