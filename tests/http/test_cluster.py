@@ -92,6 +92,15 @@ def cluster_env(receiver_tls: Any, broker_env: dict[str, str]) -> dict[str, str]
     }
 
 
+async def start_cluster(server_process: Any, postgres_url: str, env: dict[str, str]) -> tuple[Any, Any, Any, str]:
+    """Two processes on one database, an owner registered through the first, and the client
+    id of the owner's app holding chat:read."""
+    first = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    second = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    owner = await register_live(first.url)
+    return first, second, owner, await grant_chat_read(postgres_url, owner.id)
+
+
 async def watch_chat(
     nursery: trio.Nursery, one: httpx.AsyncClient, second: Any, owner: Any, client_id: str, receiver: Any
 ) -> Any:
@@ -117,11 +126,7 @@ async def test_two_processes_share_events_webhooks_and_resume(
 ) -> None:
     receiver, stop_receiver = await start_receiver(nursery, receiver_tls)
     env = cluster_env(receiver_tls, {"VOLTHUB_CLUSTER__PRESENCE_INTERVAL_SECONDS": "0.5", **broker.env})
-    first = await trio.to_thread.run_sync(server_process, postgres_url, env)
-    second = await trio.to_thread.run_sync(server_process, postgres_url, env)
-    owner = await register_live(first.url)
-    client_id = await grant_chat_read(postgres_url, owner.id)
-
+    first, second, owner, client_id = await start_cluster(server_process, postgres_url, env)
     async with (
         httpx.AsyncClient(base_url=first.url, timeout=10) as one,
         httpx.AsyncClient(base_url=second.url, timeout=10) as two,
@@ -209,10 +214,7 @@ async def test_a_broker_killed_mid_run_loses_no_acknowledged_event(
     receiver, stop_receiver = await start_receiver(nursery, receiver_tls)
     env = cluster_env(receiver_tls, {"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": redis.url})
     try:
-        first = await trio.to_thread.run_sync(server_process, postgres_url, env)
-        second = await trio.to_thread.run_sync(server_process, postgres_url, env)
-        owner = await register_live(first.url)
-        client_id = await grant_chat_read(postgres_url, owner.id)
+        first, second, owner, client_id = await start_cluster(server_process, postgres_url, env)
         async with (
             httpx.AsyncClient(base_url=first.url, timeout=10) as one,
             httpx.AsyncClient(base_url=second.url, timeout=10) as two,

@@ -9,6 +9,7 @@ import trio
 
 from tests.conftest import stored_user
 from tests.hub.conftest import Hub
+from tests.points_support import mint_points
 from volthub.hub.clock import TrioClock
 from volthub.hub.components import goals, polls, predictions, timers
 from volthub.hub.interactive_feed import InteractiveFeed
@@ -46,19 +47,6 @@ async def test_two_processes_end_a_poll_once_and_a_timer_once(db, nursery, mock_
     assert [e.data["action"] for e in timer_ends] == ["ended"]
 
 
-async def mint(db, channel: str, user: str, amount: int) -> None:
-    await db.write(
-        lambda tx: ledger.transfer(
-            tx,
-            currency="points",
-            source=ledger.system_account("points", ledger.MINT, channel),
-            destination=ledger.user_account("points", user, channel),
-            amount=amount,
-            kind="test_mint",
-        )
-    )
-
-
 async def balance(db, account: str) -> int:
     return await db.read(lambda tx: ledger.balance(tx, account))
 
@@ -68,7 +56,7 @@ async def test_bets_move_points_into_escrow_and_resolve_empties_it(db, start_hub
     channel = await stored_user(db)
     users = [await stored_user(db) for _ in range(3)]
     for user in users:
-        await mint(db, channel, user, 500)
+        await mint_points(db, channel, user, 500)
     p = await hub.registry.call(channel, predictions.StartPrediction("Win?", ("Yes", "No"), 60))
     yes, no = (o.id for o in p.outcomes)
     await hub.registry.call(channel, predictions.PlaceBet(p.id, users[0], yes, 100))
@@ -89,7 +77,7 @@ async def test_bets_move_points_into_escrow_and_resolve_empties_it(db, start_hub
 async def test_a_refused_bet_leaves_nothing_behind(db, start_hub) -> None:
     hub = await start_hub()
     channel, user = await stored_user(db), await stored_user(db)
-    await mint(db, channel, user, 50)
+    await mint_points(db, channel, user, 50)
     p = await hub.registry.call(channel, predictions.StartPrediction("Win?", ("Yes", "No"), 60))
     try:
         await hub.registry.call(channel, predictions.PlaceBet(p.id, user, p.outcomes[0].id, 51))
