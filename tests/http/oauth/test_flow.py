@@ -22,6 +22,7 @@ from tests.http.oauth.flow import (
     new_verifier,
     oauth_tokens,
     refresh,
+    running_app,
     token_request,
 )
 from volthub.http.ratelimit import category_of
@@ -145,11 +146,7 @@ async def test_json_body_with_client_secret_post(client):
 
 
 async def test_plain_pkce_when_allowed_for_confidential_clients_only(sqlite_url):
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(sqlite_url, oauth={"allow_plain_pkce": True}))
-    async with application.test_app():
-        client = application.test_client()
+    async with running_app(make_settings(sqlite_url, oauth={"allow_plain_pkce": True})) as (_, client):
         owner, user = await register(client), await register(client)
         dev = await create_app(client, owner)
         verifier = new_verifier()
@@ -162,11 +159,7 @@ async def test_plain_pkce_when_allowed_for_confidential_clients_only(sqlite_url)
 
 
 async def test_plain_pkce_is_refused_by_default(sqlite_url):
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(sqlite_url))
-    async with application.test_app():
-        client = application.test_client()
+    async with running_app(make_settings(sqlite_url)) as (_, client):
         owner = await register(client)
         dev = await create_app(client, owner)
         verifier = new_verifier()
@@ -183,11 +176,7 @@ async def test_confidential_client_may_skip_pkce_unless_configured(client, sqlit
     code = await approve(client, user, dev)
     assert (await exchange(client, dev, code, None)).status_code == 200
 
-    from volthub.http.app import create_app as make_app
-
-    strict = make_app(make_settings(sqlite_url, oauth={"require_pkce_for_confidential": True}))
-    async with strict.test_app():
-        other = strict.test_client()
+    async with running_app(make_settings(sqlite_url, oauth={"require_pkce_for_confidential": True})) as (_, other):
         owner2 = await register(other)
         dev2 = await create_app(other, owner2)
         refused = await other.get(AUTHORIZE, query_string=authorize_params(dev2))
@@ -297,12 +286,10 @@ async def test_a_replayed_code_revokes_what_it_issued(client):
 async def clocked(settings, mock_clock):
     """The app on TrioClock under pytest-trio's MockClock: `mock_clock.jump` moves its time.
     (Tests also name `mock_clock` themselves: pytest-trio only installs a clock a test asks for.)"""
-    from volthub.http.app import create_app as make_app
     from volthub.hub.clock import TrioClock
 
-    application = make_app(settings, clock=TrioClock())
-    async with application.test_app():
-        yield application, application.test_client(), mock_clock
+    async with running_app(settings, clock=TrioClock()) as (application, client):
+        yield application, client, mock_clock
 
 
 async def test_codes_expire_after_ten_minutes(clocked, mock_clock):
@@ -600,11 +587,7 @@ async def test_sensitive_scope_after_an_operator_grant(app, client):
 
 
 async def test_without_review_sensitive_scopes_need_no_grant(sqlite_url):
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(sqlite_url, oauth={"sensitive_scopes_need_review": False}))
-    async with application.test_app():
-        client = application.test_client()
+    async with running_app(make_settings(sqlite_url, oauth={"sensitive_scopes_need_review": False})) as (_, client):
         owner, user = await register(client), await register(client)
         dev = await create_app(client, owner)
         tokens = await oauth_tokens(client, user, dev, scope="payments:write")
@@ -759,11 +742,8 @@ async def test_metadata_issuer_follows_public_url_never_the_host_header(client, 
     assert metadata["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert "client_credentials" not in metadata["grant_types_supported"]
 
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(sqlite_url, server={"public_url": "https://api.example/"}))
-    async with application.test_app():
-        body = await (await application.test_client().get("/.well-known/oauth-authorization-server")).get_json()
+    async with running_app(make_settings(sqlite_url, server={"public_url": "https://api.example/"})) as (_, other):
+        body = await (await other.get("/.well-known/oauth-authorization-server")).get_json()
     assert body["issuer"] == "https://api.example"
     assert body["authorization_endpoint"] == "https://api.example/oauth/authorize"
     assert body["revocation_endpoint"] == "https://api.example/api/developer/oauth/revoke"
@@ -776,11 +756,7 @@ def test_token_endpoint_is_tagged_for_its_rate_limit():
 
 
 async def test_the_whole_lifecycle_on_both_backends(database_url):
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(database_url))
-    async with application.test_app():
-        client = application.test_client()
+    async with running_app(make_settings(database_url)) as (application, client):
         owner, user = await register(client), await register(client)
         dev = await create_app(client, owner)
         await grant_sensitive(application, dev.client_id, "stream:key")
@@ -807,11 +783,7 @@ async def test_concurrent_redemptions_of_one_code(database_url):
     """Exactly one exchange wins; the other counts as a replay and revokes what was issued."""
     import trio
 
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(database_url))
-    async with application.test_app():
-        client = application.test_client()
+    async with running_app(make_settings(database_url)) as (_, client):
         owner, user = await register(client), await register(client)
         dev = await create_app(client, owner)
         verifier = new_verifier()
@@ -924,11 +896,7 @@ async def test_the_conftest_token_helper_is_backed_by_a_real_grant(app, client):
 
 async def test_nul_and_other_odd_client_ids_are_unknown_on_both_backends(database_url):
     """PostgreSQL refuses NUL in text: such values must never reach it (a 4xx, not a 500)."""
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(database_url))
-    async with application.test_app():
-        client = application.test_client()
+    async with running_app(make_settings(database_url)) as (_, client):
         owner = await register(client)
         dev = await create_app(client, owner)
         for odd in ("\x00", "a\x00b", "é" * 10, "x" * 300):
