@@ -408,12 +408,27 @@ def settings(sqlite_url: str) -> Settings:
     return make_settings(sqlite_url)
 
 
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[Any]:
+@contextlib.asynccontextmanager
+async def running_app(settings: Settings, **options: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """An app built from `settings` (and `create_app`'s `options`), running; it and its test
+    client."""
     from volthub.http.app import create_app
 
-    application = create_app(settings)
+    application = create_app(settings, **options)
     async with application.test_app():
+        yield application, application.test_client()
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[Any]:
+    async with running_app(settings) as (application, _):
+        yield application
+
+
+@pytest.fixture
+async def backend_app(database_url: str) -> AsyncIterator[Any]:
+    """The app on each backend (SQLite, then PostgreSQL when it is available)."""
+    async with running_app(make_settings(database_url)) as (application, _):
         yield application
 
 

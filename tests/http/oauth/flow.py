@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import secrets
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -27,17 +25,6 @@ class DevApp:
     def basic(self) -> dict[str, str]:
         raw = f"{self.client_id}:{self.client_secret}".encode()
         return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
-
-
-@contextlib.asynccontextmanager
-async def running_app(settings: Any, **options: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """An app built from `settings` (and `create_app`'s `options`), running; it and its test
-    client."""
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(settings, **options)
-    async with application.test_app():
-        yield application, application.test_client()
 
 
 def new_verifier() -> str:

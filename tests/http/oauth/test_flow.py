@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.conftest import RegisteredUser, make_settings, register
+from tests.conftest import RegisteredUser, make_settings, register, running_app
 from tests.http.oauth.flow import (
     REDIRECT,
     DevApp,
@@ -22,7 +22,6 @@ from tests.http.oauth.flow import (
     new_verifier,
     oauth_tokens,
     refresh,
-    running_app,
     token_request,
 )
 from volthub.http.ratelimit import category_of
