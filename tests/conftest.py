@@ -522,6 +522,16 @@ async def serve_app(nursery: trio.Nursery, settings: Settings, stop: trio.Event,
     return LiveServer(binds[0], application, gateway.url if gateway is not None else "")
 
 
+@contextlib.asynccontextmanager
+async def served(nursery: trio.Nursery, settings: Settings) -> AsyncIterator[LiveServer]:
+    """`serve_app` for the block: the server is stopped as the block ends."""
+    stop = trio.Event()
+    try:
+        yield await serve_app(nursery, settings, stop)
+    finally:
+        stop.set()
+
+
 async def register_live(base_url: str, username: str | None = None) -> RegisteredUser:
     """Register through a live server's HTTP API."""
     username = username or unique_name()
@@ -537,9 +547,8 @@ async def register_live(base_url: str, username: str | None = None) -> Registere
 @pytest.fixture
 async def live_server(settings: Settings, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
     """The app on a real Hypercorn (trio worker) on a free loopback port, in this test's nursery."""
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 class ServerProcess:

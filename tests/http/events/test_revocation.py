@@ -11,7 +11,7 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from tests.conftest import SOCKET_PATHS, LiveServer, register_live, serve_app, socket_path_events
+from tests.conftest import SOCKET_PATHS, LiveServer, register_live, served, socket_path_events
 from tests.http.events.live import handshake, open_ws, receive
 from tests.http.oauth.tokens import end_grant, issue_oauth_token
 from volthub.config import Settings
@@ -72,9 +72,8 @@ async def live_server(
     settings = settings.model_copy(
         update={"events": settings.events.model_copy(update=socket_path_events(request.param))}
     )
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 @pytest.mark.parametrize("how", ["revoke", "delete app"])

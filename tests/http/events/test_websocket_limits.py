@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from tests.conftest import LiveServer, make_settings, serve_app
+from tests.conftest import LiveServer, make_settings, served
 from volthub.protocol.websocket import CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG, OP_CLOSE
 
 WAIT = 10.0
@@ -22,10 +22,9 @@ OP_TEXT, OP_CONTINUATION = 0x1, 0x0
 
 @pytest.fixture
 async def server(database_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
-    stop = trio.Event()
     settings = make_settings(database_url, events={"max_message_frames": 16})
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 def port_of(url: str) -> int:
