@@ -326,17 +326,24 @@ ROOMY_LIMITS = {
 }
 
 
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Any]:
-    """A migrated database, once per backend."""
+@contextlib.asynccontextmanager
+async def migrated_database(url: str, pool_size: int) -> AsyncIterator[Any]:
+    """An open, migrated database of `pool_size` connections, closed after."""
     from volthub.persistence import migrate, open_database
 
-    # Eight connections: the concurrency tests race that many transactions.
-    database = open_database(database_url, pool_size=8)
+    database = open_database(url, pool_size=pool_size)
     await database.open()
     await migrate(database)
     yield database
     await database.close()
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Any]:
+    """A migrated database, once per backend."""
+    # Eight connections: the concurrency tests race that many transactions.
+    async with migrated_database(database_url, pool_size=8) as database:
+        yield database
 
 
 @contextlib.asynccontextmanager

@@ -8,7 +8,7 @@ import uuid
 import trio
 
 from tests.conftest import stored_user
-from tests.hub.conftest import Hub
+from tests.hub.conftest import Hub, two_processes
 from tests.points_support import mint_points
 from volthub.hub.clock import TrioClock
 from volthub.hub.components import goals, polls, predictions, timers
@@ -34,10 +34,7 @@ async def test_two_processes_end_a_poll_once_and_a_timer_once(db, nursery, mock_
         await before.registry.call(channel, timers.StartTimer(40, "T"))
         first_process.cancel_scope.cancel()
     # Two processes on the same database resume both deadlines; one of them takes each.
-    after, other = Hub(db, clock=clock), Hub(db, clock=clock)
-    await nursery.start(after.registry.run)
-    await nursery.start(other.registry.run)
-    assert channel in after.registry.active_channels() and channel in other.registry.active_channels()
+    after, other = await two_processes(db, nursery, channel, clock=clock)
     mock_clock.jump(41)
     for hub in (after, other):
         await settled(hub, channel)
