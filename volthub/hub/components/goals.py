@@ -19,6 +19,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -252,23 +253,25 @@ class GoalsComponent:
         events = [Emitted("channel.goal.progress", _progress(changed))]
         if changed.current >= changed.target and not changed.completed:
             changed = replace(changed, completed_period=changed.period_start)
-            data = catalogue.channel_goal_completed(**_payload_fields(changed), completed_at=iso8601(now_ms))
+            data = _payload(catalogue.channel_goal_completed, changed, completed_at=iso8601(now_ms))
             events.append(Emitted("channel.goal.completed", data))
         self.goals[changed.id] = changed
         return Outcome(changed, [SaveGoal(changed)], events, shared_state_changed=True)
 
 
-def _payload_fields(goal: Goal) -> dict[str, Any]:
-    """What every goal event says of the goal."""
-    return {
-        "goal_id": goal.id,
-        "goal_type": goal.type,
-        "title": goal.title,
-        "current": goal.current,
-        "target": goal.target,
-        "period": goal.period,
-    }
+def _payload(build: Callable[..., dict[str, Any]], goal: Goal, **more: Any) -> dict[str, Any]:
+    """A goal event's payload, made by its catalogue function `build`: the goal as it stands
+    now, and `more`."""
+    return build(
+        goal_id=goal.id,
+        goal_type=goal.type,
+        title=goal.title,
+        current=goal.current,
+        target=goal.target,
+        period=goal.period,
+        **more,
+    )
 
 
 def _progress(goal: Goal) -> dict[str, Any]:
-    return catalogue.channel_goal_progress(**_payload_fields(goal))
+    return _payload(catalogue.channel_goal_progress, goal)
