@@ -65,15 +65,6 @@ def check_text(value: str, field: str, maximum: int) -> str:
     return text
 
 
-def add_card(
-    outcome: Outcome, store: CardStore, channel_id: str, now_ms: int, card_type: str, text: str, payload: dict[str, Any]
-) -> Outcome:
-    """Append the chat card of a begin or end to `outcome` (same transaction, same order)."""
-    return add_steps(
-        outcome, chat.system_card(store.chat, channel_id, now_ms, text, {"type": card_type, "payload": payload})
-    )
-
-
 def check_choices(values: list[str], field: str, fewest: int, most: int, longest: int) -> list[str]:
     """`fewest`–`most` texts, each as `check_text` wants it, no two the same ignoring case."""
     if not fewest <= len(values) <= most:
@@ -85,6 +76,7 @@ def check_choices(values: list[str], field: str, fewest: int, most: int, longest
 
 
 def check_seconds(seconds: int, field: str, shortest: int, longest: int) -> int:
+    """`shortest`–`longest` seconds."""
     if not shortest <= seconds <= longest:
         raise ValueError(f"{field} must be {shortest}–{longest}")
     return seconds
@@ -103,6 +95,15 @@ def participant(store: StandingStore, user_id: str, now_ms: int, own: Refusal) -
     if standing.banned or (standing.timeout_ends_at is not None and standing.timeout_ends_at > now_ms):
         raise Refused(BANNED)
     return standing
+
+
+def add_card(
+    outcome: Outcome, store: CardStore, channel_id: str, now_ms: int, card_type: str, text: str, payload: dict[str, Any]
+) -> Outcome:
+    """Append the chat card of a begin or end to `outcome` (same transaction, same order)."""
+    return add_steps(
+        outcome, chat.system_card(store.chat, channel_id, now_ms, text, {"type": card_type, "payload": payload})
+    )
 
 
 def add_steps(outcome: Outcome, step: Outcome) -> Outcome:
