@@ -327,17 +327,24 @@ ROOMY_LIMITS = {
 }
 
 
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Any]:
-    """A migrated database, once per backend."""
+@contextlib.asynccontextmanager
+async def migrated_database(url: str, pool_size: int) -> AsyncIterator[Any]:
+    """An open, migrated database of `pool_size` connections, closed after."""
     from volthub.persistence import migrate, open_database
 
-    # Eight connections: the concurrency tests race that many transactions.
-    database = open_database(database_url, pool_size=8)
+    database = open_database(url, pool_size=pool_size)
     await database.open()
     await migrate(database)
     yield database
     await database.close()
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Any]:
+    """A migrated database, once per backend."""
+    # Eight connections: the concurrency tests race that many transactions.
+    async with migrated_database(database_url, pool_size=8) as database:
+        yield database
 
 
 @contextlib.asynccontextmanager
@@ -409,12 +416,27 @@ def settings(sqlite_url: str) -> Settings:
     return make_settings(sqlite_url)
 
 
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[Any]:
+@contextlib.asynccontextmanager
+async def running_app(settings: Settings, **options: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """An app built from `settings` (and `create_app`'s `options`), running; it and its test
+    client."""
     from volthub.http.app import create_app
 
-    application = create_app(settings)
+    application = create_app(settings, **options)
     async with application.test_app():
+        yield application, application.test_client()
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[Any]:
+    async with running_app(settings) as (application, _):
+        yield application
+
+
+@pytest.fixture
+async def backend_app(database_url: str) -> AsyncIterator[Any]:
+    """The app on each backend (SQLite, then PostgreSQL when it is available)."""
+    async with running_app(make_settings(database_url)) as (application, _):
         yield application
 
 
@@ -504,6 +526,16 @@ async def serve_app(nursery: trio.Nursery, settings: Settings, stop: trio.Event,
     return LiveServer(binds[0], application, gateway.url if gateway is not None else "")
 
 
+@contextlib.asynccontextmanager
+async def served(nursery: trio.Nursery, settings: Settings) -> AsyncIterator[LiveServer]:
+    """`serve_app` for the block: the server is stopped as the block ends."""
+    stop = trio.Event()
+    try:
+        yield await serve_app(nursery, settings, stop)
+    finally:
+        stop.set()
+
+
 async def register_live(base_url: str, username: str | None = None) -> RegisteredUser:
     """Register through a live server's HTTP API."""
     username = username or unique_name()
@@ -519,9 +551,8 @@ async def register_live(base_url: str, username: str | None = None) -> Registere
 @pytest.fixture
 async def live_server(settings: Settings, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
     """The app on a real Hypercorn (trio worker) on a free loopback port, in this test's nursery."""
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:

@@ -181,6 +181,10 @@ class ChatEnv:
     async def user(self, username: str | None = None) -> RegisteredUser:
         return await register(self.client, username)
 
+    async def users(self, count: int) -> list[RegisteredUser]:
+        """`count` new users, registered one after another."""
+        return [await self.user() for _ in range(count)]
+
     async def send(self, user: RegisteredUser, channel_id: str, message: str = "hello", **body: Any) -> Any:
         return await self.client.post(
             f"/api/integrations/oauth/chat/channels/{channel_id}/messages",

@@ -162,12 +162,10 @@ async def test_token_signed_with_another_secret_is_refused(client):
     ],
 )
 async def test_nul_characters_are_refused_on_both_backends(database_url, request_args):
-    from tests.conftest import make_settings
-    from volthub.http.app import create_app
+    from tests.conftest import make_settings, running_app
 
     method, path, kwargs = request_args
-    app = create_app(make_settings(database_url))
-    async with app.test_app():
-        response = await app.test_client().open(path, method=method, **kwargs)
+    async with running_app(make_settings(database_url)) as (_, client):
+        response = await client.open(path, method=method, **kwargs)
     assert response.status_code == 400
     assert (await response.get_json())["error"] == "invalid_request"

@@ -7,7 +7,16 @@ import hashlib
 import pytest
 
 from tests.conftest import register
-from tests.http.oauth.flow import REDIRECT, bearer, create_app, grant_sensitive, oauth_tokens, refresh, token_request
+from tests.http.oauth.flow import (
+    REDIRECT,
+    bearer,
+    create_app,
+    grant_sensitive,
+    oauth_tokens,
+    owner_user_and_app,
+    refresh,
+    token_request,
+)
 from volthub.http.ratelimit import category_of
 
 
@@ -163,16 +172,14 @@ async def test_scopes_shows_operator_grants_of_sensitive_scopes(app, client):
 
 
 async def test_oauth_tokens_cannot_manage_apps(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev, scope="user:write")
     response = await client.get("/api/developer/apps", headers=bearer(tokens["access_token"]))
     assert response.status_code == 403 and (await response.get_json())["error"] == "first_party_only"
 
 
 async def test_deleting_an_app_revokes_its_connections(app, client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    owner, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev, scope="chat:read")
     seen = []
     app.extensions["volthub"].bus.subscribe(seen.append)

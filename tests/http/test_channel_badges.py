@@ -4,31 +4,19 @@ milestones its subscribers have reached per tier, and the role badges its member
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-
-from tests.conftest import make_settings, register
+from tests.conftest import register
 from volthub.persistence import chat as chat_repo
 from volthub.persistence import subscriptions as subscriptions_repo
 
 DAY_MS = 86_400_000
 
 
-@pytest.fixture
-async def app(database_url: str) -> AsyncIterator[Any]:
-    from volthub.http.app import create_app
-
-    application = create_app(make_settings(database_url))
-    async with application.test_app():
-        yield application
-
-
-async def test_channel_badges_follow_the_channels_subscribers_and_roles(app: Any) -> None:
-    client = app.test_client()
+async def test_channel_badges_follow_the_channels_subscribers_and_roles(backend_app: Any) -> None:
+    client = backend_app.test_client()
     quiet, busy, fan, veteran, mod = [await register(client) for _ in range(5)]
-    database = app.extensions["volthub"].db
+    database = backend_app.extensions["volthub"].db
     now = 1_700_000_000_000
 
     def populate(tx: Any) -> None:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 import trio
 
-from tests.conftest import make_settings, register
+from tests.conftest import register
 from tests.services.test_channel_points import fill
 from volthub.services.channel_points import MAX_REWARDS_PER_CHANNEL
 
@@ -93,22 +91,13 @@ async def test_event_types_catalogue(client: Any) -> None:
     }
 
 
-@pytest.fixture
-async def app_on_each_backend(database_url: str) -> AsyncIterator[Any]:
-    from volthub.http.app import create_app
-
-    application = create_app(make_settings(database_url))
-    async with application.test_app():
-        yield application
-
-
-async def test_the_reward_cap_holds_under_concurrent_creates(app_on_each_backend: Any) -> None:
+async def test_the_reward_cap_holds_under_concurrent_creates(backend_app: Any) -> None:
     """The last free places, raced for: exactly that many 201s, the rest 409 (spec: at most 100)."""
-    client = app_on_each_backend.test_client()
+    client = backend_app.test_client()
     user = await register(client)
     path = f"/api/channel-points/{user.id}/items"
     free = 2
-    database = app_on_each_backend.extensions["volthub"].db
+    database = backend_app.extensions["volthub"].db
     await database.write(functools.partial(fill, channel=user.id, count=MAX_REWARDS_PER_CHANNEL - free))
     answers: list[tuple[int, Any]] = []
 

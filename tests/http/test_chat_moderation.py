@@ -99,12 +99,7 @@ async def test_a_message_of_another_channel_cannot_be_deleted_here(chat_env):
 
 
 async def test_moderators_moderate_viewers_but_not_the_broadcaster_or_other_moderators(chat_env):
-    streamer, mod, other_mod, viewer = (
-        await chat_env.user(),
-        await chat_env.user(),
-        await chat_env.user(),
-        await chat_env.user(),
-    )
+    streamer, mod, other_mod, viewer = await chat_env.users(4)
     await chat_env.grant(streamer.id, mod.id, "moderator")
     await chat_env.grant(streamer.id, other_mod.id, "moderator")
     ok = await chat_env.moderate(mod, streamer.id, action="timeout", userId=viewer.id, durationSeconds=60)
@@ -138,12 +133,7 @@ async def test_moderators_moderate_viewers_but_not_the_broadcaster_or_other_mode
 
 
 async def test_viewers_vips_and_expired_moderators_may_not_moderate(chat_env, mock_clock):
-    streamer, viewer, vip, former = (
-        await chat_env.user(),
-        await chat_env.user(),
-        await chat_env.user(),
-        await chat_env.user(),
-    )
+    streamer, viewer, vip, former = await chat_env.users(4)
     await chat_env.grant(streamer.id, vip.id, "vip")
     await chat_env.grant(streamer.id, former.id, "moderator", expires_at=chat_env.now_ms() + 1000)
     mock_clock.jump(2)

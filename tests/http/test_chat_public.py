@@ -81,12 +81,7 @@ async def test_history_keeps_card_messages(chat_env):
 
 
 async def test_viewers_list_roles_and_anonymous_count_by_id_or_username(chat_env, presence):
-    streamer, mod, sub, plain = (
-        await chat_env.user(),
-        await chat_env.user(),
-        await chat_env.user(),
-        await chat_env.user(),
-    )
+    streamer, mod, sub, plain = await chat_env.users(4)
     await chat_env.grant(streamer.id, mod.id, "moderator")
     await chat_env.subscribe(streamer.id, sub.id, months=3)
     presence.viewers[streamer.id] = ([plain.id, sub.id, mod.id, streamer.id, str(uuid.uuid4())], 7)

@@ -17,9 +17,9 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 
 from tests.conftest import register_live
 from tests.http.events.live import handshake, open_ws, receive
+from tests.http.oauth.tokens import create_test_app
 from tests.redis_support import Broker, RedisServer, broker
 from tests.services.webhooks.support import start_receiver
-from volthub.persistence import apps as apps_repo
 from volthub.persistence import oauth as oauth_repo
 from volthub.persistence import open_database
 
@@ -42,18 +42,7 @@ async def grant_chat_read(database_url: str, owner_id: str) -> str:
     client_id = f"app_{uuid.uuid4().hex[:12]}"
 
     def create(tx: Any) -> None:
-        apps_repo.create_app(
-            tx,
-            client_id=client_id,
-            owner_id=owner_id,
-            name="cluster test app",
-            description="",
-            logo_url=None,
-            redirect_uris=["https://app.example/callback"],
-            client_secret_hash="unused",
-            bot_app=False,
-            now_ms=1,
-        )
+        create_test_app(tx, client_id, owner_id, "cluster test app")
         oauth_repo.create_grant(
             tx,
             grant_id=str(uuid.uuid4()),
@@ -92,41 +81,58 @@ async def socket_event(ws: Any, name: str) -> Any:
                 return args[0] if args else None
 
 
+def cluster_env(receiver_tls: Any, broker_env: dict[str, str]) -> dict[str, str]:
+    """The settings of both processes: webhooks polled often, to the local TLS receiver."""
+    return {
+        "VOLTHUB_RATELIMIT__ENABLED": "false",
+        "VOLTHUB_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
+        "VOLTHUB_WEBHOOKS__CA_FILE": str(receiver_tls[0]),
+        "VOLTHUB_WEBHOOKS__POLL_SECONDS": "0.5",
+        **broker_env,
+    }
+
+
+async def start_cluster(server_process: Any, postgres_url: str, env: dict[str, str]) -> tuple[Any, Any, Any, str]:
+    """Two processes on one database, an owner registered through the first, and the client
+    id of the owner's app holding chat:read."""
+    first = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    second = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    owner = await register_live(first.url)
+    return first, second, owner, await grant_chat_read(postgres_url, owner.id)
+
+
+async def watch_chat(
+    nursery: trio.Nursery, one: httpx.AsyncClient, second: Any, owner: Any, client_id: str, receiver: Any
+) -> Any:
+    """A chat.message webhook to `receiver` (created through `one`), and a Socket.IO client of
+    the owner on the `second` process; that client's WebSocket."""
+    created = await one.post(
+        f"/api/developer/apps/{client_id}/webhooks",
+        json={"url": receiver.url(), "events": ["chat.message"]},
+        headers=owner.headers,
+    )
+    assert created.status_code == 201, created.text
+    receiver.secret = created.json()["secret"]
+    ws = await open_ws(nursery, second.events_url, "/ws/events/")
+    handshake(await receive(ws))
+    await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
+    assert (await socket_event(ws, "connected"))["authenticated"] is True
+    return ws
+
+
 @pytest.mark.slow
 async def test_two_processes_share_events_webhooks_and_resume(
     postgres_url: str, server_process: Any, receiver_tls: Any, nursery: trio.Nursery, broker: Broker
 ) -> None:
     receiver, stop_receiver = await start_receiver(nursery, receiver_tls)
-    env = {
-        "VOLTHUB_RATELIMIT__ENABLED": "false",
-        "VOLTHUB_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
-        "VOLTHUB_WEBHOOKS__CA_FILE": str(receiver_tls[0]),
-        "VOLTHUB_WEBHOOKS__POLL_SECONDS": "0.5",
-        "VOLTHUB_CLUSTER__PRESENCE_INTERVAL_SECONDS": "0.5",
-        **broker.env,
-    }
-    first = await trio.to_thread.run_sync(server_process, postgres_url, env)
-    second = await trio.to_thread.run_sync(server_process, postgres_url, env)
-    owner = await register_live(first.url)
-    client_id = await grant_chat_read(postgres_url, owner.id)
-
+    env = cluster_env(receiver_tls, {"VOLTHUB_CLUSTER__PRESENCE_INTERVAL_SECONDS": "0.5", **broker.env})
+    first, second, owner, client_id = await start_cluster(server_process, postgres_url, env)
     async with (
         httpx.AsyncClient(base_url=first.url, timeout=10) as one,
         httpx.AsyncClient(base_url=second.url, timeout=10) as two,
     ):
-        created = await one.post(
-            f"/api/developer/apps/{client_id}/webhooks",
-            json={"url": receiver.url(), "events": ["chat.message"]},
-            headers=owner.headers,
-        )
-        assert created.status_code == 201, created.text
-        receiver.secret = created.json()["secret"]
-
         # An SSE client and a Socket.IO client on the second process.
-        ws = await open_ws(nursery, second.events_url, "/ws/events/")
-        handshake(await receive(ws))
-        await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
-        assert (await socket_event(ws, "connected"))["authenticated"] is True
+        ws = await watch_chat(nursery, one, second, owner, client_id, receiver)
         # Presence adds up every process: the first lists the viewer connected to the second.
         with trio.fail_after(10):
             while True:
@@ -206,34 +212,14 @@ async def test_a_broker_killed_mid_run_loses_no_acknowledged_event(
     the acknowledged messages, in order, once."""
     redis = RedisServer(tmp_path).start()
     receiver, stop_receiver = await start_receiver(nursery, receiver_tls)
-    env = {
-        "VOLTHUB_RATELIMIT__ENABLED": "false",
-        "VOLTHUB_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
-        "VOLTHUB_WEBHOOKS__CA_FILE": str(receiver_tls[0]),
-        "VOLTHUB_WEBHOOKS__POLL_SECONDS": "0.5",
-        "VOLTHUB_CLUSTER__BROKER": "redis",
-        "VOLTHUB_CLUSTER__REDIS_URL": redis.url,
-    }
+    env = cluster_env(receiver_tls, {"VOLTHUB_CLUSTER__BROKER": "redis", "VOLTHUB_CLUSTER__REDIS_URL": redis.url})
     try:
-        first = await trio.to_thread.run_sync(server_process, postgres_url, env)
-        second = await trio.to_thread.run_sync(server_process, postgres_url, env)
-        owner = await register_live(first.url)
-        client_id = await grant_chat_read(postgres_url, owner.id)
+        first, second, owner, client_id = await start_cluster(server_process, postgres_url, env)
         async with (
             httpx.AsyncClient(base_url=first.url, timeout=10) as one,
             httpx.AsyncClient(base_url=second.url, timeout=10) as two,
         ):
-            created = await one.post(
-                f"/api/developer/apps/{client_id}/webhooks",
-                json={"url": receiver.url(), "events": ["chat.message"]},
-                headers=owner.headers,
-            )
-            assert created.status_code == 201, created.text
-            receiver.secret = created.json()["secret"]
-            ws = await open_ws(nursery, second.events_url, "/ws/events/")
-            handshake(await receive(ws))
-            await ws.send_message("40" + orjson.dumps({"token": owner.token}).decode())
-            assert (await socket_event(ws, "connected"))["authenticated"] is True
+            ws = await watch_chat(nursery, one, second, owner, client_id, receiver)
             acknowledged: list[str] = []
 
             async def send(count: int) -> None:

@@ -12,7 +12,7 @@ import pytest
 import trio
 from prometheus_client import REGISTRY
 
-from tests.conftest import LiveServer, RegisteredUser, make_settings, register_live, serve_app
+from tests.conftest import LiveServer, RegisteredUser, make_settings, register_live, serve_app, served
 
 ALLOWED = "https://overlay.example"
 REFUSED = "https://elsewhere.example"
@@ -51,9 +51,8 @@ async def server(sqlite_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveSe
         server={"cors_origins": [ALLOWED]},
         volts={"payment_provider": ""},
     )
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 @pytest.fixture

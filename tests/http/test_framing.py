@@ -14,7 +14,7 @@ import pytest
 import trio
 from prometheus_client import REGISTRY
 
-from tests.conftest import LiveServer, make_settings, serve_app
+from tests.conftest import LiveServer, make_settings, serve_app, served
 from tests.http.rawhttp import RawConnection, request
 from volthub.http import serving
 
@@ -27,9 +27,8 @@ def port_of(url: str) -> int:
 
 
 async def serve(nursery: trio.Nursery, database_url: str, **server: object) -> AsyncIterator[LiveServer]:
-    stop = trio.Event()
-    yield await serve_app(nursery, make_settings(database_url, server=server), stop)
-    stop.set()
+    async with served(nursery, make_settings(database_url, server=server)) as server:
+        yield server
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import free_port, insert_app, make_settings, register, register_live, serve_app
+from tests.conftest import free_port, insert_app, make_settings, register, register_live, running_app, serve_app
 from tests.http.events.live import open_ws, polling_open, receive
 from tests.services.webhooks.support import start_receiver
 from volthub.http.events.socketio import sse_wire
@@ -246,32 +246,24 @@ async def promtool_accepts(exposition: str) -> None:
 
 
 async def test_metrics_answer_only_allowed_addresses_and_can_be_off(sqlite_url: str) -> None:
-    from volthub.http.app import create_app
-
     for metrics in ({"allow": ["10.0.0.0/8"]}, {"enabled": False}):
-        application = create_app(make_settings(sqlite_url, metrics=metrics))
-        async with application.test_app():
-            client = application.test_client()
+        async with running_app(make_settings(sqlite_url, metrics=metrics)) as (_, client):
             response = await client.get("/metrics", scope_base={"client": ("127.0.0.1", 5000)})
             assert response.status_code == 404
             body = await response.get_json()
             unknown = await (await client.get("/no-such-path")).get_json()
             assert body["error"] == unknown["error"] == "not_found"
             assert body["message"] == unknown["message"]
-    application = create_app(make_settings(sqlite_url))
-    async with application.test_app():
-        response = await application.test_client().get("/metrics", scope_base={"client": ("127.0.0.1", 5000)})
+    async with running_app(make_settings(sqlite_url)) as (_, client):
+        response = await client.get("/metrics", scope_base={"client": ("127.0.0.1", 5000)})
         assert response.status_code == 200
         assert b"# HELP volthub_http_requests_total" in await response.get_data()
 
 
 async def test_db_query_errors_count_failed_transactions_and_not_control_flow(database_url: str) -> None:
-    from volthub.http.app import create_app
     from volthub.persistence import IntegrityError
 
-    application = create_app(make_settings(database_url))
-    async with application.test_app():
-        client = application.test_client()
+    async with running_app(make_settings(database_url)) as (application, client):
         database = application.extensions["volthub"].db
         backend = database.dialect
         kinds = ("unavailable", "storage", "constraint", "invalid_input", "other")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RegisteredUser, make_settings, register
+from tests.conftest import RegisteredUser, make_settings, register, running_app
 from volthub.services import payments
 from volthub.services.payments import BadCallback, Charge
 
@@ -51,10 +51,7 @@ def signed(document: dict[str, Any], secret: bytes = SECRET) -> tuple[bytes, dic
 
 
 async def make_app(database_url: str, provider: str) -> AsyncIterator[Any]:
-    from volthub.http.app import create_app
-
-    application = create_app(make_settings(database_url, volts={"payment_provider": provider}))
-    async with application.test_app():
+    async with running_app(make_settings(database_url, volts={"payment_provider": provider})) as (application, _):
         yield application
 
 
@@ -65,21 +62,16 @@ async def unconfigured(database_url: str) -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-async def pending_app(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
-    from volthub.http.app import create_app
+def pending_app(backend_app: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from volthub.services.volts import Volts
 
     SignedCallbackProvider.paid = set()
-    application = create_app(make_settings(database_url))
-    async with application.test_app():
-        services = application.extensions["volthub"].services
-        old = services.volts
-        monkeypatch.setattr(
-            services,
-            "volts",
-            Volts(old._db, old._publisher, old._clock, old._settings, provider=SignedCallbackProvider()),
-        )
-        yield application
+    services = backend_app.extensions["volthub"].services
+    old = services.volts
+    monkeypatch.setattr(
+        services, "volts", Volts(old._db, old._publisher, old._clock, old._settings, provider=SignedCallbackProvider())
+    )
+    return backend_app
 
 
 async def balance_of(client: Any, user: RegisteredUser) -> int:

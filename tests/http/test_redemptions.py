@@ -13,8 +13,8 @@ import trio
 
 from tests.conftest import make_settings, register
 from tests.http.streams.support import HOOK, SETUP
+from tests.points_support import mint_points, points_balance
 from volthub.persistence import ledger
-from volthub.services.channel_points import points_account
 
 FOLLOW_BONUS = 300
 
@@ -73,26 +73,6 @@ def _db(app: Any) -> Any:
     return app.extensions["volthub"].db
 
 
-async def grant(app: Any, channel_id: str, user_id: str, amount: int) -> None:
-    """Points minted straight into a viewer's account (as watching would)."""
-    await _db(app).write(
-        lambda tx: ledger.transfer(
-            tx,
-            currency="points",
-            source=ledger.system_account("points", ledger.MINT, channel_id),
-            destination=points_account(channel_id, user_id),
-            amount=amount,
-            kind="test_grant",
-        )
-    )
-
-
-async def balance(client: Any, channel_id: str, viewer: Any) -> int:
-    response = await client.get(f"/api/channel-points/{channel_id}/balance", headers=viewer.headers)
-    assert response.status_code == 200
-    return int((await response.get_json())["balance"])
-
-
 async def reward(client: Any, owner: Any, **fields: Any) -> str:
     body = {"name": "Hydrate", "cost": 100, "requiresModeratorApproval": True, **fields}
     response = await client.post(f"/api/channel-points/{owner.id}/items", headers=owner.headers, json=body)
@@ -114,13 +94,13 @@ async def test_redeem_moves_points_emits_and_lists(app: Any, client: Any, publis
     owner, viewer = await register(client), await register(client)
     _, stream_id = await go_live(client, owner)
     item = await reward(client, owner, cost=120)
-    await grant(app, owner.id, viewer.id, 500)
+    await mint_points(_db(app), owner.id, viewer.id, 500)
     response = await client.post(redeem_path(owner, item), headers=viewer.headers, json={"userInput": "  hi  "})
     assert response.status_code == 201, await response.get_data(as_text=True)
     body = await response.get_json()
     assert (body["status"], body["rewardCost"], body["userInput"], body["balance"]) == ("unfulfilled", 120, "hi", 380)
     assert (body["userId"], body["username"], body["streamId"]) == (viewer.id, viewer.username, stream_id)
-    assert await balance(client, owner.id, viewer) == 380
+    assert await points_balance(client, owner.id, viewer) == 380
     event = await redemption_event(published, body["redemptionId"])
     assert event.channel_id == owner.id
     assert set(event.data) == {
@@ -149,7 +129,7 @@ async def test_refusals_write_nothing(app: Any, client: Any) -> None:
     owner, viewer = await register(client), await register(client)
     item = await reward(client, owner, cost=100)
     off = await reward(client, owner, enabled=False)
-    await grant(app, owner.id, viewer.id, 50)
+    await mint_points(_db(app), owner.id, viewer.id, 50)
     offline = await client.post(redeem_path(owner, item), headers=viewer.headers, json={})
     assert (offline.status_code, (await offline.get_json())["error"]) == (409, "channel_not_live")
     _, stream_id = await go_live(client, owner)
@@ -163,7 +143,7 @@ async def test_refusals_write_nothing(app: Any, client: Any) -> None:
     assert too_long.status_code == 400
     assert (await client.post(redeem_path(owner, item), json={})).status_code == 401
     assert await listed(client, owner, stream_id) == []
-    assert await balance(client, owner.id, viewer) == 50
+    assert await points_balance(client, owner.id, viewer) == 50
     elsewhere = await client.get(f"/api/channel-points/{owner.id}/stream/{uuid.uuid4()}/redemptions")
     assert elsewhere.status_code == 404
 
@@ -172,7 +152,7 @@ async def test_per_stream_and_per_user_limits_reset_with_a_new_stream(app: Any, 
     owner, first, second, third = [await register(client) for _ in range(4)]
     item = await reward(client, owner, cost=10, maxPerStream=2, maxPerUserPerStream=1)
     for viewer in (first, second, third):
-        await grant(app, owner.id, viewer.id, 100)
+        await mint_points(_db(app), owner.id, viewer.id, 100)
     key, stream_id = await go_live(client, owner)
     assert (await client.post(redeem_path(owner, item), headers=first.headers, json={})).status_code == 201
     again = await client.post(redeem_path(owner, item), headers=first.headers, json={})
@@ -211,19 +191,19 @@ async def test_per_stream_and_per_user_limits_reset_with_a_new_stream(app: Any, 
 async def test_fulfil_and_reject_once_by_the_owner(app: Any, client: Any) -> None:
     owner, viewer = await register(client), await register(client)
     item = await reward(client, owner, cost=40)
-    await grant(app, owner.id, viewer.id, 100)
+    await mint_points(_db(app), owner.id, viewer.id, 100)
     await go_live(client, owner)
     ids = []
     for _ in range(2):
         response = await client.post(redeem_path(owner, item), headers=viewer.headers, json={})
         ids.append((await response.get_json())["redemptionId"])
-    assert await balance(client, owner.id, viewer) == 20
+    assert await points_balance(client, owner.id, viewer) == 20
     base = f"/api/channel-points/{owner.id}/redemptions"
     assert (await client.post(f"{base}/{ids[0]}/reject", headers=viewer.headers)).status_code == 403
     rejected = await client.post(f"{base}/{ids[0]}/reject", headers=owner.headers)
     assert (rejected.status_code, (await rejected.get_json())["status"]) == (200, "rejected")
     assert (await rejected.get_json())["resolvedAt"] is not None
-    assert await balance(client, owner.id, viewer) == 60
+    assert await points_balance(client, owner.id, viewer) == 60
     for action in ("reject", "fulfill"):
         again = await client.post(f"{base}/{ids[0]}/{action}", headers=owner.headers)
         rid = again.headers["X-Request-Id"]
@@ -231,18 +211,18 @@ async def test_fulfil_and_reject_once_by_the_owner(app: Any, client: Any) -> Non
             409,
             {"status": "rejected", "requestId": rid},
         )
-    assert await balance(client, owner.id, viewer) == 60
+    assert await points_balance(client, owner.id, viewer) == 60
     fulfilled = await client.post(f"{base}/{ids[1]}/fulfill", headers=owner.headers)
     assert (await fulfilled.get_json())["status"] == "fulfilled"
     assert (await client.post(f"{base}/{ids[1]}/reject", headers=owner.headers)).status_code == 409
-    assert await balance(client, owner.id, viewer) == 60
+    assert await points_balance(client, owner.id, viewer) == 60
     assert (await client.post(f"{base}/{uuid.uuid4()}/fulfill", headers=owner.headers)).status_code == 404
 
 
 async def test_a_reward_without_approval_is_fulfilled_at_once_and_cannot_be_rejected(app: Any, client: Any) -> None:
     owner, viewer = await register(client), await register(client)
     item = await reward(client, owner, cost=30, requiresModeratorApproval=False)
-    await grant(app, owner.id, viewer.id, 100)
+    await mint_points(_db(app), owner.id, viewer.id, 100)
     _, stream_id = await go_live(client, owner)
     response = await client.post(redeem_path(owner, item), headers=viewer.headers, json={})
     body = await response.get_json()
@@ -253,7 +233,7 @@ async def test_a_reward_without_approval_is_fulfilled_at_once_and_cannot_be_reje
         f"/api/channel-points/{owner.id}/redemptions/{body['redemptionId']}/reject", headers=owner.headers
     )
     assert (rejected.status_code, (await rejected.get_json())["details"]["status"]) == (409, "fulfilled")
-    assert await balance(client, owner.id, viewer) == 70
+    assert await points_balance(client, owner.id, viewer) == 70
 
 
 async def test_a_channel_moderator_fulfils_and_rejects_flagged_redemptions_with_one_refund(
@@ -267,7 +247,7 @@ async def test_a_channel_moderator_fulfils_and_rejects_flagged_redemptions_with_
     )
     assert granted.status_code in (200, 201), await granted.get_data(as_text=True)
     item = await reward(client, owner, cost=25)
-    await grant(app, owner.id, viewer.id, 100)
+    await mint_points(_db(app), owner.id, viewer.id, 100)
     await go_live(client, owner)
     ids = []
     for _ in range(2):
@@ -277,19 +257,19 @@ async def test_a_channel_moderator_fulfils_and_rejects_flagged_redemptions_with_
     base = f"/api/channel-points/{owner.id}/redemptions"
     refused = await client.post(f"{base}/{ids[0]}/reject", headers=stranger.headers)
     assert refused.status_code == 403
-    assert await balance(client, owner.id, viewer) == 50
+    assert await points_balance(client, owner.id, viewer) == 50
     for _ in range(2):
         await client.post(f"{base}/{ids[0]}/reject", headers=moderator.headers)
-    assert await balance(client, owner.id, viewer) == 75  # refunded once
+    assert await points_balance(client, owner.id, viewer) == 75  # refunded once
     fulfilled = await client.post(f"{base}/{ids[1]}/fulfill", headers=moderator.headers)
     assert (fulfilled.status_code, (await fulfilled.get_json())["status"]) == (200, "fulfilled")
-    assert await balance(client, owner.id, viewer) == 75
+    assert await points_balance(client, owner.id, viewer) == 75
 
 
 async def test_concurrent_rejects_refund_once(app: Any, client: Any) -> None:
     owner, viewer = await register(client), await register(client)
     item = await reward(client, owner, cost=100)
-    await grant(app, owner.id, viewer.id, 100)
+    await mint_points(_db(app), owner.id, viewer.id, 100)
     await go_live(client, owner)
     redeemed = await (await client.post(redeem_path(owner, item), headers=viewer.headers, json={})).get_json()
     path = f"/api/channel-points/{owner.id}/redemptions/{redeemed['redemptionId']}/reject"
@@ -302,14 +282,14 @@ async def test_concurrent_rejects_refund_once(app: Any, client: Any) -> None:
         for _ in range(8):
             nursery.start_soon(reject)
     assert sorted(statuses) == [200] + [409] * 7
-    assert await balance(client, owner.id, viewer) == 100
+    assert await points_balance(client, owner.id, viewer) == 100
 
 
 async def test_parallel_redeems_never_overdraw_nor_exceed_a_limit(app: Any, client: Any) -> None:
     owner, viewer = await register(client), await register(client)
     item = await reward(client, owner, cost=100)
     capped = await reward(client, owner, name="Capped", cost=1, maxPerStream=3)
-    await grant(app, owner.id, viewer.id, 500 + 3)
+    await mint_points(_db(app), owner.id, viewer.id, 500 + 3)
     _, stream_id = await go_live(client, owner)
     statuses: dict[str, list[int]] = {item: [], capped: []}
 
@@ -323,7 +303,7 @@ async def test_parallel_redeems_never_overdraw_nor_exceed_a_limit(app: Any, clie
             nursery.start_soon(redeem, capped)
     assert statuses[item].count(201) == 5 and statuses[item].count(400) == 7
     assert statuses[capped].count(201) == 3 and statuses[capped].count(409) == 9
-    assert await balance(client, owner.id, viewer) == 0
+    assert await points_balance(client, owner.id, viewer) == 0
     assert len(await listed(client, owner, stream_id)) == 8
     assert await _db(app).read(ledger.mismatched_accounts) == []
 
@@ -331,7 +311,7 @@ async def test_parallel_redeems_never_overdraw_nor_exceed_a_limit(app: Any, clie
 async def test_one_idempotency_key_redeems_once(app: Any, client: Any) -> None:
     owner, viewer = await register(client), await register(client)
     item = await reward(client, owner, cost=100)
-    await grant(app, owner.id, viewer.id, 1000)
+    await mint_points(_db(app), owner.id, viewer.id, 1000)
     _, stream_id = await go_live(client, owner)
     headers = {**viewer.headers, "Idempotency-Key": "redeem-once"}
     answers: list[tuple[int, bytes]] = []
@@ -346,7 +326,7 @@ async def test_one_idempotency_key_redeems_once(app: Any, client: Any) -> None:
     created = [body for status, body in answers if status == 201]
     assert created and len(set(created)) == 1, answers  # replays answer byte for byte
     assert all(status in (201, 409) for status, _ in answers)  # 409: the first is still running
-    assert await balance(client, owner.id, viewer) == 900
+    assert await points_balance(client, owner.id, viewer) == 900
     assert len(await listed(client, owner, stream_id)) == 1
     other = await client.post(redeem_path(owner, item), headers=headers, json={"userInput": "b"})
     assert other.status_code == 422
@@ -357,7 +337,7 @@ async def test_follow_pays_the_bonus_once_and_notifies(app: Any, client: Any) ->
     for _ in range(3):
         assert (await client.post(f"/api/users/follow/{owner.id}", headers=fan.headers)).status_code == 200
         assert (await client.delete(f"/api/users/follow/{owner.id}", headers=fan.headers)).status_code in (200, 204)
-    assert await balance(client, owner.id, fan) == FOLLOW_BONUS
+    assert await points_balance(client, owner.id, fan) == FOLLOW_BONUS
     notes = await (await client.get("/api/notifications", headers=owner.headers)).get_json()
     follows = [n for n in notes["items"] if n["type"] == "follow.new"]
     assert len(follows) == 3 and follows[0]["data"]["userId"] == fan.id

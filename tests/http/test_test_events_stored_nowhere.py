@@ -3,13 +3,13 @@ any table, the PostgreSQL event log (the relay's transport between processes) in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import trio
 
 from tests.conftest import make_settings, register
+from volthub.config import Settings
 
 TEST_EVENTS = "/api/integrations/oauth/test/events"
 # Written by every request on PostgreSQL (shared rate-limit budgets, presence beats): not
@@ -18,12 +18,9 @@ PER_REQUEST = {"rate_limit_budgets", "presence"}
 
 
 @pytest.fixture
-async def app(database_url: str) -> AsyncIterator[Any]:
-    from volthub.http.app import create_app
-
-    application = create_app(make_settings(database_url))
-    async with application.test_app():
-        yield application
+def settings(database_url: str) -> Settings:
+    """Each backend, not only SQLite."""
+    return make_settings(database_url)
 
 
 async def row_counts(app: Any) -> dict[str, int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import trio
 
 from tests.hub.brokers import deployment_url, kind, shared_kind, start_process
 from volthub.hub.bus import InProcessBroker
@@ -40,6 +41,25 @@ async def start_hub(db, nursery):
         return hub
 
     return start
+
+
+async def retired(actor, mock_clock, idle_seconds=60):
+    """Until `actor` stops for being idle past `idle_seconds` of the mock clock."""
+    mock_clock.jump(idle_seconds + 1)
+    mock_clock.autojump_threshold = 0.5  # so a never-stopping actor fails the test, not hangs it
+    with trio.fail_after(3600):
+        await actor.stopped.wait()
+    mock_clock.autojump_threshold = float("inf")
+
+
+async def two_processes(db, nursery, channel, **options):
+    """Two registries started on the same database, as two processes would be; each has
+    resumed `channel` (its open deadlines)."""
+    hubs = Hub(db, **options), Hub(db, **options)
+    for hub in hubs:
+        await nursery.start(hub.registry.run)
+    assert all(channel in hub.registry.active_channels() for hub in hubs)
+    return hubs
 
 
 async def make_user(db, name):

@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from tests.hub import probe
-from tests.hub.conftest import Hub, make_user
+from tests.hub.conftest import Hub, make_user, retired, two_processes
 from volthub.hub.actor import ChannelBusy, ChannelUnavailable, ChatRefused
 from volthub.hub.clock import TrioClock
 from volthub.hub.components.chat import OutgoingMessage, SendMessage, UpdateSettings
@@ -218,12 +218,7 @@ async def test_an_idle_actor_retires_and_a_busy_component_keeps_it(db, start, mo
     idle, counting = await make_user(db, "retiring"), await make_user(db, "counting")
     await hub.registry.call(idle, probe.Echo(1))
     await hub.registry.call(counting, probe.StartCountdown(600))
-    first = hub.registry.actor(idle)
-    mock_clock.jump(61)
-    mock_clock.autojump_threshold = 0.5  # so a never-stopping actor fails the test, not hangs it
-    with trio.fail_after(3600):
-        await first.stopped.wait()
-    mock_clock.autojump_threshold = float("inf")
+    await retired(hub.registry.actor(idle), mock_clock)
     assert idle not in hub.registry.active_channels()
     assert counting in hub.registry.active_channels()  # its countdown is not idle
     await finish_countdowns(db)
@@ -274,10 +269,7 @@ async def test_an_open_deadline_survives_a_restart(db, nursery, mock_clock):
 
     # Two processes start on the same database: each resumes the open countdown, and the
     # guarded write lets exactly one of them end it.
-    after, other = Hub(db, clock=clock, kinds=kinds), Hub(db, clock=clock, kinds=kinds)
-    await nursery.start(after.registry.run)
-    await nursery.start(other.registry.run)
-    assert channel in after.registry.active_channels() and channel in other.registry.active_channels()
+    after, other = await two_processes(db, nursery, channel, clock=clock, kinds=kinds)
     mock_clock.jump(31)
     for hub in (after, other):
         await settled(hub, channel)

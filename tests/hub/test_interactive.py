@@ -8,7 +8,8 @@ import uuid
 import trio
 
 from tests.conftest import stored_user
-from tests.hub.conftest import Hub
+from tests.hub.conftest import Hub, two_processes
+from tests.points_support import mint_points
 from volthub.hub.clock import TrioClock
 from volthub.hub.components import goals, polls, predictions, timers
 from volthub.hub.interactive_feed import InteractiveFeed
@@ -33,10 +34,7 @@ async def test_two_processes_end_a_poll_once_and_a_timer_once(db, nursery, mock_
         await before.registry.call(channel, timers.StartTimer(40, "T"))
         first_process.cancel_scope.cancel()
     # Two processes on the same database resume both deadlines; one of them takes each.
-    after, other = Hub(db, clock=clock), Hub(db, clock=clock)
-    await nursery.start(after.registry.run)
-    await nursery.start(other.registry.run)
-    assert channel in after.registry.active_channels() and channel in other.registry.active_channels()
+    after, other = await two_processes(db, nursery, channel, clock=clock)
     mock_clock.jump(41)
     for hub in (after, other):
         await settled(hub, channel)
@@ -44,19 +42,6 @@ async def test_two_processes_end_a_poll_once_and_a_timer_once(db, nursery, mock_
     assert len(ends) == 1 and ends[0].data["pollId"] == poll.id
     timer_ends = after.named("channel.timer.update") + other.named("channel.timer.update")
     assert [e.data["action"] for e in timer_ends] == ["ended"]
-
-
-async def mint(db, channel: str, user: str, amount: int) -> None:
-    await db.write(
-        lambda tx: ledger.transfer(
-            tx,
-            currency="points",
-            source=ledger.system_account("points", ledger.MINT, channel),
-            destination=ledger.user_account("points", user, channel),
-            amount=amount,
-            kind="test_mint",
-        )
-    )
 
 
 async def balance(db, account: str) -> int:
@@ -68,7 +53,7 @@ async def test_bets_move_points_into_escrow_and_resolve_empties_it(db, start_hub
     channel = await stored_user(db)
     users = [await stored_user(db) for _ in range(3)]
     for user in users:
-        await mint(db, channel, user, 500)
+        await mint_points(db, channel, user, 500)
     p = await hub.registry.call(channel, predictions.StartPrediction("Win?", ("Yes", "No"), 60))
     yes, no = (o.id for o in p.outcomes)
     await hub.registry.call(channel, predictions.PlaceBet(p.id, users[0], yes, 100))
@@ -89,7 +74,7 @@ async def test_bets_move_points_into_escrow_and_resolve_empties_it(db, start_hub
 async def test_a_refused_bet_leaves_nothing_behind(db, start_hub) -> None:
     hub = await start_hub()
     channel, user = await stored_user(db), await stored_user(db)
-    await mint(db, channel, user, 50)
+    await mint_points(db, channel, user, 50)
     p = await hub.registry.call(channel, predictions.StartPrediction("Win?", ("Yes", "No"), 60))
     try:
         await hub.registry.call(channel, predictions.PlaceBet(p.id, user, p.outcomes[0].id, 51))

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 import trio
 
+from tests.conftest import migrated_database
 from tests.redis_support import RedisServer
 from volthub.hub.clock import TrioClock
 from volthub.hub.presence import ClusterPresence, DatabasePresenceStore, PresenceStore, RedisPresenceStore
-from volthub.persistence import Database, migrate, open_database
+from volthub.persistence import Database
 
 
 class Local:
@@ -31,11 +32,8 @@ class Local:
 
 @pytest.fixture
 async def database(postgres_url: str) -> AsyncIterator[Database]:
-    db = open_database(postgres_url, pool_size=4)
-    await db.open()
-    await migrate(db)
-    yield db
-    await db.close()
+    async with migrated_database(postgres_url, pool_size=4) as db:
+        yield db
 
 
 class Connected:

@@ -39,6 +39,26 @@ def state(channels: dict[str, bool] | None = None, user: str | None = "u1") -> L
     return Lost("sid-1", "/", user, None, channels if channels is not None else {"c1": True}, {"c1": "e1"})
 
 
+async def kept_by_one(make: Callable[[], SharedRecoveryStore], count: int) -> tuple[Any, Any]:
+    """Two processes' stores, the first having kept `count` states (pid-n, of user un)."""
+    a, b = make(), make()
+    for n in range(count):
+        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
+    await a.flush()
+    return a, b
+
+
+class Taker:
+    """Takes pid-n as user un through `store`; `found[n]` is what each take got."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.found: dict[int, Any] = {}
+
+    async def __call__(self, n: int) -> None:
+        self.found[n] = await self.store.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+
+
 @pytest.fixture
 async def stores(
     shared_kind: str, start_process: Any
@@ -71,10 +91,7 @@ async def test_a_burst_of_takes_is_looked_up_together_each_once(stores: Any) -> 
     """A restart's reconnects arrive at once: their takes share look-ups (one at a time),
     and each gets its own state, once; a cancelled take does not hold up the others."""
     make, _, _ = stores
-    a, b = make(), make()
-    for n in range(40):
-        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
-    await a.flush()
+    a, b = await kept_by_one(make, 40)
     looked_up: list[int] = []
     bulk = b._take_many
 
@@ -83,10 +100,8 @@ async def test_a_burst_of_takes_is_looked_up_together_each_once(stores: Any) -> 
         return await bulk(keys, now)
 
     b._take_many = counted
-    found: dict[int, Any] = {}
-
-    async def take(n: int) -> None:
-        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+    take = Taker(b)
+    found = take.found
 
     async def leaver() -> None:
         with trio.move_on_after(0.001):  # cancelled while it waits, or as it leads
@@ -107,10 +122,7 @@ async def test_a_gathered_look_up_asks_redis_in_one_pipeline_not_key_by_key(stor
     make, _, servers = stores
     if not servers:
         pytest.skip("PostgreSQL's look-up is one statement by construction")
-    a, b = make(), make()
-    for n in range(30):
-        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
-    await a.flush()
+    a, b = await kept_by_one(make, 30)
     client, asked = b._relay.client(), []
 
     class Watched:
@@ -119,10 +131,8 @@ async def test_a_gathered_look_up_asks_redis_in_one_pipeline_not_key_by_key(stor
             return getattr(client, name)
 
     b._relay = SimpleNamespace(client=Watched)
-    found: dict[int, Any] = {}
-
-    async def take(n: int) -> None:
-        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+    take = Taker(b)
+    found = take.found
 
     async with trio.open_nursery() as nursery:
         for n in range(30):
@@ -134,10 +144,7 @@ async def test_a_gathered_look_up_asks_redis_in_one_pipeline_not_key_by_key(stor
 async def test_a_take_does_not_wait_for_the_look_up_before_its_own(stores: Any) -> None:
     """While one gathered look-up is in flight, a take that arrives starts another one."""
     make, _, _ = stores
-    a, b = make(), make()
-    for n in range(2):
-        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
-    await a.flush()
+    a, b = await kept_by_one(make, 2)
     started: list[list[str]] = []
     slow = trio.Event()
     bulk = b._take_many
@@ -149,10 +156,8 @@ async def test_a_take_does_not_wait_for_the_look_up_before_its_own(stores: Any) 
         return await bulk(keys, now)
 
     b._take_many = gated
-    found: dict[int, Any] = {}
-
-    async def take(n: int) -> None:
-        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+    take = Taker(b)
+    found = take.found
 
     async with trio.open_nursery() as nursery:
         try:
@@ -170,10 +175,7 @@ async def test_a_take_does_not_wait_for_the_look_up_before_its_own(stores: Any) 
 
 async def test_a_take_whose_look_up_runs_waits_for_it_without_starting_others(stores: Any) -> None:
     make, _, _ = stores
-    a, b = make(), make()
-    for n in range(2):
-        a.keep(f"pid-{n}", state(user=f"u{n}"), now=0.0)
-    await a.flush()
+    a, b = await kept_by_one(make, 2)
     slow = trio.Event()
     bulk = b._take_many
     lead = b._lead
@@ -189,10 +191,8 @@ async def test_a_take_whose_look_up_runs_waits_for_it_without_starting_others(st
 
     b._take_many = gated
     b._lead = counted
-    found: dict[int, Any] = {}
-
-    async def take(n: int) -> None:
-        found[n] = await b.take(f"pid-{n}", f"u{n}", "/", now=0.0)
+    take = Taker(b)
+    found = take.found
 
     async with trio.open_nursery() as nursery:
         try:
@@ -368,13 +368,20 @@ def key_of(pid: str) -> str:
     return state_key(pid, "u1", "/")
 
 
-async def test_live_states_tracked_moments_apart_share_one_transaction(
-    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
-) -> None:
+@pytest.fixture
+async def tracking(nursery: trio.Nursery) -> RecordingStore:
+    """A store whose writer runs, having queued pid-1's live state (and waiting to write it)."""
     store = RecordingStore()
     nursery.start_soon(store.run)
     store.track("pid-1", state(), now=0.0)
     await trio.testing.wait_all_tasks_blocked()
+    return store
+
+
+async def test_live_states_tracked_moments_apart_share_one_transaction(
+    tracking: RecordingStore, mock_clock: trio.testing.MockClock
+) -> None:
+    store = tracking
     mock_clock.jump(LIVE_WRITE_GATHER_SECONDS / 2)
     store.track("pid-2", state(), now=0.0)
     mock_clock.jump(LIVE_WRITE_GATHER_SECONDS)
@@ -383,12 +390,9 @@ async def test_live_states_tracked_moments_apart_share_one_transaction(
 
 
 async def test_a_dropped_state_is_written_at_once_with_the_live_ones_queued(
-    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
+    tracking: RecordingStore, mock_clock: trio.testing.MockClock
 ) -> None:
-    store = RecordingStore()
-    nursery.start_soon(store.run)
-    store.track("pid-1", state(), now=0.0)
-    await trio.testing.wait_all_tasks_blocked()
+    store = tracking
     store.keep("pid-2", state(), now=0.0)
     await trio.testing.wait_all_tasks_blocked()  # no time passes
     assert store.transactions == [[key_of("pid-1"), key_of("pid-2")]]

@@ -31,18 +31,14 @@ def read_members(tx: Tx, channel_id: str, user_ids: Iterable[str], now_ms: int) 
     return {user_id: Member.from_row(row) for user_id, row in repo.standings(tx, channel_id, user_ids, now_ms).items()}
 
 
-class TxChatStore:
-    """Implements `chat.ChatStore` for one channel inside one transaction."""
+class TxChannelStore:
+    """What every store port of one channel inside one transaction reads: who a user is
+    in the channel, and who a username names."""
 
     def __init__(self, tx: Tx, channel_id: str, now_ms: int) -> None:
         self._tx = tx
         self._channel_id = channel_id
         self._now_ms = now_ms
-
-    # -- reads --
-
-    def settings(self) -> ChatSettings:
-        return read_settings(self._tx, self._channel_id)
 
     def standing(self, user_id: str) -> Standing | None:
         row = repo.standing(self._tx, self._channel_id, user_id, self._now_ms)
@@ -51,6 +47,15 @@ class TxChatStore:
     def user_id_of(self, username: str) -> str | None:
         user = users_repo.get_by_username_insensitive(self._tx, username)
         return None if user is None else user.id
+
+
+class TxChatStore(TxChannelStore):
+    """Implements `chat.ChatStore` for one channel inside one transaction."""
+
+    # -- reads --
+
+    def settings(self) -> ChatSettings:
+        return read_settings(self._tx, self._channel_id)
 
     def standing_and_people_named(
         self, user_id: str, usernames: list[str]

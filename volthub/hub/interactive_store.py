@@ -9,16 +9,20 @@ use. Cards go through the channel's chat port, so they are chat history like any
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import cached_property
 from typing import Any
 
-from volthub.hub.chat_store import TxChatStore
+from volthub.hub.chat_store import TxChannelStore, TxChatStore
 from volthub.hub.components import giveaways, goals, polls, predictions, timers
-from volthub.hub.components.chat_rules import Standing
 from volthub.persistence import Row, Tx, ledger
 from volthub.persistence import chat as chat_repo
 from volthub.persistence import interactive as repo
 
 # --- rows -> records -------------------------------------------------------------------------
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def poll_of(row: Row, votes: dict[str, int] | None = None) -> polls.Poll:
@@ -30,16 +34,18 @@ def poll_of(row: Row, votes: dict[str, int] | None = None) -> polls.Poll:
         options,
         int(row["started_at"]),
         int(row["ends_at"]),
-        None if row["ended_at"] is None else int(row["ended_at"]),
+        _optional_int(row["ended_at"]),
         votes or {},
     )
 
 
+def _bet(row: Row) -> predictions.Bet:
+    return predictions.Bet(row["user_id"], row["outcome_id"], int(row["points"]), int(row["placed_at"]))
+
+
 def prediction_of(row: Row, bet_rows: list[Row] | None = None) -> predictions.Prediction:
     choices = tuple(predictions.Choice(o["id"], o["title"]) for o in row["outcomes"])
-    bets = tuple(
-        predictions.Bet(b["user_id"], b["outcome_id"], int(b["points"]), int(b["placed_at"])) for b in bet_rows or []
-    )
+    bets = tuple(_bet(b) for b in bet_rows or [])
     return predictions.Prediction(
         row["id"],
         row["title"],
@@ -47,8 +53,8 @@ def prediction_of(row: Row, bet_rows: list[Row] | None = None) -> predictions.Pr
         choices,
         int(row["started_at"]),
         int(row["locks_at"]),
-        None if row["locked_at"] is None else int(row["locked_at"]),
-        None if row["ended_at"] is None else int(row["ended_at"]),
+        _optional_int(row["locked_at"]),
+        _optional_int(row["ended_at"]),
         row["winning_outcome_id"],
         bets,
     )
@@ -65,15 +71,14 @@ def giveaway_of(tx: Tx, row: Row) -> giveaways.Giveaway:
         row["status"],
         bool(row["subscribers_only"]),
         int(row["started_at"]),
-        None if row["ends_at"] is None else int(row["ends_at"]),
-        None if row["ended_at"] is None else int(row["ended_at"]),
+        _optional_int(row["ends_at"]),
+        _optional_int(row["ended_at"]),
         repo.entry_count(tx, row["id"]),
         tuple(_winner(w) for w in repo.winners(tx, row["id"])),
     )
 
 
 def goal_of(row: Row) -> goals.Goal:
-    completed = row["completed_period"]
     return goals.Goal(
         row["id"],
         row["type"],
@@ -82,7 +87,7 @@ def goal_of(row: Row) -> goals.Goal:
         int(row["target"]),
         row["period"],
         int(row["period_start"]),
-        None if completed is None else int(completed),
+        _optional_int(row["completed_period"]),
     )
 
 
@@ -101,32 +106,18 @@ def timer_of(row: Row) -> timers.Timer:
         row["status"],
         int(row["duration_seconds"]),
         int(row["remaining_ms"]),
-        None if row["ends_at"] is None else int(row["ends_at"]),
+        _optional_int(row["ends_at"]),
         subathon,
     )
-
-
-def _standing(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> Standing | None:
-    row = chat_repo.standing(tx, channel_id, user_id, now_ms)
-    return None if row is None else Standing.from_row(row)
 
 
 # --- the ports -------------------------------------------------------------------------------
 
 
-class _Port:
-    def __init__(self, tx: Tx, channel_id: str, now_ms: int) -> None:
-        self._tx, self._channel_id, self._now_ms = tx, channel_id, now_ms
-        self._chat: TxChatStore | None = None
-
-    @property
+class _Port(TxChannelStore):
+    @cached_property
     def chat(self) -> TxChatStore:
-        if self._chat is None:
-            self._chat = TxChatStore(self._tx, self._channel_id, self._now_ms)
-        return self._chat
-
-    def standing(self, user_id: str) -> Standing | None:
-        return _standing(self._tx, self._channel_id, user_id, self._now_ms)
+        return TxChatStore(self._tx, self._channel_id, self._now_ms)
 
     def count_once(self, key: str) -> bool:
         return repo.count_once(self._tx, self._channel_id, key, self._now_ms)
@@ -195,12 +186,26 @@ class TxPredictionStore(_Port):
 
     def bet(self, prediction_id: str, user_id: str) -> predictions.Bet | None:
         row = repo.get_bet(self._tx, prediction_id, user_id)
-        if row is None:
-            return None
-        return predictions.Bet(row["user_id"], row["outcome_id"], int(row["points"]), int(row["placed_at"]))
+        return None if row is None else _bet(row)
 
     def points_balance(self, user_id: str) -> int:
-        return ledger.balance(self._tx, ledger.user_account("points", user_id, self._channel_id))
+        return ledger.balance(self._tx, self._points(user_id))
+
+    def _points(self, user_id: str) -> str:
+        """The user's channel-points account in this channel."""
+        return ledger.user_account("points", user_id, self._channel_id)
+
+    def _move_points(self, source: str, destination: str, amount: int, kind: str, prediction_id: str) -> None:
+        ledger.transfer(
+            self._tx,
+            currency="points",
+            source=source,
+            destination=destination,
+            amount=amount,
+            kind=kind,
+            reference=prediction_id,
+            now_ms=self._now_ms,
+        )
 
     def lock(self, prediction_id: str, now_ms: int) -> bool:
         return repo.lock_prediction(self._tx, prediction_id, now_ms)
@@ -223,28 +228,10 @@ class TxPredictionStore(_Port):
                     locks_at=p.locks_at,
                 )
             case predictions.StakeBet(prediction_id=pid, bet=bet, added=added):
-                ledger.transfer(
-                    tx,
-                    currency="points",
-                    source=ledger.user_account("points", bet.user_id, channel_id),
-                    destination=_escrow(channel_id, pid),
-                    amount=added,
-                    kind="prediction_bet",
-                    reference=pid,
-                    now_ms=self._now_ms,
-                )
+                self._move_points(self._points(bet.user_id), _escrow(channel_id, pid), added, "prediction_bet", pid)
                 repo.put_bet(tx, pid, bet.user_id, bet.outcome_id, bet.points, bet.placed_at)
             case predictions.PayOut(prediction_id=pid, user_id=user_id, amount=amount, kind=kind):
-                ledger.transfer(
-                    tx,
-                    currency="points",
-                    source=_escrow(channel_id, pid),
-                    destination=ledger.user_account("points", user_id, channel_id),
-                    amount=amount,
-                    kind=kind,
-                    reference=pid,
-                    now_ms=self._now_ms,
-                )
+                self._move_points(_escrow(channel_id, pid), self._points(user_id), amount, kind, pid)
                 repo.record_payout(tx, pid, user_id, amount)
             case _:
                 return False

@@ -9,7 +9,7 @@ import orjson
 import pytest
 import trio
 
-from tests.conftest import SOCKET_PATHS, LiveServer, make_settings, register_live, serve_app, socket_path_events
+from tests.conftest import SOCKET_PATHS, LiveServer, make_settings, register_live, served, socket_path_events
 from tests.js_client import JS_DIR, node_with_official_client
 from volthub.http.events.recovery import Lost, RecoveryStore, missed_events, note_start
 from volthub.hub.fanout import Fanout
@@ -20,9 +20,8 @@ from volthub.hub.publisher import Event
 async def server(sqlite_url: str, nursery: trio.Nursery, request: pytest.FixtureRequest) -> AsyncIterator[LiveServer]:
     """The Socket.IO paths on the gateway's own port (the default) or on the main port (mount)."""
     settings = make_settings(sqlite_url, events=socket_path_events(request.param), ratelimit={"enabled": False})
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 @pytest.mark.parametrize(("transports", "target"), [("websocket", "path"), ("default", "namespace")])

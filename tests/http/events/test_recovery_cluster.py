@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import orjson
@@ -177,6 +177,35 @@ async def state_written(postgres_url: str, broker: Broker) -> None:
             await trio.sleep(0.05)
 
 
+class DoomedSetup(NamedTuple):
+    doomed: Any  # the `volthub serve` process the test kills or stops
+    survivor: LiveServer  # in this process: cheaper to start
+    owner: RegisteredUser
+    client: DrivenClient
+    connected: dict[str, Any]  # the client's first connect
+
+
+async def client_on_a_doomed_process(
+    postgres_url: str, server_process: Any, broker: Broker, nursery: trio.Nursery, stop: trio.Event
+) -> DoomedSetup:
+    """A `volthub serve` process and a survivor on one database, and the owner's client on
+    the first, having seen one message there, its connection state stored."""
+    env = {
+        "VOLTHUB_RATELIMIT__ENABLED": "false",
+        "VOLTHUB_EVENTS__RESUME_BUFFER_SIZE": str(RESUME_BUFFER),
+        **broker.env,
+    }
+    doomed = await trio.to_thread.run_sync(server_process, postgres_url, env)
+    survivor = await serve_app(nursery, cluster_settings(postgres_url, broker), stop)
+    owner = await register_live(doomed.url)
+    client = await start_client(nursery, doomed.events_url, owner.token)
+    connected = await client.next("connect")
+    sent = await send_chat(doomed.url, owner, "before it goes")
+    assert message_ids(await client.events(1)) == [sent]
+    await state_written(postgres_url, broker)
+    return DoomedSetup(doomed, survivor, owner, client, connected)
+
+
 @pytest.mark.slow
 async def test_a_client_of_a_killed_process_recovers_on_another(
     postgres_url: str, server_process: Any, broker: Broker, nursery: trio.Nursery
@@ -184,21 +213,8 @@ async def test_a_client_of_a_killed_process_recovers_on_another(
     """A `volthub serve` process is SIGKILLed, which leaves it no chance to write anything
     at the drop: the state written when the connection joined, and the client's offset,
     are enough for another process."""
-    env = {
-        "VOLTHUB_RATELIMIT__ENABLED": "false",
-        "VOLTHUB_EVENTS__RESUME_BUFFER_SIZE": str(RESUME_BUFFER),
-        **broker.env,
-    }
-    a = await trio.to_thread.run_sync(server_process, postgres_url, env)
-    settings = cluster_settings(postgres_url, broker)
     stop = trio.Event()
-    b = await serve_app(nursery, settings, stop)  # the survivor: in this process, cheaper to start
-    owner = await register_live(a.url)
-    client = await start_client(nursery, a.events_url, owner.token)
-    first = await client.next("connect")
-    sent = await send_chat(a.url, owner, "before the kill")
-    assert message_ids(await client.events(1)) == [sent]
-    await state_written(postgres_url, broker)
+    a, b, owner, client, first = await client_on_a_doomed_process(postgres_url, server_process, broker, nursery, stop)
 
     a.kill()  # SIGKILL
     assert (await client.next("disconnect"))["reason"] == "transport close"
@@ -241,21 +257,8 @@ async def test_a_client_of_a_stopped_process_recovers_on_another_from_its_live_s
     """SIGTERM: a connection that follows one channel gets no write of its own at the
     shutdown; the state written when it joined stands, retired with the process's others,
     and with the client's offset it recovers on another process."""
-    env = {
-        "VOLTHUB_RATELIMIT__ENABLED": "false",
-        "VOLTHUB_EVENTS__RESUME_BUFFER_SIZE": str(RESUME_BUFFER),
-        **broker.env,
-    }
-    a = await trio.to_thread.run_sync(server_process, postgres_url, env)
-    settings = cluster_settings(postgres_url, broker)
     stop = trio.Event()
-    b = await serve_app(nursery, settings, stop)
-    owner = await register_live(a.url)
-    client = await start_client(nursery, a.events_url, owner.token)
-    first = await client.next("connect")
-    sent = await send_chat(a.url, owner, "before the stop")
-    assert message_ids(await client.events(1)) == [sent]
-    await state_written(postgres_url, broker)
+    a, b, owner, client, first = await client_on_a_doomed_process(postgres_url, server_process, broker, nursery, stop)
 
     assert await trio.to_thread.run_sync(a.terminate) == 0  # SIGTERM
     assert (await client.next("disconnect"))["reason"] == "transport close"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import httpx
 import orjson
@@ -10,9 +11,9 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from tests.conftest import SOCKET_PATHS, LiveServer, register_live, serve_app, socket_path_events
+from tests.conftest import SOCKET_PATHS, LiveServer, register_live, served, socket_path_events
 from tests.http.events.live import handshake, open_ws, receive
-from tests.http.oauth.tokens import issue_oauth_token
+from tests.http.oauth.tokens import end_grant, issue_oauth_token
 from volthub.config import Settings
 from volthub.http.events.registry import ConnectionRegistry
 
@@ -29,6 +30,40 @@ async def _socket(server: LiveServer, nursery: trio.Nursery, token: str):  # typ
     return ws
 
 
+async def stream_error_codes(http: httpx.AsyncClient, token: str, end: Callable[[], Awaitable[None]]) -> list[str]:
+    """The error codes an SSE stream of `token` ends with when `end()` runs while it is open."""
+    async with aconnect_sse(http, "GET", "/api/events/stream", headers={"Authorization": f"Bearer {token}"}) as source:
+        events = source.aiter_sse()
+        with trio.fail_after(5):
+            assert (await events.__anext__()).event == "connected"
+        await end()
+        with trio.fail_after(5):
+            ending = [sse async for sse in events if sse.event == "error"]
+    return [orjson.loads(e.data)["code"] for e in ending]
+
+
+async def parting_event(socket: Any) -> tuple[str, Any]:
+    """The event a socket is sent just before the server disconnects it ("41")."""
+    frames = []
+    with trio.fail_after(5):
+        while not frames or frames[-1] != "41":
+            frames.append(await receive(socket, skip_pings=True))
+    name, data = orjson.loads(frames[-2][2:])
+    return name, data
+
+
+async def assert_still_served(http: httpx.AsyncClient, user: Any, socket: Any) -> None:
+    """`socket` of `user` still gets the user's events (a sandbox follow)."""
+    sandbox = await http.post(
+        "/api/integrations/oauth/test/events",
+        headers=user.headers,
+        json={"eventType": "follow", "channelId": user.id},
+    )
+    assert sandbox.status_code == 200
+    name, _ = orjson.loads((await receive(socket, skip_pings=True))[2:])
+    assert name == "event"
+
+
 @pytest.fixture(params=SOCKET_PATHS)
 async def live_server(
     settings: Settings, nursery: trio.Nursery, request: pytest.FixtureRequest
@@ -37,9 +72,8 @@ async def live_server(
     settings = settings.model_copy(
         update={"events": settings.events.model_copy(update=socket_path_events(request.param))}
     )
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 @pytest.mark.parametrize("how", ["revoke", "delete app"])
@@ -49,40 +83,13 @@ async def test_revoking_ends_the_apps_sockets_and_streams(
     user = await register_live(live_server.url)
     token = await issue_oauth_token(live_server.app, user.id, "chat:read")
     async with httpx.AsyncClient(base_url=live_server.url, timeout=10) as http:
-        listed = (await http.get("/api/users/me/connections", headers=user.headers)).json()
-        [connection] = listed["items"]
-        client_id = connection["clientId"]
         app_socket = await _socket(live_server, nursery, token)
         own_socket = await _socket(live_server, nursery, user.token)  # first-party: unaffected
-        async with aconnect_sse(
-            http, "GET", "/api/events/stream", headers={"Authorization": f"Bearer {token}"}
-        ) as source:
-            events = source.aiter_sse()
-            with trio.fail_after(5):
-                assert (await events.__anext__()).event == "connected"
-            if how == "revoke":
-                gone = await http.delete(f"/api/users/me/connections/{client_id}", headers=user.headers)
-            else:
-                gone = await http.delete(f"/api/developer/apps/{client_id}", headers=user.headers)
-            assert gone.status_code == 204
-            with trio.fail_after(5):
-                ending = [sse async for sse in events if sse.event == "error"]
-        assert [orjson.loads(e.data)["code"] for e in ending] == ["AUTHORIZATION_REVOKED"]
-        frames = []
-        with trio.fail_after(5):
-            while not frames or frames[-1] != "41":
-                frames.append(await receive(app_socket, skip_pings=True))
-        name, data = orjson.loads(frames[-2][2:])
+        assert await stream_error_codes(http, token, lambda: end_grant(http, user, how)) == ["AUTHORIZATION_REVOKED"]
+        name, data = await parting_event(app_socket)
         assert name == "error" and data["code"] == "AUTHORIZATION_REVOKED" and "revoked" in data["message"]
         # The first-party socket of the same user still gets its events.
-        sandbox = await http.post(
-            "/api/integrations/oauth/test/events",
-            headers=user.headers,
-            json={"eventType": "follow", "channelId": user.id},
-        )
-        assert sandbox.status_code == 200
-        name, _ = orjson.loads((await receive(own_socket, skip_pings=True))[2:])
-        assert name == "event"
+        await assert_still_served(http, user, own_socket)
         # Only the first-party socket is still registered.
         assert len(live_server.app.extensions["volthub"].services.connections) == 1
         await app_socket.aclose()
@@ -151,31 +158,15 @@ async def test_a_revoked_session_ends_its_sockets_and_streams_only(
         other = login.json()["token"]
         leaving_socket = await _socket(live_server, nursery, other)
         staying_socket = await _socket(live_server, nursery, user.token)  # another session
-        async with aconnect_sse(
-            http, "GET", "/api/events/stream", headers={"Authorization": f"Bearer {other}"}
-        ) as source:
-            events = source.aiter_sse()
-            with trio.fail_after(5):
-                assert (await events.__anext__()).event == "connected"
+
+        async def log_out() -> None:
             out = await http.post("/api/auth/logout", headers={"Authorization": f"Bearer {other}"})
             assert out.status_code == 204
-            with trio.fail_after(5):
-                ending = [sse async for sse in events if sse.event == "error"]
-        assert [orjson.loads(e.data)["code"] for e in ending] == ["AUTHORIZATION_REVOKED"]
-        frames = []
-        with trio.fail_after(5):
-            while not frames or frames[-1] != "41":
-                frames.append(await receive(leaving_socket, skip_pings=True))
-        name, data = orjson.loads(frames[-2][2:])
+
+        assert await stream_error_codes(http, other, log_out) == ["AUTHORIZATION_REVOKED"]
+        name, data = await parting_event(leaving_socket)
         assert name == "error" and data["code"] == "AUTHORIZATION_REVOKED"
         assert len(live_server.app.extensions["volthub"].services.connections) == 1
-        sandbox = await http.post(
-            "/api/integrations/oauth/test/events",
-            headers=user.headers,
-            json={"eventType": "follow", "channelId": user.id},
-        )
-        assert sandbox.status_code == 200
-        name, _ = orjson.loads((await receive(staying_socket, skip_pings=True))[2:])
-        assert name == "event"
+        await assert_still_served(http, user, staying_socket)
         await leaving_socket.aclose()
         await staying_socket.aclose()

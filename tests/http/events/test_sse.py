@@ -11,7 +11,7 @@ import pytest
 import trio
 from httpx_sse import ServerSentEvent, aconnect_sse
 
-from tests.conftest import LiveServer, make_settings, register_live, serve_app
+from tests.conftest import LiveServer, make_settings, register_live, served
 from tests.conftest import RegisteredUser as Account
 from volthub.config import EventsSettings
 from volthub.http.blueprints.events import event_stream
@@ -28,9 +28,8 @@ async def server(sqlite_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveSe
     settings = make_settings(
         sqlite_url, events={"resume_buffer_size": 5, "sse_keepalive_seconds": 0.2}, ratelimit={"enabled": False}
     )
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 import trio
 from prometheus_client import REGISTRY
 
-from tests.conftest import SOCKET_PATHS, LiveServer, make_settings, register_live, serve_app, socket_path_events
+from tests.conftest import SOCKET_PATHS, LiveServer, make_settings, register_live, served, socket_path_events
 from tests.http.events.test_socketio import connected, next_event, sio_open
 
 BURST = 5
@@ -23,9 +23,8 @@ ATTEMPTS = 3 * BURST
 async def server(database_url: str, nursery: trio.Nursery, request: pytest.FixtureRequest) -> AsyncIterator[LiveServer]:
     events = {**socket_path_events(request.param), "subscribe_attempts_per_minute": BURST}
     settings = make_settings(database_url, events=events, ratelimit={"enabled": False})
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 def refusals_counted() -> float:

@@ -11,7 +11,7 @@ import trio
 
 from tests.conftest import LiveServer, make_settings, register_live, serve_app
 from tests.http.events.live import WAIT, handshake, open_ws, receive
-from tests.http.oauth.tokens import issue_oauth_token
+from tests.http.oauth.tokens import end_grant, issue_oauth_token
 from tests.redis_support import Broker, broker
 
 __all__ = ["broker"]  # fixture
@@ -45,13 +45,7 @@ async def test_a_cached_token_is_refused_once_its_grant_is_gone(
     async with httpx.AsyncClient(base_url=live_server.url, timeout=10) as http:
         auth = {"Authorization": f"Bearer {token}"}
         assert (await http.get("/api/users/me", headers=auth)).status_code == 200
-        [connection] = (await http.get("/api/users/me/connections", headers=user.headers)).json()["items"]
-        client_id = connection["clientId"]
-        if how == "revoke":
-            gone = await http.delete(f"/api/users/me/connections/{client_id}", headers=user.headers)
-        else:
-            gone = await http.delete(f"/api/developer/apps/{client_id}", headers=user.headers)
-        assert gone.status_code == 204
+        await end_grant(http, user, how)
         refused = await _connect(live_server, nursery, token)
         assert refused.startswith("44"), refused
         error = orjson.loads(refused[2:])
@@ -77,13 +71,7 @@ async def test_a_grant_revoked_in_another_process_is_refused_here(
         token = await issue_oauth_token(a.app, user.id, "chat:read")
         assert (await _connect(a, nursery, token)).startswith("40{")
         async with httpx.AsyncClient(timeout=10) as http:
-            [connection] = (await http.get(f"{b.url}/api/users/me/connections", headers=user.headers)).json()["items"]
-            client_id = connection["clientId"]
-            if how == "revoke":
-                gone = await http.delete(f"{b.url}/api/users/me/connections/{client_id}", headers=user.headers)
-            else:
-                gone = await http.delete(f"{b.url}/api/developer/apps/{client_id}", headers=user.headers)
-            assert gone.status_code == 204
+            await end_grant(http, user, how, base_url=b.url)
             auth = {"Authorization": f"Bearer {token}"}
             with trio.fail_after(WAIT):  # well within grant_cache_seconds
                 while (await http.get(f"{a.url}/api/users/me", headers=auth)).status_code != 401:

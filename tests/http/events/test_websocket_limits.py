@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from tests.conftest import LiveServer, make_settings, serve_app
+from tests.conftest import LiveServer, make_settings, served
 from volthub.protocol.websocket import CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG, OP_CLOSE
 
 WAIT = 10.0
@@ -22,10 +22,9 @@ OP_TEXT, OP_CONTINUATION = 0x1, 0x0
 
 @pytest.fixture
 async def server(database_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
-    stop = trio.Event()
     settings = make_settings(database_url, events={"max_message_frames": 16})
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 def port_of(url: str) -> int:
@@ -82,33 +81,32 @@ async def close_code_sent(stream: trio.SocketStream, buffer: bytearray) -> int:
         buffer += chunk
 
 
-@pytest.mark.parametrize("code", [0, 999, 1005, 1015, 2000, 5000])
-async def test_a_close_code_nobody_may_send_is_answered_with_1002(server: LiveServer, code: int) -> None:
+async def close_codes_after(server: LiveServer, frames: bytes) -> dict[str, int]:
+    """Each listener's close code for a fresh WebSocket that sent `frames`."""
+    codes = {}
     for name, port in listeners(server).items():
         stream, buffer = await open_raw_websocket(port)
         with trio.fail_after(WAIT):
-            await stream.send_all(client_frame(OP_CLOSE, code.to_bytes(2, "big")))
-            assert await close_code_sent(stream, buffer) == CLOSE_PROTOCOL_ERROR, name
+            await stream.send_all(frames)
+            codes[name] = await close_code_sent(stream, buffer)
         await stream.aclose()
+    return codes
+
+
+@pytest.mark.parametrize("code", [0, 999, 1005, 1015, 2000, 5000])
+async def test_a_close_code_nobody_may_send_is_answered_with_1002(server: LiveServer, code: int) -> None:
+    codes = await close_codes_after(server, client_frame(OP_CLOSE, code.to_bytes(2, "big")))
+    assert codes == dict.fromkeys(listeners(server), CLOSE_PROTOCOL_ERROR)
 
 
 async def test_a_valid_close_code_is_still_echoed(server: LiveServer) -> None:
-    for name, port in listeners(server).items():
-        stream, buffer = await open_raw_websocket(port)
-        with trio.fail_after(WAIT):
-            await stream.send_all(client_frame(OP_CLOSE, (4000).to_bytes(2, "big")))
-            assert await close_code_sent(stream, buffer) == 4000, name
-        await stream.aclose()
+    codes = await close_codes_after(server, client_frame(OP_CLOSE, (4000).to_bytes(2, "big")))
+    assert codes == dict.fromkeys(listeners(server), 4000)
 
 
 async def test_a_message_of_too_many_empty_frames_is_refused_with_1009(server: LiveServer) -> None:
-    for name, port in listeners(server).items():
-        stream, buffer = await open_raw_websocket(port)
-        frames = client_frame(OP_TEXT, b"", fin=False) + client_frame(OP_CONTINUATION, b"", fin=False) * 40
-        with trio.fail_after(WAIT):
-            await stream.send_all(frames)
-            assert await close_code_sent(stream, buffer) == CLOSE_TOO_BIG, name
-        await stream.aclose()
+    frames = client_frame(OP_TEXT, b"", fin=False) + client_frame(OP_CONTINUATION, b"", fin=False) * 40
+    assert await close_codes_after(server, frames) == dict.fromkeys(listeners(server), CLOSE_TOO_BIG)
 
 
 async def test_a_message_within_the_frame_cap_is_read(server: LiveServer) -> None:

@@ -13,7 +13,7 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from tests.conftest import LiveServer, make_settings, register_live, serve_app
+from tests.conftest import LiveServer, make_settings, register_live, served
 from tests.js_client import JS_DIR, node_with_official_client
 
 INTERACTIVE = (
@@ -40,9 +40,8 @@ EXPECTED = [
 @pytest.fixture
 async def server(sqlite_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
     settings = make_settings(sqlite_url, ratelimit={"enabled": False})
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, settings) as server:
+        yield server
 
 
 async def scenario(http: httpx.AsyncClient, owner: Any, viewer: Any) -> None:

@@ -14,8 +14,7 @@ import pytest
 
 from tests.http.chat_env import ChatEnv, chat_app
 from tests.http.oauth.tokens import issue_oauth_token
-from volthub.persistence import ledger
-from volthub.services.channel_points import points_account
+from tests.points_support import mint_points, points_balance
 
 OAUTH = "/api/integrations/oauth"
 WRITE = ["channel:interactive:write", "channel:read"]
@@ -36,29 +35,11 @@ async def oauth_headers(env: ChatEnv, user: Any) -> dict[str, str]:
     return {"Authorization": f"Bearer {await issue_oauth_token(env.app, user.id, WRITE)}"}
 
 
-async def grant_points(env: ChatEnv, channel_id: str, user_id: str, amount: int) -> None:
-    await env.rt.db.write(
-        lambda tx: ledger.transfer(
-            tx,
-            currency="points",
-            source=ledger.system_account("points", ledger.MINT, channel_id),
-            destination=points_account(channel_id, user_id),
-            amount=amount,
-            kind="test_grant",
-        )
-    )
-
-
-async def points(env: ChatEnv, channel_id: str, viewer: Any) -> int:
-    response = await env.client.get(f"/api/channel-points/{channel_id}/balance", headers=viewer.headers)
-    return int((await response.get_json())["balance"])
-
-
 async def test_bets_spend_points_show_on_the_active_prediction_and_a_cancel_refunds_them(env: ChatEnv) -> None:
     owner, alice, bob = await env.user(), await env.user(), await env.user()
     headers = await oauth_headers(env, owner)
     for viewer in (alice, bob):
-        await grant_points(env, owner.id, viewer.id, 100)
+        await mint_points(env.rt.db, owner.id, viewer.id, 100)
     assert (await (await env.client.get(f"{OAUTH}/predictions/active", headers=headers)).get_json()) == {
         "prediction": None
     }
@@ -79,7 +60,10 @@ async def test_bets_spend_points_show_on_the_active_prediction_and_a_cancel_refu
     broke = await env.client.post(bet, json={"outcomeId": no, "points": 101}, headers=bob.headers)
     assert broke.status_code == 400 and (await broke.get_json())["error"] == "insufficient_funds"
     assert (await env.client.post(bet, json={"outcomeId": no, "points": 40}, headers=bob.headers)).status_code == 200
-    assert (await points(env, owner.id, alice), await points(env, owner.id, bob)) == (50, 60)
+    assert (await points_balance(env.client, owner.id, alice), await points_balance(env.client, owner.id, bob)) == (
+        50,
+        60,
+    )
 
     for path, request_headers in (
         (f"{OAUTH}/predictions/active", headers),
@@ -91,16 +75,19 @@ async def test_bets_spend_points_show_on_the_active_prediction_and_a_cancel_refu
 
     cancelled = await env.client.post(f"{OAUTH}/predictions/{prediction['id']}/cancel", headers=headers)
     assert cancelled.status_code == 200 and (await cancelled.get_json())["prediction"]["status"] == "cancelled"
-    assert (await points(env, owner.id, alice), await points(env, owner.id, bob)) == (100, 100)  # refunded in full
+    assert (await points_balance(env.client, owner.id, alice), await points_balance(env.client, owner.id, bob)) == (
+        100,
+        100,
+    )  # refunded in full
     [end] = env.named("channel.prediction.end")
     assert end.data["status"] == "cancelled"
     again = await env.client.post(f"{OAUTH}/predictions/{prediction['id']}/cancel", headers=headers)
     assert again.status_code == 409
-    assert (await points(env, owner.id, alice)) == 100  # a second cancel refunds nothing more
+    assert (await points_balance(env.client, owner.id, alice)) == 100  # a second cancel refunds nothing more
     after = await env.client.get(f"/api/streams/{owner.username}/predictions/active")
     assert (await after.get_json()) == {"prediction": None}
     late = await env.client.post(bet, json={"outcomeId": yes, "points": 1}, headers=bob.headers)
-    assert late.status_code == 409 and await points(env, owner.id, bob) == 100
+    assert late.status_code == 409 and await points_balance(env.client, owner.id, bob) == 100
 
 
 async def test_the_active_giveaway_and_draw_and_end_by_username(env: ChatEnv) -> None:

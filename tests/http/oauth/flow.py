@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.conftest import RegisteredUser
+from tests.conftest import RegisteredUser, register
 from volthub.protocol.oauth.pkce import s256_challenge
 
 REDIRECT = "https://app.example/callback"
@@ -37,6 +37,12 @@ async def create_app(client: Any, owner: RegisteredUser, **body: Any) -> DevApp:
     assert response.status_code == 201, await response.get_data(as_text=True)
     created = await response.get_json()
     return DevApp(created["clientId"], created["clientSecret"], created["redirectUris"], owner)
+
+
+async def owner_user_and_app(client: Any) -> tuple[RegisteredUser, RegisteredUser, DevApp]:
+    """The cast of most flows: a developer, a user who will authorize, and the developer's app."""
+    owner, user = await register(client), await register(client)
+    return owner, user, await create_app(client, owner)
 
 
 def authorize_params(

@@ -41,6 +41,17 @@ async def _consent(http: httpx.AsyncClient, token: str, authorization_url: str) 
     return response.json()["redirectUrl"]
 
 
+async def _authorize(client: AsyncOAuth2Client, http: httpx.AsyncClient, token: str, base: str) -> Any:
+    """The code flow with PKCE S256, the user of `token` consenting; the client's tokens."""
+    verifier = generate_token(64)
+    url, state = client.create_authorization_url(f"{base}/oauth/authorize", code_verifier=verifier)
+    assert "code_challenge=" in url and "code_challenge_method=S256" in url
+    callback = await _consent(http, token, url)
+    return await client.fetch_token(
+        f"{base}/api/developer/oauth/token", authorization_response=callback, code_verifier=verifier, state=state
+    )
+
+
 @pytest.mark.parametrize("auth_method", ["client_secret_basic", "client_secret_post"])
 async def test_authlib_code_flow_with_pkce_refresh_and_reuse(live_server, auth_method):
     base = live_server.url
@@ -57,17 +68,7 @@ async def test_authlib_code_flow_with_pkce_refresh_and_reuse(live_server, auth_m
             code_challenge_method="S256",
             token_endpoint_auth_method=auth_method,
         ) as client:
-            verifier = generate_token(64)
-            url, state = client.create_authorization_url(f"{base}/oauth/authorize", code_verifier=verifier)
-            assert "code_challenge=" in url and "code_challenge_method=S256" in url
-            callback = await _consent(http, user["token"], url)
-
-            token = await client.fetch_token(
-                f"{base}/api/developer/oauth/token",
-                authorization_response=callback,
-                code_verifier=verifier,
-                state=state,
-            )
+            token = await _authorize(client, http, user["token"], base)
             assert token["token_type"] == "Bearer" and token["scope"] == "chat:read user:write"
             me = await client.get(f"{base}/api/users/me")
             assert me.status_code == 200 and me.json()["id"] == user["user"]["id"]
@@ -99,15 +100,7 @@ async def test_authlib_public_client_and_revocation(live_server):
             code_challenge_method="S256",
             token_endpoint_auth_method="none",
         ) as client:
-            verifier = generate_token(64)
-            url, state = client.create_authorization_url(f"{base}/oauth/authorize", code_verifier=verifier)
-            callback = await _consent(http, user["token"], url)
-            token = await client.fetch_token(
-                f"{base}/api/developer/oauth/token",
-                authorization_response=callback,
-                code_verifier=verifier,
-                state=state,
-            )
+            token = await _authorize(client, http, user["token"], base)
             assert (await client.get(f"{base}/api/users/me")).status_code == 200
             revoked = await client.revoke_token(
                 f"{base}/api/developer/oauth/revoke", token=token["refresh_token"], token_type_hint="refresh_token"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import make_settings, register
-from tests.http.oauth.flow import DevApp, approve, create_app, exchange, new_verifier, token_request
+from tests.conftest import make_settings
+from tests.http.oauth.flow import DevApp, approve, exchange, new_verifier, owner_user_and_app, token_request
 from volthub.config import Settings
 
 
@@ -22,8 +22,7 @@ async def _error(response: object) -> str:
 
 
 async def test_a_wrong_code_verifier_spends_the_code(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     verifier = new_verifier()
     code = await approve(client, user, dev, scope="chat:read", verifier=verifier)
 
@@ -34,8 +33,7 @@ async def test_a_wrong_code_verifier_spends_the_code(client):
 
 
 async def test_a_failed_client_authentication_leaves_the_code_to_its_client(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    owner, user, dev = await owner_user_and_app(client)
     verifier = new_verifier()
     code = await approve(client, user, dev, scope="chat:read", verifier=verifier)
     impostor = DevApp(dev.client_id, "vhcs_not-the-secret", dev.redirect_uris, owner)

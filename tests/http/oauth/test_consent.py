@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.conftest import make_settings, register
-from tests.http.oauth.flow import REDIRECT, authorize_params, create_app, exchange, new_verifier
+from tests.http.oauth.flow import REDIRECT, authorize_params, create_app, exchange, new_verifier, owner_user_and_app
 
 PAGE = "/oauth/authorize"
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -32,8 +32,7 @@ async def sign_in(client: Any, params: dict[str, str], user: Any) -> Any:
 
 
 async def test_sign_in_then_approve(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     verifier = new_verifier()
     params = authorize_params(dev, scope="chat:read", verifier=verifier)
 
@@ -69,8 +68,7 @@ async def test_sign_in_then_approve(client):
 
 
 async def test_deny(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     params = authorize_params(dev, scope="chat:read", verifier=new_verifier())
     await sign_in(client, params, user)
     html = await (await client.get(PAGE, query_string=params)).get_data(as_text=True)
@@ -83,8 +81,7 @@ async def test_deny(client):
 
 
 async def test_wrong_password_shows_the_form_again(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     params = authorize_params(dev, verifier=new_verifier())
     user.password = "not the password"
     response = await sign_in(client, params, user)

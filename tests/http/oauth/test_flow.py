@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.conftest import RegisteredUser, make_settings, register
+from tests.conftest import RegisteredUser, make_settings, register, running_app
 from tests.http.oauth.flow import (
     REDIRECT,
     DevApp,
@@ -21,6 +21,7 @@ from tests.http.oauth.flow import (
     grant_sensitive,
     new_verifier,
     oauth_tokens,
+    owner_user_and_app,
     refresh,
     token_request,
 )
@@ -87,8 +88,7 @@ async def test_preview_has_the_documented_shape(client):
 
 
 async def test_code_flow_with_s256_and_basic_auth(app, client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    owner, user, dev = await owner_user_and_app(client)
     seen = []
     app.extensions["volthub"].bus.subscribe(seen.append)
     verifier = new_verifier()
@@ -117,8 +117,7 @@ async def test_code_flow_with_s256_and_basic_auth(app, client):
 
 
 async def test_a_token_without_the_scope_is_refused(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev, scope="chat:read")
     response = await client.put("/api/users/me", json={"bio": "x"}, headers=bearer(tokens["access_token"]))
     assert response.status_code == 403
@@ -126,8 +125,7 @@ async def test_a_token_without_the_scope_is_refused(client):
 
 
 async def test_json_body_with_client_secret_post(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     verifier = new_verifier()
     code = await approve(client, user, dev, scope="chat:read", verifier=verifier)
     response = await client.post(
@@ -145,13 +143,8 @@ async def test_json_body_with_client_secret_post(client):
 
 
 async def test_plain_pkce_when_allowed_for_confidential_clients_only(sqlite_url):
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(sqlite_url, oauth={"allow_plain_pkce": True}))
-    async with application.test_app():
-        client = application.test_client()
-        owner, user = await register(client), await register(client)
-        dev = await create_app(client, owner)
+    async with running_app(make_settings(sqlite_url, oauth={"allow_plain_pkce": True})) as (_, client):
+        owner, user, dev = await owner_user_and_app(client)
         verifier = new_verifier()
         code = await approve(client, user, dev, verifier=verifier, method="plain")
         assert (await exchange(client, dev, code, verifier)).status_code == 200
@@ -162,11 +155,7 @@ async def test_plain_pkce_when_allowed_for_confidential_clients_only(sqlite_url)
 
 
 async def test_plain_pkce_is_refused_by_default(sqlite_url):
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(sqlite_url))
-    async with application.test_app():
-        client = application.test_client()
+    async with running_app(make_settings(sqlite_url)) as (_, client):
         owner = await register(client)
         dev = await create_app(client, owner)
         verifier = new_verifier()
@@ -178,16 +167,11 @@ async def test_plain_pkce_is_refused_by_default(sqlite_url):
 
 
 async def test_confidential_client_may_skip_pkce_unless_configured(client, sqlite_url):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     code = await approve(client, user, dev)
     assert (await exchange(client, dev, code, None)).status_code == 200
 
-    from volthub.http.app import create_app as make_app
-
-    strict = make_app(make_settings(sqlite_url, oauth={"require_pkce_for_confidential": True}))
-    async with strict.test_app():
-        other = strict.test_client()
+    async with running_app(make_settings(sqlite_url, oauth={"require_pkce_for_confidential": True})) as (_, other):
         owner2 = await register(other)
         dev2 = await create_app(other, owner2)
         refused = await other.get(AUTHORIZE, query_string=authorize_params(dev2))
@@ -218,8 +202,7 @@ async def test_public_client_must_use_pkce_and_sends_no_secret(client):
 
 
 async def test_deny_redirects_with_access_denied(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     body = {**authorize_params(dev, scope="chat:read"), "approve": False}
     response = await client.post(AUTHORIZE, json=body, headers=user.headers)
     assert response.status_code == 200
@@ -230,8 +213,7 @@ async def test_deny_redirects_with_access_denied(client):
 
 
 async def test_redirect_uri_may_be_omitted_when_one_is_registered(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     verifier = new_verifier()
     code = await approve(client, user, dev, verifier=verifier, redirect_uri=None)
     form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier}
@@ -242,8 +224,7 @@ async def test_redirect_uri_may_be_omitted_when_one_is_registered(client):
 
 
 async def test_refresh_rotates_and_a_reused_token_revokes_the_grant(app, client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     first = await oauth_tokens(client, user, dev, scope="chat:read")
     seen = []
     app.extensions["volthub"].bus.subscribe(seen.append)
@@ -263,8 +244,7 @@ async def test_refresh_rotates_and_a_reused_token_revokes_the_grant(app, client)
 
 
 async def test_refresh_can_narrow_but_not_widen(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev, scope="chat:read user:write")
     narrowed = await (await refresh(client, dev, tokens["refresh_token"], scope="chat:read")).get_json()
     assert narrowed["scope"] == "chat:read"
@@ -281,8 +261,7 @@ async def test_refresh_can_narrow_but_not_widen(client):
 
 
 async def test_a_replayed_code_revokes_what_it_issued(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     verifier = new_verifier()
     code = await approve(client, user, dev, verifier=verifier)
     tokens = await (await exchange(client, dev, code, verifier)).get_json()
@@ -297,18 +276,15 @@ async def test_a_replayed_code_revokes_what_it_issued(client):
 async def clocked(settings, mock_clock):
     """The app on TrioClock under pytest-trio's MockClock: `mock_clock.jump` moves its time.
     (Tests also name `mock_clock` themselves: pytest-trio only installs a clock a test asks for.)"""
-    from volthub.http.app import create_app as make_app
     from volthub.hub.clock import TrioClock
 
-    application = make_app(settings, clock=TrioClock())
-    async with application.test_app():
-        yield application, application.test_client(), mock_clock
+    async with running_app(settings, clock=TrioClock()) as (application, client):
+        yield application, client, mock_clock
 
 
 async def test_codes_expire_after_ten_minutes(clocked, mock_clock):
     _, client, clock = clocked
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     verifier = new_verifier()
     late = await approve(client, user, dev, verifier=verifier)
     in_time = await approve(client, user, dev, verifier=verifier)
@@ -321,8 +297,7 @@ async def test_codes_expire_after_ten_minutes(clocked, mock_clock):
 
 async def test_access_tokens_expire_and_refresh_renews_them(clocked, mock_clock):
     _, client, clock = clocked
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev)
     clock.jump(3601)
     expired = await client.get("/api/users/me", headers=bearer(tokens["access_token"]))
@@ -333,8 +308,7 @@ async def test_access_tokens_expire_and_refresh_renews_them(clocked, mock_clock)
 
 async def test_refresh_tokens_expire(clocked, mock_clock):
     _, client, clock = clocked
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev)
     clock.jump(30 * 86400 + 1)
     body = await assert_oauth_error(await refresh(client, dev, tokens["refresh_token"]), "invalid_grant")
@@ -368,8 +342,7 @@ class Ctx:
 
 @pytest.fixture
 async def ctx(client) -> Ctx:
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    owner, user, dev = await owner_user_and_app(client)
     other = await create_app(client, owner, name="Other")
     verifier = new_verifier()
     code = await approve(client, user, dev, scope="chat:read", verifier=verifier)
@@ -520,8 +493,7 @@ AUTHORIZE_FAILURES = {
 @pytest.mark.parametrize("case", list(AUTHORIZE_FAILURES))
 @pytest.mark.parametrize("method", ["GET", "POST"])
 async def test_authorize_failures(client, case, method):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     changes, error, redirects_back = AUTHORIZE_FAILURES[case]
     params = authorize_params(dev, scope="chat:read", verifier=new_verifier())
     for key, value in changes.items():
@@ -564,8 +536,7 @@ async def test_app_without_redirect_uri_cannot_authorize(client):
 
 
 async def test_completing_authorization_needs_a_first_party_token(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     body = {**authorize_params(dev, verifier=new_verifier()), "approve": True}
     assert (await client.post(AUTHORIZE, json=body)).status_code == 401
     tokens = await oauth_tokens(client, user, dev)
@@ -579,8 +550,7 @@ async def test_completing_authorization_needs_a_first_party_token(client):
 
 
 async def test_sensitive_scope_after_an_operator_grant(app, client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     await grant_sensitive(app, dev.client_id, "chat:moderate")
     preview = await (await client.get(AUTHORIZE, query_string=authorize_params(dev, scope="chat:moderate"))).get_json()
     assert preview["scopes"] == [
@@ -600,13 +570,8 @@ async def test_sensitive_scope_after_an_operator_grant(app, client):
 
 
 async def test_without_review_sensitive_scopes_need_no_grant(sqlite_url):
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(sqlite_url, oauth={"sensitive_scopes_need_review": False}))
-    async with application.test_app():
-        client = application.test_client()
-        owner, user = await register(client), await register(client)
-        dev = await create_app(client, owner)
+    async with running_app(make_settings(sqlite_url, oauth={"sensitive_scopes_need_review": False})) as (_, client):
+        _, user, dev = await owner_user_and_app(client)
         tokens = await oauth_tokens(client, user, dev, scope="payments:write")
         assert tokens["scope"] == "payments:write"
 
@@ -617,8 +582,7 @@ async def test_operator_withdrawal_applies_at_once_and_a_regrant_at_the_next_ref
     from volthub.http.access import authenticate
     from volthub.persistence import oauth as repo
 
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     await grant_sensitive(app, dev.client_id, "chat:moderate")
     tokens = await oauth_tokens(client, user, dev, scope="chat:read chat:moderate")
     rt = app.extensions["volthub"]
@@ -646,8 +610,7 @@ async def test_legacy_aliases_are_accepted_and_keep_working(app, client):
     from volthub.http.access import authenticate
     from volthub.persistence import oauth as repo
 
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev, scope="streams:read bot:read user:profile:read")
     assert tokens["scope"] == "streams:read bot:read user:profile:read"
     async with app.app_context():
@@ -664,8 +627,7 @@ async def test_legacy_aliases_are_accepted_and_keep_working(app, client):
 
 
 async def test_revoking_a_refresh_token_revokes_its_grant(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev)
     response = await client.post(
         REVOKE, form={"token": tokens["refresh_token"], "token_type_hint": "refresh_token"}, headers=dev.basic
@@ -676,8 +638,7 @@ async def test_revoking_a_refresh_token_revokes_its_grant(client):
 
 
 async def test_revoking_an_access_token_revokes_its_grant(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev)
     form = {"token": tokens["access_token"], "client_id": dev.client_id, "client_secret": dev.client_secret}
     assert (await client.post(REVOKE, form=form)).status_code == 200
@@ -687,8 +648,7 @@ async def test_revoking_an_access_token_revokes_its_grant(client):
 
 
 async def test_revocation_edge_cases(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    owner, user, dev = await owner_user_and_app(client)
     other = await create_app(client, owner, name="Other")
     tokens = await oauth_tokens(client, user, dev)
     for unknown in ("vhrt_unknown", "a.b.c", user.token):
@@ -732,8 +692,7 @@ async def test_connections_list_and_disconnect(app, client):
 
 
 async def test_connections_are_first_party_only(client):
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     tokens = await oauth_tokens(client, user, dev)
     response = await client.delete(f"/api/users/me/connections/{dev.client_id}", headers=bearer(tokens["access_token"]))
     assert response.status_code == 403
@@ -759,11 +718,8 @@ async def test_metadata_issuer_follows_public_url_never_the_host_header(client, 
     assert metadata["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert "client_credentials" not in metadata["grant_types_supported"]
 
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(sqlite_url, server={"public_url": "https://api.example/"}))
-    async with application.test_app():
-        body = await (await application.test_client().get("/.well-known/oauth-authorization-server")).get_json()
+    async with running_app(make_settings(sqlite_url, server={"public_url": "https://api.example/"})) as (_, other):
+        body = await (await other.get("/.well-known/oauth-authorization-server")).get_json()
     assert body["issuer"] == "https://api.example"
     assert body["authorization_endpoint"] == "https://api.example/oauth/authorize"
     assert body["revocation_endpoint"] == "https://api.example/api/developer/oauth/revoke"
@@ -776,13 +732,8 @@ def test_token_endpoint_is_tagged_for_its_rate_limit():
 
 
 async def test_the_whole_lifecycle_on_both_backends(database_url):
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(database_url))
-    async with application.test_app():
-        client = application.test_client()
-        owner, user = await register(client), await register(client)
-        dev = await create_app(client, owner)
+    async with running_app(make_settings(database_url)) as (application, client):
+        owner, user, dev = await owner_user_and_app(client)
         await grant_sensitive(application, dev.client_id, "stream:key")
         tokens = await oauth_tokens(client, user, dev, scope="chat:read streams:key:read")
         assert tokens["scope"] == "chat:read streams:key:read"
@@ -807,13 +758,8 @@ async def test_concurrent_redemptions_of_one_code(database_url):
     """Exactly one exchange wins; the other counts as a replay and revokes what was issued."""
     import trio
 
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(database_url))
-    async with application.test_app():
-        client = application.test_client()
-        owner, user = await register(client), await register(client)
-        dev = await create_app(client, owner)
+    async with running_app(make_settings(database_url)) as (_, client):
+        _, user, dev = await owner_user_and_app(client)
         verifier = new_verifier()
         code = await approve(client, user, dev, verifier=verifier)
         results: list[Any] = []
@@ -835,8 +781,7 @@ async def test_generated_oauth_requests_never_cause_a_server_error(client):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    owner, user = await register(client), await register(client)
-    dev = await create_app(client, owner)
+    _, user, dev = await owner_user_and_app(client)
     verifier = new_verifier()
     code = await approve(client, user, dev, verifier=verifier)
     text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80)
@@ -924,11 +869,7 @@ async def test_the_conftest_token_helper_is_backed_by_a_real_grant(app, client):
 
 async def test_nul_and_other_odd_client_ids_are_unknown_on_both_backends(database_url):
     """PostgreSQL refuses NUL in text: such values must never reach it (a 4xx, not a 500)."""
-    from volthub.http.app import create_app as make_app
-
-    application = make_app(make_settings(database_url))
-    async with application.test_app():
-        client = application.test_client()
+    async with running_app(make_settings(database_url)) as (_, client):
         owner = await register(client)
         dev = await create_app(client, owner)
         for odd in ("\x00", "a\x00b", "é" * 10, "x" * 300):

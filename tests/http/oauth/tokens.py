@@ -1,8 +1,29 @@
-"""An OAuth access token backed by a real grant, without the consent flow."""
+"""An OAuth access token backed by a real grant, without the consent flow, and the test app
+such a grant is given to."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import httpx
+
+from volthub.persistence import apps as apps_repo
+
+
+def create_test_app(tx: Any, client_id: str, owner_id: str, name: str = "Test app") -> None:
+    """A confidential app of `owner_id` with one redirect URI, as registering one makes it."""
+    apps_repo.create_app(
+        tx,
+        client_id=client_id,
+        owner_id=owner_id,
+        name=name,
+        description="",
+        logo_url=None,
+        redirect_uris=["https://app.example/callback"],
+        client_secret_hash="unused",
+        bot_app=False,
+        now_ms=1,
+    )
 
 
 async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], client_id: str | None = None) -> str:
@@ -12,7 +33,6 @@ async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], cli
     are granted to the app as an operator would (`volthub apps grant`)."""
     import uuid
 
-    from volthub.persistence import apps as apps_repo
     from volthub.persistence import oauth as oauth_repo
     from volthub.protocol.oauth.scopes import (
         SENSITIVE_SCOPES,
@@ -27,18 +47,7 @@ async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], cli
     def create(tx: Any) -> tuple[str, str]:
         cid = client_id or str(uuid.uuid4())
         if client_id is None:
-            apps_repo.create_app(
-                tx,
-                client_id=cid,
-                owner_id=user_id,
-                name="Test app",
-                description="",
-                logo_url=None,
-                redirect_uris=["https://app.example/callback"],
-                client_secret_hash="unused",
-                bot_app=False,
-                now_ms=1,
-            )
+            create_test_app(tx, cid, user_id)
         for name in held & SENSITIVE_SCOPES:
             oauth_repo.grant_app_scope(tx, cid, name, 1)
         grant = oauth_repo.create_grant(
@@ -49,3 +58,14 @@ async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], cli
     cid, grant_id = await rt.db.write(create)
     token, _ = rt.tokens.issue_access(user_id, cid, scope, grant_id, 3600)
     return token
+
+
+async def end_grant(http: httpx.AsyncClient, user: Any, how: str, base_url: str = "") -> None:
+    """End the grant behind the user's one connected app: "revoke" it, or "delete app"."""
+    [connection] = (await http.get(f"{base_url}/api/users/me/connections", headers=user.headers)).json()["items"]
+    client_id = connection["clientId"]
+    if how == "revoke":
+        gone = await http.delete(f"{base_url}/api/users/me/connections/{client_id}", headers=user.headers)
+    else:
+        gone = await http.delete(f"{base_url}/api/developer/apps/{client_id}", headers=user.headers)
+    assert gone.status_code == 204

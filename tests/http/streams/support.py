@@ -9,10 +9,18 @@ import orjson
 import trio
 from httpx_sse import ServerSentEvent
 
+from tests.conftest import make_settings
+from volthub.config import Settings
+
 HOOK_SECRET = "hook-secret-for-tests"
 HOOK = {"Authorization": f"Bearer {HOOK_SECRET}"}
 INFO = "/api/integrations/oauth/stream/info"
 SETUP = "/api/integrations/oauth/stream/setup"
+
+
+def ingest_settings(database_url: str) -> Settings:
+    """Ingest hooks accepted (with `HOOK`), no rate limits."""
+    return make_settings(database_url, ingest={"hook_secret": HOOK_SECRET}, ratelimit={"enabled": False})
 
 
 async def stream_key(http: httpx.AsyncClient, headers: dict[str, str]) -> str:

@@ -10,16 +10,14 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from tests.conftest import LiveServer, make_settings, register_live, serve_app
-from tests.http.streams.support import HOOK, HOOK_SECRET, INFO, Events, hook, stream_key
+from tests.conftest import LiveServer, make_settings, register_live, serve_app, served
+from tests.http.streams.support import HOOK, HOOK_SECRET, INFO, Events, hook, ingest_settings, stream_key
 
 
 @pytest.fixture
 async def server(database_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
-    settings = make_settings(database_url, ingest={"hook_secret": HOOK_SECRET}, ratelimit={"enabled": False})
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, ingest_settings(database_url)) as server:
+        yield server
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from tests.conftest import LiveServer, make_settings, register_live, serve_app
-from tests.http.streams.support import HOOK_SECRET, Events, stream_key
+from tests.conftest import LiveServer, register_live, served
+from tests.http.streams.support import HOOK_SECRET, Events, ingest_settings, stream_key
 from volthub.loadtest.servers import free_port
 
 RTMP_MODULE = Path("/usr/lib/nginx/modules/ngx_rtmp_module.so")
@@ -54,10 +54,8 @@ rtmp {{
 
 @pytest.fixture
 async def server(sqlite_url: str, nursery: trio.Nursery) -> AsyncIterator[LiveServer]:
-    settings = make_settings(sqlite_url, ingest={"hook_secret": HOOK_SECRET}, ratelimit={"enabled": False})
-    stop = trio.Event()
-    yield await serve_app(nursery, settings, stop)
-    stop.set()
+    async with served(nursery, ingest_settings(sqlite_url)) as server:
+        yield server
 
 
 @pytest.fixture

@@ -18,6 +18,16 @@ def person(user_id: str, **flags: Any) -> Standing:
     return Standing(user_id, f"user_{user_id}", f"User {user_id}", **flags)
 
 
+def transition(records: dict[str, Any], key: str, allowed: tuple[str, ...], **changes: Any) -> bool:
+    """A guarded write, as the database makes it (`UPDATE ... WHERE status IN allowed`): the
+    record changes only from an allowed status, so only the first caller wins."""
+    found = records[key]
+    if found.status not in allowed:
+        return False
+    records[key] = replace(found, **changes)
+    return True
+
+
 class FakePort:
     def __init__(self) -> None:
         self.chat = FakeChatStore(people={CHANNEL: person(CHANNEL, is_broadcaster=True)})
@@ -84,11 +94,7 @@ class FakePollStore(FakePort):
         return user_id not in self.banned
 
     def finish(self, poll_id: str, now_ms: int) -> bool:
-        poll = self.polls[poll_id]
-        if poll.status != "open":
-            return False
-        self.polls[poll_id] = replace(poll, status="ended", ended_at=now_ms)
-        return True
+        return transition(self.polls, poll_id, ("open",), status="ended", ended_at=now_ms)
 
     def _apply(self, write: Any) -> None:
         if isinstance(write, polls.InsertPoll):
@@ -128,11 +134,7 @@ class FakeGiveawayStore(FakePort):
         return [self._winner(u) for u in sorted(self.entries.get(giveaway_id, [])) if u not in won]
 
     def close(self, giveaway_id: str, now_ms: int) -> bool:
-        found = self.giveaways[giveaway_id]
-        if found.status != "open":
-            return False
-        self.giveaways[giveaway_id] = replace(found, status="closed", ended_at=now_ms)
-        return True
+        return transition(self.giveaways, giveaway_id, ("open",), status="closed", ended_at=now_ms)
 
     def _apply(self, write: Any) -> None:
         if isinstance(write, giveaways.InsertGiveaway):
@@ -170,19 +172,12 @@ class FakePredictionStore(FakePort):
         return self.balances.get(user_id, 0)
 
     def lock(self, prediction_id: str, now_ms: int) -> bool:
-        found = self.predictions[prediction_id]
-        if found.status != "open":
-            return False
-        self.predictions[prediction_id] = replace(found, status="locked", locked_at=now_ms)
-        return True
+        return transition(self.predictions, prediction_id, ("open",), status="locked", locked_at=now_ms)
 
     def finish(self, prediction_id: str, status: str, winning: str | None, now_ms: int) -> bool:
-        found = self.predictions[prediction_id]
         allowed = ("open", "locked") if status == "cancelled" else ("locked",)
-        if found.status not in allowed:
-            return False
-        self.predictions[prediction_id] = replace(found, status=status, winning_outcome_id=winning, ended_at=now_ms)
-        return True
+        changes = {"status": status, "winning_outcome_id": winning, "ended_at": now_ms}
+        return transition(self.predictions, prediction_id, allowed, **changes)
 
     def _apply(self, write: Any) -> None:
         if isinstance(write, predictions.InsertPrediction):

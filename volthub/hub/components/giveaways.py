@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
+from volthub.hub.components import common
 from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
 from volthub.hub.components.chat_rules import Standing
-from volthub.hub.components.common import CardStore, add_card, already_active, check_text, invalid_state, not_found
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -34,13 +34,11 @@ DRAW_MAX = 50
 
 
 def check_title(value: str) -> str:
-    return check_text(value, "title", TITLE_MAX)
+    return common.check_text(value, "title", TITLE_MAX)
 
 
 def check_duration(seconds: int | None) -> int | None:
-    if seconds is not None and not DURATION_MIN <= seconds <= DURATION_MAX:
-        raise ValueError(f"durationSeconds must be {DURATION_MIN}–{DURATION_MAX}")
-    return seconds
+    return None if seconds is None else common.check_seconds(seconds, "durationSeconds", DURATION_MIN, DURATION_MAX)
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ class Enter:
 COMMANDS: tuple[type, ...] = (StartGiveaway, Draw, EndGiveaway, Enter)
 
 
-class GiveawayStore(CardStore, Protocol):
+class GiveawayStore(common.CardStore, Protocol):
     def open_giveaway(self) -> Giveaway | None: ...
     def giveaway(self, giveaway_id: str) -> Giveaway | None:
         """With its entry count and winners (in the order drawn)."""
@@ -176,12 +174,10 @@ class GiveawaysComponent:
 
     def _start(self, command: StartGiveaway, now_ms: int, store: GiveawayStore) -> Outcome:
         if self.open is not None:
-            raise already_active("giveaway", self.open.id)
-        try:
+            raise common.already_active("giveaway", self.open.id)
+        with common.refusing_invalid():
             title = check_title(command.title)
             duration = check_duration(command.duration_seconds)
-        except ValueError as exc:
-            raise Refused(Refusal(400, "validation_error", str(exc))) from None
         ends_at = None if duration is None else now_ms + duration * 1000
         giveaway = Giveaway(str(uuid.uuid4()), title, "open", command.subscribers_only, now_ms, ends_at)
         self.open = giveaway
@@ -195,27 +191,19 @@ class GiveawaysComponent:
         outcome = Outcome(
             giveaway, [InsertGiveaway(giveaway)], [Emitted("channel.giveaway.begin", data)], shared_state_changed=True
         )
-        return add_card(outcome, store, self.channel_id, now_ms, "giveaway-begin", f"Giveaway: {title}", data)
+        return common.add_card(outcome, store, self.channel_id, now_ms, "giveaway-begin", f"Giveaway: {title}", data)
 
     def _find(self, giveaway_id: str, store: GiveawayStore) -> Giveaway:
-        found = store.giveaway(giveaway_id)
-        if found is None:
-            raise not_found("giveaway", giveaway_id)
-        return found
+        return common.found(store.giveaway(giveaway_id), "giveaway", giveaway_id)
 
     def _enter(self, command: Enter, now_ms: int, store: GiveawayStore) -> Outcome:
         giveaway = self.open
         if giveaway is None or giveaway.id != command.giveaway_id:
-            raise invalid_state("giveaway", self._find(command.giveaway_id, store).status, "enter")
+            raise common.invalid_state("giveaway", self._find(command.giveaway_id, store).status, "enter")
         if giveaway.ends_at is not None and now_ms >= giveaway.ends_at:
-            raise invalid_state("giveaway", "closed", "enter")
-        standing = store.standing(command.user_id)
-        if standing is None:
-            raise not_found("user", command.user_id)
-        if standing.is_broadcaster:
-            raise Refused(Refusal(403, "cannot_enter_own", "the broadcaster cannot enter their own giveaway"))
-        if standing.banned or (standing.timeout_ends_at is not None and standing.timeout_ends_at > now_ms):
-            raise Refused(Refusal(403, "banned", "you are banned or timed out in this channel"))
+            raise common.invalid_state("giveaway", "closed", "enter")
+        own = Refusal(403, "cannot_enter_own", "the broadcaster cannot enter their own giveaway")
+        standing = common.participant(store, command.user_id, now_ms, own)
         if giveaway.subscribers_only and not standing.is_subscriber:
             raise Refused(Refusal(403, "subscribers_only", "only the channel's subscribers may enter this giveaway"))
         if store.has_entered(giveaway.id, command.user_id):
@@ -234,23 +222,23 @@ class GiveawaysComponent:
         current = replace(giveaway, winners=giveaway.winners + picked)
         if giveaway.status == "open":
             if not store.close(giveaway.id, now_ms):
-                raise invalid_state("giveaway", "closed", "draw in")
+                raise common.invalid_state("giveaway", "closed", "draw in")
             self.open = None
             outcome = self._closed(current, now_ms, store)
             outcome.writes.insert(0, mark)
             return outcome
         data = {"giveawayId": current.id, "title": current.title, "winners": [w.as_api() for w in picked]}
         names = ", ".join(w.display_name for w in picked)
-        return add_card(
+        return common.add_card(
             Outcome(current, [mark]), store, self.channel_id, now_ms, "giveaway-draw", f"Also drawn: {names}", data
         )
 
     def _end(self, command: EndGiveaway, now_ms: int, store: GiveawayStore) -> Outcome:
         giveaway = self.open
         if giveaway is None or giveaway.id != command.giveaway_id:
-            raise invalid_state("giveaway", self._find(command.giveaway_id, store).status, "end")
+            raise common.invalid_state("giveaway", self._find(command.giveaway_id, store).status, "end")
         if not store.close(giveaway.id, now_ms):
-            raise invalid_state("giveaway", "closed", "end")
+            raise common.invalid_state("giveaway", "closed", "end")
         self.open = None
         return self._closed(self._find(giveaway.id, store), now_ms, store)
 
@@ -266,4 +254,6 @@ class GiveawaysComponent:
         )
         outcome = Outcome(closed, [], [Emitted("channel.giveaway.end", data)], shared_state_changed=True)
         names = ", ".join(w.display_name for w in closed.winners) or "no winner drawn"
-        return add_card(outcome, store, self.channel_id, now_ms, "giveaway-end", f"Giveaway ended: {names}", data)
+        return common.add_card(
+            outcome, store, self.channel_id, now_ms, "giveaway-end", f"Giveaway ended: {names}", data
+        )

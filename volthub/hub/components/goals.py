@@ -19,12 +19,13 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
+from volthub.hub.components import common
 from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
-from volthub.hub.components.common import check_text, not_found
 from volthub.protocol import catalogue
 
 TYPES = ("followers", "subscriptions", "volts", "custom")
@@ -36,7 +37,7 @@ GOALS_MAX = 50
 
 
 def check_title(value: str) -> str:
-    return check_text(value, "title", TITLE_MAX)
+    return common.check_text(value, "title", TITLE_MAX)
 
 
 def check_target(target: int) -> int:
@@ -190,16 +191,12 @@ class GoalsComponent:
             return self._count(command, now_ms, store)
         if isinstance(command, StreamStarted):
             return self._stream_started(command, now_ms, store)
-        goal = self.goals.get(command.goal_id)
-        if goal is None:
-            raise not_found("goal", command.goal_id)
-        try:
+        goal = common.found(self.goals.get(command.goal_id), "goal", command.goal_id)
+        with common.refusing_invalid():
             if isinstance(command, AdjustGoal):
                 return self._change(goal, goal.current + check_delta(command.delta), goal.target, now_ms)
             if isinstance(command, SetGoalTarget):
                 return self._change(goal, goal.current, check_target(command.target), now_ms)
-        except ValueError as exc:
-            raise Refused(Refusal(400, "validation_error", str(exc))) from None
         if isinstance(command, ResetGoal):
             return self._change(replace(goal, completed_period=None), 0, goal.target, now_ms, force=True)
         raise TypeError(f"goals do not handle {type(command).__name__}")
@@ -222,10 +219,8 @@ class GoalsComponent:
             raise Refused(Refusal(409, "too_many_goals", f"a channel may have at most {GOALS_MAX} goals"))
         if command.type not in TYPES or command.period not in PERIODS:
             raise Refused(Refusal(400, "validation_error", "unknown goal type or period"))
-        try:
+        with common.refusing_invalid():
             title, target = check_title(command.title), check_target(command.target)
-        except ValueError as exc:
-            raise Refused(Refusal(400, "validation_error", str(exc))) from None
         goal = Goal(
             str(uuid.uuid4()), command.type, title, 0, target, command.period, period_start(command.period, now_ms)
         )
@@ -238,9 +233,7 @@ class GoalsComponent:
             return Outcome()
         outcome = Outcome(shared_state_changed=True)
         for goal in matching:
-            step = self._change(goal, goal.current + command.amount, goal.target, now_ms)
-            outcome.writes.extend(step.writes)
-            outcome.events.extend(step.events)
+            common.add_steps(outcome, self._change(goal, goal.current + command.amount, goal.target, now_ms))
         return outcome
 
     def _stream_started(self, command: StreamStarted, now_ms: int, store: GoalStore) -> Outcome:
@@ -249,11 +242,8 @@ class GoalsComponent:
             return Outcome()
         outcome = Outcome(shared_state_changed=True)
         for goal in matching:
-            step = self._change(
-                replace(goal, period_start=now_ms, completed_period=None), 0, goal.target, now_ms, force=True
-            )
-            outcome.writes.extend(step.writes)
-            outcome.events.extend(step.events)
+            restarted = replace(goal, period_start=now_ms, completed_period=None)
+            common.add_steps(outcome, self._change(restarted, 0, goal.target, now_ms, force=True))
         return outcome
 
     def _change(self, goal: Goal, current: int, target: int, now_ms: int, *, force: bool = False) -> Outcome:
@@ -263,26 +253,25 @@ class GoalsComponent:
         events = [Emitted("channel.goal.progress", _progress(changed))]
         if changed.current >= changed.target and not changed.completed:
             changed = replace(changed, completed_period=changed.period_start)
-            data = catalogue.channel_goal_completed(
-                goal_id=changed.id,
-                goal_type=changed.type,
-                title=changed.title,
-                current=changed.current,
-                target=changed.target,
-                period=changed.period,
-                completed_at=iso8601(now_ms),
-            )
+            data = _payload(catalogue.channel_goal_completed, changed, completed_at=iso8601(now_ms))
             events.append(Emitted("channel.goal.completed", data))
         self.goals[changed.id] = changed
         return Outcome(changed, [SaveGoal(changed)], events, shared_state_changed=True)
 
 
-def _progress(goal: Goal) -> dict[str, Any]:
-    return catalogue.channel_goal_progress(
+def _payload(build: Callable[..., dict[str, Any]], goal: Goal, **more: Any) -> dict[str, Any]:
+    """A goal event's payload, made by its catalogue function `build`: the goal as it stands
+    now, and `more`."""
+    return build(
         goal_id=goal.id,
         goal_type=goal.type,
         title=goal.title,
         current=goal.current,
         target=goal.target,
         period=goal.period,
+        **more,
     )
+
+
+def _progress(goal: Goal) -> dict[str, Any]:
+    return _payload(catalogue.channel_goal_progress, goal)

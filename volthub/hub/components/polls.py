@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
+from volthub.hub.components import common
 from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
-from volthub.hub.components.common import CardStore, add_card, already_active, check_text, invalid_state, not_found
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -29,22 +29,15 @@ DURATION_MIN, DURATION_MAX = 15, 1800
 
 
 def check_title(value: str) -> str:
-    return check_text(value, "title", TITLE_MAX)
+    return common.check_text(value, "title", TITLE_MAX)
 
 
 def check_options(values: list[str]) -> list[str]:
-    if not OPTIONS_MIN <= len(values) <= OPTIONS_MAX:
-        raise ValueError(f"options must hold {OPTIONS_MIN}–{OPTIONS_MAX} entries")
-    options = [check_text(value, "options", OPTION_MAX) for value in values]
-    if len({option.casefold() for option in options}) != len(options):
-        raise ValueError("options must differ from each other")
-    return options
+    return common.check_choices(values, "options", OPTIONS_MIN, OPTIONS_MAX, OPTION_MAX)
 
 
 def check_duration(seconds: int) -> int:
-    if not DURATION_MIN <= seconds <= DURATION_MAX:
-        raise ValueError(f"durationSeconds must be {DURATION_MIN}–{DURATION_MAX}")
-    return seconds
+    return common.check_seconds(seconds, "durationSeconds", DURATION_MIN, DURATION_MAX)
 
 
 # --- records ---------------------------------------------------------------------------------
@@ -122,7 +115,7 @@ COMMANDS: tuple[type, ...] = (StartPoll, EndPoll, Vote)
 # --- the store port --------------------------------------------------------------------------
 
 
-class PollStore(CardStore, Protocol):
+class PollStore(common.CardStore, Protocol):
     def open_poll(self) -> Poll | None:
         """The channel's open poll, without its votes."""
 
@@ -190,13 +183,11 @@ class PollsComponent:
 
     def _start(self, command: StartPoll, now_ms: int, store: PollStore) -> Outcome:
         if self.open is not None:
-            raise already_active("poll", self.open.id)
-        try:
+            raise common.already_active("poll", self.open.id)
+        with common.refusing_invalid():
             title = check_title(command.title)
             texts = check_options(list(command.options))
             duration = check_duration(command.duration_seconds)
-        except ValueError as exc:
-            raise Refused(Refusal(400, "validation_error", str(exc))) from None
         options = tuple(Option(str(uuid.uuid4()), text) for text in texts)
         poll = Poll(str(uuid.uuid4()), title, "open", options, now_ms, now_ms + duration * 1000)
         self.open = poll
@@ -209,17 +200,18 @@ class PollsComponent:
             duration_seconds=duration,
         )
         outcome = Outcome(poll, [InsertPoll(poll)], [Emitted("channel.poll.begin", data)], shared_state_changed=True)
-        return add_card(outcome, store, self.channel_id, now_ms, "poll-begin", f"Poll: {poll.title}", data)
+        return common.add_card(outcome, store, self.channel_id, now_ms, "poll-begin", f"Poll: {poll.title}", data)
+
+    def _open_poll(self, poll_id: str, store: PollStore, operation: str) -> Poll:
+        """The open poll when it is `poll_id`; else 404, or 409 with that poll's status."""
+        if self.open is None or self.open.id != poll_id:
+            raise common.invalid_state("poll", common.found(store.poll(poll_id), "poll", poll_id).status, operation)
+        return self.open
 
     def _end_command(self, command: EndPoll, now_ms: int, store: PollStore) -> Outcome:
-        poll = self.open
-        if poll is None or poll.id != command.poll_id:
-            found = store.poll(command.poll_id)
-            if found is None:
-                raise not_found("poll", command.poll_id)
-            raise invalid_state("poll", found.status, "end")
+        poll = self._open_poll(command.poll_id, store, "end")
         if not store.finish(poll.id, now_ms):
-            raise invalid_state("poll", "ended", "end")
+            raise common.invalid_state("poll", "ended", "end")
         self.open = None
         return self._ended(poll, now_ms, store)
 
@@ -234,23 +226,18 @@ class PollsComponent:
             ended_at=iso8601(now_ms),
         )
         outcome = Outcome(final, [], [Emitted("channel.poll.end", data)], shared_state_changed=True)
-        return add_card(outcome, store, self.channel_id, now_ms, "poll-end", f"Poll ended: {final.title}", data)
+        return common.add_card(outcome, store, self.channel_id, now_ms, "poll-end", f"Poll ended: {final.title}", data)
 
     def _vote(self, command: Vote, now_ms: int, store: PollStore) -> Outcome:
-        poll = self.open
-        if poll is None or poll.id != command.poll_id:
-            found = store.poll(command.poll_id)
-            if found is None:
-                raise not_found("poll", command.poll_id)
-            raise invalid_state("poll", found.status, "vote in")
+        poll = self._open_poll(command.poll_id, store, "vote in")
         if now_ms >= poll.ends_at:  # its end is due and about to be written
-            raise invalid_state("poll", "ended", "vote in")
+            raise common.invalid_state("poll", "ended", "vote in")
         if command.option_id not in {option.id for option in poll.options}:
             raise Refused(
                 Refusal(400, "invalid_option", "optionId is not an option of this poll", {"field": "optionId"})
             )
         if not store.may_take_part(command.user_id):
-            raise Refused(Refusal(403, "banned", "you are banned or timed out in this channel"))
+            raise Refused(common.BANNED)
         if store.has_voted(poll.id, command.user_id):
             raise Refused(Refusal(409, "already_voted", "you have already voted in this poll", {"pollId": poll.id}))
         return Outcome(command.option_id, [InsertVote(poll.id, command.user_id, command.option_id)])

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
+from volthub.hub.components import common
 from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
 from volthub.hub.components.chat_rules import Standing
-from volthub.hub.components.common import CardStore, add_card, already_active, check_text, invalid_state, not_found
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -37,22 +37,15 @@ ACTIVE = ("open", "locked")
 
 
 def check_title(value: str) -> str:
-    return check_text(value, "title", TITLE_MAX)
+    return common.check_text(value, "title", TITLE_MAX)
 
 
 def check_outcomes(values: list[str]) -> list[str]:
-    if not OUTCOMES_MIN <= len(values) <= OUTCOMES_MAX:
-        raise ValueError(f"outcomes must hold {OUTCOMES_MIN}–{OUTCOMES_MAX} entries")
-    outcomes = [check_text(value, "outcomes", OUTCOME_MAX) for value in values]
-    if len({outcome.casefold() for outcome in outcomes}) != len(outcomes):
-        raise ValueError("outcomes must differ from each other")
-    return outcomes
+    return common.check_choices(values, "outcomes", OUTCOMES_MIN, OUTCOMES_MAX, OUTCOME_MAX)
 
 
 def check_window(seconds: int) -> int:
-    if not WINDOW_MIN <= seconds <= WINDOW_MAX:
-        raise ValueError(f"windowSeconds must be {WINDOW_MIN}–{WINDOW_MAX}")
-    return seconds
+    return common.check_seconds(seconds, "windowSeconds", WINDOW_MIN, WINDOW_MAX)
 
 
 @dataclass(frozen=True)
@@ -163,7 +156,7 @@ class PlaceBet:
 COMMANDS: tuple[type, ...] = (StartPrediction, LockPrediction, ResolvePrediction, CancelPrediction, PlaceBet)
 
 
-class PredictionStore(CardStore, Protocol):
+class PredictionStore(common.CardStore, Protocol):
     def active_prediction(self) -> Prediction | None:
         """The open or locked prediction, without its bets."""
 
@@ -230,13 +223,13 @@ class PredictionsComponent:
         prediction = self._find(command.prediction_id, store)
         if isinstance(command, LockPrediction):
             if prediction.status != "open":
-                raise invalid_state("prediction", prediction.status, "lock")
+                raise common.invalid_state("prediction", prediction.status, "lock")
             return self._lock(prediction, now_ms, store, refuse=True)
         if isinstance(command, ResolvePrediction):
             return self._resolve(prediction, command.winning_outcome_id, now_ms, store)
         if isinstance(command, CancelPrediction):
             if prediction.status not in ACTIVE:
-                raise invalid_state("prediction", prediction.status, "cancel")
+                raise common.invalid_state("prediction", prediction.status, "cancel")
             return self._finish(prediction, "cancelled", None, now_ms, store)
         raise TypeError(f"predictions do not handle {type(command).__name__}")
 
@@ -244,26 +237,21 @@ class PredictionsComponent:
         prediction = self.active
         if prediction is None or prediction.status != "open":
             return Outcome()
-        found = store.prediction(prediction.id) or prediction
-        return self._lock(found, now_ms, store, refuse=False)
+        current = store.prediction(prediction.id) or prediction
+        return self._lock(current, now_ms, store, refuse=False)
 
     # -- decisions --
 
     def _find(self, prediction_id: str, store: PredictionStore) -> Prediction:
-        found = store.prediction(prediction_id)
-        if found is None:
-            raise not_found("prediction", prediction_id)
-        return found
+        return common.found(store.prediction(prediction_id), "prediction", prediction_id)
 
     def _start(self, command: StartPrediction, now_ms: int, store: PredictionStore) -> Outcome:
         if self.active is not None:
-            raise already_active("prediction", self.active.id)
-        try:
+            raise common.already_active("prediction", self.active.id)
+        with common.refusing_invalid():
             title = check_title(command.title)
             texts = check_outcomes(list(command.outcomes))
             window = check_window(command.window_seconds)
-        except ValueError as exc:
-            raise Refused(Refusal(400, "validation_error", str(exc))) from None
         choices = tuple(Choice(str(uuid.uuid4()), text) for text in texts)
         prediction = Prediction(str(uuid.uuid4()), title, "open", choices, now_ms, now_ms + window * 1000)
         self.active = prediction
@@ -280,12 +268,14 @@ class PredictionsComponent:
             [Emitted("channel.prediction.begin", data)],
             shared_state_changed=True,
         )
-        return add_card(outcome, store, self.channel_id, now_ms, "prediction-begin", f"Prediction: {title}", data)
+        return common.add_card(
+            outcome, store, self.channel_id, now_ms, "prediction-begin", f"Prediction: {title}", data
+        )
 
     def _lock(self, prediction: Prediction, now_ms: int, store: PredictionStore, *, refuse: bool) -> Outcome:
         if not store.lock(prediction.id, now_ms):
             if refuse:
-                raise invalid_state("prediction", "locked", "lock")
+                raise common.invalid_state("prediction", "locked", "lock")
             self.active = None  # another process moved it on; reload at the next lock
             return Outcome(shared_state_changed=True)
         locked = replace(prediction, status="locked", locked_at=now_ms)
@@ -297,7 +287,7 @@ class PredictionsComponent:
 
     def _resolve(self, prediction: Prediction, winning: str, now_ms: int, store: PredictionStore) -> Outcome:
         if prediction.status not in ACTIVE:
-            raise invalid_state("prediction", prediction.status, "resolve")
+            raise common.invalid_state("prediction", prediction.status, "resolve")
         if winning not in {choice.id for choice in prediction.outcomes}:
             raise Refused(
                 Refusal(
@@ -320,7 +310,7 @@ class PredictionsComponent:
         self, prediction: Prediction, status: str, winning: str | None, now_ms: int, store: PredictionStore
     ) -> Outcome:
         if not store.finish(prediction.id, status, winning, now_ms):
-            raise invalid_state("prediction", prediction.status, "end")
+            raise common.invalid_state("prediction", prediction.status, "end")
         ended = replace(
             prediction, status=status, winning_outcome_id=winning, ended_at=now_ms, locked_at=prediction.locked_at
         )
@@ -345,14 +335,14 @@ class PredictionsComponent:
         )
         outcome = Outcome(ended, writes, [Emitted("channel.prediction.end", data)], shared_state_changed=True)
         text = f"Prediction {status}: {ended.title}"
-        return add_card(outcome, store, self.channel_id, now_ms, "prediction-end", text, data)
+        return common.add_card(outcome, store, self.channel_id, now_ms, "prediction-end", text, data)
 
     def _bet(self, command: PlaceBet, now_ms: int, store: PredictionStore) -> Outcome:
         prediction = self.active
         if prediction is None or prediction.id != command.prediction_id:
-            raise invalid_state("prediction", self._find(command.prediction_id, store).status, "bet on")
+            raise common.invalid_state("prediction", self._find(command.prediction_id, store).status, "bet on")
         if prediction.status != "open" or now_ms >= prediction.locks_at:
-            raise invalid_state("prediction", "locked", "bet on")
+            raise common.invalid_state("prediction", "locked", "bet on")
         if command.outcome_id not in {choice.id for choice in prediction.outcomes}:
             raise Refused(
                 Refusal(
@@ -361,13 +351,8 @@ class PredictionsComponent:
             )
         if not 1 <= command.points <= BET_MAX:
             raise Refused(Refusal(400, "validation_error", f"points must be 1–{BET_MAX}", {"field": "points"}))
-        standing = store.standing(command.user_id)
-        if standing is None:
-            raise not_found("user", command.user_id)
-        if standing.is_broadcaster:
-            raise Refused(Refusal(403, "cannot_bet_own", "the broadcaster cannot bet on their own prediction"))
-        if standing.banned or (standing.timeout_ends_at is not None and standing.timeout_ends_at > now_ms):
-            raise Refused(Refusal(403, "banned", "you are banned or timed out in this channel"))
+        own = Refusal(403, "cannot_bet_own", "the broadcaster cannot bet on their own prediction")
+        common.participant(store, command.user_id, now_ms, own)
         previous = store.bet(prediction.id, command.user_id)
         if previous is not None and previous.outcome_id != command.outcome_id:
             raise Refused(

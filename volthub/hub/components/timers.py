@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
+from volthub.hub.components import common
 from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
-from volthub.hub.components.common import check_text, invalid_state, not_found
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -39,13 +39,11 @@ DEFAULT_TITLE = "Timer"
 
 
 def check_title(value: str) -> str:
-    return check_text(value, "title", TITLE_MAX)
+    return common.check_text(value, "title", TITLE_MAX)
 
 
 def check_duration(seconds: int) -> int:
-    if not DURATION_MIN <= seconds <= DURATION_MAX:
-        raise ValueError(f"durationSeconds must be {DURATION_MIN}–{DURATION_MAX}")
-    return seconds
+    return common.check_seconds(seconds, "durationSeconds", DURATION_MIN, DURATION_MAX)
 
 
 def check_added(seconds: int) -> int:
@@ -181,11 +179,9 @@ class TimersComponent:
         if isinstance(command, AddTime):
             timer = self._find(command.timer_id, store)
             if timer.status == "ended":
-                raise invalid_state("timer", timer.status, "add time to")
-            try:
+                raise common.invalid_state("timer", timer.status, "add time to")
+            with common.refusing_invalid({"field": "seconds"}):
                 seconds = check_added(command.seconds)
-            except ValueError as exc:
-                raise Refused(Refusal(400, "validation_error", str(exc), {"field": "seconds"})) from None
             if timer.remaining_at(now_ms) + seconds * 1000 > REMAINING_MAX * 1000:
                 raise Refused(
                     Refusal(
@@ -214,21 +210,20 @@ class TimersComponent:
     # -- decisions --
 
     def _find(self, timer_id: str, store: TimerStore) -> Timer:
-        timer = self.live.get(timer_id) or store.timer(timer_id)
-        if timer is None:
-            raise not_found("timer", timer_id)
-        return timer
+        return common.found(self.live.get(timer_id) or store.timer(timer_id), "timer", timer_id)
 
-    def _start(self, command: StartTimer, now_ms: int) -> Outcome:
+    def _check_room(self) -> None:
+        """409 `too_many_timers` when one more live timer would pass the channel's cap."""
         if len(self.live) >= LIVE_TIMERS_MAX:
             raise Refused(
                 Refusal(409, "too_many_timers", f"a channel may have {LIVE_TIMERS_MAX} running or paused timers")
             )
-        try:
+
+    def _start(self, command: StartTimer, now_ms: int) -> Outcome:
+        self._check_room()
+        with common.refusing_invalid():
             duration = check_duration(command.duration_seconds)
             title = check_title(command.title) if command.title is not None else DEFAULT_TITLE
-        except ValueError as exc:
-            raise Refused(Refusal(400, "validation_error", str(exc))) from None
         ms = duration * 1000
         timer = Timer(str(uuid.uuid4()), title, "running", duration, ms, now_ms + ms, command.subathon)
         return self._changed(timer, "started", now_ms, created=True)
@@ -248,16 +243,14 @@ class TimersComponent:
             full = timer.duration_seconds * 1000
             if status == "paused":
                 return self._changed(replace(timer, remaining_ms=full), "reset", now_ms)
-            if status == "ended" and len(self.live) >= LIVE_TIMERS_MAX:
-                raise Refused(
-                    Refusal(409, "too_many_timers", f"a channel may have {LIVE_TIMERS_MAX} running or paused timers")
-                )
+            if status == "ended":
+                self._check_room()
             return self._changed(
                 replace(timer, status="running", remaining_ms=full, ends_at=now_ms + full), "reset", now_ms
             )
         if operation not in OPERATIONS:
             raise Refused(Refusal(400, "validation_error", f"unknown timer operation {operation!r}"))
-        raise invalid_state("timer", status, operation)
+        raise common.invalid_state("timer", status, operation)
 
     def _add(self, timer: Timer, added_ms: int, reason: str, now_ms: int) -> Outcome:
         """Saturates: the timer never holds more than REMAINING_MAX."""
@@ -283,9 +276,7 @@ class TimersComponent:
             assert timer.subathon is not None
             added = timer.subathon.added_ms(command.reason, command.amount)
             if added > 0 and timer.remaining_at(now_ms) < REMAINING_MAX * 1000:
-                step = self._add(timer, added, command.reason, now_ms)
-                outcome.writes.extend(step.writes)
-                outcome.events.extend(step.events)
+                common.add_steps(outcome, self._add(timer, added, command.reason, now_ms))
         return outcome
 
     def _changed(
