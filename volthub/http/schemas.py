@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import unicodedata
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from volthub.hub.clock import iso8601
 from volthub.protocol import names
 
 
@@ -89,6 +92,25 @@ class Query(BaseModel):
 class Model(BaseModel):
     example: ClassVar[dict[str, Any] | None] = None
     model_config = ConfigDict(extra="forbid", json_schema_extra=_finish_schema)
+
+    @classmethod
+    def from_record(cls, record: object, **given: Any) -> Self:
+        """This answer for a stored record, by the one naming rule: each field not `given`
+        is the record's attribute of the same name in snake_case (`logoUrl` from
+        `logo_url`), and a time (a field named `...At`) is stored as epoch milliseconds and
+        answered in ISO 8601 (null stays null). What does not follow the rule is `given`."""
+        values = dict(given)
+        for field, attribute in _record_attributes(cls):
+            if field not in values:
+                value = getattr(record, attribute)
+                values[field] = iso8601(value) if field.endswith("At") and value is not None else value
+        return cls(**values)
+
+
+@functools.cache
+def _record_attributes(model: type[Model]) -> tuple[tuple[str, str], ...]:
+    """Each field of `model` with the record attribute it is read from (`from_record`)."""
+    return tuple((field, re.sub(r"(?<!^)([A-Z])", r"_\1", field).lower()) for field in model.model_fields)
 
 
 class ErrorBody(Model):

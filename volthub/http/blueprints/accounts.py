@@ -160,13 +160,7 @@ async def list_sessions() -> Any:
 
 
 def _stored_session_out(session: Session, current: str | None) -> StoredSessionOut:
-    return StoredSessionOut(
-        id=session.id,
-        label=session.label,
-        createdAt=iso8601(session.created_at),
-        expiresAt=iso8601(session.expires_at),
-        current=session.id == current,
-    )
+    return StoredSessionOut.from_record(session, current=session.id == current)
 
 
 @blueprint.delete("/sessions/<session_id>")

@@ -62,18 +62,7 @@ class BotOut(Model):
 
 
 def bot_out(bot: Bot) -> BotOut:
-    return BotOut(
-        clientId=bot.client_id,
-        appName=bot.app_name,
-        botUserId=bot.user_id,
-        name=bot.username,
-        commandPrefix=bot.command_prefix,
-        defaultPermission=bot.default_permission,
-        logoUrl=bot.logo_url,
-        reviewed=bot.reviewed,
-        createdAt=iso8601(bot.created_at),
-        updatedAt=iso8601(bot.updated_at),
-    )
+    return BotOut.from_record(bot, botUserId=bot.user_id, name=bot.username)
 
 
 def _bot_name(value: str) -> str:

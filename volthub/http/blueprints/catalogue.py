@@ -40,7 +40,7 @@ class BadgeOut(Model):
 
 
 def badge_out(badge: Badge) -> BadgeOut:
-    return BadgeOut(slug=badge.slug, category=badge.category, title=badge.title, description=badge.description)
+    return BadgeOut.from_record(badge)
 
 
 class CatalogQuery(Query):
@@ -197,14 +197,7 @@ class TeamOut(Model):
 
 
 def team_out(team: Team) -> TeamOut:
-    return TeamOut(
-        id=team.id,
-        slug=team.slug,
-        name=team.name,
-        description=team.description,
-        memberCount=team.member_count,
-        createdAt=iso8601(team.created_at),
-    )
+    return TeamOut.from_record(team)
 
 
 class TeamList(Model):

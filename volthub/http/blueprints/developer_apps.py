@@ -186,18 +186,7 @@ class AppScopes(Model):
 
 
 def app_out(app: App) -> AppOut:
-    return AppOut(
-        clientId=app.client_id,
-        name=app.name,
-        description=app.description,
-        logoUrl=app.logo_url,
-        redirectUris=app.redirect_uris,
-        botApp=app.bot_app,
-        public=app.is_public,
-        reviewed=app.reviewed,
-        createdAt=iso8601(app.created_at),
-        updatedAt=iso8601(app.updated_at),
-    )
+    return AppOut.from_record(app, public=app.is_public)
 
 
 def _with_secret(app: App, secret: str | None) -> AppWithSecretOut:

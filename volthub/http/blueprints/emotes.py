@@ -18,7 +18,6 @@ from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, Query, example_of
 from volthub.http.uploads import ACCEPTED, read_image
-from volthub.hub.clock import iso8601
 from volthub.services.emotes import CODE, MAX_CODES, Emote, Emotes, emote_url
 
 blueprint = Blueprint("emotes", __name__, url_prefix="/api/emotes")
@@ -49,15 +48,7 @@ class EmoteOut(Model):
 
 
 def emote_out(emote: Emote) -> EmoteOut:
-    return EmoteOut(
-        id=emote.id,
-        code=emote.code,
-        url=emote_url(emote.media_id),
-        scope="channel" if emote.channel_id else "global",
-        channelId=emote.channel_id,
-        channelUsername=emote.channel_username,
-        createdAt=iso8601(emote.created_at),
-    )
+    return EmoteOut.from_record(emote, url=emote_url(emote.media_id), scope="channel" if emote.channel_id else "global")
 
 
 class CollectionOut(Model):

@@ -12,7 +12,6 @@ from volthub.http import access
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import CountOut, Model, PageQuery, example_of
-from volthub.hub.clock import iso8601
 from volthub.services.notifications import Notification, Notifications
 
 blueprint = Blueprint("notifications", __name__, url_prefix="/api/notifications")
@@ -58,16 +57,7 @@ class ReadAllOut(Model):
 
 
 def notification_out(item: Notification) -> NotificationOut:
-    return NotificationOut(
-        id=item.id,
-        type=item.type,
-        title=item.title,
-        message=item.message,
-        data=item.data,
-        read=item.read_at is not None,
-        readAt=None if item.read_at is None else iso8601(item.read_at),
-        createdAt=iso8601(item.created_at),
-    )
+    return NotificationOut.from_record(item, read=item.read_at is not None)
 
 
 def _notifications() -> Notifications:

@@ -134,17 +134,7 @@ def admin() -> WebhookAdmin:
 
 
 def webhook_out(webhook: Webhook) -> WebhookOut:
-    return WebhookOut(
-        id=webhook.id,
-        url=webhook.url,
-        events=webhook.events,
-        enabled=webhook.enabled,
-        status="enabled" if webhook.enabled else "disabled",
-        disabledReason=webhook.disabled_reason,
-        consecutiveFailures=webhook.consecutive_failures,
-        createdAt=iso8601(webhook.created_at),
-        updatedAt=iso8601(webhook.updated_at),
-    )
+    return WebhookOut.from_record(webhook, status="enabled" if webhook.enabled else "disabled")
 
 
 def with_secret(webhook: Webhook) -> WebhookWithSecret:

@@ -62,13 +62,8 @@ async def connections() -> Any:
 
 
 def _connection_out(connection: Connection) -> ConnectionOut:
-    app = connection.app
-    return ConnectionOut(
-        clientId=app.client_id,
-        name=app.name,
-        description=app.description,
-        logoUrl=app.logo_url,
-        reviewed=app.reviewed,
+    return ConnectionOut.from_record(
+        connection.app,
         scopes=format_scope(connection.held).split(),
         connectedAt=iso8601(connection.connected_at),
         updatedAt=iso8601(connection.updated_at),
