@@ -27,6 +27,11 @@ Steps 1 and 2 run when the stop is asked for (`Server.serve`'s `until` returning
 `hypercorn` command's shutdown event); step 4 runs when Hypercorn ends the lifespan. Quart's
 test app ends the lifespan without a stop being asked for: step 4 then runs steps 1 and 2
 first.
+
+The supervisor restarts a background service that crashes; a listener is not restarted. A
+gateway whose accept loop fails ends the lifespan, and with it the process, so that its
+process manager (or the parent of `--workers N`) starts a whole one again rather than a
+process serving half of what it should.
 """
 
 from __future__ import annotations
