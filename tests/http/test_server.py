@@ -15,6 +15,7 @@ from tests.conftest import free_port, make_settings, register_live
 from tests.http.rawhttp import RawConnection, request
 from volthub.http import composition
 from volthub.http.app import create_app
+from volthub.http.events.gateway import Gateway
 from volthub.http.server import Server, server_of
 
 DEADLINE = 30.0
@@ -103,3 +104,28 @@ async def test_the_test_app_without_a_stop_still_closes_the_gateway(sqlite_url: 
         assert not _refused(port)
     assert _refused(port)
     assert server.runtime.supervisor._stopped.is_set()
+
+
+async def test_a_failing_gateway_accept_loop_is_started_again_on_the_same_socket(
+    sqlite_url: str, nursery: trio.Nursery, monkeypatch: Any
+) -> None:
+    accept = Gateway._accept_loop
+    failures: list[str] = []
+
+    async def failing_once(gateway: Gateway, connections: trio.Nursery) -> None:
+        if not failures:
+            failures.append("accept loop")
+            raise RuntimeError("the accept loop failed")
+        await accept(gateway, connections)
+
+    monkeypatch.setattr(Gateway, "_accept_loop", failing_once)
+    server = server_of(create_app(make_settings(sqlite_url)))
+    stop = trio.Event()
+    await nursery.start(functools.partial(server.serve, stop.wait, bind="127.0.0.1:0"))
+    gateway = server.runtime.gateway
+    assert gateway is not None
+    async with httpx.AsyncClient(timeout=DEADLINE) as client:
+        # Waits in the socket's backlog through the back-off, then is served.
+        assert (await client.get(f"{gateway.url}/nothing")).status_code == 404
+    assert failures == ["accept loop"]
+    stop.set()

@@ -28,10 +28,9 @@ Steps 1 and 2 run when the stop is asked for (`Server.serve`'s `until` returning
 test app ends the lifespan without a stop being asked for: step 4 then runs steps 1 and 2
 first.
 
-The supervisor restarts a background service that crashes; a listener is not restarted. A
-gateway whose accept loop fails ends the lifespan, and with it the process, so that its
-process manager (or the parent of `--workers N`) starts a whole one again rather than a
-process serving half of what it should.
+The gateway is served under a supervisor of its own, as the background services are under
+theirs: should its accept loop fail, it is started again with back-off
+(`volthub_service_restarts_total{service="gateway"}`), on the socket it already holds.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ from volthub.http.composition import compose
 from volthub.http.events.gateway import Gateway
 from volthub.http.runtime import RUNTIME_KEY, Runtime
 from volthub.hub.clock import Clock
+from volthub.hub.supervisor import Service, Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ async def _serve_gateway(gateway: Gateway, *, task_status: trio.TaskStatus[None]
     host, port = gateway.bind()
     log.debug("Events API gateway listening on %s:%d", host, port)
     try:
-        await gateway.run(task_status=task_status)
+        await Supervisor().run([Service("gateway", gateway.run)], task_status=task_status)
     finally:
         gateway.stop_accepting()  # a start that failed half-way, or a stop never asked for
 
