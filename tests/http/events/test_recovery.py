@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
-import orjson
 import pytest
 import trio
 
 from tests.conftest import SOCKET_PATHS, LiveServer, make_settings, register_live, served, socket_path_events
-from tests.js_client import JS_DIR, node_with_official_client
+from tests.js_client import run_client
 from volthub.http.events.recovery import Lost, RecoveryStore, missed_events, note_start
 from volthub.hub.fanout import Fanout
 from volthub.hub.publisher import Event
@@ -27,26 +26,8 @@ async def server(sqlite_url: str, nursery: trio.Nursery, request: pytest.Fixture
 @pytest.mark.parametrize(("transports", "target"), [("websocket", "path"), ("default", "namespace")])
 async def test_a_dropped_socket_gets_exactly_what_it_missed(server: LiveServer, transports: str, target: str) -> None:
     owner = await register_live(server.url)
-    with trio.fail_after(40):
-        done = await trio.run_process(
-            [
-                node_with_official_client(),
-                "recovery_client.mjs",
-                server.url,
-                owner.token,
-                owner.id,
-                transports,
-                target,
-                server.events_url,
-            ],
-            cwd=JS_DIR,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    output = done.stdout.decode().strip().splitlines()
-    assert done.returncode == 0, (output, done.stderr.decode()[-2000:])
-    seen = orjson.loads(output[-1])
+    args = (server.url, owner.token, owner.id, transports, target, server.events_url)
+    seen = await run_client("recovery_client.mjs", *args, deadline=40)
     assert seen["disconnectReason"] == "forced close"  # engine.close(), as the client names it
     assert seen["gap"] == []
     assert [e["offset"] for e in seen["before"]] == [seen["first"]]

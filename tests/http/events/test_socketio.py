@@ -24,7 +24,7 @@ from tests.conftest import SOCKET_PATHS, LiveServer, make_settings, register_liv
 from tests.conftest import RegisteredUser as Account
 from tests.event_payloads import stand_in
 from tests.http.events.live import closed, handshake, open_ws, poll, polling_open, push, receive
-from tests.js_client import JS_DIR, node_with_official_client
+from tests.js_client import run_client
 from volthub.hub.clock import TrioClock
 from volthub.hub.publisher import Event
 from volthub.services.tokens import TokenService
@@ -131,19 +131,9 @@ async def test_clients_are_told_the_gateway_and_connect_there(live_server: LiveS
 
 @pytest.mark.parametrize(("transports", "target"), [("default", "namespace"), ("websocket", "path")])
 async def test_official_js_client(server: LiveServer, owner: Account, transports: str, target: str) -> None:
-    node = node_with_official_client()
     await create_reward(server, owner, name="Stretch", cost=250)
-    with trio.fail_after(30):
-        done = await trio.run_process(
-            [node, "events_client.mjs", server.url, owner.token, owner.id, transports, target, server.events_url],
-            cwd=JS_DIR,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    output = done.stdout.decode().strip().splitlines()
-    assert done.returncode == 0, (output, done.stderr.decode()[-2000:])
-    seen = orjson.loads(output[-1])
+    args = (server.url, owner.token, owner.id, transports, target, server.events_url)
+    seen = await run_client("events_client.mjs", *args)
     assert seen["connected"] == {
         "channelUsername": owner.username,
         "channelId": owner.id,

@@ -150,13 +150,7 @@ class SettingsOut(Model):
 class SettingsPatch(Body):
     """Partial: omitted fields stay as they are; null is refused."""
 
-    example = {
-        "slowMode": False,
-        "slowModeSeconds": 60,
-        "followersOnly": False,
-        "subscribersOnly": False,
-        "emoteOnly": False,
-    }
+    example = SettingsOut.example
 
     slowMode: bool = absent(description="true alone keeps the stored duration, or 30 s when none.")
     slowModeSeconds: int = absent(
