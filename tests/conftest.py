@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ import trio
 from tests.ports import use_worker_ports
 from tests.postgres_databases import RecycledDatabases, describe_template, scratch_databases
 from volthub.config import Settings, load_settings
+from volthub.persistence import apps as apps_repo
 
 use_worker_ports()  # before any test module imports free_port (tests/ports.py)
 
@@ -475,6 +476,34 @@ def make_user(client: Any) -> Any:
         return await register(client, username)
 
     return make
+
+
+def create_test_app(
+    tx: Any,
+    client_id: str,
+    owner_id: str,
+    name: str = "Test app",
+    *,
+    bot_app: bool = False,
+    redirect_uris: Sequence[str] = ("https://app.example/callback",),
+    client_secret_hash: str | None = "unused",
+    description: str = "",
+    now_ms: int = 1,
+) -> apps_repo.App:
+    """An app of `owner_id` (confidential, one redirect URI, as registering one makes it,
+    unless told otherwise), written in `tx`."""
+    return apps_repo.create_app(
+        tx,
+        client_id=client_id,
+        owner_id=owner_id,
+        name=name,
+        description=description,
+        logo_url=None,
+        redirect_uris=list(redirect_uris),
+        client_secret_hash=client_secret_hash,
+        bot_app=bot_app,
+        now_ms=now_ms,
+    )
 
 
 async def insert_app(database: Any, owner_id: str, name: str = "hooks app") -> str:

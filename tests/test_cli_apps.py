@@ -7,6 +7,7 @@ import uuid
 import pytest
 import trio
 
+from tests.conftest import create_test_app
 from volthub.cli import main
 from volthub.persistence import apps as apps_repo
 from volthub.persistence import migrate, open_database
@@ -36,18 +37,7 @@ def seeded(tmp_path):
         users_repo.create_user(
             tx, user_id=user_id, username="cli_owner", display_name="Owner", password_hash="h", now_ms=1
         )
-        apps_repo.create_app(
-            tx,
-            client_id=client_id,
-            owner_id=user_id,
-            name="CLI app",
-            description="",
-            logo_url=None,
-            redirect_uris=[],
-            client_secret_hash="h",
-            bot_app=False,
-            now_ms=1,
-        )
+        create_test_app(tx, client_id, user_id, "CLI app", redirect_uris=())
         oauth_repo.grant_app_scope(tx, client_id, "chat:moderate", 1)
         oauth_repo.create_grant(
             tx,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from tests.conftest import create_test_app
 from tests.conftest import stored_user as _user
 from volthub.persistence import apps as apps_repo
 from volthub.persistence import oauth as repo
@@ -13,16 +14,15 @@ from volthub.persistence.oauth import AuthorizationCode
 
 async def _app(db, owner: str, secret_hash: str | None = "hash") -> apps_repo.App:
     return await db.write(
-        lambda tx: apps_repo.create_app(
+        lambda tx: create_test_app(
             tx,
-            client_id=str(uuid.uuid4()),
-            owner_id=owner,
-            name="App",
-            description="d",
-            logo_url=None,
+            str(uuid.uuid4()),
+            owner,
+            "App",
+            bot_app=True,
             redirect_uris=["https://a.example/cb"],
             client_secret_hash=secret_hash,
-            bot_app=True,
+            description="d",
             now_ms=10,
         )
     )

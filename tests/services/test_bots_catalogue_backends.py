@@ -7,10 +7,9 @@ import uuid
 import pytest
 import trio
 
-from tests.conftest import stored_user
+from tests.conftest import create_test_app, stored_user
 from tests.http.test_emotes_badges_teams import PNG
 from volthub.hub.clock import TrioClock
-from volthub.persistence import apps as apps_repo
 from volthub.persistence import extvideo as extvideo_repo
 from volthub.persistence import users as users_repo
 from volthub.services.bots import BotNameTaken, Bots
@@ -25,20 +24,7 @@ DAY = 86_400
 
 async def _bot_app(db, owner_id: str) -> str:  # type: ignore[no-untyped-def]
     client_id = str(uuid.uuid4())
-    await db.write(
-        lambda tx: apps_repo.create_app(
-            tx,
-            client_id=client_id,
-            owner_id=owner_id,
-            name="Bot app",
-            description="",
-            logo_url=None,
-            redirect_uris=[],
-            client_secret_hash="x",
-            bot_app=True,
-            now_ms=1,
-        )
-    )
+    await db.write(lambda tx: create_test_app(tx, client_id, owner_id, "Bot app", bot_app=True, redirect_uris=()))
     return client_id
 
 

@@ -7,23 +7,7 @@ from typing import Any
 
 import httpx
 
-from volthub.persistence import apps as apps_repo
-
-
-def create_test_app(tx: Any, client_id: str, owner_id: str, name: str = "Test app") -> None:
-    """A confidential app of `owner_id` with one redirect URI, as registering one makes it."""
-    apps_repo.create_app(
-        tx,
-        client_id=client_id,
-        owner_id=owner_id,
-        name=name,
-        description="",
-        logo_url=None,
-        redirect_uris=["https://app.example/callback"],
-        client_secret_hash="unused",
-        bot_app=False,
-        now_ms=1,
-    )
+from tests.conftest import create_test_app
 
 
 async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], client_id: str | None = None) -> str:
