@@ -19,7 +19,6 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -253,25 +252,24 @@ class GoalsComponent:
         events = [Emitted("channel.goal.progress", _progress(changed))]
         if changed.current >= changed.target and not changed.completed:
             changed = replace(changed, completed_period=changed.period_start)
-            data = _payload(catalogue.channel_goal_completed, changed, completed_at=iso8601(now_ms))
+            data = catalogue.channel_goal_completed(**_standing(changed), completed_at=iso8601(now_ms))
             events.append(Emitted("channel.goal.completed", data))
         self.goals[changed.id] = changed
         return Outcome(changed, [SaveGoal(changed)], events, shared_state_changed=True)
 
 
-def _payload(build: Callable[..., dict[str, Any]], goal: Goal, **more: Any) -> dict[str, Any]:
-    """A goal event's payload, made by its catalogue function `build`: the goal as it stands
-    now, and `more`."""
-    return build(
-        goal_id=goal.id,
-        goal_type=goal.type,
-        title=goal.title,
-        current=goal.current,
-        target=goal.target,
-        period=goal.period,
-        **more,
-    )
+def _standing(goal: Goal) -> dict[str, Any]:
+    """What every goal event says of the goal as it stands now (its catalogue builder's
+    arguments)."""
+    return {
+        "goal_id": goal.id,
+        "goal_type": goal.type,
+        "title": goal.title,
+        "current": goal.current,
+        "target": goal.target,
+        "period": goal.period,
+    }
 
 
 def _progress(goal: Goal) -> dict[str, Any]:
-    return _payload(catalogue.channel_goal_progress, goal)
+    return catalogue.channel_goal_progress(**_standing(goal))
