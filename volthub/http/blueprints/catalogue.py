@@ -17,7 +17,6 @@ from volthub.http import access
 from volthub.http.documented import error_responses
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Model, PageQuery, Query, example_of
-from volthub.hub.clock import iso8601
 from volthub.services.catalogue import Badge, BadgeCatalogue, Team, Teams
 
 badges_blueprint = Blueprint("badges", __name__, url_prefix="/api/badges")
@@ -166,15 +165,7 @@ async def user_badges(username: str, query_args: UserBadgesQuery) -> UserBadgesO
     return UserBadgesOut(
         user=ChannelRef(id=found.user.id, username=found.user.username),
         channel=ChannelRef(id=found.channel.id, username=found.channel.username) if found.channel else None,
-        badges=[
-            UserBadgeOut(
-                **badge_out(b.badge).model_dump(),
-                channelId=b.channel_id,
-                source=b.source,
-                awardedAt=iso8601(b.awarded_at) if b.awarded_at is not None else None,
-            )
-            for b in found.badges
-        ],
+        badges=[UserBadgeOut.from_record(b, **badge_out(b.badge).model_dump()) for b in found.badges],
     )
 
 
@@ -269,16 +260,6 @@ async def team_members(slug: str, query_args: PageQuery) -> MemberList:
     team, people, next_cursor = await teams().members(slug, query_args.limit, query_args.cursor)
     return MemberList(
         team=team_out(team),
-        items=[
-            MemberOut(
-                userId=m.user_id,
-                username=m.username,
-                displayName=m.display_name,
-                avatarUrl=m.avatar_url,
-                role=m.role,
-                joinedAt=iso8601(m.joined_at),
-            )
-            for m in people
-        ],
+        items=[MemberOut.from_record(member) for member in people],
         nextCursor=next_cursor,
     )

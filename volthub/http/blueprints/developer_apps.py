@@ -306,11 +306,8 @@ async def app_scopes(client_id: str) -> AppScopes:
     grants = await apps().scope_grants(access.principal().user_id, client_id)
     allowed = rt.services.oauth.allowed({s.name for s in SCOPES}, grants)
     items = [
-        ScopeGrantOut(
-            name=s.name,
-            category=s.category,
-            description=s.description,
-            sensitive=s.sensitive,
+        ScopeGrantOut.from_record(
+            s,
             granted=s.name in allowed,
             grantedAt=iso8601(grants[s.name]) if s.sensitive and s.name in grants else None,
         )

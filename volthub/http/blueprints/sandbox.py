@@ -316,18 +316,7 @@ async def send_test_event(data: TestEventBody) -> TestEventOut:
         channelId=channel_id,
         timestamp=event.timestamp,
         data=event.data,
-        webhooks=[
-            TestDeliveryOut(
-                webhookId=d.webhook_id,
-                clientId=d.client_id,
-                url=d.url,
-                event=d.event_name,
-                status=d.status,
-                error=d.error,
-                latencyMs=d.latency_ms,
-            )
-            for d in tried
-        ],
+        webhooks=[TestDeliveryOut.from_record(delivery, event=delivery.event_name) for delivery in tried],
     )
 
 

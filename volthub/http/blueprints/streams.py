@@ -197,18 +197,7 @@ def stream_out(live: LiveStream, viewers: int) -> StreamOut:
 
 
 def vod_out(vod: Vod) -> VodOut:
-    return VodOut(
-        id=vod.id,
-        streamId=vod.stream_id,
-        channelId=vod.channel_id,
-        title=vod.title,
-        category=vod.category,
-        tags=list(vod.tags),
-        startedAt=iso8601(vod.started_at),
-        endedAt=iso8601(vod.ended_at),
-        durationMs=vod.duration_ms,
-        createdAt=iso8601(vod.created_at),
-    )
+    return VodOut.from_record(vod)
 
 
 async def channel_stream_out(info: Info) -> ChannelStreamOut:
@@ -408,22 +397,13 @@ class ClipPage(Model):
 
 
 def clip_out(view: ClipView) -> ClipOut:
-    clip, creator = view.clip, view.creator
-    return ClipOut(
-        id=clip.id,
-        channelId=clip.channel_id,
+    creator = view.creator
+    return ClipOut.from_record(
+        view.clip,
         username=view.channel.username,
-        streamId=clip.stream_id,
         vodId=view.vod_id,
-        creator=PersonOut(userId=creator.id, username=creator.username, displayName=creator.display_name)
-        if creator
-        else None,
-        title=clip.title,
-        description=clip.description,
-        durationMs=clip.duration_ms,
-        startOffsetMs=clip.start_offset_ms,
-        highlight=clip.highlight,
-        createdAt=iso8601(clip.created_at),
+        creator=PersonOut.from_record(creator, userId=creator.id) if creator else None,
+        videoUrl=None,
     )
 
 

@@ -17,7 +17,6 @@ from volthub.http.errors import ApiError
 from volthub.http.params import uuid_param
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model, PageQuery, example_of
-from volthub.hub.clock import iso8601
 from volthub.protocol.catalogue import WEBHOOK_EVENT_GROUPS, unknown_events
 from volthub.services.webhooks import WebhookAdmin, WebhookChange
 from volthub.services.webhooks.admin import Delivery, Webhook
@@ -142,30 +141,11 @@ def with_secret(webhook: Webhook) -> WebhookWithSecret:
 
 
 def delivery_out(delivery: Delivery) -> DeliveryOut:
-    def at(ms: int | None) -> str | None:
-        return None if ms is None else iso8601(ms)
-
-    return DeliveryOut(
-        id=delivery.id,
-        eventId=delivery.event_id,
+    return DeliveryOut.from_record(
+        delivery,
         event=delivery.event_name,
         status=delivery.state,
-        attemptCount=delivery.attempt_count,
-        nextAttemptAt=at(delivery.next_attempt_at),
-        redeliveryOf=delivery.redelivery_of,
-        createdAt=iso8601(delivery.created_at),
-        completedAt=at(delivery.completed_at),
-        attempts=[
-            AttemptOut(
-                number=a.number,
-                attemptedAt=iso8601(a.attempted_at),
-                outcome=a.outcome,
-                statusCode=a.status_code,
-                latencyMs=a.latency_ms,
-                error=a.error,
-            )
-            for a in delivery.attempts
-        ],
+        attempts=[AttemptOut.from_record(attempt) for attempt in delivery.attempts],
     )
 
 

@@ -290,15 +290,8 @@ async def authorize_preview() -> Any:
 
 
 def _preview(checked: AuthorizeRequest) -> AuthorizePreview:
-    app = checked.app
     return AuthorizePreview(
-        app=PreviewApp(
-            clientId=app.client_id,
-            name=app.name,
-            description=app.description,
-            logoUrl=app.logo_url,
-            reviewed=app.reviewed,
-        ),
+        app=PreviewApp.from_record(checked.app),
         redirectUri=checked.redirect_uri,
         state=checked.state,
         scopes=[PreviewGroup.model_validate(group) for group in checked.consent_groups()],
