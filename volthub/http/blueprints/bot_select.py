@@ -15,6 +15,7 @@ from quart import Blueprint, Response, request
 from quart_schema import tag
 
 from volthub.http import access
+from volthub.http.blueprints.bots import bot_out
 from volthub.http.blueprints.consent import (
     _USERNAME,
     CSRF_COOKIE,
@@ -52,16 +53,6 @@ async def _bot(client_id: str | None) -> Bot | None:
         return None
 
 
-def _bot_fields(bot: Bot) -> dict[str, object]:
-    return {
-        "clientId": bot.client_id,
-        "name": bot.username,
-        "appName": bot.app_name,
-        "logoUrl": bot.logo_url,
-        "reviewed": bot.reviewed,
-    }
-
-
 async def _render(
     bot: Bot, user: User | None, seed: str, *, error: str | None = None, done: str | None = None
 ) -> Response:
@@ -71,7 +62,7 @@ async def _render(
         current = chosen.bot.username if chosen is not None and chosen.bot.client_id != bot.client_id else None
     who = None if user is None else {"username": user.username, "displayName": user.display_name}
     page = render_bot_select_page(
-        bot=_bot_fields(bot),
+        bot=bot_out(bot).model_dump(),  # the bot as the API shows it
         user=who,
         csrf_token=_csrf_token(seed, _purpose(user)),
         current=current,
