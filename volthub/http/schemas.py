@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import unicodedata
-from typing import Annotated, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from volthub.hub.clock import iso8601
 from volthub.protocol import names
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+DataclassT = TypeVar("DataclassT", bound="DataclassInstance")
 
 
 def _trimmed_non_blank(value: str) -> str:
@@ -79,6 +85,24 @@ class Body(BaseModel):
     example: ClassVar[dict[str, Any] | None] = None
 
     model_config = ConfigDict(strict=True, extra="ignore", json_schema_extra=_finish_schema)
+
+    def to_dataclass(self, kind: type[DataclassT], **given: Any) -> DataclassT:
+        """What this body asks of a service, as its dataclass `kind`, by the naming rule of
+        `Model.from_record` the other way: each field of `kind` not `given` is this body's
+        field of the same name in camelCase (`logo_url` from `logoUrl`)."""
+        values = dict(given)
+        for attribute, field in _body_fields(kind):
+            if attribute not in values:
+                values[attribute] = getattr(self, field)
+        return kind(**values)
+
+
+@functools.cache
+def _body_fields(kind: type[DataclassInstance]) -> tuple[tuple[str, str], ...]:
+    """Each field of the dataclass `kind` with the body field it is read from (`to_dataclass`)."""
+    return tuple(
+        (f.name, re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), f.name)) for f in dataclasses.fields(kind)
+    )
 
 
 class Query(BaseModel):

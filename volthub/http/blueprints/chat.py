@@ -212,16 +212,6 @@ class ModerateBody(Body):
             raise ValueError("timeout needs durationSeconds (1–1209600)")
         return self
 
-    def request(self) -> ModerationRequest:
-        return ModerationRequest(
-            action=self.action,
-            user_id=self.userId,
-            username=self.username,
-            duration_seconds=self.durationSeconds,
-            message_id=self.messageId,
-            reason=self.reason,
-        )
-
 
 class ModerateOut(Model):
     example = {
@@ -340,7 +330,7 @@ async def moderate(channel_id: str, data: ModerateBody) -> ModerateOut:
         if bot is None:
             raise ApiError(403, "bot_not_connected", "no bot is connected to this channel")
         moderator_id = bot.user_id
-    result = await chat_hub().moderate(channel_id, moderator_id, data.request())
+    result = await chat_hub().moderate(channel_id, moderator_id, data.to_dataclass(ModerationRequest))
     return ModerateOut(
         success=True,
         action=result.action,

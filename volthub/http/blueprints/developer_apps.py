@@ -222,15 +222,7 @@ async def create_app(data: AppCreateBody) -> tuple[AppWithSecretOut, int]:
     be authorised until one is added. `public: true` creates a client without a secret,
     which must use PKCE. At most 5 apps per hour per user.
     """
-    fields = AppFields(
-        name=data.name,
-        description=data.description,
-        logo_url=data.logoUrl,
-        redirect_uris=list(data.redirectUris),
-        bot_app=data.botApp,
-        public=data.public,
-    )
-    app, secret = await apps().create(access.principal().user_id, fields)
+    app, secret = await apps().create(access.principal().user_id, data.to_dataclass(AppFields))
     return _with_secret(app, secret), 201
 
 
