@@ -11,9 +11,9 @@ model) and `error_description` (for RFC clients), with `Cache-Control: no-store`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field
 from quart import Response, jsonify, request
@@ -40,6 +40,8 @@ from volthub.protocol.oauth.scopes import InvalidScope, format_scope, parse_scop
 from volthub.services.apps import App
 from volthub.services.oauth import Issued, OAuthError, secret_matches
 from volthub.services.tokens import ACCESS, TokenError
+
+T = TypeVar("T")
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
 # Errors of these endpoints are answered in RFC 6749 §5.2 shape.
@@ -146,6 +148,19 @@ def client_credentials(params: Mapping[str, str]) -> ClientCredentials:
     return ClientCredentials(basic.client_id, basic.secret or None, True)
 
 
+async def _client_request(step: Callable[[Mapping[str, str], ClientCredentials], Awaitable[T]]) -> T:
+    """`step` on the request's parameters and the client credentials it carries, as the token
+    and the revocation endpoints take them; a refusal on the way is answered as these
+    endpoints answer one (401 with a challenge only once Basic credentials were read)."""
+    credentials = ClientCredentials(None, None, False)
+    try:
+        params = await request_params()
+        credentials = client_credentials(params)
+        return await step(params, credentials)
+    except OAuthError as exc:
+        raise oauth_error(exc, credentials.basic) from None
+
+
 async def authenticate_client(credentials: ClientCredentials) -> App:
     client_id = credentials.client_id
     if not client_id:
@@ -186,23 +201,20 @@ async def token() -> Any:
     Errors: RFC 6749 §5.2 `error` plus `message` and `error_description`; 401 for
     `invalid_client` when Basic authentication was used.
     """
-    credentials = ClientCredentials(None, None, False)
-    try:
-        params = await request_params()
-        credentials = client_credentials(params)
-        grant_type = params.get("grant_type")
-        if grant_type is None:
-            raise OAuthError("invalid_request", "grant_type is required (authorization_code or refresh_token)")
-        if grant_type not in GRANT_TYPES:
-            raise OAuthError(
-                "unsupported_grant_type",
-                f"grant_type {grant_type[:64]!r} is not supported: use authorization_code or refresh_token",
-            )
-        app = await authenticate_client(credentials)
-        issued = await (_by_code if grant_type == "authorization_code" else _by_refresh)(app, params)
-    except OAuthError as exc:
-        raise oauth_error(exc, credentials.basic) from None
-    return _token_response(issued)
+    return _token_response(await _client_request(_grant))
+
+
+async def _grant(params: Mapping[str, str], credentials: ClientCredentials) -> Issued:
+    grant_type = params.get("grant_type")
+    if grant_type is None:
+        raise OAuthError("invalid_request", "grant_type is required (authorization_code or refresh_token)")
+    if grant_type not in GRANT_TYPES:
+        raise OAuthError(
+            "unsupported_grant_type",
+            f"grant_type {grant_type[:64]!r} is not supported: use authorization_code or refresh_token",
+        )
+    app = await authenticate_client(credentials)
+    return await (_by_code if grant_type == "authorization_code" else _by_refresh)(app, params)
 
 
 async def _by_code(app: App, params: Mapping[str, str]) -> Issued:
@@ -269,18 +281,15 @@ async def revoke() -> Any:
     unknown, expired or already revoked token still gets 200. A token issued to another
     client is refused with `unauthorized_client`.
     """
-    credentials = ClientCredentials(None, None, False)
-    try:
-        params = await request_params()
-        credentials = client_credentials(params)
-        token_value = params.get("token")
-        if token_value is None:
-            raise OAuthError("invalid_request", "token is required")
-        app = await authenticate_client(credentials)
-        await _revoke(app, token_value)
-    except OAuthError as exc:
-        raise oauth_error(exc, credentials.basic) from None
+    await _client_request(_revocation)
     return Response("", status=200, headers=NO_STORE)
+
+
+async def _revocation(params: Mapping[str, str], credentials: ClientCredentials) -> None:
+    token_value = params.get("token")
+    if token_value is None:
+        raise OAuthError("invalid_request", "token is required")
+    await _revoke(await authenticate_client(credentials), token_value)
 
 
 async def _revoke(app: App, token_value: str) -> None:
