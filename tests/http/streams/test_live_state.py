@@ -147,9 +147,15 @@ async def test_nginx_rtmp_and_mediamtx_requests(http: httpx.AsyncClient, server:
     assert (await http.post(mtx, params=secret, json=by_query)).status_code == 200  # already live: same stream
     whip = {**request, "password": "", "token": "bad", "protocol": "webrtc"}
     assert (await http.post(mtx, params=secret, json=whip)).status_code == 403
-    done = await http.post("/api/ingest/mediamtx/unpublish", params=secret, json={"path": owner.username})
+    path = {"path": owner.username}
+    beat = await http.post("/api/ingest/mediamtx/heartbeat", params=secret, json=path)
+    assert beat.status_code == 200 and beat.json() == {"live": True, "streamId": live["stream"]["id"]}
+    done = await http.post("/api/ingest/mediamtx/unpublish", params=secret, json=path)
     assert done.status_code == 200, done.text
+    assert done.json()["streamId"] == live["stream"]["id"]
     assert (await http.get(f"/api/streams/user/{owner.username}")).json()["live"] is False
+    gone = await http.post("/api/ingest/mediamtx/heartbeat", params=secret, json=path)
+    assert gone.status_code == 404 and gone.json()["error"] == "not_live"
 
 
 async def test_hooks_are_refused_when_no_secret_is_configured(sqlite_url: str, nursery: trio.Nursery) -> None:

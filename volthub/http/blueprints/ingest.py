@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from pydantic import Field
@@ -37,7 +37,7 @@ from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
-from volthub.services.streams import NotLive, PathRefused, StreamKeyRefused
+from volthub.services.streams import NotLive, PathRefused, StreamKeyRefused, Vod
 
 log = logging.getLogger(__name__)
 blueprint = Blueprint("ingest", __name__, url_prefix="/api/ingest")
@@ -113,17 +113,27 @@ async def _publish(key: str, source: str, media_path: str | None = None) -> dict
     return {"live": True, "streamId": published.stream.id, "channelId": published.channel.id}
 
 
-async def _unpublish(key: str) -> dict[str, Any]:
+async def _unpublished(closing: Awaitable[Vod]) -> dict[str, Any]:
+    """The answer to a hook saying a publisher stopped, its stream found by key or by path."""
     try:
-        vod = await streams().unpublish(key)
+        vod = await closing
     except NotLive:
         raise _not_live() from None
     return {"live": False, "streamId": vod.stream_id, "vodId": vod.id}
 
 
-async def _heartbeat(key: str) -> dict[str, Any]:
+class _OpenStream(Protocol):
+    """A stream a heartbeat found open: only its id is answered (the streams service
+    does not export the stored stream's type, which the http layer may not import)."""
+
+    @property
+    def id(self) -> str: ...
+
+
+async def _still_live(touching: Awaitable[_OpenStream]) -> dict[str, Any]:
+    """The answer to a hook saying a publisher is still there, found by key or by path."""
     try:
-        stream = await streams().heartbeat(key)
+        stream = await touching
     except NotLive:
         raise _not_live() from None
     return {"live": True, "streamId": stream.id}
@@ -148,13 +158,13 @@ async def publish(data: KeyBody) -> dict[str, Any]:
 @_hook("/unpublish", body=KeyBody)
 async def unpublish(data: KeyBody) -> dict[str, Any]:
     """The publisher stopped: the stream closes, leaves a VOD (`stream.offline`)."""
-    return await _unpublish(data.streamKey)
+    return await _unpublished(streams().unpublish(data.streamKey))
 
 
 @_hook("/heartbeat", body=KeyBody)
 async def heartbeat(data: KeyBody) -> dict[str, Any]:
     """The publisher is still there: holds off the silence timeout."""
-    return await _heartbeat(data.streamKey)
+    return await _still_live(streams().heartbeat(data.streamKey))
 
 
 # --- nginx-rtmp -----------------------------------------------------------------------------
@@ -174,13 +184,13 @@ async def nginx_publish() -> dict[str, Any]:
 @_hook("/nginx/unpublish", form=True)
 async def nginx_unpublish() -> dict[str, Any]:
     """nginx-rtmp `on_publish_done`."""
-    return await _unpublish(await _form_name())
+    return await _unpublished(streams().unpublish(await _form_name()))
 
 
 @_hook("/nginx/update", form=True)
 async def nginx_update() -> dict[str, Any]:
     """nginx-rtmp `on_update` (every `notify_update_timeout`): a heartbeat."""
-    return await _heartbeat(await _form_name())
+    return await _still_live(streams().heartbeat(await _form_name()))
 
 
 # --- MediaMTX -------------------------------------------------------------------------------
@@ -248,18 +258,10 @@ class PathBody(Body):
 @_hook("/mediamtx/unpublish", body=PathBody)
 async def mediamtx_unpublish(data: PathBody) -> dict[str, Any]:
     """MediaMTX `runOnUnavailable` (curl with `{"path": "$MTX_PATH"}`): the stream closes."""
-    try:
-        vod = await streams().unpublish_path("mediamtx", data.path)
-    except NotLive:
-        raise _not_live() from None
-    return {"live": False, "streamId": vod.stream_id, "vodId": vod.id}
+    return await _unpublished(streams().unpublish_path("mediamtx", data.path))
 
 
 @_hook("/mediamtx/heartbeat", body=PathBody)
 async def mediamtx_heartbeat(data: PathBody) -> dict[str, Any]:
     """A `runOnAvailable` loop's heartbeat for a MediaMTX path."""
-    try:
-        stream = await streams().heartbeat_path("mediamtx", data.path)
-    except NotLive:
-        raise _not_live() from None
-    return {"live": True, "streamId": stream.id}
+    return await _still_live(streams().heartbeat_path("mediamtx", data.path))
