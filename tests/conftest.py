@@ -376,6 +376,48 @@ async def stored_user(db: Any, username: str | None = None) -> str:
     return user_id
 
 
+def insert_subscription(
+    tx: Any,
+    channel_id: str,
+    user_id: str,
+    *,
+    started_at: int,
+    expires_at: int,
+    tier: str = "tier1",
+    months: int = 1,
+    gifter_id: str | None = None,
+) -> None:
+    """A subscription of `user_id` to `channel_id` written in `tx` (no Volts change hands)."""
+    from volthub.persistence import subscriptions as subscriptions_repo
+
+    subscriptions_repo.insert(
+        tx,
+        subscription_id=str(uuid.uuid4()),
+        channel_id=channel_id,
+        user_id=user_id,
+        tier=tier,
+        started_at=started_at,
+        expires_at=expires_at,
+        months=months,
+        gifter_id=gifter_id,
+    )
+
+
+def insert_chat_message(tx: Any, channel_id: str, user_id: str, text: str, now_ms: int, is_system: bool = False) -> int:
+    """A chat message written in `tx`; its number in the channel."""
+    from volthub.persistence import chat as chat_repo
+
+    return chat_repo.insert_message(
+        tx,
+        message_id=str(uuid.uuid4()),
+        channel_id=channel_id,
+        user_id=user_id,
+        is_system=is_system,
+        payload={"message": text},
+        now_ms=now_ms,
+    )
+
+
 # Tests buy Volts from the sandbox payment provider, chosen explicitly (the default is none);
 # tests of an unconfigured server pass volts={"payment_provider": ""}.
 TEST_PAYMENTS = {"payment_provider": "sandbox"}

@@ -36,6 +36,13 @@ def command(
     return register
 
 
+def failed(message: str, status: int = 1) -> int:
+    """Says `error: <message>` on stderr and gives the command's exit status: 1 when it
+    failed, 2 when it was given what it cannot use."""
+    print(f"error: {message}", file=sys.stderr)
+    return status
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="TOML configuration file")
     parser.add_argument("--database", metavar="URL", help="database URL (overrides [database] url)")
@@ -230,8 +237,7 @@ async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
             {"username": args.username, "password": password, "displayName": args.display_name}
         )
     except ValidationError as exc:
-        print(f"error: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}", file=sys.stderr)
-        return 2
+        return failed(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}", status=2)
     database = await _open(settings)
     try:
         await migrate(database)
@@ -244,11 +250,9 @@ async def _users_create(settings: Settings, args: argparse.Namespace) -> int:
         )
         user = await Accounts(database, publisher, passwords).register(body.username, body.password, body.displayName)
     except UsernameTaken:
-        print(f"error: username {args.username!r} is taken", file=sys.stderr)
-        return 1
+        return failed(f"username {args.username!r} is taken")
     except DisplayNameRefused as exc:
-        print(f"error: displayName: {exc}", file=sys.stderr)
-        return 1
+        return failed(f"displayName: {exc}")
     finally:
         await database.close()
     print(f"{user.id}\t{user.username}")
@@ -370,11 +374,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command][1](args)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return failed(str(exc), status=2)
     except StartupError as exc:  # a port in use, a database out of reach: the fix, no traceback
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return failed(str(exc))
 
 
 if __name__ == "__main__":

@@ -11,13 +11,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import TYPE_CHECKING
 
 import trio
 
-from volthub.cli import _common, _open, command, settings_from
+from volthub.cli import _common, _open, command, failed, settings_from
 from volthub.config import Settings
 from volthub.protocol.oauth.scopes import ALIASES, SCOPE_NAMES, SENSITIVE_SCOPES
 
@@ -56,8 +55,7 @@ def apps_command(args: argparse.Namespace) -> int:
     if args.action in ("grant", "revoke"):
         problem = _scope_problem(args.scopes)
         if problem:
-            print(f"error: {problem}", file=sys.stderr)
-            return 2
+            return failed(problem, status=2)
     return trio.run(_run, settings, args)
 
 
@@ -92,8 +90,7 @@ def _act(tx: Tx, args: argparse.Namespace) -> int:
     from volthub.persistence import apps as apps_repo
 
     if args.action != "list" and apps_repo.get_app(tx, args.client_id) is None:
-        print(f"error: no app with client id {args.client_id!r}", file=sys.stderr)
-        return 1
+        return failed(f"no app with client id {args.client_id!r}")
     return _ACTIONS[args.action](tx, args)
 
 

@@ -14,10 +14,9 @@ command does.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from volthub.cli import _common, command, settings_from
+from volthub.cli import _common, command, failed, settings_from
 
 
 def _configure_backup(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +36,7 @@ def backup_command(args: argparse.Namespace) -> int:
     try:
         backup(url, args.to)
     except BackupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return failed(str(exc))
     print(f"backed up {mask_url(url)} to {args.to} ({args.to.stat().st_size} bytes)")
     return 0
 
@@ -58,7 +56,6 @@ def restore_command(args: argparse.Namespace) -> int:
     try:
         restore(url, args.source)
     except BackupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return failed(str(exc))
     print(f"restored {args.source} into {mask_url(url)}; `volthub serve` or `volthub migrate` brings it up to date")
     return 0

@@ -11,14 +11,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from volthub.cli import _common, _open, command, settings_from
+from volthub.cli import _common, _open, command, failed, settings_from
 from volthub.config import Settings
 
 # The services are imported when a command runs, not when the command is registered:
@@ -77,17 +76,13 @@ def _run(args: argparse.Namespace, handler: Handler) -> int:
             await migrate(database)
             return await handler(settings, database, args)
         except (ChannelNotFound, TeamNotFound) as exc:
-            print(f"error: not found: {exc}", file=sys.stderr)
-            return 1
+            return failed(f"not found: {exc}")
         except (EmoteExists, TeamExists) as exc:
-            print(f"error: already exists: {exc}", file=sys.stderr)
-            return 1
+            return failed(f"already exists: {exc}")
         except (EmoteNotFound, LookupError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return failed(str(exc))
         except UploadRefused as exc:
-            print(f"error: {exc.message}", file=sys.stderr)
-            return 1
+            return failed(exc.message)
         finally:
             await database.close()
 

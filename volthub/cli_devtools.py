@@ -19,7 +19,6 @@ import ipaddress
 import logging
 import os
 import ssl
-import sys
 import time
 import uuid
 from typing import Any
@@ -28,7 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from volthub.cli import _common, command, settings_from
+from volthub.cli import _common, command, failed, settings_from
 from volthub.config import Settings
 from volthub.protocol import trigger
 from volthub.protocol.webhooks import delivery_headers, encode_delivery_body
@@ -62,23 +61,23 @@ def trigger_command(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args.json)
     if not args.event:
-        return _usage("give an EVENT (see --list)")
+        return failed("give an EVENT (see --list)", status=2)
     try:
         entry = trigger.resolve(args.event)
         fields = trigger.parse_assignments(args.field)
         trigger.checked_fields(entry, fields)
     except trigger.UnknownTestEvent:
-        return _usage(f"{args.event!r} is not an emitted event nor a sandbox type (see --list)")
+        return failed(f"{args.event!r} is not an emitted event nor a sandbox type (see --list)", status=2)
     except trigger.InvalidField as exc:
-        return _usage(f"--field {exc}")
+        return failed(f"--field {exc}", status=2)
     if args.forward:
         if args.channel:
-            return _usage("--forward and --channel are two different targets: give one")
+            return failed("--forward and --channel are two different targets: give one", status=2)
         if not args.secret:
-            return _usage("--forward needs --secret (the webhook's signing secret)")
+            return failed("--forward needs --secret (the webhook's signing secret)", status=2)
         return _forward(args, entry, fields)
     if not args.channel:
-        return _usage("give --channel USERNAME (through the server) or --forward URL --secret S")
+        return failed("give --channel USERNAME (through the server) or --forward URL --secret S", status=2)
     return _through_server(args, fields)
 
 
@@ -88,11 +87,6 @@ def _quiet_http_client() -> None:
     level = logging.WARNING if logging.getLogger().getEffectiveLevel() > logging.DEBUG else logging.NOTSET
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(level)
-
-
-def _usage(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def _list(as_json: bool) -> int:
@@ -113,7 +107,7 @@ def _list(as_json: bool) -> int:
 def _forward(args: argparse.Namespace, entry: Any, fields: dict[str, Any]) -> int:
     problem = _forward_target_problem(args.forward)
     if problem:
-        return _usage(problem)
+        return failed(problem, status=2)
     now_ms = int(time.time() * 1000)
     at = _iso(now_ms)
     channel = trigger.Channel(str(uuid.uuid4()), args.channel or "test_channel", "TestChannel")
@@ -128,8 +122,7 @@ def _forward(args: argparse.Namespace, entry: Any, fields: dict[str, Any]) -> in
         with httpx.Client(verify=verify, timeout=10, follow_redirects=False, trust_env=False) as client:
             response = client.post(args.forward, content=body, headers=headers)
     except httpx.HTTPError as exc:
-        print(f"error: {args.forward}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return failed(f"{args.forward}: {type(exc).__name__}: {exc}")
     print(orjson.dumps({"eventId": event_id, "event": entry.name, "status": response.status_code}).decode())
     return 0 if 200 <= response.status_code <= 299 else 1
 
@@ -161,7 +154,9 @@ def _iso(now_ms: int) -> str:
 def _through_server(args: argparse.Namespace, fields: dict[str, Any]) -> int:
     token = args.token or os.environ.get("VOLTHUB_TOKEN")
     if not token:
-        return _usage("give --token (or set VOLTHUB_TOKEN); `volthub token --user NAME --first-party` mints one")
+        return failed(
+            "give --token (or set VOLTHUB_TOKEN); `volthub token --user NAME --first-party` mints one", status=2
+        )
     base = (args.server or _configured_server(settings_from(args))).rstrip("/")
     _quiet_http_client()  # again: the settings may have set the level anew
     headers = {"Authorization": f"Bearer {token}"}
@@ -172,14 +167,15 @@ def _through_server(args: argparse.Namespace, fields: dict[str, Any]) -> int:
                 return _server_error(me)
             owner = me.json()
             if owner["username"].lower() != args.channel.lower():
-                return _usage(f"the token is {owner['username']}'s: a test event goes to the token owner's channel")
+                return failed(
+                    f"the token is {owner['username']}'s: a test event goes to the token owner's channel", status=2
+                )
             body = {"eventType": args.event, "channelId": owner["id"], "webhooks": True}
             if fields:
                 body["fields"] = fields
             sent = client.post("/api/integrations/oauth/test/events", headers=headers, json=body)
     except httpx.HTTPError as exc:
-        print(f"error: {base}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return failed(f"{base}: {type(exc).__name__}: {exc}")
     if sent.status_code != 200:
         return _server_error(sent)
     print(orjson.dumps(sent.json(), option=orjson.OPT_INDENT_2).decode())
@@ -202,8 +198,7 @@ def _server_error(response: httpx.Response) -> int:
         text = f"{problem.get('error')}: {problem.get('message')}"
     except ValueError:
         text = response.text[:200]
-    print(f"error: HTTP {response.status_code} {text}", file=sys.stderr)
-    return 1
+    return failed(f"HTTP {response.status_code} {text}")
 
 
 # --- token -------------------------------------------------------------------------------
@@ -224,11 +219,11 @@ def token_command(args: argparse.Namespace) -> int:
     from volthub.protocol.oauth.scopes import InvalidScope, format_scope, parse_scope
 
     if args.first_party and args.scopes:
-        return _usage("--scopes goes with --client-id: a first-party token is not scoped")
+        return failed("--scopes goes with --client-id: a first-party token is not scoped", status=2)
     try:
         scope = format_scope(parse_scope(args.scopes).requested)
     except InvalidScope as exc:
-        return _usage(str(exc))
+        return failed(str(exc), status=2)
     import trio
 
     return trio.run(_mint, settings_from(args), args, scope)
@@ -264,8 +259,7 @@ async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int
         if args.first_party:
             user = await database.read(lambda tx: users_repo.get_by_username_insensitive(tx, args.user))
             if user is None:
-                print(f"error: no user named {args.user!r}", file=sys.stderr)
-                return 1
+                return failed(f"no user named {args.user!r}")
             # A stored session, listed and revocable like a sign-in's; no refresh token.
             sessions = Sessions(database, publisher, clock, tokens, cache_seconds=0)
             made = await sessions.issue(user.id, DEV_TOKEN)
@@ -280,8 +274,7 @@ async def _mint(settings: Settings, args: argparse.Namespace, scope: str) -> int
         try:
             issued = await oauth.mint(args.user, args.client_id, scope)
         except OAuthError as exc:
-            print(f"error: {exc.error}: {exc.message}", file=sys.stderr)
-            return 1
+            return failed(f"{exc.error}: {exc.message}")
         ttl = settings.oauth.access_token_ttl_seconds
         access, _ = tokens.issue_access(issued.user_id, issued.client_id, issued.scope, issued.grant_id, ttl)
         out = {"access_token": access, "refresh_token": issued.refresh_token, "expires_in": ttl, "scope": issued.scope}

@@ -21,7 +21,7 @@ import trio
 from quart import Quart
 from werkzeug.datastructures import Headers
 
-from tests.conftest import RegisteredUser, make_settings, register
+from tests.conftest import RegisteredUser, insert_subscription, make_settings, register
 from volthub.config import Settings
 from volthub.hub.clock import Clock, TrioClock
 
@@ -214,20 +214,9 @@ class ChatEnv:
         await self.rt.db.write(lambda tx: chat_repo.grant_role(tx, channel_id, user_id, role, now, expires_at))
 
     async def subscribe(self, channel_id: str, user_id: str, months: int = 1, days: int = 30) -> None:
-        import uuid
-
-        from volthub.persistence import subscriptions as subscriptions_repo
-
         now = self.now_ms()
         await self.rt.db.write(
-            lambda tx: subscriptions_repo.insert(
-                tx,
-                subscription_id=str(uuid.uuid4()),
-                channel_id=channel_id,
-                user_id=user_id,
-                tier="tier1",
-                started_at=now,
-                expires_at=now + days * 86_400_000,
-                months=months,
+            lambda tx: insert_subscription(
+                tx, channel_id, user_id, started_at=now, expires_at=now + days * 86_400_000, months=months
             )
         )

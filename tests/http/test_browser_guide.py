@@ -127,6 +127,18 @@ class Walk:
         response = httpx.post(f"{self.server}/api/users/follow/{self.owner.id}", headers=self.viewer.headers)
         assert response.status_code == 200, response.text
 
+    def attempts(self, page: Any) -> dict[str, str]:
+        """Each step of ATTEMPTS, tried from `page` with the owner's token."""
+        return page.evaluate(ATTEMPTS, {"server": self.server, "token": self.owner.token, "userId": self.owner.id})
+
+    def open_overlay(self, browser: Any, origin: str, events: str, state: str) -> Any:
+        """A page of the overlay served from `origin`, its client pointed at `events`, once its
+        status is `state`."""
+        overlay = browser.new_page()
+        overlay.goto(self.overlay_url(origin, events))
+        overlay.wait_for_selector(f"#status[data-state={state}]", timeout=WAIT_MS)
+        return overlay
+
 
 def sign_in_through_the_spa(page: Any, walk: Walk) -> None:
     page.goto(walk.spa_url(walk.origins.allowed))
@@ -153,21 +165,15 @@ def from_the_allowed_origin(browser: Any, walk: Walk) -> dict[str, Any]:
     page.click("#resume")  # reconnects with Last-Event-ID: the missed message is replayed
     page.wait_for_selector("#events li:has-text('sent while paused')", timeout=WAIT_MS)
     seen["sse_messages"] = page.locator("#events li[data-event='chat.message']").all_inner_texts()
-    seen["attempts"] = page.evaluate(
-        ATTEMPTS, {"server": walk.server, "token": walk.owner.token, "userId": walk.owner.id}
-    )
+    seen["attempts"] = walk.attempts(page)
 
     for listener, events in (("gateway", walk.gateway), ("mount", walk.server)):
-        overlay = browser.new_page()
-        overlay.goto(walk.overlay_url(walk.origins.allowed, events))
-        overlay.wait_for_selector("#status[data-state=connected]", timeout=WAIT_MS)
+        overlay = walk.open_overlay(browser, walk.origins.allowed, events, "connected")
         walk.post_chat(f"chat seen on the {listener}")
         overlay.wait_for_selector(f"#chat li:has-text('chat seen on the {listener}')", timeout=WAIT_MS)
         seen[f"socketio_{listener}"] = overlay.inner_text("#status")
         overlay.close()
-    overlay = browser.new_page()
-    overlay.goto(walk.overlay_url(walk.origins.allowed, walk.gateway))
-    overlay.wait_for_selector("#status[data-state=connected]", timeout=WAIT_MS)
+    overlay = walk.open_overlay(browser, walk.origins.allowed, walk.gateway, "connected")
     walk.follow()
     seen["alert"] = overlay.inner_text("#alerts li", timeout=WAIT_MS)
     return seen
@@ -180,13 +186,9 @@ def from_the_refused_origin(browser: Any, walk: Walk) -> dict[str, Any]:
     page.click("#sign-in")
     page.wait_for_selector("#status[data-state=error]", timeout=WAIT_MS)
     seen["sign_in"] = page.inner_text("#status")
-    seen["attempts"] = page.evaluate(
-        ATTEMPTS, {"server": walk.server, "token": walk.owner.token, "userId": walk.owner.id}
-    )
+    seen["attempts"] = walk.attempts(page)
     for listener, events in (("gateway", walk.gateway), ("mount", walk.server)):
-        overlay = browser.new_page()
-        overlay.goto(walk.overlay_url(walk.origins.refused, events))
-        overlay.wait_for_selector("#status[data-state=error]", timeout=WAIT_MS)
+        overlay = walk.open_overlay(browser, walk.origins.refused, events, "error")
         seen[f"socketio_{listener}"] = overlay.inner_text("#status")
         overlay.close()
     return seen

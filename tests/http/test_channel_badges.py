@@ -3,12 +3,10 @@ milestones its subscribers have reached per tier, and the role badges its member
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from tests.conftest import register
+from tests.conftest import insert_subscription, register
 from volthub.persistence import chat as chat_repo
-from volthub.persistence import subscriptions as subscriptions_repo
 
 DAY_MS = 86_400_000
 
@@ -21,15 +19,8 @@ async def test_channel_badges_follow_the_channels_subscribers_and_roles(backend_
 
     def populate(tx: Any) -> None:
         for user, tier, months in ((fan, "tier1", 1), (veteran, "tier2", 7)):
-            subscriptions_repo.insert(
-                tx,
-                subscription_id=str(uuid.uuid4()),
-                channel_id=busy.id,
-                user_id=user.id,
-                tier=tier,
-                started_at=now,
-                expires_at=now + 30 * DAY_MS,
-                months=months,
+            insert_subscription(
+                tx, busy.id, user.id, started_at=now, expires_at=now + 30 * DAY_MS, tier=tier, months=months
             )
         chat_repo.grant_role(tx, busy.id, mod.id, "moderator", now, None)
 

@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 from tests.http.chat_env import LISTENERS, ChatEnv, chat_app
+from tests.http.oauth.tokens import oauth_headers
 from volthub.http.ratelimit import category_of
 
 
@@ -429,17 +430,10 @@ async def test_a_full_channel_queue_is_503_channel_busy(sqlite_url, listener):
 # --- OAuth tokens (third-party): real grants, through the OAuth feature's grant_lookup -------------
 
 
-async def oauth_headers(env, user, scopes):
-    from tests.http.oauth.tokens import issue_oauth_token
-
-    token = await issue_oauth_token(env.app, user.id, scopes)
-    return {"Authorization": f"Bearer {token}"}
-
-
 async def test_an_oauth_token_posts_only_in_its_owners_channel(chat_env):
     streamer, other = await chat_env.user(), await chat_env.user()
     await chat_env.grant(other.id, streamer.id, "moderator")  # a moderator elsewhere: still refused there
-    headers = await oauth_headers(chat_env, streamer, ["chat:write", "chat:moderate"])
+    headers = await oauth_headers(chat_env.app, streamer.id, ["chat:write", "chat:moderate"])
     path = "/api/integrations/oauth/chat/channels/{}/messages"
     ok = await chat_env.client.post(path.format(streamer.id), json={"message": "from my bot"}, headers=headers)
     assert ok.status_code == 200
@@ -456,7 +450,7 @@ async def test_an_oauth_token_posts_only_in_its_owners_channel(chat_env):
 
 async def test_oauth_scopes_are_checked_per_route(chat_env):
     streamer = await chat_env.user()
-    reader = await oauth_headers(chat_env, streamer, ["chat:read", "stream:read"])
+    reader = await oauth_headers(chat_env.app, streamer.id, ["chat:read", "stream:read"])
     send = await chat_env.client.post(
         f"/api/integrations/oauth/chat/channels/{streamer.id}/messages", json={"message": "x"}, headers=reader
     )
@@ -473,7 +467,7 @@ async def test_oauth_scopes_are_checked_per_route(chat_env):
         "/api/integrations/oauth/chat/settings", json={"emoteOnly": True}, headers=reader
     )
     await expect_error(patch, 403, "insufficient_scope")
-    writer = await oauth_headers(chat_env, streamer, ["stream:write"])
+    writer = await oauth_headers(chat_env.app, streamer.id, ["stream:write"])
     patch = await chat_env.client.patch(
         "/api/integrations/oauth/chat/settings", json={"emoteOnly": True}, headers=writer
     )
@@ -493,7 +487,7 @@ async def test_a_lone_surrogate_is_a_400_not_a_500(chat_env):
 
 async def test_sending_to_a_channel_that_does_not_exist_is_404_before_ownership(chat_env):
     streamer = await chat_env.user()
-    headers = await oauth_headers(chat_env, streamer, ["chat:write"])
+    headers = await oauth_headers(chat_env.app, streamer.id, ["chat:write"])
     nowhere = "00000000-0000-4000-8000-000000000000"
     for auth in (headers, streamer.headers):  # an OAuth token and a first-party one alike
         response = await chat_env.client.post(

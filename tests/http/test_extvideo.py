@@ -18,7 +18,7 @@ from quart_trio import QuartTrio
 
 from tests.conftest import make_settings, register
 from tests.http.chat_env import CHAT_EPOCH
-from tests.http.oauth.tokens import issue_oauth_token
+from tests.http.oauth.tokens import oauth_headers
 from volthub.hub.clock import TrioClock
 
 CLIENT_ID, CLIENT_SECRET = "volthub-client", "s3cret"
@@ -179,8 +179,8 @@ async def test_connect_read_refresh_and_disconnect(volthub: Any, provider: tuple
     _, state = provider
     client = volthub.test_client()
     user = await register(client)
-    reader = {"Authorization": f"Bearer {await issue_oauth_token(volthub, user.id, ['extvideo:read'])}"}
-    manager = {"Authorization": f"Bearer {await issue_oauth_token(volthub, user.id, ['extvideo:manage'])}"}
+    reader = await oauth_headers(volthub, user.id, ["extvideo:read"])
+    manager = await oauth_headers(volthub, user.id, ["extvideo:manage"])
     status = await (await client.get("/api/extvideo/status", headers=reader)).get_json()
     assert status["configured"] is True and status["connected"] is False
     assert (await client.get("/api/extvideo/videos/recent", headers=reader)).status_code == 409
@@ -255,8 +255,8 @@ async def test_a_state_completes_only_in_the_browser_of_the_user_who_asked(
 ) -> None:
     streamer_browser, viewer_browser = volthub.test_client(), volthub.test_client()
     streamer, viewer = await register(streamer_browser), await register(viewer_browser)
-    manage = {"Authorization": f"Bearer {await issue_oauth_token(volthub, streamer.id, ['extvideo:manage'])}"}
-    read = {"Authorization": f"Bearer {await issue_oauth_token(volthub, streamer.id, ['extvideo:read'])}"}
+    manage = await oauth_headers(volthub, streamer.id, ["extvideo:manage"])
+    read = await oauth_headers(volthub, streamer.id, ["extvideo:read"])
 
     # The streamer's state completed in the viewer's browser links nothing, and is used up.
     back = await consent_at_provider(volthub, streamer_browser, manage)
@@ -288,8 +288,8 @@ async def test_script_and_data_urls_from_the_provider_never_reach_the_widget(
     state.hostile = True
     browser = volthub.test_client()
     user = await register(browser)
-    manage = {"Authorization": f"Bearer {await issue_oauth_token(volthub, user.id, ['extvideo:manage'])}"}
-    read = {"Authorization": f"Bearer {await issue_oauth_token(volthub, user.id, ['extvideo:read'])}"}
+    manage = await oauth_headers(volthub, user.id, ["extvideo:manage"])
+    read = await oauth_headers(volthub, user.id, ["extvideo:read"])
     assert (await connect(volthub, browser, manage)).status_code == 200
     widget = await (await browser.get(f"/api/extvideo/widgets/{user.username}")).get_json()
     assert widget["connected"] is True and widget["account"]["url"] is None

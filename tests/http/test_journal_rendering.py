@@ -10,15 +10,14 @@ from typing import Any
 import pytest
 
 from tests.http.chat_env import ChatEnv
-from tests.http.oauth.tokens import issue_oauth_token
+from tests.http.oauth.tokens import oauth_headers
 from volthub.protocol import markdown
 
 
 @pytest.fixture
 async def writer(backend_chat_env: ChatEnv) -> Any:
     user = await backend_chat_env.user()
-    token = await issue_oauth_token(backend_chat_env.app, user.id, ["journal:read", "journal:write"])
-    user.oauth = {"Authorization": f"Bearer {token}"}
+    user.oauth = await oauth_headers(backend_chat_env.app, user.id, ["journal:read", "journal:write"])
     return user
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RegisteredUser as Account
-from tests.http.oauth.tokens import issue_oauth_token
+from tests.http.oauth.tokens import oauth_headers
 from volthub.persistence import notifications as repo
 
 
@@ -80,15 +80,13 @@ async def test_read_one_read_all_and_counts(app: Any, client: Any, me: Account, 
 
 
 async def test_oauth_tokens_need_the_notification_scopes(app: Any, client: Any, me: Account) -> None:
-    reader = await issue_oauth_token(app, me.id, "notifications:read")
-    headers = {"Authorization": f"Bearer {reader}"}
+    headers = await oauth_headers(app, me.id, "notifications:read")
     assert (await client.get("/api/notifications", headers=headers)).status_code == 200
     assert (await client.get("/api/notifications/unread-count", headers=headers)).status_code == 200
     refused = await client.post("/api/notifications/read-all", headers=headers)
     assert refused.status_code == 403
     assert (await refused.get_json())["error"] == "insufficient_scope"
-    writer = await issue_oauth_token(app, me.id, "notifications:write")
-    writer_headers = {"Authorization": f"Bearer {writer}"}
+    writer_headers = await oauth_headers(app, me.id, "notifications:write")
     assert (await client.post("/api/notifications/read-all", headers=writer_headers)).status_code == 200
     assert (await client.get("/api/notifications", headers=writer_headers)).status_code == 403
     # Webhook management is first-party only, whatever the token's scopes.

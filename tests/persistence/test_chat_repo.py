@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
+from tests.conftest import insert_chat_message, insert_subscription
 from tests.conftest import stored_user as user
 from volthub.persistence import IntegrityError
 from volthub.persistence import channels as channels_repo
 from volthub.persistence import chat as repo
-from volthub.persistence import subscriptions as subscriptions_repo
 from volthub.persistence import users as users_repo
 
 NOW = 1_800_000_000_000
@@ -43,16 +43,8 @@ async def test_the_schema_refuses_unknown_roles(db):
 async def test_a_subscription_counts_within_its_window(db):
     channel, fan = await user(db, "chan3"), await user(db, "fan3")
     await db.write(
-        lambda tx: subscriptions_repo.insert(
-            tx,
-            subscription_id="s1",
-            channel_id=channel,
-            user_id=fan,
-            tier="tier2",
-            started_at=NOW,
-            expires_at=NOW + 1000,
-            months=5,
-            gifter_id=channel,
+        lambda tx: insert_subscription(
+            tx, channel, fan, started_at=NOW, expires_at=NOW + 1000, tier="tier2", months=5, gifter_id=channel
         )
     )
 
@@ -70,16 +62,7 @@ async def test_standing_gathers_everything_in_one_read(db):
 
     def setup(tx):
         repo.grant_role(tx, channel, fan, "vip", NOW)
-        subscriptions_repo.insert(
-            tx,
-            subscription_id="s2",
-            channel_id=channel,
-            user_id=fan,
-            tier="tier1",
-            started_at=NOW,
-            expires_at=NOW + 5000,
-            months=2,
-        )
+        insert_subscription(tx, channel, fan, started_at=NOW, expires_at=NOW + 5000, months=2)
         users_repo.follow(tx, fan, channel, NOW)
         repo.set_ban(
             tx,
@@ -154,23 +137,9 @@ async def test_every_user_is_a_channel_with_a_lockable_versioned_row(db):
 
 
 async def add_messages(db, channel, count, at):
-    def write(tx):
-        numbers = []
-        for index in range(count):
-            numbers.append(
-                repo.insert_message(
-                    tx,
-                    message_id=str(uuid.uuid4()),
-                    channel_id=channel,
-                    user_id=channel,
-                    is_system=False,
-                    payload={"message": f"{at}:{index}"},
-                    now_ms=at,
-                )
-            )
-        return numbers
-
-    return await db.write(write)
+    return await db.write(
+        lambda tx: [insert_chat_message(tx, channel, channel, f"{at}:{index}", at) for index in range(count)]
+    )
 
 
 async def test_pruning_drops_old_numbers_but_keeps_recent_messages(db):

@@ -24,18 +24,16 @@ from volthub.persistence.postgres import PostgresDatabase
 
 @asynccontextmanager
 async def _database(url: str, acquire_timeout: float = 5.0, lockstep: bool = True) -> AsyncIterator[PostgresDatabase]:
+    """The database opened, with the table the writes below use: `t`, holding the row 100."""
     # One group at a time: whatever queues behind it forms the next group.
     database = PostgresDatabase(url, pool_size=4, acquire_timeout=acquire_timeout, group_slots=1, lockstep=lockstep)
     await database.open()
     try:
+        await database.write(lambda tx: tx.execute("CREATE TABLE IF NOT EXISTS t (x INT PRIMARY KEY)"))
+        await database.write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (100) ON CONFLICT DO NOTHING"))
         yield database
     finally:
         await database.close()
-
-
-async def _table(database: PostgresDatabase) -> None:
-    await database.write(lambda tx: tx.execute("CREATE TABLE IF NOT EXISTS t (x INT PRIMARY KEY)"))
-    await database.write(lambda tx: tx.execute("INSERT INTO t (x) VALUES (100) ON CONFLICT DO NOTHING"))
 
 
 async def _values(database: PostgresDatabase) -> list[int]:
@@ -118,7 +116,6 @@ async def _grouped_answers(database: PostgresDatabase, write: Callable[[Any, int
 @BOTH_WAYS
 async def test_queued_keyed_writes_commit_together_and_each_fails_alone(postgres_url: str, lockstep: bool) -> None:
     async with _database(postgres_url, lockstep=lockstep) as database:
-        await _table(database)
         groups = _counting_groups(database)
 
         def write(tx: Any, x: int) -> int:
@@ -150,7 +147,6 @@ async def test_when_a_write_fails_the_others_run_again_and_only_their_last_run_c
     # 1 and 2 ran before 3 failed: they run again in a new transaction. What the first
     # runs wrote is gone (the table has each once).
     async with _database(postgres_url, lockstep=lockstep) as database:
-        await _table(database)
         runs: dict[int, int] = {}
 
         def write(tx: Any, x: int) -> int:
@@ -175,7 +171,6 @@ async def test_a_write_that_fails_first_or_before_any_statement_leaves_the_other
     # One that fails at its first statement is rolled back alone, and one refused before
     # any statement undoes nothing of the others.
     async with _database(postgres_url, lockstep=lockstep) as database:
-        await _table(database)
 
         def write(tx: Any, x: int) -> int:
             if x == 2:
@@ -197,7 +192,6 @@ async def test_writes_that_run_no_statement_or_only_batches_fail_alone_too(postg
     # Writes that answer or refuse without a statement undo nothing of the others, and one
     # that refuses after a batch of statements is rolled back alone.
     async with _database(postgres_url, lockstep=lockstep) as database:
-        await _table(database)
 
         def write(tx: Any, x: int) -> int:
             if x in (2, 5):  # 1 and 4 answer without a statement; 2 and 5 refuse without one
@@ -220,7 +214,6 @@ async def test_a_groups_writes_run_in_lockstep_each_step_in_one_round_trip(
     # Each write inserts its row, then counts the table: in lockstep every write's insert
     # has run before any count, and each step's four statements went in one pipeline.
     async with _database(postgres_url) as database:
-        await _table(database)
         pipelines: list[int] = []
         original = psycopg.Connection.pipeline
 
@@ -248,7 +241,6 @@ async def test_a_write_that_takes_a_savepoint_makes_its_group_run_one_write_afte
     # A savepoint's rollback would undo the other writes' statements after it in lockstep:
     # the group runs again one write after another, where the savepoint is the write's own.
     async with _database(postgres_url) as database:
-        await _table(database)
         counts: dict[int, int] = {}
 
         def write(tx: Any, x: int) -> int:
@@ -271,7 +263,6 @@ async def test_a_statement_failing_in_a_pipeline_is_its_writes_alone_and_logs_no
     # The conflict comes first among many inserts: its error is back while the others are
     # still being sent, and the pipeline's exit then finds the rest of it aborted.
     async with _database(postgres_url) as database:
-        await _table(database)
 
         def write(tx: Any, x: int) -> int:
             tx.execute("SELECT count(*) AS n FROM t WHERE x < ?", (x,))
@@ -289,7 +280,6 @@ async def test_a_statement_failing_in_a_pipeline_is_its_writes_alone_and_logs_no
 
 async def test_writes_without_a_key_keep_a_transaction_of_their_own(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
-        await _table(database)
         groups = _counting_groups(database)
 
         async def unkeyed() -> None:
@@ -302,7 +292,6 @@ async def test_writes_without_a_key_keep_a_transaction_of_their_own(postgres_url
 
 async def test_a_caller_hears_only_after_the_whole_group_committed(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
-        await _table(database)
         ran: list[str] = []
         seen_committed: list[bool] = []
 
@@ -381,7 +370,6 @@ async def test_groups_take_their_locks_in_key_order_and_cannot_deadlock(postgres
 @BOTH_WAYS
 async def test_a_lost_connection_fails_every_caller_of_the_group(postgres_url: str, lockstep: bool) -> None:
     async with _database(postgres_url, lockstep=lockstep) as database:
-        await _table(database)
         answers: list[Any] = []
 
         def lost(tx: Any) -> None:
@@ -414,7 +402,6 @@ async def test_a_lost_connection_fails_every_caller_of_the_group(postgres_url: s
 
 async def test_a_cancelled_caller_whose_write_was_taken_waits_for_its_group(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
-        await _table(database)
         started = trio.Event()
         release = threading.Event()
         heard: list[str] = []
@@ -454,7 +441,6 @@ async def test_a_keyed_write_queued_past_the_acquire_timeout_fails_and_never_run
 ) -> None:
     del autojump_clock  # the clock jumps while the held group waits in its thread
     async with _database(postgres_url, acquire_timeout=2.0) as database:
-        await _table(database)
         holder = _Holder()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: database.write(holder, order="0"))
@@ -478,7 +464,6 @@ async def test_grouped_publishing_writes_publish_after_the_commit_and_a_failed_o
     from volthub.hub.publisher import EventPublisher
 
     async with _database(postgres_url, lockstep=lockstep) as database:
-        await _table(database)
         bus, published = InProcessBroker(), []
 
         def on_event(event: Any) -> None:  # the rows of every write of the group are committed by then
@@ -509,7 +494,6 @@ async def test_grouped_publishing_writes_publish_after_the_commit_and_a_failed_o
 
 async def test_queued_statements_share_a_thread_hop_and_each_commits_alone(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
-        await _table(database)
         groups = _counting_groups(database, "_run_statement_group")
         answers: dict[int, Any] = {}
 
@@ -538,7 +522,6 @@ async def test_queued_statements_share_a_thread_hop_and_each_commits_alone(postg
 
 async def test_a_connection_lost_in_a_statements_group_is_replaced_for_the_rest(postgres_url: str) -> None:
     async with _database(postgres_url) as database:
-        await _table(database)
         answers: list[Any] = []
 
         def lost(tx: Any) -> None:

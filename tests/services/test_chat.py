@@ -7,6 +7,7 @@ import uuid
 import pytest
 import trio
 
+from tests.conftest import insert_chat_message
 from volthub.hub.clock import TrioClock, to_ms
 from volthub.persistence import Database, Tx
 from volthub.persistence import chat as chat_repo
@@ -102,19 +103,7 @@ async def test_without_presence_nobody_is_watching(db: Database, mock_clock: tri
 
 async def add_message(db: Database, channel: str, label: int, user_id: str, at_ms: int, system: bool = False) -> None:
     """A message whose text is `m{label}` (the store gives it the channel's next number)."""
-
-    def insert(tx: Tx) -> None:
-        chat_repo.insert_message(
-            tx,
-            message_id=str(uuid.uuid4()),
-            channel_id=channel,
-            user_id=user_id,
-            is_system=system,
-            payload={"message": f"m{label}"},
-            now_ms=at_ms,
-        )
-
-    await db.write(insert)
+    await db.write(lambda tx: insert_chat_message(tx, channel, user_id, f"m{label}", at_ms, is_system=system))
 
 
 async def test_activity_counts_the_window_and_history_is_oldest_first(db: Database, mock_clock: trio.testing.MockClock):

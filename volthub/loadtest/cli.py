@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from volthub.cli import command
+from volthub.cli import command, failed
 from volthub.collector import GENERATOR_GEN0_THRESHOLD, tune_garbage_collector
 from volthub.loadtest import checks, hold, report
 from volthub.loadtest.options import configure, run_config, validate
@@ -40,8 +40,7 @@ def loadtest(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:  # a scenario, check or tokens file that does not parse
         problem = str(exc)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return failed(problem, status=2)
     _raise_file_limit()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per chat send otherwise
     # The generator's own reads must not wait for full collections: with the default

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.http.chat_env import ChatEnv, chat_app
-from tests.http.oauth.tokens import issue_oauth_token
+from tests.http.oauth import tokens
 from tests.points_support import mint_points, points_balance
 
 OAUTH = "/api/integrations/oauth"
@@ -32,7 +32,7 @@ async def env(database_url: str) -> AsyncIterator[ChatEnv]:
 
 
 async def oauth_headers(env: ChatEnv, user: Any) -> dict[str, str]:
-    return {"Authorization": f"Bearer {await issue_oauth_token(env.app, user.id, WRITE)}"}
+    return await tokens.oauth_headers(env.app, user.id, WRITE)
 
 
 async def test_bets_spend_points_show_on_the_active_prediction_and_a_cancel_refunds_them(env: ChatEnv) -> None:

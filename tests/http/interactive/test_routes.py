@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.http.oauth.tokens import issue_oauth_token
+from tests.http.oauth import tokens
 from volthub.hub.components import timers
 
 OAUTH = "/api/integrations/oauth"
@@ -22,8 +22,7 @@ async def settle(env: Any, channel_id: str) -> None:
 
 
 async def oauth_headers(env: Any, user: Any, scopes: list[str] = WRITE) -> dict[str, str]:
-    token = await issue_oauth_token(env.app, user.id, scopes)
-    return {"Authorization": f"Bearer {token}"}
+    return await tokens.oauth_headers(env.app, user.id, scopes)
 
 
 async def test_poll_lifecycle_over_oauth_and_public_routes(chat_env: Any, mock_clock: Any) -> None:

@@ -44,6 +44,11 @@ async def issue_oauth_token(app: Any, user_id: str, scopes: str | list[str], cli
     return token
 
 
+async def oauth_headers(app: Any, user_id: str, scopes: str | list[str]) -> dict[str, str]:
+    """The Authorization header of a token from `issue_oauth_token`."""
+    return {"Authorization": f"Bearer {await issue_oauth_token(app, user_id, scopes)}"}
+
+
 async def end_grant(http: httpx.AsyncClient, user: Any, how: str, base_url: str = "") -> None:
     """End the grant behind the user's one connected app: "revoke" it, or "delete app"."""
     [connection] = (await http.get(f"{base_url}/api/users/me/connections", headers=user.headers)).json()["items"]
