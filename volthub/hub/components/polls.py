@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
-from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -109,9 +109,6 @@ class Vote:
     option_id: str
 
 
-COMMANDS: tuple[type, ...] = (StartPoll, EndPoll, Vote)
-
-
 # --- the store port --------------------------------------------------------------------------
 
 
@@ -148,8 +145,10 @@ class InsertVote:
 # --- the component ---------------------------------------------------------------------------
 
 
-class PollsComponent:
+class PollsComponent(Dispatcher[PollStore]):
     """Keeps the open poll (without votes: they are counted by the store)."""
+
+    UNHANDLED = "polls do not handle"
 
     def __init__(self, channel_id: str) -> None:
         self.channel_id = channel_id
@@ -164,15 +163,6 @@ class PollsComponent:
     def is_idle(self) -> bool:
         return self.open is None
 
-    def handle(self, command: Any, now_ms: int, store: PollStore) -> Outcome:
-        if isinstance(command, Vote):
-            return self._vote(command, now_ms, store)
-        if isinstance(command, StartPoll):
-            return self._start(command, now_ms, store)
-        if isinstance(command, EndPoll):
-            return self._end_command(command, now_ms, store)
-        raise TypeError(f"polls do not handle {type(command).__name__}")
-
     def on_deadline(self, now_ms: int, store: PollStore) -> Outcome:
         poll, self.open = self.open, None
         if poll is None or not store.finish(poll.id, now_ms):
@@ -181,6 +171,7 @@ class PollsComponent:
 
     # -- commands --
 
+    @handles(StartPoll)
     def _start(self, command: StartPoll, now_ms: int, store: PollStore) -> Outcome:
         if self.open is not None:
             raise common.already_active("poll", self.open.id)
@@ -208,6 +199,7 @@ class PollsComponent:
             raise common.invalid_state("poll", common.found(store.poll(poll_id), "poll", poll_id).status, operation)
         return self.open
 
+    @handles(EndPoll)
     def _end_command(self, command: EndPoll, now_ms: int, store: PollStore) -> Outcome:
         poll = self._open_poll(command.poll_id, store, "end")
         if not store.finish(poll.id, now_ms):
@@ -228,6 +220,7 @@ class PollsComponent:
         outcome = Outcome(final, [], [Emitted("channel.poll.end", data)], shared_state_changed=True)
         return common.add_card(outcome, store, self.channel_id, now_ms, "poll-end", f"Poll ended: {final.title}", data)
 
+    @handles(Vote)
     def _vote(self, command: Vote, now_ms: int, store: PollStore) -> Outcome:
         poll = self._open_poll(command.poll_id, store, "vote in")
         if now_ms >= poll.ends_at:  # its end is due and about to be written
