@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import trio
@@ -184,10 +184,9 @@ REDEMPTIONS_ACCOUNT = "redemptions"
 STATUSES = ("unfulfilled", "fulfilled", "rejected")
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class RewardNotFound(Exception):
-    def __init__(self, reward_id: str) -> None:
-        super().__init__(reward_id)
-        self.reward_id = reward_id
+    reward_id: str
 
 
 class RewardDisabled(Exception):

@@ -61,10 +61,9 @@ DAY_MS = 86_400_000
 EXPIRY_BATCH = 100
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class AlreadySubscribed(Exception):
-    def __init__(self, user_id: str) -> None:
-        super().__init__(user_id)
-        self.user_id = user_id
+    user_id: str
 
 
 class NotSubscribed(Exception):
