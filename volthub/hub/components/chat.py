@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
-from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles, refuse
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, Store, handles, refuse
 from volthub.hub.components.chat_rules import (
     BOT_BADGE,
     SLOW_MODE_MAX_SECONDS,
@@ -129,7 +129,7 @@ class MessageRef:
     deleted: bool
 
 
-class ChatStore(Protocol):
+class ChatStore(Store, Protocol):
     """Reads for chat decisions, and `apply` for the writes below (hub/chat_store.py)."""
 
     def settings(self) -> ChatSettings: ...
@@ -152,8 +152,6 @@ class ChatStore(Protocol):
 
     def ban_is_permanent(self, user_id: str) -> bool | None:
         """The active ban's kind (True: ban, False: timeout); None when none is in force."""
-
-    def apply(self, write: Any) -> None: ...
 
 
 @dataclass(frozen=True)

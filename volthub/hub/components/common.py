@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 from volthub.hub.components import chat
-from volthub.hub.components.base import Outcome, Refusal, Refused
+from volthub.hub.components.base import Outcome, Refusal, Refused, Store
 from volthub.hub.components.chat_rules import Standing
 
 Found = TypeVar("Found")
@@ -17,7 +17,7 @@ Found = TypeVar("Found")
 BANNED = Refusal(403, "banned", "you are banned or timed out in this channel")
 
 
-class CardStore(Protocol):
+class CardStore(Store, Protocol):
     """A store port that can also post chat cards (it holds the channel's chat port)."""
 
     @property

@@ -25,7 +25,6 @@ from typing import Any, Protocol
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
 from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles
-from volthub.hub.components.chat_rules import Standing
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -101,20 +100,17 @@ class Enter:
     user_id: str
 
 
-class GiveawayStore(common.CardStore, Protocol):
+class GiveawayStore(common.CardStore, common.StandingStore, Protocol):
     def open_giveaway(self) -> Giveaway | None: ...
     def giveaway(self, giveaway_id: str) -> Giveaway | None:
         """With its entry count and winners (in the order drawn)."""
 
-    def standing(self, user_id: str) -> Standing | None: ...
     def has_entered(self, giveaway_id: str, user_id: str) -> bool: ...
     def eligible(self, giveaway_id: str) -> list[Winner]:
         """Entrants who have not won, in a stable order (the draw's population)."""
 
     def close(self, giveaway_id: str, now_ms: int) -> bool:
         """The guarded transition open → closed."""
-
-    def apply(self, write: Any) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
-from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, Store, handles
 from volthub.protocol import catalogue
 
 TYPES = ("followers", "subscriptions", "volts", "custom")
@@ -149,13 +149,12 @@ class StreamStarted:
     event_id: str
 
 
-class GoalStore(Protocol):
+class GoalStore(Store, Protocol):
     def goals(self) -> list[Goal]: ...
     def roll_over(self, goal_id: str, old_start: int, new_start: int) -> bool:
         """Guarded: the period that began at `old_start` → the one at `new_start`, count 0."""
 
     def count_once(self, key: str) -> bool: ...
-    def apply(self, write: Any) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -127,8 +127,6 @@ class PollStore(common.CardStore, Protocol):
     def finish(self, poll_id: str, now_ms: int) -> bool:
         """The guarded transition open → ended; False when it was not open (someone won)."""
 
-    def apply(self, write: Any) -> None: ...
-
 
 @dataclass(frozen=True)
 class InsertPoll:

@@ -25,7 +25,6 @@ from typing import Any, Protocol
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
 from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles
-from volthub.hub.components.chat_rules import Standing
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -153,7 +152,7 @@ class PlaceBet:
     points: int
 
 
-class PredictionStore(common.CardStore, Protocol):
+class PredictionStore(common.CardStore, common.StandingStore, Protocol):
     def active_prediction(self) -> Prediction | None:
         """The open or locked prediction, without its bets."""
 
@@ -161,15 +160,12 @@ class PredictionStore(common.CardStore, Protocol):
         """Any prediction of this channel, with its bets."""
 
     def bet(self, prediction_id: str, user_id: str) -> Bet | None: ...
-    def standing(self, user_id: str) -> Standing | None: ...
     def points_balance(self, user_id: str) -> int: ...
     def lock(self, prediction_id: str, now_ms: int) -> bool:
         """Guarded: open → locked."""
 
     def finish(self, prediction_id: str, status: str, winning_outcome_id: str | None, now_ms: int) -> bool:
         """Guarded: locked → resolved | cancelled (cancel also from open)."""
-
-    def apply(self, write: Any) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 from volthub.hub.clock import iso8601
-from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, Store, handles
 from volthub.hub.components.chat_rules import Standing, badges
 from volthub.protocol import catalogue
 
@@ -107,7 +107,7 @@ class EndedRole:
     ended_at: int
 
 
-class RoleStore(Protocol):
+class RoleStore(Store, Protocol):
     def standing(self, user_id: str) -> Standing | None:
         """The user's standing in this channel as of now; None: no such user."""
 
@@ -120,8 +120,6 @@ class RoleStore(Protocol):
     def expire_due(self, now_ms: int) -> list[EndedRole]:
         """The guarded end of every grant expired by `now_ms`: only the transaction that
         deleted a row gets it back."""
-
-    def apply(self, write: Any) -> None: ...
 
 
 # --- pure rules --------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
-from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, Store, handles
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -134,7 +134,7 @@ class CountForTimers:
 OPERATIONS = ("pause", "resume", "end", "reset")
 
 
-class TimerStore(Protocol):
+class TimerStore(Store, Protocol):
     def live_timers(self) -> list[Timer]:
         """The channel's running and paused timers."""
 
@@ -144,8 +144,6 @@ class TimerStore(Protocol):
 
     def count_once(self, key: str) -> bool:
         """Record a counted event; False when it was counted before."""
-
-    def apply(self, write: Any) -> None: ...
 
 
 @dataclass(frozen=True)
