@@ -183,9 +183,7 @@ class GiveawaysComponent(Dispatcher[GiveawayStore]):
 
     @handles(Enter)
     def _enter(self, command: Enter, now_ms: int, store: GiveawayStore) -> Outcome:
-        giveaway = self.open
-        if giveaway is None or giveaway.id != command.giveaway_id:
-            raise common.invalid_state("giveaway", self._find(command.giveaway_id, store).status, "enter")
+        giveaway = common.current(self.open, "giveaway", command.giveaway_id, store.giveaway, "enter")
         if giveaway.ends_at is not None and now_ms >= giveaway.ends_at:
             raise common.invalid_state("giveaway", "closed", "enter")
         own = Refusal(403, "cannot_enter_own", "the broadcaster cannot enter their own giveaway")
@@ -222,9 +220,7 @@ class GiveawaysComponent(Dispatcher[GiveawayStore]):
 
     @handles(EndGiveaway)
     def _end(self, command: EndGiveaway, now_ms: int, store: GiveawayStore) -> Outcome:
-        giveaway = self.open
-        if giveaway is None or giveaway.id != command.giveaway_id:
-            raise common.invalid_state("giveaway", self._find(command.giveaway_id, store).status, "end")
+        giveaway = common.current(self.open, "giveaway", command.giveaway_id, store.giveaway, "end")
         if not store.close(giveaway.id, now_ms):
             raise common.invalid_state("giveaway", "closed", "end")
         self.open = None

@@ -191,15 +191,9 @@ class PollsComponent(Dispatcher[PollStore]):
         outcome = Outcome(poll, [InsertPoll(poll)], [Emitted("channel.poll.begin", data)], shared_state_changed=True)
         return common.add_card(outcome, store, self.channel_id, now_ms, "poll-begin", f"Poll: {poll.title}", data)
 
-    def _open_poll(self, poll_id: str, store: PollStore, operation: str) -> Poll:
-        """The open poll when it is `poll_id`; else 404, or 409 with that poll's status."""
-        if self.open is None or self.open.id != poll_id:
-            raise common.invalid_state("poll", common.found(store.poll(poll_id), "poll", poll_id).status, operation)
-        return self.open
-
     @handles(EndPoll)
     def _end_command(self, command: EndPoll, now_ms: int, store: PollStore) -> Outcome:
-        poll = self._open_poll(command.poll_id, store, "end")
+        poll = common.current(self.open, "poll", command.poll_id, store.poll, "end")
         if not store.finish(poll.id, now_ms):
             raise common.invalid_state("poll", "ended", "end")
         self.open = None
@@ -220,7 +214,7 @@ class PollsComponent(Dispatcher[PollStore]):
 
     @handles(Vote)
     def _vote(self, command: Vote, now_ms: int, store: PollStore) -> Outcome:
-        poll = self._open_poll(command.poll_id, store, "vote in")
+        poll = common.current(self.open, "poll", command.poll_id, store.poll, "vote in")
         if now_ms >= poll.ends_at:  # its end is due and about to be written
             raise common.invalid_state("poll", "ended", "vote in")
         if command.option_id not in {option.id for option in poll.options}:

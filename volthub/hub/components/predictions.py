@@ -334,9 +334,7 @@ class PredictionsComponent(Dispatcher[PredictionStore]):
 
     @handles(PlaceBet)
     def _bet(self, command: PlaceBet, now_ms: int, store: PredictionStore) -> Outcome:
-        prediction = self.active
-        if prediction is None or prediction.id != command.prediction_id:
-            raise common.invalid_state("prediction", self._find(command.prediction_id, store).status, "bet on")
+        prediction = common.current(self.active, "prediction", command.prediction_id, store.prediction, "bet on")
         if prediction.status != "open" or now_ms >= prediction.locks_at:
             raise common.invalid_state("prediction", "locked", "bet on")
         if command.outcome_id not in {choice.id for choice in prediction.outcomes}:
