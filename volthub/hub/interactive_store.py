@@ -14,81 +14,40 @@ from typing import Any
 
 from volthub.hub.chat_store import TxChannelStore, TxChatStore
 from volthub.hub.components import giveaways, goals, polls, predictions, timers
-from volthub.persistence import Row, Tx, ledger
+from volthub.persistence import Row, Tx, ledger, records
 from volthub.persistence import chat as chat_repo
 from volthub.persistence import interactive as repo
 
-# --- rows -> records -------------------------------------------------------------------------
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+# --- rows -> records (columns named as the records' fields: persistence.records reads them) --
 
 
 def poll_of(row: Row, votes: dict[str, int] | None = None) -> polls.Poll:
     options = tuple(polls.Option(o["id"], o["title"]) for o in row["options"])
-    return polls.Poll(
-        row["id"],
-        row["title"],
-        row["status"],
-        options,
-        int(row["started_at"]),
-        int(row["ends_at"]),
-        _optional_int(row["ended_at"]),
-        votes or {},
-    )
+    return records.read(polls.Poll, row, options=options, votes=votes or {})
 
 
 def _bet(row: Row) -> predictions.Bet:
-    return predictions.Bet(row["user_id"], row["outcome_id"], int(row["points"]), int(row["placed_at"]))
+    return records.read(predictions.Bet, row)
 
 
 def prediction_of(row: Row, bet_rows: list[Row] | None = None) -> predictions.Prediction:
     choices = tuple(predictions.Choice(o["id"], o["title"]) for o in row["outcomes"])
     bets = tuple(_bet(b) for b in bet_rows or [])
-    return predictions.Prediction(
-        row["id"],
-        row["title"],
-        row["status"],
-        choices,
-        int(row["started_at"]),
-        int(row["locks_at"]),
-        _optional_int(row["locked_at"]),
-        _optional_int(row["ended_at"]),
-        row["winning_outcome_id"],
-        bets,
-    )
+    return records.read(predictions.Prediction, row, outcomes=choices, bets=bets)
 
 
 def _winner(row: Row) -> giveaways.Winner:
-    return giveaways.Winner(row["user_id"], row["username"], row["display_name"])
+    return records.read(giveaways.Winner, row)
 
 
 def giveaway_of(tx: Tx, row: Row) -> giveaways.Giveaway:
-    return giveaways.Giveaway(
-        row["id"],
-        row["title"],
-        row["status"],
-        bool(row["subscribers_only"]),
-        int(row["started_at"]),
-        _optional_int(row["ends_at"]),
-        _optional_int(row["ended_at"]),
-        repo.entry_count(tx, row["id"]),
-        tuple(_winner(w) for w in repo.winners(tx, row["id"])),
-    )
+    entries = repo.entry_count(tx, row["id"])
+    winners = tuple(_winner(w) for w in repo.winners(tx, row["id"]))
+    return records.read(giveaways.Giveaway, row, entries=entries, winners=winners)
 
 
 def goal_of(row: Row) -> goals.Goal:
-    return goals.Goal(
-        row["id"],
-        row["type"],
-        row["title"],
-        int(row["current"]),
-        int(row["target"]),
-        row["period"],
-        int(row["period_start"]),
-        _optional_int(row["completed_period"]),
-    )
+    return records.read(goals.Goal, row)
 
 
 def timer_of(row: Row) -> timers.Timer:
@@ -100,15 +59,7 @@ def timer_of(row: Row) -> timers.Timer:
             float(config.get("seconds_per_gift", 0)),
             float(config.get("seconds_per_volt", 0)),
         )
-    return timers.Timer(
-        row["id"],
-        row["title"],
-        row["status"],
-        int(row["duration_seconds"]),
-        int(row["remaining_ms"]),
-        _optional_int(row["ends_at"]),
-        subathon,
-    )
+    return records.read(timers.Timer, row, subathon=subathon)
 
 
 # --- the ports -------------------------------------------------------------------------------

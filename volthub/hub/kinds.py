@@ -35,7 +35,7 @@ class ComponentKind:
 def chat_kind(history_limit: int = chat.HISTORY_LIMIT_DEFAULT) -> ComponentKind:
     return ComponentKind(
         name="chat",
-        commands=chat.COMMANDS,
+        commands=chat.ChatComponent.COMMANDS,
         create=lambda channel_id: chat.ChatComponent(channel_id, history_limit=history_limit),
         store=TxChatStore,
     )
@@ -43,32 +43,46 @@ def chat_kind(history_limit: int = chat.HISTORY_LIMIT_DEFAULT) -> ComponentKind:
 
 def roles_kind() -> ComponentKind:
     """VIP and moderator grants; expiry comes from the role-expiry service."""
-    return ComponentKind("roles", roles.COMMANDS, roles.RolesComponent, TxRoleStore)
+    return ComponentKind("roles", roles.RolesComponent.COMMANDS, roles.RolesComponent, TxRoleStore)
 
 
 def interactive_kinds() -> tuple[ComponentKind, ...]:
     """Polls, predictions, giveaways, goals and timers."""
     return (
-        ComponentKind("polls", polls.COMMANDS, polls.PollsComponent, stores.TxPollStore, repo.channels_with_open_polls),
+        ComponentKind(
+            "polls",
+            polls.PollsComponent.COMMANDS,
+            polls.PollsComponent,
+            stores.TxPollStore,
+            repo.channels_with_open_polls,
+        ),
         ComponentKind(
             "predictions",
-            predictions.COMMANDS,
+            predictions.PredictionsComponent.COMMANDS,
             predictions.PredictionsComponent,
             stores.TxPredictionStore,
             repo.channels_with_open_predictions,
         ),
         ComponentKind(
             "giveaways",
-            giveaways.COMMANDS,
+            giveaways.GiveawaysComponent.COMMANDS,
             giveaways.GiveawaysComponent,
             stores.TxGiveawayStore,
             repo.channels_with_timed_giveaways,
         ),
         ComponentKind(
-            "goals", goals.COMMANDS, goals.GoalsComponent, stores.TxGoalStore, repo.channels_with_calendar_goals
+            "goals",
+            goals.GoalsComponent.COMMANDS,
+            goals.GoalsComponent,
+            stores.TxGoalStore,
+            repo.channels_with_calendar_goals,
         ),
         ComponentKind(
-            "timers", timers.COMMANDS, timers.TimersComponent, stores.TxTimerStore, repo.channels_with_running_timers
+            "timers",
+            timers.TimersComponent.COMMANDS,
+            timers.TimersComponent,
+            stores.TxTimerStore,
+            repo.channels_with_running_timers,
         ),
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from volthub.persistence.database import Tx
+from volthub.persistence.database import Row, Tx
 from volthub.persistence.records import Record, insert
 
 _COLUMNS = (
@@ -200,6 +200,16 @@ def claim_follow_bonus(tx: Tx, channel_id: str, user_id: str, now_ms: int) -> bo
         (channel_id, user_id, now_ms),
     )
     return row is not None
+
+
+def points_leaderboard(tx: Tx, channel_id: str, limit: int) -> list[Row]:
+    """Viewers of a channel by points held (`user_id`, `username`, `display_name`, `points`)."""
+    return tx.execute(
+        "SELECT a.holder AS user_id, u.username, u.display_name, a.balance AS points FROM ledger_accounts a"
+        " JOIN users u ON u.id = a.holder WHERE a.currency = 'points' AND a.channel_id = ?"
+        " AND a.holder_kind = 'user' AND a.balance > 0 ORDER BY a.balance DESC, u.username LIMIT ?",
+        (channel_id, limit),
+    )
 
 
 def live_channels(tx: Tx) -> list[str]:

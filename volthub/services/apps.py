@@ -24,10 +24,9 @@ from volthub.services.oauth import CLIENT_SECRET_PREFIX, OAuthService, digest, n
 __all__ = ["App", "AppFields", "AppNotFound", "Apps", "PublicClient", "owned_app"]
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class AppNotFound(Exception):
-    def __init__(self, client_id: str) -> None:
-        super().__init__(client_id)
-        self.client_id = client_id
+    client_id: str
 
 
 class PublicClient(Exception):

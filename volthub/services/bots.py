@@ -42,16 +42,14 @@ DAY_MS = 86_400_000
 NO_PASSWORD = "!bot"
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class NotABotApp(Exception):
-    def __init__(self, client_id: str) -> None:
-        super().__init__(client_id)
-        self.client_id = client_id
+    client_id: str
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class BotNotConfigured(Exception):
-    def __init__(self, client_id: str) -> None:
-        super().__init__(client_id)
-        self.client_id = client_id
+    client_id: str
 
 
 class NoBotConnected(Exception):

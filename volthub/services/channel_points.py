@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import trio
@@ -24,7 +24,7 @@ from volthub.persistence import users as users_repo
 from volthub.persistence.channel_points import MAX_REWARDS_PER_CHANNEL, Redemption, Reward
 from volthub.persistence.pagination import decode_position, encode_cursor
 from volthub.protocol import catalogue
-from volthub.services.channels import ChannelNotFound, channel_by_id
+from volthub.services.channels import ChannelNotFound, channel_by_id, ranked
 from volthub.services.chat import Presence, presence_snapshot
 
 __all__ = [
@@ -131,22 +131,7 @@ class ChannelPoints:
 
         def read(tx: Tx) -> list[dict[str, Any]]:
             channel_by_id(tx, channel_id)
-            rows = tx.execute(
-                "SELECT a.holder, a.balance, u.username, u.display_name FROM ledger_accounts a"
-                " JOIN users u ON u.id = a.holder WHERE a.currency = 'points' AND a.channel_id = ?"
-                " AND a.holder_kind = 'user' AND a.balance > 0 ORDER BY a.balance DESC, u.username LIMIT ?",
-                (channel_id, limit),
-            )
-            return [
-                {
-                    "rank": rank,
-                    "userId": row["holder"],
-                    "username": row["username"],
-                    "displayName": row["display_name"],
-                    "points": int(row["balance"]),
-                }
-                for rank, row in enumerate(rows, start=1)
-            ]
+            return ranked(repo.points_leaderboard(tx, channel_id, limit), "points")
 
         return await self._db.read(read)
 
@@ -184,10 +169,9 @@ REDEMPTIONS_ACCOUNT = "redemptions"
 STATUSES = ("unfulfilled", "fulfilled", "rejected")
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class RewardNotFound(Exception):
-    def __init__(self, reward_id: str) -> None:
-        super().__init__(reward_id)
-        self.reward_id = reward_id
+    reward_id: str
 
 
 class RewardDisabled(Exception):

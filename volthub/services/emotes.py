@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from volthub.hub.clock import Clock, to_ms
 from volthub.persistence import Database, Tx
@@ -25,10 +26,9 @@ CODE = re.compile(r"^[A-Za-z0-9_]{2,32}$")
 MAX_CODES = 100
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class EmoteNotFound(Exception):
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
+    code: str
 
 
 def emote_url(media_id: str) -> str:

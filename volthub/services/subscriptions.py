@@ -39,7 +39,7 @@ from volthub.persistence.subscriptions import TIERS, Subscription
 from volthub.protocol import catalogue
 from volthub.protocol.catalogue import Person
 from volthub.services import volts as volts_service
-from volthub.services.channels import ChannelNotFound, channel_by_id, channel_by_username
+from volthub.services.channels import ChannelNotFound, channel_by_id, channel_by_username, ranked
 from volthub.services.expiry import ExpiryService, Wakeup
 from volthub.services.notifications import notify
 
@@ -61,10 +61,9 @@ DAY_MS = 86_400_000
 EXPIRY_BATCH = 100
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class AlreadySubscribed(Exception):
-    def __init__(self, user_id: str) -> None:
-        super().__init__(user_id)
-        self.user_id = user_id
+    user_id: str
 
 
 class NotSubscribed(Exception):
@@ -426,16 +425,7 @@ class Subscriptions:
     async def gift_leaderboard(self, creator_id: str, limit: int) -> list[dict[str, Any]]:
         def read(tx: Tx) -> list[dict[str, Any]]:
             channel_by_id(tx, creator_id)
-            return [
-                {
-                    "rank": rank,
-                    "userId": row["user_id"],
-                    "username": row["username"],
-                    "displayName": row["display_name"],
-                    "gifts": int(row["gifts"]),
-                }
-                for rank, row in enumerate(repo.gift_leaderboard(tx, creator_id, limit), start=1)
-            ]
+            return ranked(repo.gift_leaderboard(tx, creator_id, limit), "gifts")
 
         return await self._db.read(read)
 

@@ -12,7 +12,10 @@ decisions need, and applies the writes it returns. So:
     component.is_idle()                        # nothing running that needs its actor
 
 `handle` answers a refusal by raising `Refused`, before it returned any write: a refused
-command leaves nothing behind, and the other commands of its batch go on.
+command leaves nothing behind, and the other commands of its batch go on. A component
+built on `Dispatcher` marks the method deciding each command type with `@handles`; its
+`handle` routes by the command's type, and its `COMMANDS` (the types it decides) come from
+those marks, so the list the actor's dispatch table reads cannot drift from the routing.
 
 A durable deadline (a poll's end, a timer reaching zero) lives in the component's table;
 its kind (hub/kinds.py) names the channels with one open, so a restarted process resumes
@@ -23,8 +26,9 @@ so two processes never both end the same poll (tests/hub/probe.py's countdown sh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 
 @dataclass(frozen=True)
@@ -97,3 +101,48 @@ class Component(Protocol):
 
     def is_idle(self) -> bool:
         """True when nothing it owns needs a live actor (no open poll, no running timer)."""
+
+
+ComponentT = TypeVar("ComponentT")
+CommandT = TypeVar("CommandT")
+StoreT = TypeVar("StoreT")
+# A method deciding one command type: (self, command, now_ms, store) -> Outcome.
+Handler = Callable[[ComponentT, CommandT, int, StoreT], Outcome]
+
+_HANDLES = "handles_command"  # the function attribute `handles` marks a method with
+
+
+def handles(
+    command: type[CommandT],
+) -> Callable[[Handler[ComponentT, CommandT, StoreT]], Handler[ComponentT, CommandT, StoreT]]:
+    """Mark a `Dispatcher` method as the one deciding commands of type `command` (the
+    method's command parameter must accept that type)."""
+
+    def mark(method: Handler[ComponentT, CommandT, StoreT]) -> Handler[ComponentT, CommandT, StoreT]:
+        vars(method)[_HANDLES] = command
+        return method
+
+    return mark
+
+
+class Dispatcher(Generic[StoreT]):
+    """A component whose `handle` calls the method marked `@handles` for the command's type."""
+
+    COMMANDS: ClassVar[tuple[type, ...]] = ()
+    # How the `TypeError` for a command of any other type begins (a caller's bug: the
+    # registry hands a component only its own command types).
+    UNHANDLED: ClassVar[str]
+    _handlers: ClassVar[dict[type, Callable[..., Outcome]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        marked = ((getattr(value, _HANDLES, None), value) for value in vars(cls).values())
+        cls._handlers = {command: method for command, method in marked if command is not None}
+        cls.COMMANDS = tuple(cls._handlers)
+
+    def handle(self, command: Any, now_ms: int, store: StoreT) -> Outcome:
+        """Decide one command. Raise `Refused` to refuse it."""
+        handler = self._handlers.get(type(command))
+        if handler is None:
+            raise TypeError(f"{self.UNHANDLED} {type(command).__name__}")
+        return handler(self, command, now_ms, store)

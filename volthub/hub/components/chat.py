@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
-from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused, refuse
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, Store, handles, refuse
 from volthub.hub.components.chat_rules import (
     BOT_BADGE,
     SLOW_MODE_MAX_SECONDS,
@@ -118,9 +118,6 @@ class Moderate:
     request: ModerationRequest
 
 
-COMMANDS: tuple[type, ...] = (SendMessage, PostSystem, UpdateSettings, Moderate)
-
-
 # --- the store port: what chat reads and writes inside the actor's transaction ----------------
 
 
@@ -132,7 +129,7 @@ class MessageRef:
     deleted: bool
 
 
-class ChatStore(Protocol):
+class ChatStore(Store, Protocol):
     """Reads for chat decisions, and `apply` for the writes below (hub/chat_store.py)."""
 
     def settings(self) -> ChatSettings: ...
@@ -155,8 +152,6 @@ class ChatStore(Protocol):
 
     def ban_is_permanent(self, user_id: str) -> bool | None:
         """The active ban's kind (True: ban, False: timeout); None when none is in force."""
-
-    def apply(self, write: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -225,12 +220,14 @@ class DeleteMessage:
 HISTORY_LIMIT_DEFAULT = 1000
 
 
-class ChatComponent:
+class ChatComponent(Dispatcher[ChatStore]):
     """A channel's chat: keeps the settings; every other fact is read through the store.
 
     History is bounded (`HistoryBound`): past `history_limit` messages, every
     `prune_every`-th one drops the older ones.
     """
+
+    UNHANDLED = "chat does not handle"
 
     def __init__(self, channel_id: str, *, history_limit: int = HISTORY_LIMIT_DEFAULT) -> None:
         if history_limit < 1:
@@ -257,19 +254,9 @@ class ChatComponent:
     def is_idle(self) -> bool:
         return True  # everything chat keeps is a cache of the store
 
-    def handle(self, command: Any, now_ms: int, store: ChatStore) -> Outcome:
-        if isinstance(command, SendMessage):
-            return self._send(command, now_ms, store)
-        if isinstance(command, PostSystem):
-            return self._post_system(command, now_ms, store)
-        if isinstance(command, UpdateSettings):
-            return self._update_settings(command)
-        if isinstance(command, Moderate):
-            return self._moderate(command, now_ms, store)
-        raise TypeError(f"chat does not handle {type(command).__name__}")
-
     # -- messages --
 
+    @handles(SendMessage)
     def _send(self, command: SendMessage, now_ms: int, store: ChatStore) -> Outcome:
         message = command.message
         extra_badges: tuple[str, ...] = ()
@@ -308,6 +295,7 @@ class ChatComponent:
             emotes=[{"code": code, "url": url} for code, url in emotes.items()],
         )
 
+    @handles(PostSystem)
     def _post_system(self, command: PostSystem, now_ms: int, store: ChatStore) -> Outcome:
         sender, mentions = _member_and_mentions(store, command.sender_id or self.channel_id, command.text)
         return self._message(store, now_ms, sender, True, text=command.text, mentions=mentions, card=command.card)
@@ -339,7 +327,8 @@ class ChatComponent:
 
     # -- settings --
 
-    def _update_settings(self, command: UpdateSettings) -> Outcome:
+    @handles(UpdateSettings)
+    def _update_settings(self, command: UpdateSettings, now_ms: int, store: ChatStore) -> Outcome:
         try:
             wanted = apply_settings_patch(self.settings, command.patch)
         except SettingsError as exc:
@@ -351,6 +340,7 @@ class ChatComponent:
 
     # -- moderation --
 
+    @handles(Moderate)
     def _moderate(self, command: Moderate, now_ms: int, store: ChatStore) -> Outcome:
         request = command.request
         moderator = _member(store, command.moderator_id)

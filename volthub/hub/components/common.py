@@ -4,12 +4,12 @@ their refusals, checks, who may take part, and the chat card each begin and end 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 from volthub.hub.components import chat
-from volthub.hub.components.base import Outcome, Refusal, Refused
+from volthub.hub.components.base import Outcome, Refusal, Refused, Store
 from volthub.hub.components.chat_rules import Standing
 
 Found = TypeVar("Found")
@@ -17,7 +17,7 @@ Found = TypeVar("Found")
 BANNED = Refusal(403, "banned", "you are banned or timed out in this channel")
 
 
-class CardStore(Protocol):
+class CardStore(Store, Protocol):
     """A store port that can also post chat cards (it holds the channel's chat port)."""
 
     @property
@@ -42,6 +42,28 @@ def found(item: Found | None, what: str, item_id: str) -> Found:
     if item is None:
         raise not_found(what, item_id)
     return item
+
+
+class Stated(Protocol):
+    """A poll, prediction or giveaway: what a refusal says of it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+
+
+Active = TypeVar("Active", bound=Stated)
+
+
+def current(
+    active: Active | None, what: str, item_id: str, lookup: Callable[[str], Stated | None], operation: str
+) -> Active:
+    """`active` (the component's open or active one) when it is `item_id`; else 404 when the
+    channel has no such `what`, or 409 `invalid_state` with its status."""
+    if active is None or active.id != item_id:
+        raise invalid_state(what, found(lookup(item_id), what, item_id).status, operation)
+    return active
 
 
 @contextmanager

@@ -24,8 +24,7 @@ from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
-from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
-from volthub.hub.components.chat_rules import Standing
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -101,23 +100,17 @@ class Enter:
     user_id: str
 
 
-COMMANDS: tuple[type, ...] = (StartGiveaway, Draw, EndGiveaway, Enter)
-
-
-class GiveawayStore(common.CardStore, Protocol):
+class GiveawayStore(common.CardStore, common.StandingStore, Protocol):
     def open_giveaway(self) -> Giveaway | None: ...
     def giveaway(self, giveaway_id: str) -> Giveaway | None:
         """With its entry count and winners (in the order drawn)."""
 
-    def standing(self, user_id: str) -> Standing | None: ...
     def has_entered(self, giveaway_id: str, user_id: str) -> bool: ...
     def eligible(self, giveaway_id: str) -> list[Winner]:
         """Entrants who have not won, in a stable order (the draw's population)."""
 
     def close(self, giveaway_id: str, now_ms: int) -> bool:
         """The guarded transition open → closed."""
-
-    def apply(self, write: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -137,7 +130,9 @@ class MarkWinners:
     user_ids: tuple[str, ...]
 
 
-class GiveawaysComponent:
+class GiveawaysComponent(Dispatcher[GiveawayStore]):
+    UNHANDLED = "giveaways do not handle"
+
     def __init__(self, channel_id: str, rng: random.Random | None = None) -> None:
         self.channel_id = channel_id
         self.open: Giveaway | None = None
@@ -154,17 +149,6 @@ class GiveawaysComponent:
         # An open giveaway without a deadline needs no actor: its state is in the store.
         return self.open is None or self.open.ends_at is None
 
-    def handle(self, command: Any, now_ms: int, store: GiveawayStore) -> Outcome:
-        if isinstance(command, Enter):
-            return self._enter(command, now_ms, store)
-        if isinstance(command, StartGiveaway):
-            return self._start(command, now_ms, store)
-        if isinstance(command, Draw):
-            return self._draw(command, now_ms, store)
-        if isinstance(command, EndGiveaway):
-            return self._end(command, now_ms, store)
-        raise TypeError(f"giveaways do not handle {type(command).__name__}")
-
     def on_deadline(self, now_ms: int, store: GiveawayStore) -> Outcome:
         giveaway, self.open = self.open, None
         if giveaway is None or not store.close(giveaway.id, now_ms):
@@ -172,6 +156,7 @@ class GiveawaysComponent:
         current = store.giveaway(giveaway.id) or giveaway
         return self._closed(current, now_ms, store)
 
+    @handles(StartGiveaway)
     def _start(self, command: StartGiveaway, now_ms: int, store: GiveawayStore) -> Outcome:
         if self.open is not None:
             raise common.already_active("giveaway", self.open.id)
@@ -196,10 +181,9 @@ class GiveawaysComponent:
     def _find(self, giveaway_id: str, store: GiveawayStore) -> Giveaway:
         return common.found(store.giveaway(giveaway_id), "giveaway", giveaway_id)
 
+    @handles(Enter)
     def _enter(self, command: Enter, now_ms: int, store: GiveawayStore) -> Outcome:
-        giveaway = self.open
-        if giveaway is None or giveaway.id != command.giveaway_id:
-            raise common.invalid_state("giveaway", self._find(command.giveaway_id, store).status, "enter")
+        giveaway = common.current(self.open, "giveaway", command.giveaway_id, store.giveaway, "enter")
         if giveaway.ends_at is not None and now_ms >= giveaway.ends_at:
             raise common.invalid_state("giveaway", "closed", "enter")
         own = Refusal(403, "cannot_enter_own", "the broadcaster cannot enter their own giveaway")
@@ -210,6 +194,7 @@ class GiveawaysComponent:
             raise Refused(Refusal(409, "already_entered", "you have already entered this giveaway"))
         return Outcome({"giveawayId": giveaway.id, "entered": True}, [InsertEntry(giveaway.id, command.user_id)])
 
+    @handles(Draw)
     def _draw(self, command: Draw, now_ms: int, store: GiveawayStore) -> Outcome:
         if not 1 <= command.count <= DRAW_MAX:
             raise Refused(Refusal(400, "validation_error", f"count must be 1–{DRAW_MAX}", {"field": "count"}))
@@ -233,10 +218,9 @@ class GiveawaysComponent:
             Outcome(current, [mark]), store, self.channel_id, now_ms, "giveaway-draw", f"Also drawn: {names}", data
         )
 
+    @handles(EndGiveaway)
     def _end(self, command: EndGiveaway, now_ms: int, store: GiveawayStore) -> Outcome:
-        giveaway = self.open
-        if giveaway is None or giveaway.id != command.giveaway_id:
-            raise common.invalid_state("giveaway", self._find(command.giveaway_id, store).status, "end")
+        giveaway = common.current(self.open, "giveaway", command.giveaway_id, store.giveaway, "end")
         if not store.close(giveaway.id, now_ms):
             raise common.invalid_state("giveaway", "closed", "end")
         self.open = None

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
-from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, Store, handles
 from volthub.protocol import catalogue
 
 TYPES = ("followers", "subscriptions", "volts", "custom")
@@ -149,16 +149,12 @@ class StreamStarted:
     event_id: str
 
 
-COMMANDS: tuple[type, ...] = (CreateGoal, AdjustGoal, SetGoalTarget, ResetGoal, CountForGoals, StreamStarted)
-
-
-class GoalStore(Protocol):
+class GoalStore(Store, Protocol):
     def goals(self) -> list[Goal]: ...
     def roll_over(self, goal_id: str, old_start: int, new_start: int) -> bool:
         """Guarded: the period that began at `old_start` → the one at `new_start`, count 0."""
 
     def count_once(self, key: str) -> bool: ...
-    def apply(self, write: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -167,7 +163,9 @@ class SaveGoal:
     created: bool = False
 
 
-class GoalsComponent:
+class GoalsComponent(Dispatcher[GoalStore]):
+    UNHANDLED = "goals do not handle"
+
     def __init__(self, channel_id: str) -> None:
         self.channel_id = channel_id
         self.goals: dict[str, Goal] = {}
@@ -183,23 +181,6 @@ class GoalsComponent:
         # A calendar period must roll over on time, so its channel keeps its actor.
         return not any(goal.period in CALENDAR_PERIODS for goal in self.goals.values())
 
-    def handle(self, command: Any, now_ms: int, store: GoalStore) -> Outcome:
-        if isinstance(command, CreateGoal):
-            return self._create(command, now_ms)
-        if isinstance(command, CountForGoals):
-            return self._count(command, now_ms, store)
-        if isinstance(command, StreamStarted):
-            return self._stream_started(command, now_ms, store)
-        goal = common.found(self.goals.get(command.goal_id), "goal", command.goal_id)
-        with common.refusing_invalid():
-            if isinstance(command, AdjustGoal):
-                return self._change(goal, goal.current + check_delta(command.delta), goal.target, now_ms)
-            if isinstance(command, SetGoalTarget):
-                return self._change(goal, goal.current, check_target(command.target), now_ms)
-        if isinstance(command, ResetGoal):
-            return self._change(replace(goal, completed_period=None), 0, goal.target, now_ms, force=True)
-        raise TypeError(f"goals do not handle {type(command).__name__}")
-
     def on_deadline(self, now_ms: int, store: GoalStore) -> Outcome:
         outcome = Outcome(shared_state_changed=True)
         for goal in sorted(self.goals.values(), key=lambda g: g.id):
@@ -213,7 +194,8 @@ class GoalsComponent:
                 outcome.events.append(Emitted("channel.goal.progress", _progress(rolled)))
         return outcome
 
-    def _create(self, command: CreateGoal, now_ms: int) -> Outcome:
+    @handles(CreateGoal)
+    def _create(self, command: CreateGoal, now_ms: int, store: GoalStore) -> Outcome:
         if len(self.goals) >= GOALS_MAX:
             raise Refused(Refusal(409, "too_many_goals", f"a channel may have at most {GOALS_MAX} goals"))
         if command.type not in TYPES or command.period not in PERIODS:
@@ -226,6 +208,7 @@ class GoalsComponent:
         self.goals[goal.id] = goal
         return Outcome(goal, [SaveGoal(goal, created=True)], shared_state_changed=True)
 
+    @handles(CountForGoals)
     def _count(self, command: CountForGoals, now_ms: int, store: GoalStore) -> Outcome:
         matching = sorted((g for g in self.goals.values() if g.type == command.goal_type), key=lambda g: g.id)
         if not matching or command.amount <= 0 or not store.count_once(f"{command.event_id}:goals"):
@@ -235,6 +218,7 @@ class GoalsComponent:
             common.add_steps(outcome, self._change(goal, goal.current + command.amount, goal.target, now_ms))
         return outcome
 
+    @handles(StreamStarted)
     def _stream_started(self, command: StreamStarted, now_ms: int, store: GoalStore) -> Outcome:
         matching = sorted((g for g in self.goals.values() if g.period == "stream"), key=lambda g: g.id)
         if not matching or not store.count_once(f"{command.event_id}:goals"):
@@ -244,6 +228,26 @@ class GoalsComponent:
             restarted = replace(goal, period_start=now_ms, completed_period=None)
             common.add_steps(outcome, self._change(restarted, 0, goal.target, now_ms, force=True))
         return outcome
+
+    @handles(AdjustGoal)
+    def _adjust(self, command: AdjustGoal, now_ms: int, store: GoalStore) -> Outcome:
+        goal = self._goal(command.goal_id)
+        with common.refusing_invalid():
+            return self._change(goal, goal.current + check_delta(command.delta), goal.target, now_ms)
+
+    @handles(SetGoalTarget)
+    def _set_target(self, command: SetGoalTarget, now_ms: int, store: GoalStore) -> Outcome:
+        goal = self._goal(command.goal_id)
+        with common.refusing_invalid():
+            return self._change(goal, goal.current, check_target(command.target), now_ms)
+
+    @handles(ResetGoal)
+    def _reset(self, command: ResetGoal, now_ms: int, store: GoalStore) -> Outcome:
+        goal = self._goal(command.goal_id)
+        return self._change(replace(goal, completed_period=None), 0, goal.target, now_ms, force=True)
+
+    def _goal(self, goal_id: str) -> Goal:
+        return common.found(self.goals.get(goal_id), "goal", goal_id)
 
     def _change(self, goal: Goal, current: int, target: int, now_ms: int, *, force: bool = False) -> Outcome:
         changed = replace(goal, current=max(0, min(current, AMOUNT_MAX)), target=target)

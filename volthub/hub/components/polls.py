@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
-from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -109,9 +109,6 @@ class Vote:
     option_id: str
 
 
-COMMANDS: tuple[type, ...] = (StartPoll, EndPoll, Vote)
-
-
 # --- the store port --------------------------------------------------------------------------
 
 
@@ -130,8 +127,6 @@ class PollStore(common.CardStore, Protocol):
     def finish(self, poll_id: str, now_ms: int) -> bool:
         """The guarded transition open → ended; False when it was not open (someone won)."""
 
-    def apply(self, write: Any) -> None: ...
-
 
 @dataclass(frozen=True)
 class InsertPoll:
@@ -148,8 +143,10 @@ class InsertVote:
 # --- the component ---------------------------------------------------------------------------
 
 
-class PollsComponent:
+class PollsComponent(Dispatcher[PollStore]):
     """Keeps the open poll (without votes: they are counted by the store)."""
+
+    UNHANDLED = "polls do not handle"
 
     def __init__(self, channel_id: str) -> None:
         self.channel_id = channel_id
@@ -164,15 +161,6 @@ class PollsComponent:
     def is_idle(self) -> bool:
         return self.open is None
 
-    def handle(self, command: Any, now_ms: int, store: PollStore) -> Outcome:
-        if isinstance(command, Vote):
-            return self._vote(command, now_ms, store)
-        if isinstance(command, StartPoll):
-            return self._start(command, now_ms, store)
-        if isinstance(command, EndPoll):
-            return self._end_command(command, now_ms, store)
-        raise TypeError(f"polls do not handle {type(command).__name__}")
-
     def on_deadline(self, now_ms: int, store: PollStore) -> Outcome:
         poll, self.open = self.open, None
         if poll is None or not store.finish(poll.id, now_ms):
@@ -181,6 +169,7 @@ class PollsComponent:
 
     # -- commands --
 
+    @handles(StartPoll)
     def _start(self, command: StartPoll, now_ms: int, store: PollStore) -> Outcome:
         if self.open is not None:
             raise common.already_active("poll", self.open.id)
@@ -202,14 +191,9 @@ class PollsComponent:
         outcome = Outcome(poll, [InsertPoll(poll)], [Emitted("channel.poll.begin", data)], shared_state_changed=True)
         return common.add_card(outcome, store, self.channel_id, now_ms, "poll-begin", f"Poll: {poll.title}", data)
 
-    def _open_poll(self, poll_id: str, store: PollStore, operation: str) -> Poll:
-        """The open poll when it is `poll_id`; else 404, or 409 with that poll's status."""
-        if self.open is None or self.open.id != poll_id:
-            raise common.invalid_state("poll", common.found(store.poll(poll_id), "poll", poll_id).status, operation)
-        return self.open
-
+    @handles(EndPoll)
     def _end_command(self, command: EndPoll, now_ms: int, store: PollStore) -> Outcome:
-        poll = self._open_poll(command.poll_id, store, "end")
+        poll = common.current(self.open, "poll", command.poll_id, store.poll, "end")
         if not store.finish(poll.id, now_ms):
             raise common.invalid_state("poll", "ended", "end")
         self.open = None
@@ -228,8 +212,9 @@ class PollsComponent:
         outcome = Outcome(final, [], [Emitted("channel.poll.end", data)], shared_state_changed=True)
         return common.add_card(outcome, store, self.channel_id, now_ms, "poll-end", f"Poll ended: {final.title}", data)
 
+    @handles(Vote)
     def _vote(self, command: Vote, now_ms: int, store: PollStore) -> Outcome:
-        poll = self._open_poll(command.poll_id, store, "vote in")
+        poll = common.current(self.open, "poll", command.poll_id, store.poll, "vote in")
         if now_ms >= poll.ends_at:  # its end is due and about to be written
             raise common.invalid_state("poll", "ended", "vote in")
         if command.option_id not in {option.id for option in poll.options}:

@@ -24,8 +24,7 @@ from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
-from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
-from volthub.hub.components.chat_rules import Standing
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, handles
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -153,10 +152,7 @@ class PlaceBet:
     points: int
 
 
-COMMANDS: tuple[type, ...] = (StartPrediction, LockPrediction, ResolvePrediction, CancelPrediction, PlaceBet)
-
-
-class PredictionStore(common.CardStore, Protocol):
+class PredictionStore(common.CardStore, common.StandingStore, Protocol):
     def active_prediction(self) -> Prediction | None:
         """The open or locked prediction, without its bets."""
 
@@ -164,15 +160,12 @@ class PredictionStore(common.CardStore, Protocol):
         """Any prediction of this channel, with its bets."""
 
     def bet(self, prediction_id: str, user_id: str) -> Bet | None: ...
-    def standing(self, user_id: str) -> Standing | None: ...
     def points_balance(self, user_id: str) -> int: ...
     def lock(self, prediction_id: str, now_ms: int) -> bool:
         """Guarded: open → locked."""
 
     def finish(self, prediction_id: str, status: str, winning_outcome_id: str | None, now_ms: int) -> bool:
         """Guarded: locked → resolved | cancelled (cancel also from open)."""
-
-    def apply(self, write: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -199,7 +192,9 @@ class PayOut:
     kind: str
 
 
-class PredictionsComponent:
+class PredictionsComponent(Dispatcher[PredictionStore]):
+    UNHANDLED = "predictions do not handle"
+
     def __init__(self, channel_id: str) -> None:
         self.channel_id = channel_id
         self.active: Prediction | None = None
@@ -215,24 +210,6 @@ class PredictionsComponent:
     def is_idle(self) -> bool:
         return self.active is None or self.active.status != "open"
 
-    def handle(self, command: Any, now_ms: int, store: PredictionStore) -> Outcome:
-        if isinstance(command, PlaceBet):
-            return self._bet(command, now_ms, store)
-        if isinstance(command, StartPrediction):
-            return self._start(command, now_ms, store)
-        prediction = self._find(command.prediction_id, store)
-        if isinstance(command, LockPrediction):
-            if prediction.status != "open":
-                raise common.invalid_state("prediction", prediction.status, "lock")
-            return self._lock(prediction, now_ms, store, refuse=True)
-        if isinstance(command, ResolvePrediction):
-            return self._resolve(prediction, command.winning_outcome_id, now_ms, store)
-        if isinstance(command, CancelPrediction):
-            if prediction.status not in ACTIVE:
-                raise common.invalid_state("prediction", prediction.status, "cancel")
-            return self._finish(prediction, "cancelled", None, now_ms, store)
-        raise TypeError(f"predictions do not handle {type(command).__name__}")
-
     def on_deadline(self, now_ms: int, store: PredictionStore) -> Outcome:
         prediction = self.active
         if prediction is None or prediction.status != "open":
@@ -245,6 +222,7 @@ class PredictionsComponent:
     def _find(self, prediction_id: str, store: PredictionStore) -> Prediction:
         return common.found(store.prediction(prediction_id), "prediction", prediction_id)
 
+    @handles(StartPrediction)
     def _start(self, command: StartPrediction, now_ms: int, store: PredictionStore) -> Outcome:
         if self.active is not None:
             raise common.already_active("prediction", self.active.id)
@@ -272,6 +250,13 @@ class PredictionsComponent:
             outcome, store, self.channel_id, now_ms, "prediction-begin", f"Prediction: {title}", data
         )
 
+    @handles(LockPrediction)
+    def _lock_command(self, command: LockPrediction, now_ms: int, store: PredictionStore) -> Outcome:
+        prediction = self._find(command.prediction_id, store)
+        if prediction.status != "open":
+            raise common.invalid_state("prediction", prediction.status, "lock")
+        return self._lock(prediction, now_ms, store, refuse=True)
+
     def _lock(self, prediction: Prediction, now_ms: int, store: PredictionStore, *, refuse: bool) -> Outcome:
         if not store.lock(prediction.id, now_ms):
             if refuse:
@@ -285,7 +270,10 @@ class PredictionsComponent:
         )
         return Outcome(locked, [], [Emitted("channel.prediction.lock", data)], shared_state_changed=True)
 
-    def _resolve(self, prediction: Prediction, winning: str, now_ms: int, store: PredictionStore) -> Outcome:
+    @handles(ResolvePrediction)
+    def _resolve(self, command: ResolvePrediction, now_ms: int, store: PredictionStore) -> Outcome:
+        prediction = self._find(command.prediction_id, store)
+        winning = command.winning_outcome_id
         if prediction.status not in ACTIVE:
             raise common.invalid_state("prediction", prediction.status, "resolve")
         if winning not in {choice.id for choice in prediction.outcomes}:
@@ -305,6 +293,13 @@ class PredictionsComponent:
         outcome.writes[:0] = first.writes
         outcome.events[:0] = first.events
         return outcome
+
+    @handles(CancelPrediction)
+    def _cancel(self, command: CancelPrediction, now_ms: int, store: PredictionStore) -> Outcome:
+        prediction = self._find(command.prediction_id, store)
+        if prediction.status not in ACTIVE:
+            raise common.invalid_state("prediction", prediction.status, "cancel")
+        return self._finish(prediction, "cancelled", None, now_ms, store)
 
     def _finish(
         self, prediction: Prediction, status: str, winning: str | None, now_ms: int, store: PredictionStore
@@ -337,10 +332,9 @@ class PredictionsComponent:
         text = f"Prediction {status}: {ended.title}"
         return common.add_card(outcome, store, self.channel_id, now_ms, "prediction-end", text, data)
 
+    @handles(PlaceBet)
     def _bet(self, command: PlaceBet, now_ms: int, store: PredictionStore) -> Outcome:
-        prediction = self.active
-        if prediction is None or prediction.id != command.prediction_id:
-            raise common.invalid_state("prediction", self._find(command.prediction_id, store).status, "bet on")
+        prediction = common.current(self.active, "prediction", command.prediction_id, store.prediction, "bet on")
         if prediction.status != "open" or now_ms >= prediction.locks_at:
             raise common.invalid_state("prediction", "locked", "bet on")
         if command.outcome_id not in {choice.id for choice in prediction.outcomes}:

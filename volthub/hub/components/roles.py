@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 from volthub.hub.clock import iso8601
-from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, Store, handles
 from volthub.hub.components.chat_rules import Standing, badges
 from volthub.protocol import catalogue
 
@@ -85,9 +85,6 @@ class ExpireRoles:
     """Ends this channel's grants whose expiry has come; replies how many it ended."""
 
 
-COMMANDS: tuple[type, ...] = (GrantRole, RemoveRole, ExpireRoles)
-
-
 # --- the store port ----------------------------------------------------------------------------
 
 
@@ -110,7 +107,7 @@ class EndedRole:
     ended_at: int
 
 
-class RoleStore(Protocol):
+class RoleStore(Store, Protocol):
     def standing(self, user_id: str) -> Standing | None:
         """The user's standing in this channel as of now; None: no such user."""
 
@@ -123,8 +120,6 @@ class RoleStore(Protocol):
     def expire_due(self, now_ms: int) -> list[EndedRole]:
         """The guarded end of every grant expired by `now_ms`: only the transaction that
         deleted a row gets it back."""
-
-    def apply(self, write: Any) -> None: ...
 
 
 # --- pure rules --------------------------------------------------------------------------------
@@ -169,7 +164,9 @@ def _person(standing: Standing) -> catalogue.Person:
 # --- the component -----------------------------------------------------------------------------
 
 
-class RolesComponent:
+class RolesComponent(Dispatcher[RoleStore]):
+    UNHANDLED = "roles do not handle"
+
     def __init__(self, channel_id: str) -> None:
         self.channel_id = channel_id
 
@@ -185,17 +182,9 @@ class RolesComponent:
     def is_idle(self) -> bool:
         return True
 
-    def handle(self, command: Any, now_ms: int, store: RoleStore) -> Outcome:
-        if isinstance(command, GrantRole):
-            return self._grant(command, now_ms, store)
-        if isinstance(command, RemoveRole):
-            return self._remove(command, now_ms, store)
-        if isinstance(command, ExpireRoles):
-            return self._expire(now_ms, store)
-        raise TypeError(f"roles do not handle {type(command).__name__}")
-
     # -- commands --
 
+    @handles(GrantRole)
     def _grant(self, command: GrantRole, now_ms: int, store: RoleStore) -> Outcome:
         role = check_role(command.role)
         if command.expires_at is not None and command.expires_at <= now_ms:
@@ -220,13 +209,15 @@ class RolesComponent:
             events.insert(0, Emitted("channel.moderator.add", data))
         return Outcome(granted, [SaveRole(member.user_id, role, now_ms, command.expires_at)], events)
 
+    @handles(RemoveRole)
     def _remove(self, command: RemoveRole, now_ms: int, store: RoleStore) -> Outcome:
         role = check_role(command.role)
         if not store.remove(command.member_id, role):
             raise _refuse(404, "not_found", "this member does not hold that role")
         return Outcome(None, [], self._ended(store, [EndedRole(command.member_id, role, now_ms)]))
 
-    def _expire(self, now_ms: int, store: RoleStore) -> Outcome:
+    @handles(ExpireRoles)
+    def _expire(self, command: ExpireRoles, now_ms: int, store: RoleStore) -> Outcome:
         ended = store.expire_due(now_ms)
         return Outcome(len(ended), [], self._ended(store, ended))
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from volthub.hub.clock import iso8601
 from volthub.hub.components import common
-from volthub.hub.components.base import Emitted, Outcome, Refusal, Refused
+from volthub.hub.components.base import Dispatcher, Emitted, Outcome, Refusal, Refused, Store, handles
 from volthub.protocol import catalogue
 
 TITLE_MAX = 100
@@ -131,11 +131,10 @@ class CountForTimers:
     amount: int
 
 
-COMMANDS: tuple[type, ...] = (StartTimer, TimerOperation, AddTime, CountForTimers)
 OPERATIONS = ("pause", "resume", "end", "reset")
 
 
-class TimerStore(Protocol):
+class TimerStore(Store, Protocol):
     def live_timers(self) -> list[Timer]:
         """The channel's running and paused timers."""
 
@@ -146,8 +145,6 @@ class TimerStore(Protocol):
     def count_once(self, key: str) -> bool:
         """Record a counted event; False when it was counted before."""
 
-    def apply(self, write: Any) -> None: ...
-
 
 @dataclass(frozen=True)
 class SaveTimer:
@@ -155,7 +152,9 @@ class SaveTimer:
     created: bool = False
 
 
-class TimersComponent:
+class TimersComponent(Dispatcher[TimerStore]):
+    UNHANDLED = "timers do not handle"
+
     def __init__(self, channel_id: str) -> None:
         self.channel_id = channel_id
         self.live: dict[str, Timer] = {}
@@ -169,32 +168,6 @@ class TimersComponent:
 
     def is_idle(self) -> bool:
         return not any(t.status == "running" for t in self.live.values())
-
-    def handle(self, command: Any, now_ms: int, store: TimerStore) -> Outcome:
-        if isinstance(command, StartTimer):
-            return self._start(command, now_ms)
-        if isinstance(command, TimerOperation):
-            timer = self._find(command.timer_id, store)
-            return self._operate(timer, command.operation, now_ms)
-        if isinstance(command, AddTime):
-            timer = self._find(command.timer_id, store)
-            if timer.status == "ended":
-                raise common.invalid_state("timer", timer.status, "add time to")
-            with common.refusing_invalid({"field": "seconds"}):
-                seconds = check_added(command.seconds)
-            if timer.remaining_at(now_ms) + seconds * 1000 > REMAINING_MAX * 1000:
-                raise Refused(
-                    Refusal(
-                        400,
-                        "validation_error",
-                        f"a timer holds at most {REMAINING_MAX} seconds",
-                        {"field": "seconds", "remainingSeconds": REMAINING_MAX},
-                    )
-                )
-            return self._add(timer, seconds * 1000, "manual", now_ms)
-        if isinstance(command, CountForTimers):
-            return self._count(command, now_ms, store)
-        raise TypeError(f"timers do not handle {type(command).__name__}")
 
     def on_deadline(self, now_ms: int, store: TimerStore) -> Outcome:
         outcome = Outcome(shared_state_changed=True)
@@ -219,7 +192,8 @@ class TimersComponent:
                 Refusal(409, "too_many_timers", f"a channel may have {LIVE_TIMERS_MAX} running or paused timers")
             )
 
-    def _start(self, command: StartTimer, now_ms: int) -> Outcome:
+    @handles(StartTimer)
+    def _start(self, command: StartTimer, now_ms: int, store: TimerStore) -> Outcome:
         self._check_room()
         with common.refusing_invalid():
             duration = check_duration(command.duration_seconds)
@@ -228,8 +202,10 @@ class TimersComponent:
         timer = Timer(str(uuid.uuid4()), title, "running", duration, ms, now_ms + ms, command.subathon)
         return self._changed(timer, "started", now_ms, created=True)
 
-    def _operate(self, timer: Timer, operation: str, now_ms: int) -> Outcome:
-        status = timer.status
+    @handles(TimerOperation)
+    def _operate(self, command: TimerOperation, now_ms: int, store: TimerStore) -> Outcome:
+        timer = self._find(command.timer_id, store)
+        operation, status = command.operation, timer.status
         if operation == "pause" and status == "running":
             return self._changed(
                 replace(timer, status="paused", remaining_ms=timer.remaining_at(now_ms)), "paused", now_ms
@@ -252,6 +228,24 @@ class TimersComponent:
             raise Refused(Refusal(400, "validation_error", f"unknown timer operation {operation!r}"))
         raise common.invalid_state("timer", status, operation)
 
+    @handles(AddTime)
+    def _add_time(self, command: AddTime, now_ms: int, store: TimerStore) -> Outcome:
+        timer = self._find(command.timer_id, store)
+        if timer.status == "ended":
+            raise common.invalid_state("timer", timer.status, "add time to")
+        with common.refusing_invalid({"field": "seconds"}):
+            seconds = check_added(command.seconds)
+        if timer.remaining_at(now_ms) + seconds * 1000 > REMAINING_MAX * 1000:
+            raise Refused(
+                Refusal(
+                    400,
+                    "validation_error",
+                    f"a timer holds at most {REMAINING_MAX} seconds",
+                    {"field": "seconds", "remainingSeconds": REMAINING_MAX},
+                )
+            )
+        return self._add(timer, seconds * 1000, "manual", now_ms)
+
     def _add(self, timer: Timer, added_ms: int, reason: str, now_ms: int) -> Outcome:
         """Saturates: the timer never holds more than REMAINING_MAX."""
         before = timer.remaining_at(now_ms)
@@ -267,6 +261,7 @@ class TimersComponent:
             changed = replace(timer, remaining_ms=remaining)
         return self._changed(changed, "time_added", now_ms, added_ms=added_ms, reason=reason)
 
+    @handles(CountForTimers)
     def _count(self, command: CountForTimers, now_ms: int, store: TimerStore) -> Outcome:
         subathons = [t for t in self.live.values() if t.subathon is not None]
         if not subathons or command.amount <= 0 or not store.count_once(f"{command.event_id}:timers"):

@@ -34,16 +34,14 @@ __all__ = [
 MAX_WEBHOOKS_PER_APP = 25
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class WebhookNotFound(Exception):
-    def __init__(self, webhook_id: str) -> None:
-        super().__init__(webhook_id)
-        self.webhook_id = webhook_id
+    webhook_id: str
 
 
+@dataclass(eq=False)  # an exception: equal only to itself, and hashable
 class DeliveryNotFound(Exception):
-    def __init__(self, delivery_id: str) -> None:
-        super().__init__(delivery_id)
-        self.delivery_id = delivery_id
+    delivery_id: str
 
 
 class TooManyWebhooks(Exception):
