@@ -109,6 +109,7 @@ class RequestView:
         "path",
         "query_string",
         "headers",
+        "_first_values",
         "client",
         "rid",
         "rules",
@@ -131,6 +132,10 @@ class RequestView:
         self.path = path
         self.query_string: bytes = scope["query_string"]
         self.headers: Iterable[tuple[bytes, bytes]] = scope.get("headers", ())
+        # Each name's first value, found in one pass: the steps look up several headers.
+        self._first_values: dict[bytes, bytes] = {}
+        for key, value in self.headers:
+            self._first_values.setdefault(key.lower(), value)
         self.client: str | None = (scope.get("client") or (None,))[0]
         self.rid = rid
         self.rules = rules
@@ -147,10 +152,9 @@ class RequestView:
         self.data: Any = None
 
     def header(self, name: bytes) -> str | None:
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value.decode("latin-1")
-        return None
+        """The first value of the header `name` (lower-case), or None."""
+        value = self._first_values.get(name)
+        return None if value is None else value.decode("latin-1")
 
     async def read_ahead_length(self) -> int | None:
         """The length of a chunked body, where the listener reads it ahead (None: the

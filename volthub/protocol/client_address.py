@@ -56,6 +56,8 @@ class TrustedProxies:
     def trusts(self, peer: str | None) -> bool:
         if self.every_peer:
             return True
+        if not self.networks:  # nobody is trusted (the default): no address to parse
+            return False
         address = _address(peer)
         return address is not None and any(address in network for network in self.networks)
 
