@@ -53,6 +53,7 @@ __all__ = [
     "PathRefused",
     "Published",
     "Setup",
+    "Stream",
     "StreamKeyRefused",
     "Streams",
     "TagsRefused",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qs
 
 from pydantic import Field
@@ -37,7 +37,7 @@ from volthub.http.documented import error_responses
 from volthub.http.errors import ApiError
 from volthub.http.runtime import runtime
 from volthub.http.schemas import Body, Model
-from volthub.services.streams import NotLive, PathRefused, StreamKeyRefused, Vod
+from volthub.services.streams import NotLive, PathRefused, Stream, StreamKeyRefused, Vod
 
 log = logging.getLogger(__name__)
 blueprint = Blueprint("ingest", __name__, url_prefix="/api/ingest")
@@ -122,15 +122,7 @@ async def _unpublished(closing: Awaitable[Vod]) -> dict[str, Any]:
     return {"live": False, "streamId": vod.stream_id, "vodId": vod.id}
 
 
-class _OpenStream(Protocol):
-    """A stream a heartbeat found open: only its id is answered (the streams service
-    does not export the stored stream's type, which the http layer may not import)."""
-
-    @property
-    def id(self) -> str: ...
-
-
-async def _still_live(touching: Awaitable[_OpenStream]) -> dict[str, Any]:
+async def _still_live(touching: Awaitable[Stream]) -> dict[str, Any]:
     """The answer to a hook saying a publisher is still there, found by key or by path."""
     try:
         stream = await touching
