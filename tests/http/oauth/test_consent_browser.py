@@ -98,7 +98,9 @@ def drive_browser(base: str, authorize_url: str, username: str) -> tuple[Landing
 
 async def test_consent_page_in_chromium(live_server, chromium):
     base = live_server.url
-    async with httpx.AsyncClient(base_url=base) as http:
+    # The browser walk can outlast the server's keep-alive timeout: pooled connections are
+    # dropped long before it, or the token request could go out on one the server just closed.
+    async with httpx.AsyncClient(base_url=base, limits=httpx.Limits(keepalive_expiry=1.0)) as http:
         owner = (await http.post("/api/auth/register", json={"username": "browser_owner", "password": PASSWORD})).json()
         user = (await http.post("/api/auth/register", json={"username": "browser_viewer", "password": PASSWORD})).json()
         created = await http.post(
