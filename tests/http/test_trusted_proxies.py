@@ -118,6 +118,41 @@ async def test_the_connection_cap_counts_each_forwarded_client(proxied: tuple[st
             connection.close()
 
 
+async def test_a_gateway_websocket_counts_for_its_forwarded_client_until_it_closes(
+    proxied: tuple[str, str, int],
+) -> None:
+    """A WebSocket holds one of its client's connections for as long as it lives; a plain
+    request on the gateway gives its connection back once answered."""
+    _, gateway, _ = proxied
+    port = int(gateway.rsplit(":", 1)[1])
+
+    async def until(alice_holds: int) -> None:
+        with trio.fail_after(30):
+            while serving.LIMITS.by_address.get(ALICE, 0) != alice_holds:
+                await trio.sleep(0.01)
+
+    plain = await RawConnection.open(port)
+    await plain.send(request("GET", "/socket.io/?EIO=4&transport=polling", headers=via_proxy(ALICE)))
+    with trio.fail_after(30):
+        assert (await plain.response()).status == 200
+    await until(0)  # answered, and the kept-alive connection holds nothing
+    upgrade = {
+        **via_proxy(ALICE),
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+    }
+    socket = await RawConnection.open(port)
+    await socket.send(request("GET", "/socket.io/?EIO=4&transport=websocket", headers=upgrade))
+    with trio.fail_after(30):
+        assert (await socket.response()).status == 101
+    await until(1)
+    socket.close()
+    await until(0)
+    plain.close()
+
+
 async def test_metrics_refuse_a_forwarded_client_outside_the_allow_list(proxied: tuple[str, str, int]) -> None:
     base, _, _ = proxied
     async with httpx.AsyncClient(base_url=base) as http:

@@ -77,6 +77,10 @@ class Verdict:
     origin: str | None = None
 
 
+# Sent with every answer to an allowed origin.
+_EXPOSE: Final = (b"access-control-expose-headers", ", ".join(EXPOSED_HEADERS).encode("latin-1"))
+
+
 @dataclass(frozen=True)
 class CorsPolicy:
     """Which origins may call, and with which methods. `origins` holds serialized origins
@@ -84,14 +88,15 @@ class CorsPolicy:
 
     origins: frozenset[str]
     methods: tuple[str, ...] = API_METHODS
+    # Whether `origins` holds `*`: read on every request, so worked out once.
+    any_origin: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "any_origin", ANY_ORIGIN in self.origins)
 
     @classmethod
     def of(cls, origins: Iterable[str], methods: tuple[str, ...] = API_METHODS) -> CorsPolicy:
         return cls(frozenset(origin.lower() for origin in origins), methods)
-
-    @property
-    def any_origin(self) -> bool:
-        return ANY_ORIGIN in self.origins
 
     def allows(self, origin: str) -> bool:
         return self.any_origin or origin.lower() in self.origins
@@ -142,10 +147,7 @@ class CorsPolicy:
 
     def _allow_origin(self, origin: str) -> Headers:
         allowed = ANY_ORIGIN if self.any_origin else origin
-        return [
-            (b"access-control-allow-origin", allowed.encode("latin-1")),
-            (b"access-control-expose-headers", ", ".join(EXPOSED_HEADERS).encode("latin-1")),
-        ]
+        return [(b"access-control-allow-origin", allowed.encode("latin-1")), _EXPOSE]
 
 
 ALLOW_ANY: Final = CorsPolicy.of([ANY_ORIGIN])

@@ -438,16 +438,16 @@ class Gateway:
     async def _serve(self, sock: socket.socket, client: Any) -> None:
         peer = client[0] if isinstance(client, tuple) else "?"
         admitted = self._admit is None or self._admit(peer)
-        held: list[Callable[[], None]] = []  # the claim of the request that became a WebSocket
+        release_claim = _held_nothing  # the claim of the request that became a WebSocket
         try:
             if not admitted:
                 await send_all(sock, self._refusal)
                 return
             address = (client[0], client[1]) if isinstance(client, tuple) else None
             link = Link(sock, address, self._max_message(), self._max_message_frames, self._body_timeout)
-            opened = await self._requests(link, held)
+            opened = await self._requests(link)
             if opened is not None:
-                conn, backlog = opened
+                conn, backlog, release_claim = opened
                 del opened
                 endpoint = conn.endpoint
                 assert isinstance(endpoint, GatewayEndpoint)
@@ -459,19 +459,17 @@ class Gateway:
         finally:
             if admitted and self._release is not None:
                 self._release(peer)
-            for release in held:
-                release()
+            release_claim()
             close_socket(sock)
 
     def _max_message(self) -> int:
         endpoint = next(iter(self.endpoints.values()), None)
         return endpoint.settings.max_payload + 16 if endpoint is not None else 1 << 20
 
-    async def _requests(
-        self, link: Link, held: list[Callable[[], None]]
-    ) -> tuple[WireConnection, list[Received]] | None:
+    async def _requests(self, link: Link) -> tuple[WireConnection, list[Received], Callable[[], None]] | None:
         """HTTP requests on one connection until it closes (None) or becomes a WebSocket
-        (the session it carries, and what the client sent after the upgrade)."""
+        (the session it carries, what the client sent after the upgrade, and the release
+        of its client's claim, which the WebSocket holds until it ends)."""
         while True:
             try:
                 request = await link.next_request(self._keep_alive)
@@ -501,26 +499,38 @@ class Gateway:
             if release is None:
                 await link.respond_error(503, "server_busy", "too many open connections; retry shortly", close=True)
                 return None
-            held.append(release)
-            if ambiguous_length(scope["headers"]):
-                await self._refuse(link, scope, 400, "bad_request", AMBIGUOUS_LENGTH)
-                return None
+            answered: tuple[WireConnection, list[Received]] | bool = False
             try:
-                if not has_body(scope):
-                    await link.skip_body()  # its end, so the connection can be kept alive
-                if endpoint is not None and "websocket" in (header(scope, b"upgrade") or "").lower():
-                    return await self._websocket(link, scope, endpoint)
-                await self._request(link, scope, endpoint, path)
-            except h11.RemoteProtocolError:  # the body's framing: chunk sizes, an early end
-                await self._refuse(link, scope, 400, "bad_request", "the request body could not be read")
+                answered = await self._answer(link, scope, endpoint, path)
+            finally:
+                if not isinstance(answered, tuple):
+                    release()  # answered or refused: only a WebSocket keeps its claim
+            if isinstance(answered, tuple):
+                return (*answered, release)
+            if not answered:
                 return None
-            except BodyTimeout:
-                await self._refuse(link, scope, 408, "request_timeout", "the request body did not arrive in time")
-                return None
-            held.remove(release)
-            release()
-            if not link.reusable:
-                return None
+
+    async def _answer(
+        self, link: Link, scope: Scope, endpoint: GatewayEndpoint | None, path: str
+    ) -> tuple[WireConnection, list[Received]] | bool:
+        """Answer one request: the session it became (a WebSocket), else whether the
+        connection can take another request."""
+        if ambiguous_length(scope["headers"]):
+            await self._refuse(link, scope, 400, "bad_request", AMBIGUOUS_LENGTH)
+            return False
+        try:
+            if not has_body(scope):
+                await link.skip_body()  # its end, so the connection can be kept alive
+            if endpoint is not None and "websocket" in (header(scope, b"upgrade") or "").lower():
+                return await self._websocket(link, scope, endpoint) or False
+            await self._request(link, scope, endpoint, path)
+        except h11.RemoteProtocolError:  # the body's framing: chunk sizes, an early end
+            await self._refuse(link, scope, 400, "bad_request", "the request body could not be read")
+            return False
+        except BodyTimeout:
+            await self._refuse(link, scope, 408, "request_timeout", "the request body did not arrive in time")
+            return False
+        return link.reusable
 
     async def _websocket(
         self, link: Link, scope: Scope, endpoint: GatewayEndpoint
