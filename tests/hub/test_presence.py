@@ -80,3 +80,40 @@ async def test_each_process_answers_with_every_process_s_viewers(stores: Any, au
     # A process that stops writing (killed) stops counting after three intervals.
     await trio.sleep(16)
     assert await one.snapshot("c2") == ([], 0)
+
+
+class StallsOnSecondExpiry:
+    """A Redis client that never finishes setting the expiry of the second channel it
+    writes: a shutdown then comes in the middle of a round of writes."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._expiries = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def pexpire(self, key: str, milliseconds: int) -> Any:
+        self._expiries += 1
+        if self._expiries == 2:
+            await trio.sleep_forever()
+        return await self._client.pexpire(key, milliseconds)
+
+
+async def test_a_shutdown_in_the_middle_of_a_write_removes_every_channel_written(tmp_path: Any) -> None:
+    import coredis
+
+    server = RedisServer(tmp_path).start()
+    try:
+        async with coredis.Redis.from_url(server.url) as client:
+            leaving = RedisPresenceStore(Connected(StallsOnSecondExpiry(client)))
+            rows = [("c1", ["alice"], 0), ("c2", ["bob"], 1)]
+            with trio.move_on_after(1):
+                await leaving.replace_mine("leaving", rows, now_ms=10_000, stale_before_ms=0)
+            staying = RedisPresenceStore(Connected(client))
+            assert await staying.others("c2", "staying", fresh_after_ms=0) == (["bob"], 1)
+            await leaving.delete_mine("leaving")
+            for channel_id in ("c1", "c2"):
+                assert await staying.others(channel_id, "staying", fresh_after_ms=0) == ([], 0)
+    finally:
+        server.stop()

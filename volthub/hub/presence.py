@@ -101,6 +101,8 @@ class RedisPresenceStore:
         current = set()
         for channel_id, users, anonymous in rows:
             key = presence_key(channel_id)
+            # Noted before it is written: a shutdown in the middle of this round removes it too.
+            self._written.add(channel_id)
             await client.hset(key, {process_id: orjson.dumps([users, anonymous, now_ms])})
             await client.pexpire(key, ttl_ms)
             current.add(channel_id)
