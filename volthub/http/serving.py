@@ -95,13 +95,8 @@ AMBIGUOUS_LENGTH = "send Content-Length or Transfer-Encoding, not both: the requ
 def ambiguous_length(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     """Whether a request says both how long its body is and how it is encoded (header
     names in lower case, as both listeners' HTTP parsers give them)."""
-    length = encoding = False
-    for name, _ in headers:
-        if name == b"content-length":
-            length = True
-        elif name == b"transfer-encoding":
-            encoding = True
-    return length and encoding
+    names = {name for name, _ in headers}
+    return b"content-length" in names and b"transfer-encoding" in names
 
 
 def serving_middleware(app: Any, max_body_bytes: int, timeout: float = 30.0) -> Any:

@@ -88,15 +88,14 @@ class CorsPolicy:
 
     origins: frozenset[str]
     methods: tuple[str, ...] = API_METHODS
-    # Whether `origins` holds `*`: read on every request, so worked out once.
-    any_origin: bool = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "any_origin", ANY_ORIGIN in self.origins)
 
     @classmethod
     def of(cls, origins: Iterable[str], methods: tuple[str, ...] = API_METHODS) -> CorsPolicy:
         return cls(frozenset(origin.lower() for origin in origins), methods)
+
+    @property
+    def any_origin(self) -> bool:
+        return ANY_ORIGIN in self.origins
 
     def allows(self, origin: str) -> bool:
         return self.any_origin or origin.lower() in self.origins
